@@ -1,0 +1,220 @@
+"""`solar-opt`: the xdsl-opt style driver.
+
+Input by extension: `.mlir` (MLIR, generic or custom syntax), `.loop` (the loop-IR text form),
+`.py` (a source program, translated by `--translate` / `-p translate`). Shorthand flags only
+append registered passes, so `--lift-einsum` and `-p lift-einsum` give the same output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import IO, ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.utils.frontend import Frontend
+from xdsl.utils.target import Target
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from solar_compiler.errors import SolarError
+
+ROOFLINE_CHOICES = ("unfused", "fused", "cache-aware", "all")
+
+
+@dataclass(frozen=True)
+class LoopTextFrontend(Frontend):
+    name: ClassVar[str] = "loop"
+
+    def parse(self, ctx: Context, input: IO[bytes], input_name: str = "input") -> ModuleOp:
+        from solar_compiler.loopir.convert import kernels_to_module
+        from solar_compiler.polyhedral import check_bounds
+        from solar_compiler.text.parser import parse_kernels
+
+        kernels = parse_kernels(input.read().decode(), input_name)
+        for k in kernels:
+            check_bounds(k)
+        module = kernels_to_module(kernels)
+        module.attributes["solar.source"] = StringAttr(input_name)
+        module.attributes["solar.frontend"] = StringAttr("loop-text")
+        return module
+
+
+@dataclass(frozen=True)
+class SourceFileFrontend(Frontend):
+    """A program in a source language: an empty module naming the file, for `translate`."""
+
+    name: ClassVar[str] = "py"
+
+    def parse(self, ctx: Context, input: IO[bytes], input_name: str = "input") -> ModuleOp:
+        input.read()
+        module = ModuleOp([])
+        module.attributes["solar.source"] = StringAttr(input_name)
+        return module
+
+
+@dataclass(frozen=True)
+class LoopTextTarget(Target):
+    """Print every kernel in the loop-IR text form."""
+
+    name: ClassVar[str] = "loop"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        from solar_compiler.loopir.convert import module_kernels
+        from solar_compiler.text.printer import print_kernels
+
+        kernels = module_kernels(module)
+        if not kernels:
+            raise SolarError("no loop.kernel to print (is the input translated?)")
+        output.write(print_kernels(kernels))
+
+
+TARGETS: dict[str, str] = {
+    "loop": "solar_compiler.driver:LoopTextTarget",
+    "report": "solar_compiler.report:TextReportTarget",
+    "json": "solar_compiler.report:JsonReportTarget",
+}
+
+
+class SolarOptMain(xDSLOptMain):
+    version_format = "solar-opt (xdsl {xdsl_version})"
+
+    def register_all_dialects(self) -> None:
+        super().register_all_dialects()
+
+        def loop():
+            from solar_compiler.dialects.loop import Loop
+
+            return Loop
+
+        def einsum():
+            from solar_compiler.dialects.einsum import Einsum
+
+            return Einsum
+
+        self.ctx.register_dialect("loop", loop)
+        self.ctx.register_dialect("einsum", einsum)
+
+    def register_all_frontends(self) -> None:
+        super().register_all_frontends()
+        self.available_frontends["loop"] = lambda: LoopTextFrontend
+        self.available_frontends["py"] = lambda: SourceFileFrontend
+
+    def register_all_passes(self) -> None:
+        from solar_compiler.passes import all_passes
+
+        super().register_all_passes()
+        for name, factory in all_passes().items():
+            self.register_pass(name, factory)
+
+    def register_all_targets(self) -> None:
+        import importlib
+
+        super().register_all_targets()
+        def lazy(path: str):
+            mod, _, cls = path.partition(":")
+            return lambda: getattr(importlib.import_module(mod), cls)
+
+        for name, path in TARGETS.items():
+            self.available_targets[name] = lazy(path)
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        g = arg_parser.add_argument_group("solar-opt")
+        g.add_argument("--translate", action="store_true",
+                       help="translate a source program (.py) into loop IR (pass 'translate')")
+        g.add_argument("--frontend-options", default="", metavar="OPTS",
+                       help="options of the translate pass, e.g. 'mode=train no-cache=true'")
+        g.add_argument("--mode", choices=("eval", "train"), default=None, help="torch frontend mode")
+        g.add_argument("--no-cache", action="store_true", help="bypass the translation cache")
+        g.add_argument("--lift-einsum", action="store_true", help="loop IR -> einsum graph (pass 'lift-einsum')")
+        g.add_argument("--roofline", choices=ROOFLINE_CHOICES, default=None,
+                       help="compute bounds (pass 'roofline') and print the report")
+        g.add_argument("--hw", default=None, help="hardware target(s): H100_SXM or H100_SXM,H200 or a YAML path")
+        g.add_argument("--precision", default=None, help="precision policy: auto|fp32|tf32|bf16|fp16|fp8")
+        g.add_argument("--cache-size", default=None, help="override on-chip capacity (bytes), what-if studies")
+        g.add_argument("--inverse-roofline", default=None, metavar="LATENCY",
+                       help="required hardware for a target latency, e.g. 2ms or 500Hz")
+        g.add_argument("--format", choices=("text", "json"), default=None, help="report format")
+        g.add_argument("--plot", default=None, metavar="FILE", help="roofline chart (.png or .svg)")
+        g.add_argument("--calibrate-host", action="store_true", help="measure this machine as target 'host'")
+        g.add_argument("--debug", action="store_true", help="show Python tracebacks")
+
+    def setup_pipeline(self) -> None:
+        a = self.args
+        pre: list[str] = []
+        if a.translate:
+            opts = [o for o in a.frontend_options.split() if o]
+            if a.mode:
+                opts.append(f"mode={a.mode}")
+            if a.no_cache:
+                opts.append("no-cache=true")
+            pre.append("translate" + (f"{{{' '.join(opts)}}}" if opts else ""))
+        if a.lift_einsum:
+            pre.append("lift-einsum")
+        post: list[str] = []
+        if a.roofline or a.inverse_roofline:
+            opts = [f"fidelity={a.roofline or 'all'}"]
+            if a.hw:
+                opts.append(f"hw={a.hw}")
+            if a.precision:
+                opts.append(f"precision={a.precision}")
+            if a.cache_size:
+                opts.append(f"cache-size={a.cache_size}")
+            if a.inverse_roofline:
+                opts.append(f"inverse={a.inverse_roofline}")
+            if a.plot:
+                opts.append(f"plot={a.plot}")
+            if a.roofline and not a.lift_einsum and "lift-einsum" not in (a.passes or ""):
+                pre.append("lift-einsum")
+            post.append(f"roofline{{{' '.join(opts)}}}")
+            if a.target == "mlir":
+                a.target = "json" if a.format == "json" else "report"
+        elif a.format:
+            a.target = "json" if a.format == "json" else "report"
+        a.passes = ",".join(pre + ([a.passes] if a.passes else []) + post)
+        super().setup_pipeline()
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    debug = "--debug" in argv
+    if "--calibrate-host" in argv:
+        from solar_compiler.hw import calibrate_host
+
+        path = calibrate_host()
+        print(f"host calibrated: {path}")
+        return 0
+    try:
+        SolarOptMain(args=argv).run()
+    except SystemExit:
+        raise
+    except BaseException as e:  # every failure is one line on stderr unless --debug
+        if debug or isinstance(e, KeyboardInterrupt):
+            raise
+        print(f"solar-opt: error: {one_line(e)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def one_line(e: BaseException) -> str:
+    from xdsl.utils.exceptions import ParseError
+
+    if isinstance(e, ParseError):
+        span = e.span
+        line, col, _ = span.get_location()
+        msg = str(e).strip().splitlines()
+        what = msg[-1].strip() if msg else "parse error"
+        return f"{span.input.name}:{line}:{col}: {what}"
+    text = " ".join(str(e).split()) or type(e).__name__
+    if type(e).__name__ in ("VerifyException", "DiagnosticException"):
+        return f"verification failed: {text}"
+    if isinstance(e, (SolarError, ValueError, OSError)):
+        return text
+    return f"{type(e).__name__}: {text}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,372 @@
+"""Kernel AST: the plain-Python view of a loop-IR kernel.
+
+Frontends build it (directly or through the text form), `convert.py` turns it into the xDSL
+`loop` dialect and back, and analyses (polyhedral, executor, lifting) read it. Scalar expression
+nodes carry a dtype once `infer_types` has run (literals may be untyped before that).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+
+from solar_compiler.loopir.affine import AffCond, AffExpr
+
+DTYPES: dict[str, int] = {  # name -> bytes per element
+    "f64": 8, "f32": 4, "bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1,
+    "i64": 8, "i32": 4, "i8": 1, "bool": 1,
+}
+FLOAT_DTYPES = ("f64", "f32", "bf16", "f16", "f8e4m3", "f8e5m2")
+INT_DTYPES = ("i64", "i32", "i8")
+ROLES = ("input", "weight", "output", "local")
+REDUCTIONS = ("=", "+=", "*=", "max=", "min=")
+UNARY_FNS = ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs", "floor", "ceil",
+             "round", "sign", "not", "sin", "cos", "log1p", "expm1", "reciprocal", "isnan")
+BINARY_FNS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "pow", "and", "or", "xor")
+CMP_PREDS = ("eq", "ne", "lt", "le", "gt", "ge")
+TRANSCENDENTAL = {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "log1p", "expm1",
+                  "pow"}
+REDUCTION_IDENTITY = {"+=": 0.0, "*=": 1.0, "max=": -math.inf, "min=": math.inf}
+
+
+class LoopIRError(ValueError):
+    """A semantic error in a loop-IR program; `loc` is `file:line:col` where known."""
+
+    def __init__(self, message: str, loc: str | None = None):
+        super().__init__(f"{loc}: {message}" if loc else message)
+        self.message = message
+        self.loc = loc
+
+
+# ---- scalar expressions ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class SExpr:
+    @property
+    def children(self) -> tuple[SExpr, ...]:
+        return ()
+
+    def walk(self) -> Iterator[SExpr]:
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+    def typed(self) -> str:
+        dt = getattr(self, "dtype", None)
+        if dt is None:
+            raise LoopIRError(f"untyped expression {self}")
+        return dt
+
+
+Index = AffExpr | SExpr  # an index position: affine, or a loaded value (indirect)
+
+
+@dataclass(frozen=True)
+class Read(SExpr):
+    tensor: str
+    indices: tuple[Index, ...]
+    dtype: str | None = None
+
+    @property
+    def children(self) -> tuple[SExpr, ...]:
+        return tuple(i for i in self.indices if isinstance(i, SExpr))
+
+    @property
+    def indirect(self) -> bool:
+        return any(isinstance(i, SExpr) for i in self.indices)
+
+
+@dataclass(frozen=True)
+class Const(SExpr):
+    value: float | int | bool
+    dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class IndexValue(SExpr):
+    """The value of an affine expression of induction variables, as an i64 scalar."""
+
+    expr: AffExpr
+    dtype: str | None = "i64"
+
+
+@dataclass(frozen=True)
+class Unary(SExpr):
+    fn: str
+    x: SExpr
+    dtype: str | None = None
+
+    @property
+    def children(self) -> tuple[SExpr, ...]:
+        return (self.x,)
+
+
+@dataclass(frozen=True)
+class Binary(SExpr):
+    fn: str
+    a: SExpr
+    b: SExpr
+    dtype: str | None = None
+
+    @property
+    def children(self) -> tuple[SExpr, ...]:
+        return (self.a, self.b)
+
+
+@dataclass(frozen=True)
+class Cmp(SExpr):
+    pred: str
+    a: SExpr
+    b: SExpr
+    dtype: str | None = "bool"
+
+    @property
+    def children(self) -> tuple[SExpr, ...]:
+        return (self.a, self.b)
+
+
+@dataclass(frozen=True)
+class Select(SExpr):
+    cond: SExpr
+    a: SExpr
+    b: SExpr
+    dtype: str | None = None
+
+    @property
+    def children(self) -> tuple[SExpr, ...]:
+        return (self.cond, self.a, self.b)
+
+
+@dataclass(frozen=True)
+class Cast(SExpr):
+    x: SExpr
+    dtype: str | None = None
+
+    @property
+    def children(self) -> tuple[SExpr, ...]:
+        return (self.x,)
+
+
+# ---- statements -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TensorDecl:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    role: str
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * DTYPES[self.dtype]
+
+
+@dataclass
+class Assign:
+    target: str
+    indices: tuple[AffExpr, ...]
+    kind: str
+    value: SExpr
+    loc: str | None = None
+    pos: str | None = field(default=None, compare=False)  # where the text form wrote it
+
+
+@dataclass
+class For:
+    iv: str
+    lb: AffExpr
+    ub: AffExpr
+    step: int = 1
+    sequential: bool = False
+    body: list[Node] = field(default_factory=list)
+
+
+@dataclass
+class If:
+    conds: tuple[AffCond, ...]
+    body: list[Node] = field(default_factory=list)
+
+
+Node = Assign | For | If
+
+
+@dataclass
+class Kernel:
+    name: str
+    tensors: list[TensorDecl]
+    body: list[Node] = field(default_factory=list)
+
+    def tensor(self, name: str) -> TensorDecl:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise LoopIRError(f"unknown tensor '{name}'")
+
+    def by_role(self, *roles: str) -> list[TensorDecl]:
+        return [t for t in self.tensors if t.role in roles]
+
+
+@dataclass(frozen=True)
+class StmtContext:
+    """A statement with its enclosing loops and guards, outermost first."""
+
+    stmt: Assign
+    loops: tuple[For, ...]
+    guards: tuple[AffCond, ...]
+    index: int  # position in program order
+
+    @property
+    def ivs(self) -> tuple[str, ...]:
+        return tuple(f.iv for f in self.loops)
+
+
+def statements(kernel: Kernel) -> list[StmtContext]:
+    """Every statement in program order with its loop nest and guards."""
+    out: list[StmtContext] = []
+
+    def go(nodes: list[Node], loops: tuple[For, ...], guards: tuple[AffCond, ...]) -> None:
+        for n in nodes:
+            if isinstance(n, Assign):
+                out.append(StmtContext(n, loops, guards, len(out)))
+            elif isinstance(n, For):
+                go(n.body, loops + (n,), guards)
+            else:
+                go(n.body, loops, guards + n.conds)
+
+    go(kernel.body, (), ())
+    return out
+
+
+def reads(e: SExpr) -> list[Read]:
+    return [n for n in e.walk() if isinstance(n, Read)]
+
+
+# ---- type inference ---------------------------------------------------------------------------
+def default_literal_dtype(value: float | int | bool) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    return "i64" if isinstance(value, int) else "f32"
+
+
+def _is_literal(e: SExpr) -> bool:
+    return isinstance(e, Const) and e.dtype is None
+
+
+def infer(e: SExpr, kernel: Kernel, expected: str | None) -> SExpr:
+    """Give every node a dtype. A literal takes the type of its partner operand, else `expected`,
+    else a default (f32 for floats, i64 for ints); everything else is typed bottom-up. The printer
+    mirrors these rules to decide where a literal needs an explicit type."""
+    if isinstance(e, Const):
+        if e.dtype is not None:
+            return e
+        dt = expected or default_literal_dtype(e.value)
+        return replace(e, value=coerce_literal(e.value, dt), dtype=dt)
+    if isinstance(e, IndexValue):
+        return e
+    if isinstance(e, Read):
+        idx = tuple(i if isinstance(i, AffExpr) else infer(i, kernel, "i64") for i in e.indices)
+        return replace(e, indices=idx, dtype=kernel.tensor(e.tensor).dtype)
+    if isinstance(e, Unary):
+        x = infer(e.x, kernel, "bool" if e.fn == "not" else expected)
+        return replace(e, x=x, dtype="bool" if e.fn in ("not", "isnan") else x.dtype)
+    if isinstance(e, Binary | Cmp):
+        a, b = _infer_pair(e.a, e.b, kernel, expected if isinstance(e, Binary) else None)
+        return replace(e, a=a, b=b, dtype=a.dtype if isinstance(e, Binary) else "bool")
+    if isinstance(e, Select):
+        a, b = _infer_pair(e.a, e.b, kernel, expected)
+        return replace(e, cond=infer(e.cond, kernel, "bool"), a=a, b=b, dtype=a.dtype)
+    if isinstance(e, Cast):
+        return replace(e, x=infer(e.x, kernel, None))
+    raise LoopIRError(f"unknown expression node {e!r}")
+
+
+def pair_expected(a: SExpr, b: SExpr, kernel: Kernel, expected: str | None) -> tuple[str | None, str | None]:
+    """The expected types given to the two operands of a binary node (shared with the printer)."""
+    if _is_literal(a) and not _is_literal(b):
+        tb = infer(b, kernel, expected).dtype
+        return tb, expected
+    if _is_literal(b) and not _is_literal(a):
+        ta = infer(a, kernel, expected).dtype
+        return expected, ta
+    return expected, expected
+
+
+def _infer_pair(a: SExpr, b: SExpr, kernel: Kernel, expected: str | None) -> tuple[SExpr, SExpr]:
+    ea, eb = pair_expected(a, b, kernel, expected)
+    return infer(a, kernel, ea), infer(b, kernel, eb)
+
+
+def coerce_literal(value: float | int | bool, dtype: str) -> float | int | bool:
+    if dtype == "bool":
+        return bool(value)
+    if dtype in INT_DTYPES:
+        if isinstance(value, float) and (math.isinf(value) or math.isnan(value) or value != int(value)):
+            raise LoopIRError(f"literal {value} does not fit integer type {dtype}")
+        return int(value)
+    return float(value)
+
+
+# ---- type checking ------------------------------------------------------------------------------
+_BOOL_FNS = ("and", "or", "xor")
+
+
+def check_expr(e: SExpr) -> None:
+    """Type rules of the closed scalar-op set, on a typed expression."""
+    for n in e.walk():
+        if isinstance(n, Binary):
+            if n.a.dtype != n.b.dtype:
+                raise LoopIRError(f"type mismatch in '{n.fn}': {n.a.dtype} vs {n.b.dtype}")
+            if n.fn in _BOOL_FNS and n.a.dtype not in ("bool", *INT_DTYPES):
+                raise LoopIRError(f"'{n.fn}' needs bool or integer operands, got {n.a.dtype}")
+            if n.fn not in _BOOL_FNS and n.a.dtype == "bool":
+                raise LoopIRError(f"'{n.fn}' on bool operands (cast them first)")
+        elif isinstance(n, Cmp):
+            if n.a.dtype != n.b.dtype:
+                raise LoopIRError(f"type mismatch in comparison '{n.pred}': {n.a.dtype} vs {n.b.dtype}")
+        elif isinstance(n, Select):
+            if n.cond.dtype != "bool":
+                raise LoopIRError(f"select condition must be bool, got {n.cond.dtype}")
+            if n.a.dtype != n.b.dtype:
+                raise LoopIRError(f"type mismatch in select: {n.a.dtype} vs {n.b.dtype}")
+        elif isinstance(n, Unary):
+            if n.fn == "not" and n.x.dtype != "bool":
+                raise LoopIRError(f"'not' needs a bool operand, got {n.x.dtype}")
+            if n.fn in TRANSCENDENTAL and n.x.dtype not in FLOAT_DTYPES:
+                raise LoopIRError(f"'{n.fn}' needs a floating-point operand, got {n.x.dtype}")
+        elif isinstance(n, Read):
+            for i in n.indices:
+                if isinstance(i, SExpr) and i.dtype not in INT_DTYPES:
+                    raise LoopIRError(f"indirect index into '{n.tensor}' must be an integer, got {i.dtype}")
+        elif isinstance(n, Const) and n.dtype not in DTYPES:
+            raise LoopIRError(f"unknown dtype {n.dtype}")
+        elif isinstance(n, Cast) and n.dtype not in DTYPES:
+            raise LoopIRError(f"unknown dtype {n.dtype}")
+
+
+def typecheck_assign(kernel: Kernel, a: Assign) -> Assign:
+    target = kernel.tensor(a.target)
+    if a.kind not in REDUCTIONS:
+        raise LoopIRError(f"unknown assignment kind '{a.kind}'")
+    value = infer(a.value, kernel, target.dtype)
+    check_expr(value)
+    if value.dtype != target.dtype:
+        raise LoopIRError(f"type mismatch: '{a.target}' is {target.dtype} but the value is {value.dtype}")
+    if a.kind in ("max=", "min=", "*=", "+=") and target.dtype == "bool":
+        raise LoopIRError(f"'{a.kind}' reduction into bool tensor '{a.target}'")
+    return Assign(a.target, a.indices, a.kind, value, a.loc, a.pos)
+
+
+def typecheck(kernel: Kernel) -> Kernel:
+    """A copy of `kernel` with every expression typed; raises LoopIRError on a type error."""
+
+    def go(nodes: list[Node]) -> list[Node]:
+        out: list[Node] = []
+        for n in nodes:
+            if isinstance(n, Assign):
+                out.append(typecheck_assign(kernel, n))
+            elif isinstance(n, For):
+                out.append(For(n.iv, n.lb, n.ub, n.step, n.sequential, go(n.body)))
+            else:
+                out.append(If(n.conds, go(n.body)))
+        return out
+
+    return Kernel(kernel.name, list(kernel.tensors), go(kernel.body))
