@@ -1,0 +1,347 @@
+"""Hardware targets: bundled figures, precision policy, schema errors, host calibration."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from solar_compiler import hw
+from solar_compiler.hw import HwTargetError, load_target
+
+BUNDLED = ["A100_SXM", "B200", "H100_PCIe", "H100_SXM", "H200", "Jetson_Thor", "L40S", "MI300X"]
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _figures(t: hw.HwTarget) -> list[tuple[str, hw.Figure]]:
+    return list(t._named_figures())
+
+
+# ---------------------------------------------------------------------------------------------- bundled
+
+
+def test_available_targets() -> None:
+    assert hw.available_targets() == [*BUNDLED, "host"]
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_target_loads_and_is_consistent(name: str) -> None:
+    t = load_target(name)
+    assert t.name == name
+    assert Path(t.path).name == f"{name}.yaml"
+    assert t.measured_on is None
+    for field, fig in _figures(t):
+        assert fig.unit in hw.UNITS, field
+        assert fig.value > 0, field
+        assert fig.source.startswith("https://"), field
+    # Levels: dram boundary (all on-chip storage, more than L2 alone) then one SM's storage.
+    assert [lvl.name for lvl in t.levels] == ["dram", "l2"]
+    dram, l2 = t.levels
+    assert dram.bandwidth.value == t.dram_bw.value
+    assert t.l2_size is not None and dram.capacity.value > t.l2_size.value
+    assert t.l2_bw is not None and l2.bandwidth.value == t.l2_bw.value
+    assert t.smem_per_sm is not None and t.regfile_per_sm is not None
+    assert l2.capacity.value >= t.smem_per_sm.value + t.regfile_per_sm.value
+    assert t.sm_count is not None
+    assert dram.capacity.value >= t.l2_size.value + t.sm_count.value * l2.capacity.value
+    # Dense peaks keep the tensor-core ladder: a sparse figure slipped into one field breaks a ratio.
+    m = {k: f.value for k, f in t.matrix.items()}
+    assert m["bf16"] == m["fp16"]
+    assert m["bf16"] / m["tf32"] == pytest.approx(2.0, rel=0.02)
+    if "fp8" in m:
+        assert m["fp8"] / m["bf16"] == pytest.approx(2.0, rel=0.02)
+    assert t.matrix["int8"].unit == "OP/s"
+    assert all(f.unit == "FLOP/s" for k, f in t.matrix.items() if k != "int8")
+    assert hash(t) == hash(load_target(name))
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "hw_targets").glob("*.yaml")))
+def test_bundled_files_read_as_numbers_by_plain_pyyaml(path: Path) -> None:
+    """Values are written 3.35e+12 so any YAML loader (not only ours) reads floats, and the file
+    header says dense / FLOP/s."""
+    text = path.read_text()
+    assert "DENSE" in text and "never MAC/s" in text
+
+    def walk(x: object) -> None:
+        if isinstance(x, dict):
+            if "value" in x:
+                assert isinstance(x["value"], (int, float)) and not isinstance(x["value"], bool), x
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(yaml.safe_load(text))
+
+
+def test_h100_sxm_datasheet_figures() -> None:
+    t = load_target("H100_SXM")
+    assert t.vendor == "NVIDIA"
+    assert t.matrix["bf16"].value == 989.4e12
+    assert t.matrix["fp16"].value == 989.4e12
+    assert t.matrix["tf32"].value == 494.7e12
+    assert t.matrix["fp8"].value == 1978.9e12
+    assert t.matrix["int8"].value == 1978.9e12
+    assert t.matrix["fp64"].value == 66.9e12
+    assert t.vector["fp32"].value == 66.9e12
+    assert t.vector["fp64"].value == 33.5e12
+    assert t.dram_bw.value == 3.35e12 and t.dram_bw.unit == "bytes/s"
+    assert t.l2_size is not None and t.l2_size.value == 50 * 2**20
+    assert t.sm_count is not None and t.sm_count.value == 132
+    assert t.levels[0].capacity.value == pytest.approx(121.6e6, rel=0.01)  # ~120 MB on chip
+    assert t.levels[1].capacity.value == 512 * 1024
+    assert not t.matrix["tf32"].estimate and not t.dram_bw.estimate
+    assert t.l2_bw is not None and t.l2_bw.estimate
+    assert "l2.bandwidth" in t.estimated_fields() and "matrix.bf16" not in t.estimated_fields()
+    assert load_target("H200").dram_bw.value == 4.8e12
+
+
+def test_jetson_thor_rates_are_all_estimates() -> None:
+    t = load_target("Jetson_Thor")
+    assert all(f.estimate for f in t.matrix.values())
+    assert t.clock_hz is not None and not t.clock_hz.estimate
+
+
+# ------------------------------------------------------------------------------------- precision policy
+
+
+def test_matrix_peak_f32_policies() -> None:
+    t = load_target("H100_SXM")
+    assert t.matrix_peak("f32") == 494.7e12  # auto = TF32
+    assert t.matrix_peak("f32", "auto") == 494.7e12
+    assert t.matrix_peak("f32", "tf32") == 494.7e12
+    assert t.matrix_peak("f32", "fp32") == 66.9e12
+    assert t.matrix_peak("f32", "bf16") == 989.4e12
+    assert t.matrix_peak("f32", "fp16") == 989.4e12
+    assert t.matrix_peak("f32", "fp8") == 1978.9e12
+    with pytest.raises(HwTargetError, match="precision policy 'int4'"):
+        t.matrix_peak("f32", "int4")
+
+
+@pytest.mark.parametrize("precision", hw.PRECISIONS)
+def test_matrix_peak_other_dtypes_ignore_policy(precision: str) -> None:
+    t = load_target("H100_SXM")
+    assert t.matrix_peak("bf16", precision) == 989.4e12
+    assert t.matrix_peak("f16", precision) == 989.4e12
+    assert t.matrix_peak("f8e4m3", precision) == 1978.9e12
+    assert t.matrix_peak("f8e5m2", precision) == 1978.9e12
+    assert t.matrix_peak("i8", precision) == 1978.9e12
+    assert t.matrix_peak("f64", precision) == 66.9e12
+    assert t.matrix_peak("i32", precision) == 66.9e12  # integer work at the fp32 lane rate
+
+
+def test_matrix_peak_fallbacks() -> None:
+    # A100 has no FP8 unit: f8 values are exact in fp16/bf16, so f8 runs at the FP16 tensor rate.
+    assert load_target("A100_SXM").matrix_peak("f8e4m3") == 312e12
+    # L40S has no FP64 tensor unit: f64 contractions at the FP64 vector rate.
+    assert load_target("L40S").matrix_peak("f64") == 1.43e12
+    # MI300X lists an FP32 matrix rate; the fp32 policy may use it.
+    assert load_target("MI300X").matrix_peak("f32", "fp32") == 163.4e12
+    # No FP64 figure at all: an error naming target and dtype, not a guess.
+    with pytest.raises(HwTargetError, match=r"Jetson_Thor.*f64"):
+        load_target("Jetson_Thor").matrix_peak("f64")
+    with pytest.raises(HwTargetError, match="unknown dtype 'f128'"):
+        load_target("H100_SXM").matrix_peak("f128")
+
+
+def test_vector_peak() -> None:
+    t = load_target("H100_SXM")
+    assert t.vector_peak("f32") == 66.9e12
+    assert t.vector_peak("f64") == 33.5e12
+    assert t.vector_peak("f16") == 133.8e12  # packed half2 beats fp32
+    assert t.vector_peak("bf16") == 133.8e12
+    assert t.vector_peak("f8e4m3") == 133.8e12
+    assert t.vector_peak("i32") == 66.9e12
+    assert t.vector_peak("bool") == 133.8e12
+    a100 = load_target("A100_SXM")
+    assert a100.vector_peak("f16") == 78e12 and a100.vector_peak("bf16") == 39e12
+    # L40S lists no 16-bit vector rate: 16-bit work at max(fp32) = 91.6.
+    assert load_target("L40S").vector_peak("bf16") == 91.6e12
+    with pytest.raises(HwTargetError, match=r"Jetson_Thor.*f64"):
+        load_target("Jetson_Thor").vector_peak("f64")
+
+
+def test_describe_precision() -> None:
+    t = load_target("H100_SXM")
+    assert t.describe_precision("auto") == "auto: f32 contractions at TF32 tensor rate (494.7 TFLOP/s)"
+    assert t.describe_precision("fp32") == "fp32: f32 contractions at FP32 vector rate (66.9 TFLOP/s)"
+    assert t.describe_precision("bf16") == "bf16: f32 contractions at BF16 tensor rate (989.4 TFLOP/s)"
+
+
+# ---------------------------------------------------------------------------------------- user files
+
+
+def _h100_doc() -> dict:
+    return yaml.safe_load((REPO / "hw_targets" / "H100_SXM.yaml").read_text())
+
+
+def _write(tmp_path: Path, doc: object, name: str = "bad.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_user_target_file(tmp_path: Path) -> None:
+    doc = _h100_doc()
+    doc["name"] = "MyGPU"
+    del doc["matrix"]["tf32"]
+    path = _write(tmp_path, doc, "mine.yaml")
+    t = load_target(str(path))
+    assert t.name == "MyGPU" and t.path == str(path)
+    # No TF32: the auto policy falls back to the exact f32 units, and says so.
+    assert t.matrix_peak("f32") == 66.9e12
+    assert t.describe_precision("auto").endswith("MyGPU lists no TF32 rate")
+    assert hw.parse_hw_list(f"H100_SXM, {path}")[1].name == "MyGPU"
+
+
+def test_yaml12_exponents_are_numbers(tmp_path: Path) -> None:
+    text = (REPO / "hw_targets" / "H100_SXM.yaml").read_text().replace("3.35e+12", "3.35e12")
+    assert "value: 3.35e12" in text
+    assert load_target(str(_write(tmp_path, text, "h.yaml"))).dram_bw.value == 3.35e12
+
+
+def _set(doc: dict, dotted: str, value: object) -> None:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        doc = doc[int(key)] if isinstance(doc, list) else doc[key]
+    if value is _DELETE:
+        del doc[last]
+    else:
+        doc[last] = value
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "field", "words"),
+    [
+        ("dram.bandwidth", _DELETE, "dram.bandwidth", "missing"),
+        ("name", _DELETE, "name", "missing"),
+        ("matrix.bf16.source", _DELETE, "matrix.bf16.source", "missing"),
+        ("dram.bandwidth.value", "fast", "dram.bandwidth.value", "expected a positive number, got 'fast'"),
+        ("matrix.bf16.unit", "MAC/s", "matrix.bf16.unit", "got 'MAC/s'"),
+        ("matrix.tf32.value", -494.7e12, "matrix.tf32.value", "expected a positive number"),
+        ("vector.fp32.value", 0, "vector.fp32.value", "expected a positive number"),
+        ("dram.bandwidth.unit", "GB/s", "dram.bandwidth.unit", "expected one of"),
+        ("dram.bandwidth.unit", "bytes", "dram.bandwidth.unit", "expected bytes/s here"),
+        ("matrix.bf16.estimate", "maybe", "matrix.bf16.estimate", "expected true or false"),
+        (
+            "matrix.fp4",
+            {"value": 1.0, "unit": "FLOP/s", "source": "x", "estimate": True},
+            "matrix.fp4",
+            "unknown key",
+        ),
+        ("dram.bandwith", 1, "dram.bandwith", "unknown key"),
+        ("levels.1.capacity.value", 2e9, "levels[1].capacity.value", "outermost first"),
+        ("sm.count.value", 13.5, "sm.count.value", "whole number"),
+    ],
+)
+def test_malformed_yaml_names_file_and_field(
+    tmp_path: Path, dotted: str, value: object, field: str, words: str
+) -> None:
+    doc = _h100_doc()
+    _set(doc, dotted, value)
+    path = _write(tmp_path, doc)
+    with pytest.raises(HwTargetError) as info:
+        load_target(str(path))
+    msg = str(info.value)
+    assert msg.startswith(f"{path}: field '{field}': "), msg
+    assert words in msg
+    assert "\n" not in msg
+
+
+def test_malformed_exact_message(tmp_path: Path) -> None:
+    doc = _h100_doc()
+    doc["dram"]["bandwidth"]["value"] = "fast"
+    path = _write(tmp_path, doc)
+    with pytest.raises(HwTargetError) as info:
+        load_target(str(path))
+    assert str(info.value) == f"{path}: field 'dram.bandwidth.value': expected a positive number, got 'fast'"
+
+
+def test_invalid_yaml_syntax(tmp_path: Path) -> None:
+    path = _write(tmp_path, "name: [unclosed\n")
+    with pytest.raises(HwTargetError, match=r"bad\.yaml: not valid YAML"):
+        load_target(str(path))
+
+
+def test_unknown_target_lists_available() -> None:
+    with pytest.raises(HwTargetError) as info:
+        load_target("H999")
+    msg = str(info.value)
+    assert "unknown hardware target 'H999'" in msg
+    for name in [*BUNDLED, "host"]:
+        assert name in msg
+    with pytest.raises(HwTargetError, match="no such hardware target file"):
+        load_target("does/not/exist.yaml")
+
+
+def test_names_are_case_insensitive_and_lists_parse() -> None:
+    assert load_target("h100_sxm").name == "H100_SXM"
+    targets = hw.parse_hw_list("H100_SXM,H200")
+    assert [t.name for t in targets] == ["H100_SXM", "H200"]
+    assert [t.name for t in hw.parse_hw_list(" H200 , H200,MI300X ")] == ["H200", "MI300X"]
+    with pytest.raises(HwTargetError, match="empty hardware list"):
+        hw.parse_hw_list(" , ")
+    with pytest.raises(HwTargetError, match="available: A100_SXM"):
+        hw.parse_hw_list("H100_SXM,TPUv9")
+
+
+# ------------------------------------------------------------------------------------------------ host
+
+
+def test_calibrate_host_writes_loadable_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "host.yaml"
+    start = time.perf_counter()
+    t = hw.calibrate_host(path, quick=True, use_torch=False)
+    assert time.perf_counter() - start < 3.0
+    assert path.is_file()
+    again = load_target(str(path))
+    assert again == t
+    assert t.name == "host" and t.measured_on
+    assert t.matrix["fp32"].value > 0 and t.matrix["fp64"].value > 0
+    assert t.vector["fp32"].value > 0 and t.dram_bw.value > 0
+    for field, fig in _figures(t):
+        assert fig.value > 0, field
+        assert fig.source == hw.HOST_SOURCE and not fig.estimate, field
+    assert t.matrix_peak("f32") == t.matrix["fp32"].value  # no TF32 on a CPU: exact fp32 rate
+    assert t.vector_peak("f16") >= t.vector["fp32"].value
+    assert "lists no TF32 rate" in t.describe_precision("auto")
+    caps = [lvl.capacity.value for lvl in t.levels]
+    assert caps == sorted(caps, reverse=True)
+
+
+def test_load_host_uses_cache_and_calibrates_when_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert hw.host_cache_path() == tmp_path / "solar-opt" / "host.yaml"
+    quick = functools.partial(hw.calibrate_host, quick=True, use_torch=False)
+    monkeypatch.setattr(hw, "calibrate_host", quick)
+    first = load_target("host")
+    assert hw.host_cache_path().is_file()
+
+    def fail(*_a: object, **_k: object) -> hw.HwTarget:
+        raise AssertionError("cache ignored")
+
+    monkeypatch.setattr(hw, "calibrate_host", fail)
+    assert load_target("host") == first
+
+
+def test_import_is_cheap() -> None:
+    code = (
+        "import sys, solar_compiler; before = {'numpy', 'torch'} & set(sys.modules)\n"
+        "import solar_compiler.hw\n"
+        "print(sorted(({'numpy', 'torch'} & set(sys.modules)) - before))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "[]"
