@@ -14,6 +14,9 @@ from xdsl.passes import ModulePass
 
 REGISTRY: dict[str, str] = {
     "loop-stats": "solar_compiler.passes.loop_stats:LoopStatsPass",
+    "lift-einsum": "solar_compiler.passes.lift_einsum:LiftEinsumPass",
+    "annotate-costs": "solar_compiler.passes.annotate_costs:AnnotateCostsPass",
+    "roofline": "solar_compiler.passes.roofline:RooflinePass",
 }
 
 

@@ -1,11 +1,72 @@
 """Exact costs of a loop-IR kernel, per statement (= per einsum node) and for the whole graph.
 
-Interface shared by the cost-annotation pass, the roofline bounds and the reports.
+Interface shared by the cost-annotation pass, the roofline bounds and the reports. Entry points:
+`kernel_costs(kernel)`, `graph_costs(graph_op)` (the graph's `loop.kernel`, kept next to it by
+`lift-einsum`), `module_costs(module)`, and `distinct_elements(sites)` for footprints.
+
+Rules (the numbers the tests derive by hand):
+* FLOPs are counted over the exact (guarded) iteration domain: a tap on padding is not work.
+* A contraction is a `+=` whose value is a product (looking through casts, negation and the
+  numerator of a division) with two factors that each depend on a reduced index (a loop variable
+  absent from the target's indices): one multiply-add = one MAC = 2 matrix FLOPs per iteration; the
+  body's other scalar ops are vector FLOPs. Its `matrix_dtype` is the wider of those two factors'
+  dtypes before any cast (mixed operands must be converted up to one type to share an MMA).
+  Classifying more work as matrix can only lower a bound, never raise it.
+* Otherwise each Unary/Binary/Cmp/Select is 1 vector FLOP per iteration (index arithmetic of a
+  gather included), plus 1 for the accumulation of a reduction kind (+=, *=, max=, min=). Reads,
+  literals, index values and casts are 0 FLOPs: a conversion is a format change done on the
+  load/store path, and counting it 0 can only lower a bound. No FLOPs (copy, fill, gather) = unit
+  `memory`. exp/log/tanh/.../pow are also counted in `flops_transcendental`.
+* Bytes of an access = distinct elements touched (islpy image of the domain) x dtype size; several
+  accesses to one tensor in one node count their union. A gather (an index loaded from memory)
+  counts the distinct positions of its affine dimensions, times 1 for each loaded dimension: the
+  fewest elements it can touch, so bytes stay a lower bound; in a union it counts as the max of
+  that and the exact union of the tensor's direct accesses. A reduction whose identity init was not
+  folded into its node also reads its target (the accumulator); a folded one does not.
+* Compulsory bytes: each input and weight over the union of all its reads in the kernel, each output
+  over the union of all its writes, each once at its own dtype; locals are free.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import gc
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from itertools import combinations
+from typing import TYPE_CHECKING
+
+import islpy as isl
+
+from solar_compiler.errors import SolarError
+from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.ast import (
+    DTYPES,
+    TRANSCENDENTAL,
+    Binary,
+    Cast,
+    Cmp,
+    IndexValue,
+    Kernel,
+    LoopIRError,
+    Read,
+    Select,
+    SExpr,
+    StmtContext,
+    Unary,
+    reads,
+    typecheck,
+)
+from solar_compiler.passes.lift_einsum import NodeGroup, equation, group_statements
+from solar_compiler.polyhedral import Constraint, count_points, domain_constraints
+from solar_compiler.text.printer import print_assign
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
+    from solar_compiler.dialects.einsum import GraphOp
 
 
 @dataclass(frozen=True)
@@ -64,3 +125,382 @@ class GraphCosts:
     @property
     def bytes_unfused(self) -> int:
         return sum(o.bytes for o in self.ops)
+
+
+# ---- footprints: distinct elements of a union of accesses ---------------------------------------------
+@dataclass(frozen=True)
+class Site:
+    """One access pattern: a statement's domain and the tensor's indices (None = loaded: a gather)."""
+
+    ivs: tuple[str, ...]
+    cons: tuple[Constraint, ...]
+    indices: tuple[AffExpr | None, ...]
+    _hash: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:  # sites are cache keys: hash the nested expressions once
+        object.__setattr__(self, "_hash", hash((self.ivs, self.cons, self.indices)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @property
+    def indirect(self) -> bool:
+        return any(i is None for i in self.indices)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """The image of a site's domain restricted to `ivs` under the tensor dims `dims` (one block)."""
+
+    ivs: tuple[str, ...]
+    conds: tuple[AffCond, ...]
+    dims: tuple[AffExpr, ...]
+    _hash: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.ivs, self.conds, self.dims)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+def _partition(items: Sequence, links: Iterable[Iterable]) -> list[list]:
+    """Union-find: the classes of `items` when every link's members are joined."""
+    parent = {x: x for x in items}
+
+    def find(x: object) -> object:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for link in links:
+        members = [m for m in link if m in parent]
+        for m in members[1:]:
+            parent[find(m)] = find(members[0])
+    out: dict = {}
+    for x in items:
+        out.setdefault(find(x), []).append(x)
+    return list(out.values())
+
+
+def distinct_elements(sites: Sequence[Site]) -> int:
+    """Distinct tensor elements touched by the union of `sites` (gathers: see the module rules)."""
+    direct = tuple(dict.fromkeys(s for s in sites if not s.indirect))
+    best = _union_count(direct)
+    for s in sites:
+        if s.indirect:
+            affine = Site(s.ivs, s.cons, tuple(i for i in s.indices if i is not None))
+            best = max(best, _union_count((affine,)))
+    return best
+
+
+@lru_cache(maxsize=65536)
+def _union_count(sites: tuple[Site, ...]) -> int:
+    """Exact count of a union of affine images, factored: the tensor dims are split into blocks that
+    no site couples, each site's image is a product of per-block images, and the union is counted
+    by dropping sites covered by others, then over the one block where images differ, or else by
+    inclusion-exclusion over products of per-block intersections."""
+    if not sites:
+        return 0
+    rank = len(sites[0].indices)
+    groups: list[list[list[str]]] = []
+    live: list[Site] = []
+    for s in sites:
+        gs = _site_groups(s)
+        if gs is not None:
+            live.append(s)
+            groups.append(gs)
+    if not live:
+        return 0
+    links = []
+    for s, gs in zip(live, groups, strict=True):
+        for g in gs:
+            gv = set(g)
+            links.append([d for d, e in enumerate(s.indices) if e is not None and
+                          e.vars() and e.vars() <= gv])
+    blocks = _partition(list(range(rank)), links)
+    pieces = list(dict.fromkeys(tuple(_piece(s, gs, b) for b in blocks)
+                                for s, gs in zip(live, groups, strict=True)))
+    if len(pieces) == 1:
+        return math.prod(_piece_count(p) for p in pieces[0])
+    return _union_of_products(pieces)
+
+
+def _site_groups(s: Site) -> list[list[str]] | None:
+    """Variable groups of a site (coupled by a constraint or an index); None when its domain is empty."""
+    for c in s.cons:
+        if not c.vars and not c.cond.evaluate({}):
+            return None
+    idx_vars = [e.vars() for e in s.indices if e is not None]
+    gs = _partition(list(s.ivs), [c.vars for c in s.cons] + idx_vars)
+    used = set().union(*idx_vars) if idx_vars else set()
+    for g in gs:
+        if not set(g) & used and count_points(g, [c for c in s.cons if c.vars and c.vars <= set(g)]) == 0:
+            return None
+    return gs
+
+
+def _piece(s: Site, gs: list[list[str]], block: list[int]) -> _Piece:
+    dims = tuple(e for d in block if (e := s.indices[d]) is not None)
+    assert len(dims) == len(block), "gathers are projected to their affine dims before counting"
+    used = set().union(*(e.vars() for e in dims))
+    ivs = tuple(v for g in gs if set(g) & used for v in g)
+    keep = set(ivs)
+    conds = tuple(c.cond for c in s.cons if c.vars and c.vars <= keep)
+    return _Piece(ivs, conds, dims)
+
+
+@lru_cache(maxsize=65536)
+def _piece_count(p: _Piece) -> int:
+    if not p.ivs:
+        return 1
+    solo = {next(iter(e.vars())) for e in p.dims if len(e.vars()) == 1 and not e.is_quasi()
+            and e.coeff(next(iter(e.vars()))) != 0}
+    if solo >= set(p.ivs):  # every variable is read off one dim: the map is injective
+        return count_points(p.ivs, [Constraint(c, frozenset(c.vars())) for c in p.conds])
+    return _piece_set(p).count_val().to_python()
+
+
+@lru_cache(maxsize=65536)
+def _piece_set(p: _Piece) -> isl.Set:
+    body = " and ".join(c.to_isl() for c in p.conds)
+    head = f"G[{', '.join(p.ivs)}] -> T[{', '.join(e.to_isl() for e in p.dims)}]"
+    text = f"{{ {head} : {body} }}" if body else f"{{ {head} }}"
+    return isl.Map(text).range()
+
+
+def _count(s: isl.Set) -> int:
+    return s.count_val().to_python()
+
+
+def _union_of_products(pieces: list[tuple[_Piece, ...]]) -> int:
+    sets = [[_piece_set(p) for p in ps] for ps in pieces]
+
+    def covers(j: int, i: int) -> bool:
+        return all(a.is_subset(b) for a, b in zip(sets[i], sets[j], strict=True))
+
+    keep: list[int] = []
+    for i in range(len(sets)):
+        if any(covers(j, i) for j in keep):
+            continue
+        keep = [j for j in keep if not covers(i, j)]
+        keep.append(i)
+    if len(keep) == 1:
+        return math.prod(_piece_count(p) for p in pieces[keep[0]])
+    nb = len(sets[0])
+    first = keep[0]
+    differ = [b for b in range(nb) if not all(sets[first][b].is_equal(sets[j][b]) for j in keep[1:])]
+    if len(differ) == 1:
+        (b,) = differ
+        union = sets[first][b]
+        for j in keep[1:]:
+            union = union.union(sets[j][b])
+        return _count(union) * math.prod(_piece_count(pieces[first][x]) for x in range(nb) if x != b)
+    if len(keep) <= 8:
+        total = 0
+        for r in range(1, len(keep) + 1):
+            for sub in combinations(keep, r):
+                term = 1
+                for b in range(nb):
+                    inter = sets[sub[0]][b]
+                    for j in sub[1:]:
+                        inter = inter.intersect(sets[j][b])
+                    term *= _count(inter)
+                    if term == 0:
+                        break
+                total += term if r % 2 else -term
+        return total
+    flat = None
+    for j in keep:
+        prod = sets[j][0]
+        for s in sets[j][1:]:
+            prod = prod.flat_product(s)
+        flat = prod if flat is None else flat.union(prod)
+    assert flat is not None
+    return _count(flat)
+
+
+# ---- FLOPs of one statement ---------------------------------------------------------------------------
+def _ops(e: SExpr) -> tuple[int, int]:
+    """(scalar ops, transcendental ops) of one evaluation of `e`."""
+    n = t = 0
+    for x in e.walk():
+        if isinstance(x, Unary | Binary | Cmp | Select):
+            n += 1
+            t += (isinstance(x, Unary) and x.fn in TRANSCENDENTAL) or \
+                (isinstance(x, Binary) and x.fn == "pow")
+    return n, t
+
+
+def _factors(e: SExpr) -> list[SExpr]:
+    if isinstance(e, Cast) or (isinstance(e, Unary) and e.fn == "neg"):
+        return _factors(e.x)
+    if isinstance(e, Binary) and e.fn == "mul":
+        return _factors(e.a) + _factors(e.b)
+    if isinstance(e, Binary) and e.fn == "div":
+        return _factors(e.a)
+    return [e]
+
+
+def _value_vars(e: SExpr) -> set[str]:
+    out: set[str] = set()
+    for x in e.walk():
+        if isinstance(x, Read):
+            for i in x.indices:
+                if isinstance(i, AffExpr):
+                    out |= i.vars()
+        elif isinstance(x, IndexValue):
+            out |= x.expr.vars()
+    return out
+
+
+def _dtype_before_cast(e: SExpr) -> str:
+    while isinstance(e, Cast):
+        e = e.x
+    return e.typed()
+
+
+def contraction_dtype(ctx: StmtContext) -> str | None:
+    """The matrix dtype when the statement is a contraction (see the module rules), else None."""
+    s = ctx.stmt
+    if s.kind != "+=":
+        return None
+    reduced = set(ctx.ivs) - set().union(*(i.vars() for i in s.indices))
+    dep = [f for f in _factors(s.value) if _value_vars(f) & reduced]
+    if len(dep) < 2:
+        return None
+    a, b = _dtype_before_cast(dep[0]), _dtype_before_cast(dep[1])
+    return b if DTYPES[b] > DTYPES[a] else a
+
+
+# ---- per node and per graph --------------------------------------------------------------------------
+class _Domains:
+    """Domain constraints per statement, computed once per kernel."""
+
+    def __init__(self) -> None:
+        self._by_index: dict[int, tuple[tuple[str, ...], tuple[Constraint, ...]]] = {}
+
+    def site(self, ctx: StmtContext, indices: Sequence[AffExpr | SExpr]) -> Site:
+        if ctx.index not in self._by_index:
+            ivs, cons, _ = domain_constraints(ctx)
+            self._by_index[ctx.index] = (ivs, tuple(cons))
+        ivs, cons = self._by_index[ctx.index]
+        return Site(ivs, cons, tuple(i if isinstance(i, AffExpr) else None for i in indices))
+
+    def iterations(self, ctx: StmtContext) -> int:
+        s = self.site(ctx, ())
+        return count_points(s.ivs, s.cons)
+
+
+def _accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, ...]:
+    out = []
+    for name, sites in by_tensor.items():
+        dt = kernel.tensor(name).dtype
+        n = distinct_elements(sites)
+        out.append(Access(name, dt, n, n * DTYPES[dt], any(s.indirect for s in sites)))
+    return tuple(out)
+
+
+def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains) -> OpCost:
+    ctx = group.main
+    s = ctx.stmt
+    it = doms.iterations(ctx)
+    n_ops, n_tr = _ops(s.value)
+    mdt = contraction_dtype(ctx)
+    accumulates = s.kind != "="
+    if mdt is not None:
+        fm, fv, unit = 2 * it, (n_ops - 1) * it, "matrix"
+    else:
+        fm, fv = 0, (n_ops + accumulates) * it
+        unit = "vector" if n_ops or accumulates else "memory"
+    rd: dict[str, list[Site]] = {}
+    for r in reads(s.value):
+        rd.setdefault(r.tensor, []).append(doms.site(ctx, r.indices))
+    if accumulates and group.init is None:
+        rd.setdefault(s.target, []).append(doms.site(ctx, s.indices))
+    wr = {s.target: [doms.site(c, c.stmt.indices) for c in group.stmts]}
+    locs = [c.stmt.loc for c in reversed(group.stmts) if c.stmt.loc]
+    label = "; ".join(print_assign(kernel, replace(c.stmt, loc=None)) for c in group.stmts)
+    return OpCost(
+        name=group.name, label=label,
+        equation=equation(kernel, ctx), loc=locs[0] if locs else None, unit=unit,
+        flops_matrix=fm, flops_vector=fv, flops_transcendental=n_tr * it, matrix_dtype=mdt,
+        vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=_accesses(kernel, rd),
+        writes=_accesses(kernel, wr), sequential=any(f.sequential for f in ctx.loops),
+        indirect=any(r.indirect for r in reads(s.value)))
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause Python's cyclic GC. Counting allocates many short-lived acyclic objects (freed by
+    reference counting) while the process holds a large xDSL module: generation-2 collections then
+    took ~60 of ~110 ms for a 57-statement kernel, for nothing to collect."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def kernel_costs(kernel: Kernel) -> GraphCosts:
+    """Exact per-node costs and compulsory traffic of a kernel (nodes as `lift-einsum` groups them)."""
+    with paused_gc():
+        return _kernel_costs(typecheck(kernel))
+
+
+def _kernel_costs(k: Kernel) -> GraphCosts:
+    doms = _Domains()
+    groups = group_statements(k)
+    ops = [_op_cost(k, g, doms) for g in groups]
+    read_sites: dict[str, list[Site]] = {}
+    write_sites: dict[str, list[Site]] = {}
+    for g in groups:
+        for c in g.stmts:
+            write_sites.setdefault(c.stmt.target, []).append(doms.site(c, c.stmt.indices))
+            for r in reads(c.stmt.value):
+                read_sites.setdefault(r.tensor, []).append(doms.site(c, r.indices))
+    compulsory: dict[str, int] = {}
+    for t in k.tensors:
+        if t.role in ("input", "weight"):
+            compulsory[t.name] = distinct_elements(read_sites.get(t.name, [])) * DTYPES[t.dtype]
+        elif t.role == "output":
+            if t.name not in write_sites:
+                raise LoopIRError(f"output tensor '{t.name}' of kernel '{k.name}' is never written")
+            compulsory[t.name] = distinct_elements(write_sites[t.name]) * DTYPES[t.dtype]
+    return GraphCosts(k.name, ops, sum(compulsory.values()), compulsory)
+
+
+def graph_costs(graph: GraphOp) -> GraphCosts:
+    """Costs of an einsum graph, from the `loop.kernel` that `lift-einsum` keeps next to it."""
+    from solar_compiler.dialects.loop import KernelOp
+    from solar_compiler.loopir.convert import op_to_kernel
+
+    name = graph.kernel.data
+    block = graph.parent_block()
+    kernels = [o for o in (block.ops if block else ()) if isinstance(o, KernelOp) and o.sym_name.data == name]
+    if len(kernels) != 1:
+        raise SolarError(f"einsum.graph '{name}': expected its loop.kernel next to it, found {len(kernels)}")
+    costs = kernel_costs(op_to_kernel(kernels[0]))
+    nodes = [n.sym_name.data for n in graph.nodes()]
+    if nodes != [o.name for o in costs.ops]:
+        raise SolarError(f"einsum.graph '{name}': nodes {nodes} do not match the statements of its kernel "
+                         f"{[o.name for o in costs.ops]} (was the graph edited after lift-einsum?)")
+    return costs
+
+
+def module_costs(module: ModuleOp) -> list[GraphCosts]:
+    """Costs of every kernel of a module, through its einsum graph where one exists."""
+    from solar_compiler.dialects.einsum import GraphOp
+    from solar_compiler.dialects.loop import KernelOp
+    from solar_compiler.loopir.convert import op_to_kernel
+
+    graphs = {g.kernel.data: g for g in module.walk() if isinstance(g, GraphOp)}
+    kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
+    orphans = set(graphs) - {k.sym_name.data for k in kernels}
+    if orphans:
+        raise SolarError(f"einsum.graph '{sorted(orphans)[0]}' has no loop.kernel in the module")
+    return [graph_costs(graphs[k.sym_name.data]) if k.sym_name.data in graphs
+            else kernel_costs(op_to_kernel(k)) for k in kernels]

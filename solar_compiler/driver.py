@@ -8,6 +8,7 @@ append registered passes, so `--lift-einsum` and `-p lift-einsum` give the same 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
 from typing import IO, ClassVar
@@ -157,15 +158,15 @@ class SolarOptMain(xDSLOptMain):
         if a.roofline or a.inverse_roofline:
             opts = [f"fidelity={a.roofline or 'all'}"]
             if a.hw:
-                opts.append(f"hw={a.hw}")
+                opts.append(f"hw={_quote(a.hw)}")
             if a.precision:
-                opts.append(f"precision={a.precision}")
+                opts.append(f"precision={_quote(a.precision)}")
             if a.cache_size:
-                opts.append(f"cache-size={a.cache_size}")
+                opts.append(f"cache-size={_quote(a.cache_size)}")
             if a.inverse_roofline:
-                opts.append(f"inverse={a.inverse_roofline}")
+                opts.append(f"inverse={_quote(a.inverse_roofline)}")
             if a.plot:
-                opts.append(f"plot={a.plot}")
+                opts.append(f"plot={_quote(a.plot)}")
             if a.roofline and not a.lift_einsum and "lift-einsum" not in (a.passes or ""):
                 pre.append("lift-einsum")
             post.append(f"roofline{{{' '.join(opts)}}}")
@@ -175,6 +176,11 @@ class SolarOptMain(xDSLOptMain):
             a.target = "json" if a.format == "json" else "report"
         a.passes = ",".join(pre + ([a.passes] if a.passes else []) + post)
         super().setup_pipeline()
+
+
+def _quote(value: str) -> str:
+    """A pass-option string literal: unquoted, '0.5ms' or 'out/r.png' or 'A,B' would not lex as one."""
+    return json.dumps(value)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,11 +209,9 @@ def one_line(e: BaseException) -> str:
     from xdsl.utils.exceptions import ParseError
 
     if isinstance(e, ParseError):
-        span = e.span
-        line, col, _ = span.get_location()
-        msg = str(e).strip().splitlines()
-        what = msg[-1].strip() if msg else "parse error"
-        return f"{span.input.name}:{line}:{col}: {what}"
+        loc = e.span.get_location()  # Location(file, line, col)
+        what = " ".join(str(e.msg).split()) or "parse error"
+        return f"{loc.file}:{loc.line}:{loc.col}: {what}"
     text = " ".join(str(e).split()) or type(e).__name__
     if type(e).__name__ in ("VerifyException", "DiagnosticException"):
         return f"verification failed: {text}"

@@ -1,0 +1,78 @@
+"""`roofline`: speed-of-light bounds of the module's program on one or more hardware targets.
+
+Analysis only: the IR is unchanged except for the module attribute `solar.report` (a JSON string,
+schema `solar-report/1`, see `solar_compiler.report`), which the `report` and `json` targets print.
+Costs come from `solar_compiler.costs`, whether or not `lift-einsum` ran.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.passes import ModulePass
+
+from solar_compiler.bounds import FIDELITIES, parse_latency
+from solar_compiler.costs import GraphCosts
+from solar_compiler.errors import SolarError
+from solar_compiler.hw import PRECISIONS, parse_hw_list
+
+
+def module_graph_costs(module: ModuleOp) -> list[GraphCosts]:
+    """Per-kernel costs (through the einsum graph where `lift-einsum` made one)."""
+    from solar_compiler.costs import module_costs
+
+    graphs = module_costs(module)
+    if not graphs:
+        raise SolarError(f"{_source(module)}: roofline: no kernel in the module (is the input translated?)")
+    return graphs
+
+
+def _source(module: ModuleOp) -> str:
+    attr = module.attributes.get("solar.source")
+    return attr.data if isinstance(attr, StringAttr) else "<module>"
+
+
+def parse_fidelity(text: str) -> tuple[str, ...]:
+    if text == "all":
+        return FIDELITIES
+    if text not in FIDELITIES:
+        raise SolarError(f"roofline: unknown fidelity {text!r}; expected unfused, fused, cache-aware or all")
+    if text == "cache-aware":
+        raise SolarError("roofline: cache-aware bounds are not implemented yet; use unfused, fused or all")
+    return (text,)
+
+
+@dataclass(frozen=True)
+class RooflinePass(ModulePass):
+    name = "roofline"
+
+    fidelity: str = "all"
+    hw: str | tuple[str, ...] = "H100_SXM"   # `hw=A,B` arrives as a tuple, `hw="A,B"` as a string
+    precision: str = "auto"
+    inverse: str | None = None
+    plot: str | None = None
+    cache_size: str | int | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from solar_compiler.report import REPORT_ATTR, build_report, module_validation
+
+        fidelity = parse_fidelity(self.fidelity)
+        if self.precision not in PRECISIONS:
+            raise SolarError(f"roofline: unknown precision policy {self.precision!r}; "
+                             f"expected one of {', '.join(PRECISIONS)}")
+        if self.cache_size is not None:
+            raise SolarError("roofline: --cache-size sets the on-chip capacity of cache-aware bounds, "
+                             "which are not implemented yet")
+        latency = parse_latency(self.inverse) if self.inverse is not None else None
+        targets = parse_hw_list(self.hw if isinstance(self.hw, str) else ",".join(self.hw))
+        report = build_report(module_graph_costs(op), targets, source=_source(op),
+                              validation=module_validation(op), precision=self.precision,
+                              fidelity=fidelity, latency_s=latency)
+        op.attributes[REPORT_ATTR] = StringAttr(json.dumps(report))
+        if self.plot is not None:
+            from solar_compiler.plot import write_plot
+
+            write_plot(report, self.plot)

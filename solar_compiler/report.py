@@ -1,0 +1,288 @@
+"""Roofline reports: the `solar-report/1` dict (built by the `roofline` pass, stored on the module as
+the JSON string attribute `solar.report`) and the two output targets, `report` (text) and `json`.
+
+Units everywhere: FLOPs, bytes, seconds. Several kernels in one module are reported as one program
+(ops named `<kernel>.<op>`, bounds as in `solar_compiler.bounds`); `kernels` lists their names.
+Every fidelity is computed (it is cheap) and stored under its fixed JSON key; `fidelity` lists the ones
+asked for, which the text report shows. Cache-aware bounds are `null` until they are implemented.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any, ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.utils.target import Target
+
+from solar_compiler.bounds import GraphBounds, graph_bounds, inverse_roofline
+from solar_compiler.costs import GraphCosts
+from solar_compiler.errors import SolarError
+from solar_compiler.hw import Figure, HwTarget
+
+SCHEMA = "solar-report/1"
+REPORT_ATTR = "solar.report"
+VALIDATION_KEYS = ("validated", "frontend", "max_rel_err", "samples")
+
+
+# ---- building -------------------------------------------------------------------------------------
+
+def module_validation(module: ModuleOp) -> dict[str, Any]:
+    """The frontend's validation record (`solar.validation`), or an explicit "not validated" one."""
+    attr = module.attributes.get("solar.validation")
+    frontend = module.attributes.get("solar.frontend")
+    if attr is None:
+        name = frontend.data if isinstance(frontend, StringAttr) else "unknown"
+        return {"validated": False, "frontend": name, "max_rel_err": None, "samples": 0}
+    if not isinstance(attr, StringAttr):
+        raise SolarError("module attribute solar.validation: expected a JSON string")
+    try:
+        record = json.loads(attr.data)
+    except json.JSONDecodeError as e:
+        raise SolarError(f"module attribute solar.validation: invalid JSON ({e.msg})") from None
+    missing = [k for k in VALIDATION_KEYS if not isinstance(record, dict) or k not in record]
+    if missing:
+        raise SolarError(f"module attribute solar.validation: missing {', '.join(missing)}")
+    return record
+
+
+def _figure(hw: HwTarget, rate: float, sections: Sequence[str]) -> dict[str, Any]:
+    """The sourced figure a rate came from (hw's pricing picks one listed figure; equal rates share a
+    datasheet line, so the first match names it)."""
+    for section in sections:
+        table: dict[str, Figure] = getattr(hw, section)
+        for fmt, fig in table.items():
+            if float(fig.value) == rate:
+                return {"value": rate, "figure": f"{section}.{fmt}", "source": fig.source,
+                        "estimate": fig.estimate}
+    return {"value": rate, "figure": None, "source": hw.path, "estimate": False}
+
+
+def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str) -> dict[str, Any]:
+    ops = [o for g in graphs for o in g.ops]
+    mdt = sorted({o.matrix_dtype for o in ops if o.flops_matrix and o.matrix_dtype})
+    vdt = sorted({o.vector_dtype for o in ops if o.flops_vector})
+    bw = hw.dram_bw
+    return {
+        "description": hw.description, "path": hw.path,
+        "precision": hw.describe_precision(precision),
+        "dram_bw": {"value": bw.value, "figure": "dram.bandwidth", "source": bw.source,
+                    "estimate": bw.estimate},
+        "matrix": {d: _figure(hw, hw.matrix_peak(d, precision), ("matrix", "vector")) for d in mdt},
+        "vector": {d: _figure(hw, hw.vector_peak(d), ("vector",)) for d in vdt},
+    }
+
+
+def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, source: str,
+                 validation: dict[str, Any], precision: str = "auto",
+                 fidelity: Sequence[str] = ("unfused", "fused", "cache-aware"),
+                 latency_s: float | None = None) -> dict[str, Any]:
+    """The report dict (schema `solar-report/1`) for the given costs on every target."""
+    if not graphs:
+        raise SolarError(f"{source}: no kernel to bound")
+    bounds: dict[str, GraphBounds] = {t.name: graph_bounds(graphs, t, precision) for t in targets}
+    multi = len(graphs) > 1
+    ops = [(g, o) for g in graphs for o in g.ops]
+    op_rows = []
+    for i, (g, o) in enumerate(ops):
+        op_rows.append({
+            "name": f"{g.kernel}.{o.name}" if multi else o.name, "kernel": g.kernel,
+            "equation": o.equation, "label": o.label, "loc": o.loc,
+            "flops": o.flops, "flops_matrix": o.flops_matrix, "flops_vector": o.flops_vector,
+            "flops_transcendental": o.flops_transcendental, "bytes": o.bytes, "unit": o.unit,
+            "matrix_dtype": o.matrix_dtype, "vector_dtype": o.vector_dtype,
+            "intensity": o.flops / o.bytes if o.bytes else None,
+            "sequential": o.sequential, "indirect": o.indirect,
+            "bound_s": {h: b.ops[i].bound_s for h, b in bounds.items()},
+            "bottleneck": {h: b.ops[i].bottleneck for h, b in bounds.items()},
+        })
+    report: dict[str, Any] = {
+        "schema": SCHEMA, "source": source, "validation": validation,
+        "precision": precision, "fidelity": list(fidelity),
+        "kernels": [g.kernel for g in graphs],
+        "totals": {
+            "flops": sum(o.flops for _, o in ops),
+            "flops_matrix": sum(g.flops_matrix for g in graphs),
+            "flops_vector": sum(g.flops_vector for g in graphs),
+            "bytes_unfused": sum(g.bytes_unfused for g in graphs),
+            "bytes_fused": sum(g.compulsory_bytes for g in graphs),
+            "bytes_cache_aware": None,
+        },
+        "bounds": {h: {"unfused_s": b.unfused_s, "fused_s": b.fused_s, "cache_aware_s": b.cache_aware_s,
+                       "fused_bottleneck": b.fused_bottleneck,
+                       "fused_terms_s": {"matrix": b.fused_matrix_s, "vector": b.fused_vector_s,
+                                         "memory": b.fused_memory_s}}
+                   for h, b in bounds.items()},
+        "ops": op_rows,
+        "hw": {t.name: _hw_record(t, graphs, precision) for t in targets},
+        "value_dependent": [{"op": r["name"], "loc": r["loc"],
+                             "tensors": [a.tensor for a in (*o.reads, *o.writes) if a.indirect]}
+                            for r, (_, o) in zip(op_rows, ops, strict=True) if o.indirect],
+        "inverse": None,
+    }
+    if latency_s is not None:
+        inv: dict[str, Any] = {"latency_s": latency_s}
+        for h, b in bounds.items():
+            inv[h] = inverse_roofline(b, graphs, latency_s)
+        report["inverse"] = inv
+    return report
+
+
+# ---- reading back ---------------------------------------------------------------------------------
+
+def module_report(module: ModuleOp) -> dict[str, Any]:
+    attr = module.attributes.get(REPORT_ATTR)
+    if not isinstance(attr, StringAttr):
+        raise SolarError("no roofline report on the module: run the roofline pass first "
+                         "(--roofline=all or -p roofline)")
+    return json.loads(attr.data)
+
+
+@dataclass(frozen=True)
+class JsonReportTarget(Target):
+    name: ClassVar[str] = "json"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        output.write(json.dumps(module_report(module), indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class TextReportTarget(Target):
+    name: ClassVar[str] = "report"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        output.write(render_text(module_report(module)))
+
+
+# ---- text -----------------------------------------------------------------------------------------
+
+def fmt_time(s: float | None) -> str:
+    if s is None:
+        return "n/a"
+    if s == 0:
+        return "0 s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if s >= scale:
+            return f"{s / scale:.4g} {unit}"
+    return f"{s / 1e-12:.4g} ps"
+
+
+def fmt_rate(v: float, unit: str) -> str:
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if v >= scale:
+            return f"{v / scale:.4g} {prefix}{unit}"
+    return f"{v:.4g} {unit}"
+
+
+def _validation_line(v: dict[str, Any]) -> str:
+    if v["validated"]:
+        err = v["max_rel_err"]
+        return (f"validated ({v['frontend']} frontend): {v['samples']} sample(s), max relative error "
+                f"{err:.2e}" if err is not None else f"validated ({v['frontend']}): {v['samples']} sample(s)")
+    if v["frontend"] == "loop-text":
+        return ("NOT validated: loop-text input is priced as written; "
+                "nothing was executed against a reference")
+    why = f": {v['reason']}" if v.get("reason") else ""
+    return f"NOT validated ({v['frontend']} frontend){why}"
+
+
+def render_text(r: dict[str, Any]) -> str:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=160, no_color=True, force_terminal=False, color_system=None,
+                  highlight=False, emoji=False, markup=False)
+    hws = list(r["bounds"])
+    fid = [f for f in r["fidelity"] if f != "cache-aware"]
+    lines = [
+        "solar-opt roofline report",
+        f"source:     {r['source']}  (kernels: {', '.join(r['kernels'])})",
+        f"validation: {_validation_line(r['validation'])}",
+        f"precision:  policy {r['precision']}",
+    ]
+    for h in hws:
+        hw = r["hw"][h]
+        lines.append(f"hw:         {h}: {hw['description']}; DRAM {fmt_rate(hw['dram_bw']['value'], 'B/s')}; "
+                     f"{hw['precision']}")
+    if "cache-aware" in r["fidelity"]:
+        lines.append("note:       cache-aware bounds are not computed by this version (reported as n/a)")
+    con.print("\n".join(lines))
+
+    t = Table(title="ops", box=box.ASCII2, title_justify="left", show_footer=True)
+    tot = r["totals"]
+    t.add_column("op", footer="total")
+    t.add_column("equation", overflow="fold", max_width=36)
+    t.add_column("loc", overflow="fold", max_width=20)
+    t.add_column("FLOPs matrix", justify="right", footer=f"{tot['flops_matrix']:,}")
+    t.add_column("FLOPs vector", justify="right", footer=f"{tot['flops_vector']:,}")
+    t.add_column("bytes", justify="right", footer=f"{tot['bytes_unfused']:,}")
+    t.add_column("FLOP/B", justify="right")
+    for h in hws:
+        t.add_column(f"{h}\nbound", justify="right", footer=fmt_time(r["bounds"][h]["unfused_s"]))
+        t.add_column(f"{h}\nbound by")
+    for op in r["ops"]:
+        ai = "inf" if op["intensity"] is None else f"{op['intensity']:.3g}"
+        cells = [op["name"], op["equation"], op["loc"] or "-", f"{op['flops_matrix']:,}",
+                 f"{op['flops_vector']:,}", f"{op['bytes']:,}", ai]
+        for h in hws:
+            cells += [fmt_time(op["bound_s"][h]), op["bottleneck"][h]]
+        t.add_row(*cells)
+    con.print(t)
+
+    b = Table(title="bounds (lower bounds on runtime)", box=box.ASCII2, title_justify="left")
+    b.add_column("fidelity")
+    b.add_column("bytes", justify="right")
+    for h in hws:
+        b.add_column(f"{h}\nbound", justify="right")
+        b.add_column(f"{h}\nbound by")
+    rows = {"unfused": ("unfused_s", tot["bytes_unfused"]), "fused": ("fused_s", tot["bytes_fused"]),
+            "cache-aware": ("cache_aware_s", tot["bytes_cache_aware"])}
+    for f in r["fidelity"]:
+        key, nbytes = rows[f]
+        cells = [f, "n/a" if nbytes is None else f"{nbytes:,}"]
+        for h in hws:
+            bh = r["bounds"][h]
+            by = {"fused": bh["fused_bottleneck"], "unfused": "per op"}.get(f, "-")
+            cells += [fmt_time(bh[key]), by]
+        b.add_row(*cells)
+    if "fused" in fid:
+        for res in ("matrix", "vector", "memory"):
+            cells = [f"  fused {res} term", ""]
+            for h in hws:
+                cells += [fmt_time(r["bounds"][h]["fused_terms_s"][res]), ""]
+            b.add_row(*cells)
+    con.print(b)
+    con.print(f"totals: {tot['flops']:,} FLOPs ({tot['flops_matrix']:,} matrix, {tot['flops_vector']:,} "
+              f"vector); {tot['bytes_unfused']:,} bytes unfused, {tot['bytes_fused']:,} bytes compulsory")
+    if r["value_dependent"]:
+        con.print("value-dependent (indirect) accesses: " + "; ".join(
+            f"{v['op']} ({', '.join(v['tensors'])})" for v in r["value_dependent"]))
+    if r["inverse"] is not None:
+        _inverse_table(con, r, [f for f in fid if f in ("unfused", "fused")])
+    return buf.getvalue()
+
+
+def _inverse_table(con: Any, r: dict[str, Any], fidelities: list[str]) -> None:
+    from rich import box
+    from rich.table import Table
+
+    inv = r["inverse"]
+    t = Table(title=f"inverse roofline: hardware needed for {fmt_time(inv['latency_s'])}",
+              box=box.ASCII2, title_justify="left")
+    for name in ("target", "fidelity", "DRAM BW", "x now", "matrix FLOP/s", "x now", "vector FLOP/s",
+                 "x now", "all-figure scale", "met"):
+        t.add_column(name, justify="left" if name in ("target", "fidelity", "met") else "right")
+    for h in r["bounds"]:
+        for f in fidelities:
+            d = inv[h][f]
+            t.add_row(h, f, fmt_rate(d["dram_bw_Bps"], "B/s"), f"{d['dram_bw_x']:.3g}x",
+                      fmt_rate(d["matrix_flops"], "FLOP/s"), f"{d['matrix_x']:.3g}x",
+                      fmt_rate(d["vector_flops"], "FLOP/s"), f"{d['vector_x']:.3g}x",
+                      f"{d['scale_x']:.3g}x" if "scale_x" in d else "-", "yes" if d["met"] else "no")
+    con.print(t)

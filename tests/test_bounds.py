@@ -1,0 +1,226 @@
+"""Bounds arithmetic against hand-derived numbers. Expected values use the literal datasheet figures
+of hw_targets/H100_SXM.yaml and A100_SXM.yaml (dense peaks), never the code under test."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solar_compiler.bounds import graph_bounds, inverse_roofline, op_bound, parse_latency
+from solar_compiler.costs import Access, GraphCosts, OpCost
+from solar_compiler.errors import SolarError
+from solar_compiler.hw import load_target
+
+H100_TF32 = 494.7e12
+H100_FP32_VEC = 66.9e12   # = H100 FP64 tensor, the fastest exact unit for f32 under policy fp32
+H100_BF16_TC = 989.4e12
+H100_BF16_VEC = 133.8e12
+H100_BW = 3.35e12
+A100_TF32 = 156e12
+A100_BW = 2.039e12
+N = 4096
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_target("H100_SXM")
+
+
+def acc(tensor: str, elements: int, dtype: str = "f32") -> Access:
+    width = {"f32": 4, "bf16": 2, "f16": 2}[dtype]
+    return Access(tensor, dtype, elements, elements * width)
+
+
+def matmul(m: int, n: int, k: int, dtype: str = "f32", name: str = "S1") -> OpCost:
+    """C[m,n] = A[m,k] @ B[k,n]: 2*m*n*k FLOPs; reads A, B once, writes C once."""
+    return OpCost(name, "C[i, j] += A[i, k] * B[k, j]", "ik,kj->ij", "mm.py:3", "matrix", 2 * m * n * k,
+                  0, 0, dtype, dtype, m * n * k, (acc("A", m * k, dtype), acc("B", k * n, dtype)),
+                  (acc("C", m * n, dtype),))
+
+
+def elementwise(n: int, flops_per: int, dtype: str = "f32", name: str = "S2") -> OpCost:
+    """Y[i] = f(X[i]): n*flops_per vector FLOPs, one read and one write per element."""
+    return OpCost(name, "Y[i] = exp(X[i])", "i->i", "ew.py:1", "vector", 0, n * flops_per, n, None, dtype, n,
+                  (acc("X", n, dtype),), (acc("Y", n, dtype),))
+
+
+def graph(*ops: OpCost, compulsory: int | None = None) -> GraphCosts:
+    return GraphCosts("k", list(ops), sum(o.bytes for o in ops) if compulsory is None else compulsory)
+
+
+def test_matmul_4096_f32_auto_is_tf32_priced(h100):
+    b = graph_bounds(graph(matmul(N, N, N)), h100, "auto")
+    t_compute = 2 * N**3 / H100_TF32
+    t_memory = 3 * N**2 * 4 / H100_BW
+    assert b.fused_s == pytest.approx(max(t_compute, t_memory), rel=1e-12)
+    assert b.unfused_s == pytest.approx(max(t_compute, t_memory), rel=1e-12)
+    assert b.fused_s == pytest.approx(277.82e-6, rel=1e-4)  # 137.44 GFLOP / 494.7 TFLOP/s
+    assert b.fused_memory_s == pytest.approx(60.10e-6, rel=1e-3)
+    assert b.fused_bottleneck == "matrix" and b.ops[0].bottleneck == "matrix"
+
+
+def test_precision_fp32_vs_auto_ratio(h100):
+    g = graph(matmul(N, N, N))
+    auto = graph_bounds(g, h100, "auto").fused_s
+    fp32 = graph_bounds(g, h100, "fp32").fused_s
+    assert fp32 == pytest.approx(2 * N**3 / H100_FP32_VEC, rel=1e-12)
+    assert fp32 / auto == pytest.approx(H100_TF32 / H100_FP32_VEC, rel=1e-12)
+
+
+def test_bf16_contraction_priced_at_bf16_rate(h100):
+    op = matmul(N, N, N, "bf16")
+    assert op.bytes == 3 * N * N * 2
+    b = graph_bounds(graph(op), h100, "fp32")  # the policy only concerns f32 contractions
+    assert b.fused_matrix_s == pytest.approx(2 * N**3 / H100_BF16_TC, rel=1e-12)
+    assert b.fused_memory_s == pytest.approx(3 * N * N * 2 / H100_BW, rel=1e-12)
+
+
+def test_vector_work_at_vector_rate_per_dtype(h100):
+    f32 = op_bound(elementwise(1 << 20, 8), h100)
+    bf16 = op_bound(elementwise(1 << 20, 8, "bf16"), h100)
+    assert f32.t_vector == pytest.approx(8 * 2**20 / H100_FP32_VEC, rel=1e-12)
+    assert bf16.t_vector == pytest.approx(8 * 2**20 / H100_BF16_VEC, rel=1e-12)
+    assert f32.t_memory == pytest.approx(2 * 4 * 2**20 / H100_BW, rel=1e-12)
+    assert f32.bottleneck == "memory" and f32.t_matrix == 0.0
+
+
+def test_fused_takes_max_over_units_and_sums_per_dtype(h100):
+    """Matrix work at two dtypes adds on the matrix unit; vector work overlaps it (max, not sum)."""
+    ops = (matmul(N, N, N, "f32", "S0"), matmul(N, N, N, "bf16", "S1"), elementwise(N * N, 3000, "f32", "S2"))
+    b = graph_bounds(graph(*ops, compulsory=N * N * 4), h100)
+    t_matrix = 2 * N**3 / H100_TF32 + 2 * N**3 / H100_BF16_TC
+    t_vector = 3000 * N * N / H100_FP32_VEC  # 752 us > 417 us of matrix time
+    assert b.fused_matrix_s == pytest.approx(t_matrix, rel=1e-12)
+    assert b.fused_vector_s == pytest.approx(t_vector, rel=1e-12)
+    assert b.fused_memory_s == pytest.approx(N * N * 4 / H100_BW, rel=1e-12)
+    assert b.fused_s == pytest.approx(max(t_matrix, t_vector), rel=1e-12)
+    assert b.fused_bottleneck == "vector"
+    # unfused: each op alone, its own max, summed
+    per_op = [2 * N**3 / H100_TF32, 2 * N**3 / H100_BF16_TC, t_vector]
+    assert b.unfused_s == pytest.approx(sum(per_op), rel=1e-12)
+    assert [o.bottleneck for o in b.ops] == ["matrix", "matrix", "vector"]
+
+
+def test_unfused_counts_every_op_round_trip(h100):
+    """Two elementwise ops through a DRAM intermediate: unfused moves 4 arrays, fused 2."""
+    n = 1 << 24
+    g = graph(elementwise(n, 1, name="S0"), elementwise(n, 1, name="S1"), compulsory=2 * 4 * n)
+    b = graph_bounds(g, h100)
+    assert b.unfused_s == pytest.approx(4 * 4 * n / H100_BW, rel=1e-12)
+    assert b.fused_s == pytest.approx(2 * 4 * n / H100_BW, rel=1e-12)
+    assert b.fused_bottleneck == "memory"
+
+
+def test_multiple_kernels_priced_as_one_program(h100):
+    a = GraphCosts("a", [matmul(N, N, N)], 3 * N * N * 4)
+    e = GraphCosts("e", [elementwise(N * N, 1)], 2 * N * N * 4)
+    b = graph_bounds([a, e], h100)
+    assert b.fused_memory_s == pytest.approx(5 * N * N * 4 / H100_BW, rel=1e-12)
+    assert b.fused_s == pytest.approx(2 * N**3 / H100_TF32, rel=1e-12)
+    assert len(b.ops) == 2
+
+
+def test_other_target_a100(h100):
+    b = graph_bounds(graph(matmul(N, N, N)), load_target("A100_SXM"))
+    assert b.hw == "A100_SXM"
+    assert b.fused_s == pytest.approx(max(2 * N**3 / A100_TF32, 3 * N * N * 4 / A100_BW), rel=1e-12)
+
+
+def test_bad_costs_are_errors(h100):
+    with pytest.raises(SolarError, match="no ops to bound"):
+        graph_bounds(GraphCosts("k", [], 0), h100)
+    with pytest.raises(SolarError, match="compulsory bytes 999999999 exceed"):
+        graph_bounds(graph(elementwise(16, 1), compulsory=999_999_999), h100)
+    bad = OpCost("S0", "x", "i->i", "m.py:4", "matrix", 10, 0, 0, None, "f32", 5, (), (acc("Y", 5),))
+    with pytest.raises(SolarError, match="m.py:4: op S0 has matrix FLOPs but no matrix dtype"):
+        op_bound(bad, h100)
+
+
+@pytest.mark.parametrize("text,seconds", [
+    ("2ms", 2e-3), ("500Hz", 2e-3), ("2 kHz", 5e-4), ("10us", 1e-5), ("3ns", 3e-9), ("1.5s", 1.5),
+    ("2.5e-1ms", 2.5e-4), ("60hz", 1 / 60),
+])
+def test_parse_latency(text, seconds):
+    assert parse_latency(text) == pytest.approx(seconds, rel=1e-15)
+
+
+@pytest.mark.parametrize("text", ["2", "2 min", "-1ms", "0ms", "ms", "2ms3"])
+def test_parse_latency_rejects(text):
+    with pytest.raises(SolarError, match="bad target latency"):
+        parse_latency(text)
+
+
+def test_inverse_memory_bound_op(h100):
+    n = 1 << 26  # 256 MiB in, 256 MiB out, 1 FLOP each: memory-bound
+    g = graph(elementwise(n, 1))
+    b = graph_bounds(g, h100)
+    inv = inverse_roofline(b, [g], 2e-3)
+    nbytes = 2 * 4 * n
+    fused = inv["fused"]
+    assert fused["dram_bw_Bps"] == pytest.approx(nbytes / 2e-3, rel=1e-12)
+    assert fused["dram_bw_x"] == pytest.approx(nbytes / 2e-3 / H100_BW, rel=1e-12)
+    assert fused["vector_flops"] == pytest.approx(n / 2e-3, rel=1e-12)
+    assert fused["vector_x"] == pytest.approx(n / 2e-3 / H100_FP32_VEC, rel=1e-12)
+    assert fused["matrix_flops"] == 0.0 and fused["matrix_x"] == 0.0
+    assert fused["dram_bw_x"] == pytest.approx(0.080130, rel=1e-4)  # 160.3 us of traffic vs 2 ms
+    assert fused["met"] is True
+    tight = inverse_roofline(b, [g], 100e-6)["fused"]
+    assert tight["dram_bw_x"] == pytest.approx(nbytes / 100e-6 / H100_BW, rel=1e-12)
+    assert tight["met"] is False
+
+
+def test_inverse_unfused_scale(h100):
+    n = 1 << 24
+    g = graph(elementwise(n, 1, name="S0"), matmul(N, N, N), compulsory=2 * 4 * n + 3 * N * N * 4)
+    b = graph_bounds(g, h100)
+    inv = inverse_roofline(b, [g], 1e-4)
+    per_op = [2 * 4 * n / H100_BW, 2 * N**3 / H100_TF32]
+    assert inv["unfused"]["scale_x"] == pytest.approx(sum(per_op) / 1e-4, rel=1e-12)
+    assert inv["unfused"]["dram_bw_Bps"] == pytest.approx((2 * 4 * n + 3 * N * N * 4) / 1e-4, rel=1e-12)
+    assert inv["unfused"]["matrix_x"] == pytest.approx(2 * N**3 / H100_TF32 / 1e-4, rel=1e-12)
+    assert inv["fused"]["scale_x"] == pytest.approx(2 * N**3 / H100_TF32 / 1e-4, rel=1e-12)
+    assert inv["unfused"]["met"] is False and inv["fused"]["met"] is False
+
+
+def test_fused_never_exceeds_unfused_by_rounding(h100):
+    """184 + 216 + 5328 bytes: (sum b) / bw rounds one ulp above sum(b / bw) in float64."""
+    g = graph(elementwise(23, 1, name="S0"), elementwise(27, 1, name="S1"), elementwise(666, 1, name="S2"))
+    assert sum(b / H100_BW for b in (184, 216, 5328)) < 5728 / H100_BW  # the trap exists
+    b = graph_bounds(g, h100)
+    assert b.unfused_s >= b.fused_s
+    assert b.fused_s == pytest.approx(5728 / H100_BW, rel=1e-15)
+
+
+# ---- invariant: unfused >= fused > 0 --------------------------------------------------------------
+
+_dtypes = st.sampled_from(["f32", "bf16", "f16"])
+
+
+@st.composite
+def op_costs(draw: st.DrawFn, i: int) -> OpCost:
+    mdt, vdt = draw(_dtypes), draw(_dtypes)
+    fm = draw(st.one_of(st.just(0), st.integers(0, 10**15)))  # 0 often: memory-bound ops matter most
+    fv = draw(st.one_of(st.just(0), st.integers(0, 10**13)))
+    reads = tuple(acc(f"T{i}_{j}", draw(st.integers(1, 10**9)), vdt) for j in range(draw(st.integers(0, 3))))
+    writes = (acc(f"O{i}", draw(st.integers(1, 10**9)), vdt),)
+    return OpCost(f"S{i}", "", "", None, "vector", fm, fv, 0, mdt if fm else None, vdt, 1, reads, writes)
+
+
+@st.composite
+def graphs(draw: st.DrawFn) -> GraphCosts:
+    ops = [draw(op_costs(i)) for i in range(draw(st.integers(1, 6)))]
+    total = sum(o.bytes for o in ops)
+    # compulsory == total (no intermediates) is the case where float rounding could invert the order
+    return GraphCosts("k", ops, draw(st.one_of(st.just(total), st.integers(1, total))))
+
+
+_TARGETS = {name: load_target(name) for name in ("H100_SXM", "A100_SXM", "MI300X")}
+
+
+@settings(max_examples=500, deadline=None)
+@given(graphs(), st.sampled_from(["auto", "fp32", "bf16"]), st.sampled_from(sorted(_TARGETS)))
+def test_unfused_ge_fused_gt_zero(g, precision, hw):
+    b = graph_bounds(g, _TARGETS[hw], precision)
+    assert b.unfused_s >= b.fused_s > 0
+    assert b.fused_s >= max(o.t_compute for o in b.ops)

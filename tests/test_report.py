@@ -1,0 +1,293 @@
+"""Report dict, JSON/text targets, validation record, plot and the roofline pass's options."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from solar_compiler.passes.roofline import RooflinePass, parse_fidelity
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+
+from solar_compiler.costs import Access, GraphCosts, OpCost
+from solar_compiler.errors import SolarError
+from solar_compiler.hw import parse_hw_list
+from solar_compiler.report import (
+    REPORT_ATTR,
+    JsonReportTarget,
+    TextReportTarget,
+    build_report,
+    fmt_time,
+    module_validation,
+)
+
+N = 4096
+NOT_VALIDATED = {"validated": False, "frontend": "loop-text", "max_rel_err": None, "samples": 0}
+
+
+def acc(t: str, n: int) -> Access:
+    return Access(t, "f32", n, 4 * n)
+
+
+def mm_graph() -> GraphCosts:
+    """init + matmul + exp over 4096x4096 f32 (C read and written by the reduction)."""
+    init = OpCost("S0", "C[i, j] = 0.0", "->ij", "mm.py:2", "memory", 0, 0, 0, None, "f32", N * N, (),
+                  (acc("C", N * N),))
+    mm = OpCost("S1", "C[i, j] += A[i, k] * B[k, j]", "ik,kj->ij", "mm.py:3", "matrix", 2 * N**3, 0, 0,
+                "f32", "f32", N**3, (acc("A", N * N), acc("B", N * N), acc("C", N * N)), (acc("C", N * N),))
+    ex = OpCost("S2", "Y[i, j] = exp(C[i, j])", "ij->ij", "mm.py:4", "vector", 0, N * N, N * N, None, "f32",
+                N * N, (acc("C", N * N),), (acc("Y", N * N),))
+    return GraphCosts("mm", [init, mm, ex], 3 * N * N * 4)  # A, B read; Y written
+
+
+def report(hw: str = "H100_SXM", latency: float | None = None,
+           graphs: list[GraphCosts] | None = None) -> dict:
+    return build_report(graphs or [mm_graph()], parse_hw_list(hw), source="mm.py", validation=NOT_VALIDATED,
+                        latency_s=latency)
+
+
+def module_with(r: dict | None, **attrs: str) -> ModuleOp:
+    m = ModuleOp([])
+    for k, v in attrs.items():
+        m.attributes[k.replace("_", ".")] = StringAttr(v)
+    if r is not None:
+        m.attributes[REPORT_ATTR] = StringAttr(json.dumps(r))
+    return m
+
+
+def emit(target, module: ModuleOp) -> str:
+    out = io.StringIO()
+    target.emit(Context(), module, out)
+    return out.getvalue()
+
+
+def test_json_shape_exact_keys():
+    r = json.loads(emit(JsonReportTarget(), module_with(report("H100_SXM,A100_SXM", latency=2e-3))))
+    assert r["schema"] == "solar-report/1"
+    assert set(r) == {"schema", "source", "validation", "precision", "fidelity", "kernels", "totals",
+                      "bounds", "ops", "hw", "value_dependent", "inverse"}
+    assert r["validation"] == NOT_VALIDATED
+    assert r["totals"] == {"flops": 2 * N**3 + N * N, "flops_matrix": 2 * N**3, "flops_vector": N * N,
+                           "bytes_unfused": (1 + 4 + 2) * N * N * 4, "bytes_fused": 3 * N * N * 4,
+                           "bytes_cache_aware": None}
+    assert list(r["bounds"]) == ["H100_SXM", "A100_SXM"]
+    for b in r["bounds"].values():
+        assert set(b) == {"unfused_s", "fused_s", "cache_aware_s", "fused_bottleneck", "fused_terms_s"}
+        assert b["cache_aware_s"] is None
+        assert set(b["fused_terms_s"]) == {"matrix", "vector", "memory"}
+    assert [o["name"] for o in r["ops"]] == ["S0", "S1", "S2"]
+    assert set(r["ops"][1]) == {"name", "kernel", "equation", "label", "loc", "flops", "flops_matrix",
+                                "flops_vector", "flops_transcendental", "bytes", "unit", "matrix_dtype",
+                                "vector_dtype", "intensity", "sequential", "indirect", "bound_s",
+                                "bottleneck"}
+    assert [(o["unit"], o["flops"], o["bytes"]) for o in r["ops"]] == [
+        ("memory", 0, N * N * 4), ("matrix", 2 * N**3, 4 * N * N * 4), ("vector", N * N, 2 * N * N * 4)]
+    assert set(r["inverse"]) == {"latency_s", "H100_SXM", "A100_SXM"}
+    for inv in (r["inverse"]["H100_SXM"], r["inverse"]["A100_SXM"]):
+        assert set(inv) == {"fused", "unfused"}
+        for d in inv.values():
+            assert set(d) == {"dram_bw_Bps", "dram_bw_x", "matrix_flops", "matrix_x", "vector_flops",
+                              "vector_x", "scale_x", "met"}
+    h = r["hw"]["H100_SXM"]
+    assert set(h) == {"description", "path", "precision", "dram_bw", "matrix", "vector"}
+    assert h["matrix"]["f32"]["value"] == 494.7e12 and h["matrix"]["f32"]["figure"] == "matrix.tf32"
+    assert h["vector"]["f32"]["value"] == 66.9e12 and h["dram_bw"]["value"] == 3.35e12
+    assert r["value_dependent"] == [] and r["fidelity"] == ["unfused", "fused", "cache-aware"]
+
+
+def test_report_numbers_by_hand():
+    r = report("H100_SXM,A100_SXM", latency=2e-3)
+    h = r["bounds"]["H100_SXM"]
+    t_init, t_mm, t_exp = N * N * 4 / 3.35e12, 2 * N**3 / 494.7e12, 2 * N * N * 4 / 3.35e12
+    assert h["unfused_s"] == pytest.approx(t_init + t_mm + t_exp, rel=1e-12)
+    assert h["fused_s"] == pytest.approx(t_mm, rel=1e-12)
+    assert r["bounds"]["A100_SXM"]["fused_s"] == pytest.approx(2 * N**3 / 156e12, rel=1e-12)
+    assert [o["bottleneck"]["H100_SXM"] for o in r["ops"]] == ["memory", "matrix", "memory"]
+    assert r["ops"][1]["intensity"] == pytest.approx(2 * N**3 / (16 * N * N), rel=1e-15)
+    inv = r["inverse"]["H100_SXM"]["fused"]
+    assert inv["dram_bw_Bps"] == pytest.approx(3 * N * N * 4 / 2e-3, rel=1e-12)
+    assert inv["matrix_x"] == pytest.approx(t_mm / 2e-3, rel=1e-12)
+    assert inv["met"] is True
+
+
+def test_text_report_rows_and_totals():
+    text = emit(TextReportTarget(), module_with(report("H100_SXM,A100_SXM", latency=2e-3)))
+    assert "validation: NOT validated: loop-text input is priced as written" in text
+    assert "policy auto" in text and "f32 contractions at TF32 tensor rate (494.7 TFLOP/s)" in text
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("|")}
+    assert {"S0", "S1", "S2", "total", "unfused", "fused", "cache-aware"} <= set(rows)
+    s1 = [c.strip() for c in rows["S1"].split("|")[1:-1]]
+    assert s1 == ["S1", "ik,kj->ij", "mm.py:3", "137,438,953,472", "0", "268,435,456", "512",
+                  "277.8 us", "matrix", "881 us", "matrix"]
+    total = [c.strip() for c in rows["total"].split("|")[1:-1]]
+    assert total[3:6] == ["137,438,953,472", "16,777,216", "469,762,048"]
+    fused = [c.strip() for c in rows["fused"].split("|")[1:-1]]
+    assert fused == ["fused", "201,326,592", "277.8 us", "matrix", "881 us", "matrix"]
+    assert "n/a" in rows["cache-aware"]
+    assert "totals: 137,455,730,688 FLOPs" in text
+    assert "inverse roofline: hardware needed for 2 ms" in text
+
+
+def test_multiple_kernels_are_one_program_with_prefixed_names():
+    g2 = GraphCosts("ew", [mm_graph().ops[2]], 2 * N * N * 4)
+    r = report(graphs=[mm_graph(), g2])
+    assert [o["name"] for o in r["ops"]] == ["mm.S0", "mm.S1", "mm.S2", "ew.S2"]
+    assert r["kernels"] == ["mm", "ew"]
+    assert r["totals"]["bytes_fused"] == 5 * N * N * 4
+
+
+def test_value_dependent_ops_listed():
+    g = mm_graph()
+    gather = OpCost("S3", "Y[i] = W[idx[i]]", "i->i", "emb.py:7", "memory", 0, 0, 0, None, "f32", 8,
+                    (Access("W", "f32", 8, 32, indirect=True), Access("idx", "i64", 8, 64)),
+                    (acc("Y", 8),), indirect=True)
+    r = report(graphs=[GraphCosts("mm", [*g.ops, gather], g.compulsory_bytes)])
+    assert r["value_dependent"] == [{"op": "S3", "loc": "emb.py:7", "tensors": ["W"]}]
+
+
+def test_validation_record():
+    assert module_validation(module_with(None, solar_frontend="loop-text")) == NOT_VALIDATED
+    rec = {"validated": True, "frontend": "torch", "max_rel_err": 1.5e-6, "samples": 3}
+    assert module_validation(module_with(None, solar_validation=json.dumps(rec))) == rec
+    with pytest.raises(SolarError, match="missing samples"):
+        module_validation(module_with(None, solar_validation='{"validated": true, "frontend": "torch", '
+                                                             '"max_rel_err": 0.0}'))
+    with pytest.raises(SolarError, match="invalid JSON"):
+        module_validation(module_with(None, solar_validation="{"))
+    r = report()
+    r["validation"] = rec
+    assert "validated (torch frontend): 3 sample(s), max relative error 1.50e-06" in emit(
+        TextReportTarget(), module_with(r))
+
+
+def test_targets_need_the_roofline_pass():
+    for target in (TextReportTarget(), JsonReportTarget()):
+        with pytest.raises(SolarError, match="run the roofline pass first"):
+            emit(target, ModuleOp([]))
+
+
+@pytest.mark.parametrize("s,text", [(2.5e-9, "2.5 ns"), (1e-6, "1 us"), (277.8e-6, "277.8 us"),
+                                    (0.0123456, "12.35 ms"), (3.0, "3 s"), (None, "n/a"),
+                                    (1.3248e-10, "132.5 ps"), (0.0, "0 s")])
+def test_fmt_time(s, text):
+    assert fmt_time(s) == text
+
+
+def test_plot_svg_names_ops_and_targets(tmp_path):
+    from solar_compiler.plot import write_plot
+
+    path = tmp_path / "r.svg"
+    write_plot(report("H100_SXM,A100_SXM"), str(path))
+    svg = path.read_text()
+    assert svg.startswith("<?xml") and "H100_SXM" in svg and "A100_SXM" in svg
+    assert ">S1<" in svg and ">S2<" in svg  # placed ops, labelled
+    assert "not placed (0 FLOPs or 0 bytes): S0" in svg  # S0 moves bytes only
+    png = tmp_path / "r.png"
+    write_plot(report(), str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SolarError, match="plot file must end in .png or .svg"):
+        write_plot(report(), str(tmp_path / "r.pdf"))
+
+
+def test_pass_options_rejected():
+    with pytest.raises(SolarError, match="unknown fidelity 'fast'"):
+        parse_fidelity("fast")
+    with pytest.raises(SolarError, match="cache-aware bounds are not implemented yet"):
+        parse_fidelity("cache-aware")
+    assert parse_fidelity("all") == ("unfused", "fused", "cache-aware")
+    m = module_with(None, solar_frontend="loop-text")
+    with pytest.raises(SolarError, match="unknown precision policy 'fp4'"):
+        RooflinePass(precision="fp4").apply(Context(), m)
+    with pytest.raises(SolarError, match="--cache-size sets the on-chip capacity"):
+        RooflinePass(cache_size="1MB").apply(Context(), m)
+    with pytest.raises(SolarError, match="bad target latency '5 parsecs'"):
+        RooflinePass(inverse="5 parsecs").apply(Context(), m)
+
+
+# ---- end to end through solar-opt ------------------------------------------------------------------
+
+MM4096 = """\
+kernel mm(A: f32[4096, 4096] input, B: f32[4096, 4096] weight, C: f32[4096, 4096] output):
+    for i in range(4096):
+        for j in range(4096):
+            C[i, j] = 0.0
+            for k in range(4096):
+                C[i, j] += A[i, k] * B[k, j] @ "mm.py:3"
+"""
+
+
+def solar_opt(capsys, *args: str) -> tuple[int, str, str]:
+    from solar_compiler.driver import main
+
+    rc = main(list(args))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_e2e_matmul_4096_json(capsys, tmp_path):
+    src = tmp_path / "mm.loop"
+    src.write_text(MM4096)
+    rc, out, err = solar_opt(capsys, str(src), "--lift-einsum", "--roofline=all", "--hw", "H100_SXM,A100_SXM",
+                             "--inverse-roofline", "0.2ms", "--format=json")
+    assert (rc, err) == (0, "")
+    r = json.loads(out)
+    assert r["validation"] == NOT_VALIDATED and r["source"] == str(src)
+    assert r["totals"]["flops_matrix"] == 2 * N**3 and r["totals"]["bytes_fused"] == 3 * N * N * 4
+    h100 = max(2 * N**3 / 494.7e12, 3 * N * N * 4 / 3.35e12)
+    a100 = max(2 * N**3 / 156e12, 3 * N * N * 4 / 2.039e12)
+    assert r["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(h100, rel=1e-12)
+    assert r["bounds"]["H100_SXM"]["unfused_s"] == pytest.approx(h100, rel=1e-12)  # one node: C folded
+    assert r["bounds"]["A100_SXM"]["fused_s"] == pytest.approx(a100, rel=1e-12)
+    assert [(o["name"], o["loc"], o["unit"]) for o in r["ops"]] == [("S1", "mm.py:3", "matrix")]
+    inv = r["inverse"]["H100_SXM"]["fused"]
+    assert inv["matrix_flops"] == pytest.approx(2 * N**3 / 2e-4, rel=1e-12)
+    assert inv["matrix_x"] == pytest.approx(2 * N**3 / 494.7e12 / 2e-4, rel=1e-12)
+    assert inv["met"] is False  # 277.8 us > 200 us
+    assert r["inverse"]["A100_SXM"]["fused"]["matrix_x"] == pytest.approx(2 * N**3 / 156e12 / 2e-4, rel=1e-12)
+
+
+def test_e2e_precision_fp32_and_pass_pipeline(capsys, tmp_path):
+    src = tmp_path / "mm.loop"
+    src.write_text(MM4096)
+    pipeline = "lift-einsum,roofline{hw=H100_SXM,A100_SXM precision=fp32}"
+    rc, out, _ = solar_opt(capsys, str(src), "-p", pipeline, "-t", "json")
+    assert rc == 0
+    r = json.loads(out)
+    assert list(r["bounds"]) == ["H100_SXM", "A100_SXM"]
+    assert r["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(2 * N**3 / 66.9e12, rel=1e-12)
+    assert r["bounds"]["A100_SXM"]["fused_s"] == pytest.approx(2 * N**3 / 19.5e12, rel=1e-12)
+    assert r["hw"]["H100_SXM"]["precision"].startswith("fp32: f32 contractions at")
+
+
+def test_e2e_example_text_and_plot(capsys, tmp_path):
+    plot = tmp_path / "out" / "r.svg"
+    plot.parent.mkdir()
+    rc, out, err = solar_opt(capsys, "examples/loop/matmul.loop", "--roofline=fused", "--hw", "H100_SXM",
+                             "--plot", str(plot))
+    assert (rc, err) == (0, "")
+    assert "source:     examples/loop/matmul.loop  (kernels: matmul)" in out
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]]
+            for line in out.splitlines() if line.startswith("|")}
+    # 64x32x16 f32: 65,536 FLOPs; A 8 KiB + B 2 KiB + C 4 KiB = 14,336 bytes / 3.35 TB/s = 4.279 ns
+    assert rows["S1"][3:] == ["65,536", "0", "14,336", "4.57", "4.279 ns", "memory"]
+    assert rows["fused"] == ["fused", "14,336", "4.279 ns", "memory"]
+    assert "unfused" not in rows and "cache-aware" not in rows
+    assert ">S1<" in plot.read_text()
+
+
+def test_e2e_errors_are_one_line(capsys):
+    rc, _, err = solar_opt(capsys, "examples/loop/matmul.loop", "--roofline=cache-aware")
+    assert rc == 1 and err == ("solar-opt: error: roofline: cache-aware bounds are not implemented yet; "
+                               "use unfused, fused or all\n")
+    rc, _, err = solar_opt(capsys, "examples/loop/matmul.loop", "--roofline=all", "--hw", "H999")
+    assert rc == 1 and err.startswith("solar-opt: error: unknown hardware target 'H999'")
+    rc, _, err = solar_opt(capsys, "examples/loop/matmul.loop", "-t", "report")
+    assert rc == 1 and "run the roofline pass first" in err
+
+
+def test_e2e_no_kernel(capsys, tmp_path):
+    src = tmp_path / "empty.mlir"
+    src.write_text("func.func @f() {\n  func.return\n}\n")
+    rc, _, err = solar_opt(capsys, str(src), "--roofline=all")
+    assert rc == 1 and err.endswith("roofline: no kernel in the module (is the input translated?)\n")
