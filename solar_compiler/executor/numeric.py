@@ -1,0 +1,111 @@
+"""Number formats of the executor: NumPy storage per loop-IR dtype, narrow-float rounding, fills, erf.
+
+Narrow floats (f16, bf16, f8e4m3, f8e5m2) are held in float32 arrays whose values are exactly
+representable in the narrow format. Arithmetic runs in float32 and a value is rounded when it is
+stored into a tensor or explicitly cast, like PyTorch's "opmath" kernels (a bf16 sum accumulates in
+float32 and rounds once). NumPy has no bf16/f8 dtype, and float16 arithmetic in NumPy is slow and
+accumulates reductions in float16, so f16 is treated the same way.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.polynomial import chebyshev
+
+NARROW_FLOATS = ("f16", "bf16", "f8e4m3", "f8e5m2")
+
+STORAGE: dict[str, np.dtype] = {
+    "f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "f16": np.dtype(np.float32),
+    "bf16": np.dtype(np.float32), "f8e4m3": np.dtype(np.float32), "f8e5m2": np.dtype(np.float32),
+    "i64": np.dtype(np.int64), "i32": np.dtype(np.int32), "i8": np.dtype(np.int8), "bool": np.dtype(np.bool_),
+}
+# What callers pass in and get back: the real NumPy dtype where one exists, float32 for bf16/f8.
+USER: dict[str, np.dtype] = {**STORAGE, "f16": np.dtype(np.float16)}
+
+
+def fill_value(dtype: str) -> float | int | bool:
+    """Initial content of outputs and locals. NaN (floats) and the most negative integer make a
+    read of a never-written element visible in the result; bool has no spare value and starts False."""
+    st = STORAGE[dtype]
+    if st.kind == "f":
+        return math.nan
+    if st.kind == "i":
+        return int(np.iinfo(st).min)
+    return False
+
+
+def identity(kind: str, dtype: str) -> float | int:
+    """The value a masked-out iteration contributes to a reduction of `kind`."""
+    st = STORAGE[dtype]
+    if kind == "+=":
+        return 0
+    if kind == "*=":
+        return 1
+    if st.kind == "f":
+        return -math.inf if kind == "max=" else math.inf
+    info = np.iinfo(st)
+    return int(info.min) if kind == "max=" else int(info.max)
+
+
+def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Round float32 values to the nearest `dtype` value (ties to even), kept as float32.
+    Overflow follows PyTorch 2.13 on CPU: f16, bf16 and f8e5m2 go to inf, f8e4m3 (the 'fn'
+    variant, no inf) saturates to +-448; NaN stays NaN."""
+    if dtype not in NARROW_FLOATS:
+        return x
+    x = np.asarray(x, dtype=np.float32)
+    if dtype == "f16":
+        return x.astype(np.float16).astype(np.float32)
+    if dtype == "bf16":
+        return _round_bf16(x)
+    if dtype == "f8e4m3":
+        return _round_small(x, mant=3, emin=-6, maxval=448.0, saturate=True)
+    return _round_small(x, mant=2, emin=-14, maxval=57344.0, saturate=False)
+
+
+def _round_bf16(x: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even on the top 16 bits of the float32 pattern; NaN kept apart because
+    adding the rounding bias to a NaN payload can carry into an infinity."""
+    u = np.ascontiguousarray(x).view(np.uint32)
+    bias = ((u >> 16) & 1) + np.uint32(0x7FFF)
+    r = ((u + bias) & np.uint32(0xFFFF0000)).view(np.float32)
+    return np.where(np.isnan(x), x, r)
+
+
+def _round_small(x: np.ndarray, mant: int, emin: int, maxval: float, saturate: bool) -> np.ndarray:
+    """Round to a float with `mant` mantissa bits and smallest normal exponent `emin`: the quantum
+    of a value in [2^e, 2^(e+1)) is 2^(max(e, emin) - mant); np.rint rounds ties to even."""
+    xd = x.astype(np.float64)
+    _, e = np.frexp(xd)  # |x| in [2^(e-1), 2^e)
+    q = np.maximum(e - 1, emin) - mant
+    y = np.ldexp(np.rint(np.ldexp(xd, -q)), q)
+    over = np.abs(y) > maxval
+    y = np.where(over, np.copysign(maxval if saturate else math.inf, xd), y)
+    return np.where(np.isnan(xd), xd, y).astype(np.float32)
+
+
+# ---- erf --------------------------------------------------------------------------------------
+# NumPy has no erf. |x| < 1: Maclaurin series (25 terms, relative error < 1e-16); 1 <= |x| < 6:
+# degree-20 Chebyshev interpolants of math.erf on four intervals (absolute error < 4e-15, and erf ~ 1 there);
+# |x| >= 6: erf = +-1 in double precision. Evaluated in float64 for every input dtype.
+_SERIES = [(-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(25)]
+_PIECES = [(lo, hi, chebyshev.Chebyshev.interpolate(np.vectorize(math.erf), 20, domain=[lo, hi]))
+           for lo, hi in ((1.0, 2.0), (2.0, 3.0), (3.0, 4.5), (4.5, 6.0))]
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    xd = np.asarray(x, dtype=np.float64)
+    a = np.abs(xd)
+    z = xd * xd
+    s = np.zeros_like(xd)
+    for c in reversed(_SERIES):
+        s = s * z + c
+    out = np.where(a < 1.0, s * xd * (2.0 / math.sqrt(math.pi)), np.sign(xd))
+    for lo, hi, poly in _PIECES:
+        sel = (a >= lo) & (a < hi)
+        if np.any(sel):
+            out[sel] = np.sign(xd[sel]) * poly(a[sel])
+    out = np.where(np.isnan(xd), xd, out)
+    return out.astype(np.asarray(x).dtype, copy=False)

@@ -1,0 +1,282 @@
+"""One assignment executed over all points of its grid at once.
+
+`=` writes through a strided view of the target when the target map is injective (each loop
+variable of extent > 1 in exactly one index, alone there) and stays inside the tensor on the hull of
+the domain; otherwise it scatters the in-domain points in lexicographic order, keeping the last write
+to each element (program order). A reduction (`+=` `*=` `max=` `min=`) first reduces the loop
+variables the target does not use, with masked-out points contributing the identity, then combines
+with the current value. A `+=` over a product is contracted with einsum from factors evaluated only
+over their own variables, so a matmul or conv never materialises its iteration space. Grids whose
+working set exceeds the memory budget are cut into chunks along one axis (the outermost for `=`, so
+that chunks run in program order; any axis of the largest factor for reductions, which commute).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from solar_compiler.executor.contract import contract
+from solar_compiler.executor.evaluate import Evaluator
+from solar_compiler.executor.grid import Grid
+from solar_compiler.executor.numeric import STORAGE, identity, quantize
+from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.ast import Assign, Binary, IndexValue, Read, SExpr, TensorDecl
+
+REDUCE = {"+=": np.add, "*=": np.multiply, "max=": np.maximum, "min=": np.minimum}
+
+
+@dataclass
+class State:
+    tensors: dict[str, np.ndarray]
+    decls: dict[str, TensorDecl]
+    budget: int  # bytes a statement's working set may take before it is chunked
+
+
+def expr_vars(e: SExpr) -> set[str]:
+    """Loop variables an expression depends on."""
+    out: set[str] = set()
+    for n in e.walk():
+        if isinstance(n, IndexValue):
+            out |= n.expr.vars()
+        elif isinstance(n, Read):
+            for i in n.indices:
+                if isinstance(i, AffExpr):
+                    out |= i.vars()
+    return out
+
+
+def mul_factors(e: SExpr) -> list[SExpr]:
+    if isinstance(e, Binary) and e.fn == "mul":
+        return mul_factors(e.a) + mul_factors(e.b)
+    return [e]
+
+
+@dataclass
+class Plan:
+    """What a statement needs to know about itself, independent of the grid."""
+
+    stmt: Assign
+    target_vars: set[str]
+    factors: list[SExpr] = field(default_factory=list)
+    factor_vars: list[set[str]] = field(default_factory=list)
+    item: int = 4
+
+    @staticmethod
+    def of(stmt: Assign, dtype: str) -> Plan:
+        tv = set().union(*(i.vars() for i in stmt.indices)) if stmt.indices else set()
+        p = Plan(stmt, tv, item=max(STORAGE[dtype].itemsize, 4))
+        if stmt.kind == "+=":
+            p.factors = mul_factors(stmt.value)
+            p.factor_vars = [expr_vars(f) for f in p.factors]
+        return p
+
+    def reduced(self, grid: Grid) -> list[int]:
+        return [k for k, a in enumerate(grid.axes) if a.count > 1 and a.var not in self.target_vars]
+
+    def contracts(self, grid: Grid) -> bool:
+        return bool(self.factors) and bool(self.reduced(grid))
+
+    def _size(self, grid: Grid, vars_: set[str]) -> int:
+        return math.prod(grid.axes[grid.pos[v]].count for v in vars_ if v in grid.pos)
+
+    def cost(self, grid: Grid) -> int:
+        if self.contracts(grid):
+            return self.item * (sum(self._size(grid, fv) for fv in self.factor_vars)
+                                + self._size(grid, self.target_vars))
+        return (2 * self.item + 8) * math.prod(grid.shape)
+
+    def split_axis(self, grid: Grid) -> int | None:
+        big = [k for k, a in enumerate(grid.axes) if a.count > 1]
+        if not big:
+            return None
+        if self.contracts(grid):
+            fv = max(self.factor_vars, key=lambda s: self._size(grid, s))
+            ks = [k for k in big if grid.axes[k].var in fv]
+            if ks:
+                return max(ks, key=lambda k: grid.axes[k].count)
+        return big[0]
+
+
+def chunks(grid: Grid, plan: Plan, budget: int) -> Iterator[Grid]:
+    est = plan.cost(grid)
+    k = plan.split_axis(grid) if est > budget else None
+    if k is None:
+        yield grid
+        return
+    for g in grid.split(k, min(grid.axes[k].count, math.ceil(est / budget))):
+        yield from chunks(g, plan, budget)
+
+
+def run_on_grid(stmt: Assign, grid: Grid, state: State) -> None:
+    decl = state.decls[stmt.target]
+    plan = Plan.of(stmt, decl.dtype)
+    for g in chunks(grid, plan, state.budget):
+        ev = Evaluator(g, state.tensors, state.decls, stmt)
+        if stmt.kind == "=":
+            _assign(stmt, g, ev, to_store(ev(stmt.value), decl.dtype), state)
+            continue
+        red = plan.reduced(g)
+        res = _contract(plan, g, ev, red, decl.dtype) if plan.contracts(g) else None
+        if res is not None:
+            _accumulate(stmt, g, ev, res, red, state)
+            continue
+        # The materialised product needs the whole (chunk) grid: chunk again for that.
+        for g2 in chunks(g, replace(plan, factors=[], factor_vars=[]), state.budget):
+            ev2 = Evaluator(g2, state.tensors, state.decls, stmt)
+            red2 = plan.reduced(g2)
+            _accumulate(stmt, g2, ev2, _reduce(ev2(stmt.value), red2, g2, stmt.kind, decl.dtype), red2, state)
+
+
+def to_store(x: np.ndarray, dtype: str) -> np.ndarray:
+    return quantize(np.asarray(x, dtype=STORAGE[dtype]), dtype)
+
+
+# ---- reductions ---------------------------------------------------------------------------------
+def _finite(ev: Evaluator, v: np.ndarray) -> bool:
+    view, src, _ = ev.sources.get(id(v), (v, v, []))
+    src = src if view is v else v
+    return src.dtype.kind != "f" or bool(np.isfinite(src).all())
+
+
+def _padding_covers(ev: Evaluator, v: np.ndarray, m: np.ndarray) -> bool:
+    """Every point `m` masks out reads zero padding in `v` (a conv's padding guard)."""
+    view, _, outside = ev.sources.get(id(v), (None, None, []))
+    return view is v and any(bool((m | o).all()) for o in outside)
+
+
+def _axes(v: np.ndarray) -> set[int]:
+    return {k for k, n in enumerate(v.shape) if n > 1}
+
+
+def _contract(plan: Plan, grid: Grid, ev: Evaluator, red: list[int], dtype: str) -> np.ndarray | None:
+    """The product of the factors summed over `red`, contracted from factors evaluated over their own
+    variables. A mask group on result axes only is applied to the result. Any other group must zero
+    the product at the points it masks out, which is exact only where every factor is finite there
+    (0 * inf is NaN): a group that only masks out reads of zero padding is dropped when all factors
+    are finite; otherwise it zeroes every factor spanning its axes (which also clears values never
+    written there, like the upper triangle of causal scores), or else joins as a 0/1 factor. When a
+    factor is still non-finite after that, this returns None and the caller reduces the
+    materialised product instead."""
+    scalar = np.asarray(1, dtype=STORAGE[dtype])
+    ops: list[np.ndarray] = []
+    for f in plan.factors:
+        v = ev(f)
+        if v.ndim == 0:
+            scalar = scalar * v
+        else:
+            ops.append(v)
+    if not ops or not np.isfinite(scalar).all():
+        return None
+    keep = [k for k, a in enumerate(grid.axes) if k not in red and a.count > 1]
+    post = [m for ax, m in grid.masks if ax <= set(keep)]
+    pre = [(ax, m) for ax, m in grid.masks if not ax <= set(keep)]
+    finite = [_finite(ev, v) for v in ops] if pre else []
+    extra: list[np.ndarray] = []
+    for ax, m in pre:
+        if all(finite) and any(_padding_covers(ev, v, m) for v in ops):
+            continue
+        holders = [i for i, v in enumerate(ops) if ax <= _axes(v)]
+        for i in holders:
+            ops[i] = np.where(m, ops[i], 0)
+        if not holders:
+            extra.append(m.astype(STORAGE[dtype]))
+    if pre and not all(ok or _finite(ev, v) for ok, v in zip(finite, ops, strict=True)):
+        return None
+    labelled = []
+    for v in ops + extra:
+        axes = sorted(_axes(v))
+        labelled.append((v.reshape([v.shape[k] for k in axes]), axes))
+    used = {k for _, axes in labelled for k in axes}
+    out = [k for k in keep if k in used]
+    res = contract(labelled, out)
+    for k in red:
+        if k not in used:
+            res = res * grid.axes[k].count
+    res = (res * scalar).reshape([grid.axes[k].count if k in out else 1 for k in range(len(grid.axes))])
+    for m in post:
+        res = np.where(m, res, 0)
+    return res
+
+
+def _reduce(value: np.ndarray, red: Sequence[int], grid: Grid, kind: str, dtype: str) -> np.ndarray:
+    m = grid.mask()
+    if m is not None:
+        value = np.where(m, value, identity(kind, dtype)).astype(value.dtype, copy=False)
+    acc = np.float64 if (kind == "+=" and value.dtype == np.float32) else None
+    for k in red:
+        n = grid.axes[k].count
+        if value.ndim == 0 or value.shape[k] == 1:
+            value = value * n if kind == "+=" else value ** n if kind == "*=" else value
+        else:
+            value = REDUCE[kind].reduce(value, axis=k, keepdims=True, dtype=acc)
+    return np.asarray(value)
+
+
+# ---- stores -------------------------------------------------------------------------------------
+def _injective_axes(indices: Sequence[AffExpr], grid: Grid) -> set[int] | None:
+    """Axes the target map covers one-to-one, or None when it is not such a map."""
+    cover: set[int] = set()
+    for e in indices:
+        big = [grid.pos[v] for v in e.vars() if v in grid.pos and grid.axes[grid.pos[v]].count > 1]
+        if not big:
+            continue
+        if e.is_quasi() or len(big) > 1 or big[0] in cover:
+            return None
+        cover.add(big[0])
+    return cover
+
+
+def _assign(stmt: Assign, grid: Grid, ev: Evaluator, new: np.ndarray, state: State) -> None:
+    arr = state.tensors[stmt.target]
+    cover = _injective_axes(stmt.indices, grid)
+    injective = cover is not None and all(k in cover for k, a in enumerate(grid.axes) if a.count > 1)
+    if injective:
+        view = ev.strided(stmt.target, arr, stmt.indices, writeable=True)
+        if view is not None:
+            m = grid.mask()
+            np.copyto(view, new, where=True if m is None else m)
+            return
+    flat, vals = _flatten(stmt, grid, ev, new, arr.shape, grid.shape, grid.mask())
+    if not injective and flat.size:
+        _, first = np.unique(flat[::-1], return_index=True)  # last write in program order wins
+        keep = flat.size - 1 - first
+        flat, vals = flat[keep], vals[keep]
+    arr.reshape(-1)[flat] = vals
+
+
+def _accumulate(stmt: Assign, grid: Grid, ev: Evaluator, res: np.ndarray, red: list[int],
+                state: State) -> None:
+    arr = state.tensors[stmt.target]
+    dtype = state.decls[stmt.target].dtype
+    uf = REDUCE[stmt.kind]
+    if _injective_axes(stmt.indices, grid) is not None:
+        view = ev.strided(stmt.target, arr, stmt.indices, writeable=True)
+        if view is not None:
+            np.copyto(view, to_store(uf(view, res), dtype))
+            return
+    shape = tuple(1 if k in red else n for k, n in enumerate(grid.shape))
+    m = grid.mask()
+    valid = None if m is None else np.logical_or.reduce(m, axis=tuple(red), keepdims=True) if red else m
+    flat, vals = _flatten(stmt, grid, ev, res.astype(arr.dtype, copy=False), arr.shape, shape, valid)
+    target = arr.reshape(-1)
+    uf.at(target, flat, vals)
+    if dtype != "f32" and dtype != "f64" and STORAGE[dtype].kind == "f":
+        touched = np.unique(flat)
+        target[touched] = quantize(target[touched], dtype)
+
+
+def _flatten(stmt: Assign, grid: Grid, ev: Evaluator, values: np.ndarray, tshape: tuple[int, ...],
+             shape: tuple[int, ...], valid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Flat target offsets and values of the in-domain points, in lexicographic order."""
+    idx = tuple(np.broadcast_to(ev.index_values(stmt.target, d, e), shape)
+                for d, e in enumerate(stmt.indices))
+    flat = np.broadcast_to(np.ravel_multi_index(idx, tshape) if idx else np.zeros((), np.int64), shape)
+    vals = np.broadcast_to(values, shape)
+    if valid is None:
+        return flat.reshape(-1), vals.reshape(-1)
+    sel = np.broadcast_to(valid, shape)
+    return flat[sel], vals[sel]
