@@ -14,9 +14,11 @@ from xdsl.passes import ModulePass
 
 REGISTRY: dict[str, str] = {
     "loop-stats": "solar_compiler.passes.loop_stats:LoopStatsPass",
+    "translate": "solar_compiler.passes.translate:TranslatePass",
     "lift-einsum": "solar_compiler.passes.lift_einsum:LiftEinsumPass",
     "annotate-costs": "solar_compiler.passes.annotate_costs:AnnotateCostsPass",
     "roofline": "solar_compiler.passes.roofline:RooflinePass",
+    "narrow-needed": "solar_compiler.passes.narrow_needed:NarrowNeededPass",
 }
 
 

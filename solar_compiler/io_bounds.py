@@ -1,0 +1,648 @@
+"""Cache-aware traffic: bytes that must cross a memory boundary under EVERY schedule (lower bound),
+next to the traffic of the best tiling found (an attainable upper curve).
+
+Model: the red-blue pebble game of Hong & Kung (STOC 1981) with a fast memory of S bytes per unit
+(`units` independent copies, e.g. one per SM), recomputation allowed. The theorem used for a
+contraction and its proof are in docs/bounds.md (section 2); in short, with W products, split any
+schedule into segments of h bytes of I/O; the points V of a segment satisfy the Bollobas-Thomason /
+Loomis-Whitney inequality |V| <= sqrt(rho * a * b * c) over the operand elements a, b and output
+elements c they touch, and those elements must be in fast memory at the segment's start or read
+(operands), and in fast memory at its end or written (outputs). For every h > 0:
+
+    Q >= h * (2 W / (F(h + 2d) + F(2S + h + 2d)) - units)   when every output must survive (sunk),
+    Q >= h * (W / F'(2S + h + 2d) - units)                  otherwise,
+    F(T) = 2 sqrt(lam * m_c) * (T / 3)^1.5,  F' = F plus the outputs finished inside a segment,
+
+d = the largest element size. The best h gives 1.927 W / sqrt(S_words) for one op: a proven constant
+below the tight 2 W / sqrt(S) of Smith et al. (arXiv 1702.02017), whose lower-order terms we could
+not verify. Only `+=` products of two operands that are projections once some slice variables are
+fixed get a reuse term; everything else (elementwise, row reductions, gathers, scans, and by default
+sliding windows, which Winograd/FFT can compute otherwise) is compulsory traffic only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import islpy as isl
+import numpy as np
+
+from solar_compiler.costs import GraphCosts
+from solar_compiler.errors import SolarError
+from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.ast import (
+    DTYPES,
+    Binary,
+    Cast,
+    Kernel,
+    Read,
+    SExpr,
+    StmtContext,
+    Unary,
+    reads,
+    typecheck,
+)
+from solar_compiler.polyhedral import (  # _groups: the same variable grouping the counts use
+    Constraint,
+    _groups,
+    count_points,
+    domain_constraints,
+    footprint,
+    iteration_count,
+)
+
+if TYPE_CHECKING:
+    from solar_compiler.hw import HwTarget
+
+H_GRID = 2.0 ** (np.arange(0, 8 * 64) / 8)  # segment sizes (bytes) every bound is evaluated at
+COMBOS = 300_000  # tile-size combinations searched per contraction (the upper curve's effort)
+Level = tuple  # (name, capacity_bytes, bandwidth_Bps) or (name, capacity_bytes, bandwidth_Bps, units)
+
+
+# ---- recognising contractions ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Operand:
+    tensor: str
+    indices: tuple[AffExpr, ...]
+    nbytes: int  # bytes per element
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """A reduction whose value combines operands `a` and `b` into `c` (the target). Fixing the
+    `slice_vars` makes every access an injective projection and leaves each other loop variable in
+    at least two of the three accesses; `rho` is the product of the two smaller operand
+    multiplicities (how many slices one element can appear in)."""
+
+    name: str
+    index: int
+    kind: str
+    a: Operand
+    b: Operand
+    c: Operand
+    work: int                      # points of the (guarded) domain = products
+    slice_vars: tuple[str, ...]
+    rho: int
+    k_min: int                     # fewest products of one output element that has any (>= 1)
+    ivs: tuple[str, ...]
+    extents: dict[str, int]        # values per variable over the bounding box (tiling)
+    unit_steps: bool
+    init_folded: bool
+
+    @property
+    def window(self) -> bool:
+        """A sliding window (convolution): some index mixes a kept variable with a slice variable.
+        Fast convolution algorithms (Winograd, FFT) compute such an op without forming these
+        products, so its reuse bound holds for direct convolution only."""
+        z = set(self.slice_vars)
+        return any(e.vars() & z and e.vars() - z for op in (self.a, self.b, self.c) for e in op.indices)
+
+    @property
+    def weight(self) -> float:
+        """sqrt(weight * a' * b' * c') bounds a segment's products, a', b', c' in BYTES."""
+        return self.rho / (self.a.nbytes * self.b.nbytes * self.c.nbytes)
+
+
+def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False) -> Contraction | None:
+    """The contraction view of a (typed) statement, or None when no reuse theorem applies to it.
+
+    Only `+=` of a product with two affine reads of DIFFERENT tensors among its factors qualifies,
+    and only when those two elements determine the point (no two points multiply the same pair, so
+    no product can be shared: `x[i] * x[j]` or a dot product repeated for every `i` would allow
+    it). Each point then needs both operand elements at once under any evaluation order, short of
+    fast (Strassen-like) matrix multiplication, which the bound excludes as every published one
+    does. A sum or a max of the operands does not qualify: distributing the reduction removes the
+    need."""
+    s = ctx.stmt
+    if s.kind != "+=" or any(r.tensor == s.target for r in reads(s.value)):
+        return None
+    cands = [f for f in _factors(s.value) if isinstance(f, Read) and not f.indirect]
+    if len(cands) < 2:
+        return None
+    c = Operand(s.target, tuple(s.indices), DTYPES[kernel.tensor(s.target).dtype])
+    best: tuple[int, int, tuple[str, ...], Operand, Operand] | None = None
+    ext, unit = _extents(ctx)
+    for ra, rb in itertools.combinations(cands, 2):
+        a, b = (Operand(r.tensor, tuple(r.indices), DTYPES[kernel.tensor(r.tensor).dtype]) for r in (ra, rb))
+        if a.tensor == b.tensor or not _determines(ctx.ivs, (a, b)):
+            continue
+        for z in _slice_choices(ctx, (a, b, c)):
+            rho = _rho(ctx, (a, b, c), z, ext)
+            if best is None or (rho, len(z)) < (best[0], best[1]):
+                best = (rho, len(z), z, a, b)
+    if best is None:
+        return None
+    rho, _, z, a, b = best
+    return Contraction(f"S{ctx.index}", ctx.index, s.kind, a, b, c, iteration_count(ctx), z, rho,
+                       _k_min(ctx, c, z), ctx.ivs, ext, unit, init_folded)
+
+
+def _determines(ivs: Sequence[str], accs: Sequence[Operand]) -> bool:
+    """Every loop variable follows from the accessed elements (peeling dimensions that leave one
+    unknown variable): then the point -> element-pair map is injective."""
+    known: set[str] = set()
+    dims = [e for acc in accs for e in acc.indices if not e.is_quasi()]
+    grew = True
+    while grew:
+        grew = False
+        for e in dims:
+            left = e.vars() - known
+            if len(left) == 1:
+                known |= left
+                grew = True
+    return known >= set(ivs)
+
+
+def _factors(e: SExpr) -> list[SExpr]:
+    """Multiplicative factors, through casts, negation and the numerator of a division."""
+    if isinstance(e, Cast) or (isinstance(e, Unary) and e.fn == "neg"):
+        return _factors(e.x)
+    if isinstance(e, Binary) and e.fn == "mul":
+        return _factors(e.a) + _factors(e.b)
+    if isinstance(e, Binary) and e.fn == "div":
+        return _factors(e.a)
+    return [e]
+
+
+def _slice_choices(ctx: StmtContext, accs: Sequence[Operand]) -> list[tuple[str, ...]]:
+    out = []
+    ivs = ctx.ivs
+    for n in range(len(ivs) + 1):
+        for z in itertools.combinations(ivs, n):
+            free = set(ivs) - set(z)
+            ok = True
+            uses = dict.fromkeys(free, 0)
+            for acc in accs:
+                seen: set[str] = set()
+                for e in acc.indices:
+                    if e.is_quasi() or len(e.vars() & free) > 1:
+                        ok = False
+                    seen |= e.vars() & free
+                for v in seen:
+                    uses[v] += 1
+            if ok and all(u >= 2 for u in uses.values()):
+                out.append(z)
+    return out
+
+
+def _rho(ctx: StmtContext, accs: Sequence[Operand], z: tuple[str, ...], extent: dict[str, int]) -> int:
+    if not z:
+        return 1
+    free = set(ctx.ivs) - set(z)
+    slices = footprint(ctx, [AffExpr.var(v) for v in z])
+    mults = []
+    for acc in accs:
+        m = 1
+        for v in z:
+            m *= _mult(acc.indices, v, free, extent[v])
+        mults.append(min(m, slices))
+    mults.sort()
+    return mults[0] * mults[1]
+
+
+def _mult(indices: Sequence[AffExpr], z: str, free: set[str], extent: int) -> int:
+    """How many values of slice variable `z` can share one element of an access (upper bound).
+    `extent` is the length of an interval holding every value of z; a dimension `s*v + d*z + k`
+    fixes z modulo s/gcd(s, d), which at most ceil(extent / that) integers of the interval meet."""
+    best = extent
+    for e in indices:
+        vs = e.vars()
+        if z not in vs or len(vs - free) != 1:
+            continue
+        fv = vs & free
+        if not fv:
+            return 1  # this dimension alone determines z
+        if len(fv) == 1:
+            (v,) = fv
+            s, d = abs(e.coeff(v)), abs(e.coeff(z))
+            if s and d:
+                best = min(best, -(-extent // (s // math.gcd(s, d))))
+    return best
+
+
+def _k_min(ctx: StmtContext, c: Operand, z: tuple[str, ...]) -> int:
+    """A lower bound on the products of every output element that has at least one (exact when the
+    reduction variables are not coupled to the output ones, else by enumeration of small groups)."""
+    out_vars: set[str] = set()
+    for e in c.indices:
+        if e.vars() and not (len(e.vars()) == 1 and abs(e.coeff(next(iter(e.vars())))) == 1):
+            return 1
+        out_vars |= e.vars()
+    if out_vars & set(z):
+        return 1
+    ivs, cons, _ = domain_constraints(ctx)
+    red = [v for v in ivs if v not in out_vars]
+    if not red:
+        return 1
+    total = 1
+    for g in _groups(ivs, cons):
+        gs = set(g)
+        gcons = [k for k in cons if k.vars and k.vars <= gs]
+        inner = [v for v in g if v in red]
+        if not inner:
+            continue
+        outer = [v for v in g if v not in red]
+        if not outer:
+            total *= max(count_points(g, gcons), 1)
+            continue
+        total *= _min_fiber(g, outer, gcons)
+    return max(total, 1)
+
+
+def _min_fiber(g: Sequence[str], outer: Sequence[str], cons: Sequence[Constraint], limit: int = 1024) -> int:
+    body = " and ".join(k.cond.to_isl() for k in cons) or "true"
+    s = isl.Set(f"{{ G[{', '.join(g)}] : {body} }}")
+    outer_set = isl.Map(f"{{ G[{', '.join(g)}] -> O[{', '.join(outer)}] }}").intersect_domain(s).range()
+    if outer_set.count_val().to_python() > limit:
+        return 1
+    counts: list[int] = []
+
+    def visit(p: isl.Point) -> None:
+        vals = [p.get_coordinate_val(isl.dim_type.set, i).to_python() for i in range(len(outer))]
+        fix = " and ".join(f"{v} = {x}" for v, x in zip(outer, vals, strict=True))
+        counts.append(s.intersect(isl.Set(f"{{ G[{', '.join(g)}] : {fix} }}")).count_val().to_python())
+
+    outer_set.foreach_point(visit)
+    positive = [n for n in counts if n > 0]
+    return min(positive) if positive else 1
+
+
+def _extents(ctx: StmtContext) -> tuple[dict[str, int], bool]:
+    ranges: dict[str, tuple[int, int]] = {}
+    for f in ctx.loops:
+        lo = f.lb.bounds(ranges)[0]
+        hi = f.ub.bounds(ranges)[1] - 1
+        ranges[f.iv] = (lo, hi)
+    return {v: max(hi - lo + 1, 0) for v, (lo, hi) in ranges.items()}, all(f.step == 1 for f in ctx.loops)
+
+
+# ---- the reuse lower bound -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Family:
+    """Contractions bounded jointly. Per segment with budget T bytes (start-side + end-side values):
+    sum of products <= max_x sqrt(lam) x sqrt(m_c (T - x)) + lam_ff x^2 (see docs/bounds.md)."""
+
+    work: int
+    lam: float
+    lam_ff: float
+    m_c: int
+    sunk: bool
+    delta: int
+    members: tuple[str, ...] = field(default=())
+
+    def per_segment(self, t: np.ndarray) -> np.ndarray:
+        """Most products one segment with budget `t` bytes (array) can hold, for every split x of
+        the budget between operands (start side) and outputs (end side)."""
+        t = np.asarray(t, dtype=np.float64)
+        if self.lam_ff == 0:
+            return 2 * np.sqrt(self.lam * self.m_c) * (t / 3) ** 1.5
+        # Upper bound of the max over x in [0, t]: on each grid cell the increasing term is taken at
+        # the cell's right end and the decreasing one at its left end.
+        f = np.linspace(0.0, 1.0, 4097)
+        x = t[..., None] * f
+        g = math.sqrt(self.lam) * x[..., 1:] * np.sqrt(self.m_c * (t[..., None] - x[..., :-1])) \
+            + self.lam_ff * x[..., 1:] ** 2
+        return g.max(axis=-1)
+
+    def at(self, h: np.ndarray | float, capacity: float, units: int = 1) -> np.ndarray:
+        """The bound for segments of `h` bytes of I/O (valid for every h > 0; may be negative)."""
+        h = np.asarray(h, dtype=np.float64)
+        slack = 2 * self.delta  # an element cut by each end of a segment is counted whole
+        if self.sunk:
+            return h * (2 * self.work / (self.per_segment(h + slack) +
+                                         self.per_segment(2 * capacity + h + slack)) - units)
+        return h * (self.work / self.per_segment(2 * capacity + h + slack) - units)
+
+    def lower_bound(self, capacity: float, units: int = 1) -> float:
+        """Bytes that must cross a boundary with `capacity` bytes per unit, over `units` units: the
+        best of `at` over one fixed grid of h (2^(k/8) bytes), so it never grows with the capacity."""
+        if self.work <= 0 or capacity <= 0:
+            return 0.0
+        return max(0.0, float(self.at(H_GRID, capacity, units).max()))
+
+
+def family(ops: Sequence[Contraction], sunk: dict[str, bool]) -> Family:
+    """Bound a set of contractions jointly. `sunk[name]`: that op's outputs must all survive
+    (written or kept), i.e. they are never consumed on chip by another op."""
+    pairs: dict[tuple[str, str], float] = {}
+    pairs_ff: dict[tuple[str, str], float] = {}
+    for o in ops:
+        key = tuple(sorted((o.a.tensor, o.b.tensor)))
+        pairs[key] = pairs.get(key, 0.0) + o.weight
+        if not sunk[o.name]:
+            pairs_ff[key] = pairs_ff.get(key, 0.0) + o.rho / (o.k_min * o.a.nbytes * o.b.nbytes)
+    targets = [o.c.tensor for o in ops]
+    return Family(
+        work=sum(o.work for o in ops),
+        lam=_simplex_max(pairs),
+        lam_ff=_simplex_max(pairs_ff) if pairs_ff else 0.0,
+        m_c=max(targets.count(t) for t in targets),
+        sunk=all(sunk[o.name] for o in ops),
+        delta=max(max(o.a.nbytes, o.b.nbytes, o.c.nbytes) for o in ops),
+        members=tuple(o.name for o in ops),
+    )
+
+
+def _simplex_max(pairs: dict[tuple[str, str], float]) -> float:
+    """Upper bound of sum_{(u,v)} w_uv x_u x_v over x >= 0, sum x = 1: by Motzkin-Straus,
+    w_max (1 - 1/omega) / 2 without self-pairs (omega = clique number), w_max with them."""
+    w = max(pairs.values())
+    if any(u == v for u, v in pairs):
+        return w
+    nodes = sorted({u for p in pairs for u in p})
+    adj = {u: set() for u in nodes}
+    for u, v in pairs:
+        adj[u].add(v)
+        adj[v].add(u)
+    omega = _clique_number(adj)
+    return w * (1 - 1 / omega) / 2
+
+
+def _clique_number(adj: dict[str, set[str]]) -> int:
+    best = 1
+
+    def grow(r: set[str], p: set[str], x: set[str]) -> None:
+        nonlocal best
+        if not p and not x:
+            best = max(best, len(r))
+            return
+        for v in list(p):
+            grow(r | {v}, p & adj[v], x & adj[v])
+            p = p - {v}
+            x = x | {v}
+
+    grow(set(), set(adj), set())
+    return best
+
+
+def single(op: Contraction) -> Family:
+    """One op whose operands start in slow memory and whose outputs are all written (unfused)."""
+    return family([op], {op.name: True})
+
+
+# ---- kernels ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KernelView:
+    """The contractions of a typed kernel, keyed by op name, and which of them the fused bound uses."""
+
+    kernel: Kernel
+    contractions: dict[str, Contraction]
+    eligible: tuple[str, ...]          # operands are kernel inputs/weights never written
+    sunk: dict[str, bool]
+    direct_conv: bool = False          # also bound sliding windows (assumes no Winograd/FFT)
+
+    def bounded(self, name: str) -> Contraction | None:
+        """The op's contraction if a reuse bound applies to it under this view's assumptions."""
+        c = self.contractions.get(name)
+        return c if c is not None and (self.direct_conv or not c.window) else None
+
+
+def view(kernel: Kernel, direct_conv: bool = False) -> KernelView:
+    from solar_compiler.passes.lift_einsum import group_statements
+
+    k = typecheck(kernel)
+    groups = group_statements(k)
+    written = {c.stmt.target for g in groups for c in g.stmts}
+    roles = {t.name: t.role for t in k.tensors}
+    out: dict[str, Contraction] = {}
+    for g in groups:
+        c = recognise(k, g.main, g.init is not None)
+        if c is not None:
+            out[c.name] = c
+    slow = {t for t, r in roles.items() if r in ("input", "weight") and t not in written}
+    eligible = tuple(n for n, c in out.items() if c.a.tensor in slow and c.b.tensor in slow)
+    sunk = {n: _is_sunk(k, groups, c) for n, c in out.items()}
+    return KernelView(k, out, eligible, sunk, direct_conv)
+
+
+def _is_sunk(k: Kernel, groups: list, c: Contraction) -> bool:
+    """The op's results must reach slow memory: its target is an output that no other statement
+    reads, except in-place `=` updates at the same indices (e.g. `O[i] = O[i] / L[i]`)."""
+    if k.tensor(c.c.tensor).role != "output":
+        return False
+    for g in groups:
+        for ctx in g.stmts:
+            s = ctx.stmt
+            if g.main.index == c.index or ctx.index < c.index:
+                continue
+            touches = [r for r in reads(s.value) if r.tensor == c.c.tensor]
+            if s.target == c.c.tensor:
+                if s.kind != "=" or not touches or any(tuple(r.indices) != tuple(s.indices) for r in touches):
+                    return False
+            elif touches:
+                return False
+    return True
+
+
+def op_lower_bound(v: KernelView, name: str, capacity: float, units: int = 1) -> float:
+    """Reuse lower bound (bytes) of one op run on its own (operands read, results written)."""
+    c = v.bounded(name)
+    return single(c).lower_bound(capacity, units) if c is not None else 0.0
+
+
+def graph_lower_bound(v: KernelView, capacity: float, units: int = 1) -> tuple[float, tuple[str, ...]]:
+    """Best proven reuse bound of the whole program (any schedule, fusion included) and the ops it
+    rests on: each eligible op alone and all eligible ops jointly. Ops with an operand computed in
+    the kernel are left out: that operand can be produced on chip (no theorem here covers it)."""
+    best, who = 0.0, ()
+    names = [n for n in v.eligible if v.bounded(n) is not None]
+    fams = [[n] for n in names] + ([names] if len(names) > 1 else [])
+    for names in fams:
+        f = family([v.contractions[n] for n in names], v.sunk)
+        q = f.lower_bound(capacity, units)
+        if q > best:
+            best, who = q, tuple(names)
+    return best, who
+
+
+@dataclass(frozen=True)
+class CacheAwareResult:
+    time_s: float
+    bytes_dram: float
+    per_op: list[tuple[str, dict[str, float], str]]   # (op, {level: bytes}, binding level)
+    per_level: dict[str, float]                       # whole program, bytes per level
+    binding_level: str                                # level (or "compute") that sets time_s
+
+
+def _level(lv: Level) -> tuple[str, float, float, int]:
+    if len(lv) == 3:
+        return lv[0], float(lv[1]), float(lv[2]), 1
+    if len(lv) == 4:
+        return lv[0], float(lv[1]), float(lv[2]), int(lv[3])
+    raise SolarError(f"memory level {lv!r}: expected (name, capacity_bytes, bandwidth_Bps[, units])")
+
+
+def cache_aware(kernel: Kernel, costs: GraphCosts, levels: Sequence[Level], compute_s: float,
+                direct_conv: bool = False) -> CacheAwareResult:
+    """Cache-aware bound: time = max(compute_s, max over levels of Q_level / bandwidth), where
+    Q_level = max(compulsory bytes, best proven reuse bound at that level's capacity). Sliding
+    windows get a reuse term only with `direct_conv` (no Winograd/FFT implementation)."""
+    if not levels:
+        raise SolarError(f"kernel {costs.kernel}: no memory levels for a cache-aware bound")
+    v = view(kernel, direct_conv)
+    lvls = [_level(lv) for lv in levels]
+    for name, cap, bw, units in lvls:
+        if cap <= 0 or bw <= 0 or units < 1:
+            raise SolarError(f"memory level {name}: capacity, bandwidth and units must be positive")
+    per_level = {name: max(float(costs.compulsory_bytes), graph_lower_bound(v, cap, units)[0])
+                 for name, cap, _, units in lvls}
+    per_op = []
+    for op in costs.ops:
+        q = {name: max(float(op.bytes), op_lower_bound(v, op.name, cap, units))
+             for name, cap, _, units in lvls}
+        per_op.append((op.name, q, max(lvls, key=lambda lv: q[lv[0]] / lv[2])[0]))
+    t_mem = {name: per_level[name] / bw for name, _, bw, _ in lvls}
+    worst = max(t_mem, key=lambda n: t_mem[n])
+    time_s = max(compute_s, t_mem[worst])
+    return CacheAwareResult(time_s, per_level[lvls[0][0]], per_op, per_level,
+                            worst if t_mem[worst] >= compute_s else "compute")
+
+
+def levels_from_target(hw: HwTarget) -> list[tuple[str, float, float, int]]:
+    """(name, capacity, bandwidth, units) of a target's levels: the outermost (DRAM) boundary has
+    one unit (the whole chip); inner levels are per SM/CU, so units = the SM count."""
+    out = []
+    for i, lvl in enumerate(hw.levels):
+        units = 1
+        if i > 0:
+            if hw.sm_count is None:
+                raise SolarError(f"{hw.name}: level {lvl.name} is per SM but the target has no sm.count")
+            units = int(hw.sm_count.value)
+        out.append((lvl.name, lvl.capacity.value, lvl.bandwidth.value, units))
+    return out
+
+
+# ---- the attainable upper curve: best tiling found -----------------------------------------------------
+@dataclass(frozen=True)
+class Tiling:
+    """A tiled schedule of one contraction on one unit: tile loops in `order` (outermost first),
+    every loop tiled by `tiles`; all three tiles resident at once."""
+
+    bytes: float
+    tiles: dict[str, int]
+    order: tuple[str, ...]
+
+
+def tiled_traffic(c: Contraction, capacity: float) -> Tiling | None:
+    """Traffic of the best tiling found for a fast memory of `capacity` bytes (None if no tiling of
+    this family fits or the loops are not unit-step). An operand tile is loaded whenever a tile loop
+    at or outside the innermost loop that indexes it advances; an output tile is written at the end
+    of each visit and read back at the start of each revisit (and of the first visit when the init
+    is not part of the op). Footprints are exact for unguarded box domains and over-counts
+    otherwise (the tile's bounding box), so this is the traffic of a real schedule or more."""
+    if not c.unit_steps or any(e <= 0 for e in c.extents.values()):
+        return None
+    names = list(c.ivs)
+    cand = [np.array(x, dtype=np.float64) for x in _tile_sizes([c.extents[v] for v in names])]
+    grid = [g.ravel() for g in np.meshgrid(*cand, indexing="ij")]
+    t = dict(zip(names, grid, strict=True))
+    trips = {v: np.ceil(c.extents[v] / t[v]) for v in names}
+    fp = {k: _tile_footprint(op.indices, t) for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
+    fits = c.a.nbytes * fp["a"] + c.b.nbytes * fp["b"] + c.c.nbytes * fp["c"] <= capacity
+    if not fits.any():
+        return None
+    uses = {k: set().union(*(e.vars() for e in op.indices)) for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
+    best: tuple[float, int, tuple[str, ...]] | None = None
+    for order in _orders(names, uses):
+        visits = _visits(order, trips, uses, grid[0])
+        distinct_c = np.prod([trips[v] for v in names if v in uses["c"]], axis=0) if uses["c"] else 1.0
+        c_moves = 2 * visits["c"] - (distinct_c if c.init_folded else 0)
+        q = (c.a.nbytes * fp["a"] * visits["a"] + c.b.nbytes * fp["b"] * visits["b"]
+             + c.c.nbytes * fp["c"] * c_moves)
+        q = np.where(fits, q, np.inf)
+        i = int(np.argmin(q))
+        if best is None or q[i] < best[0]:
+            best = (float(q[i]), i, order)
+    assert best is not None
+    q, i, order = best
+    return Tiling(q, {v: int(t[v][i]) for v in names}, order)
+
+
+def _visits(order: Sequence[str], trips: dict[str, np.ndarray], uses: dict[str, set[str]],
+            like: np.ndarray) -> dict[str, np.ndarray]:
+    """Loads of each operand's tile: the tile-loop iterations up to the innermost loop that indexes
+    it and has more than one trip (a loop of one trip never advances)."""
+    out = {k: np.ones_like(like) for k in uses}
+    upto = np.ones_like(like)
+    for v in order:
+        upto = upto * trips[v]
+        for k, vs in uses.items():
+            if v in vs:
+                out[k] = np.where(trips[v] > 1, upto, out[k])
+    return out
+
+
+def _tile_sizes(extents: Sequence[int], budget: int = COMBOS) -> list[list[int]]:
+    """Candidate tile sizes per loop: its divisors first (exact tiles), thinned geometrically while
+    the combinations exceed `budget`, then padded with ceil(extent / k) and powers of two while they
+    fit. A tile that does not divide its extent leaves a partial last tile, counted as a full one
+    (an over-count, never an under-count)."""
+    sets = [[d for d in range(1, e + 1) if e % d == 0] if e <= 65536 else [1, e] for e in extents]
+    while math.prod(len(x) for x in sets) > budget:
+        i = max(range(len(sets)), key=lambda j: len(sets[j]))
+        sets[i] = _thin(sets[i], len(sets[i]) - 1)
+    for i, e in enumerate(extents):
+        extra = sorted(({-(-e // k) for k in range(1, 65)} | {2 ** k for k in range(e.bit_length())})
+                       - set(sets[i]) - {0})
+        room = budget // max(1, math.prod(len(x) for j, x in enumerate(sets) if j != i)) - len(sets[i])
+        if room > 0 and extra:
+            sets[i] = sorted(set(sets[i]) | set(_thin(extra, min(room, len(extra)))))
+    return sets
+
+
+def _thin(sizes: list[int], n: int) -> list[int]:
+    """`n` of `sizes` (sorted, n >= 2 keeps both ends) spread evenly on a log scale."""
+    if n >= len(sizes):
+        return sizes
+    picks = {sizes[0], sizes[-1]} if n >= 2 else {sizes[-1]}
+    for x in np.geomspace(sizes[0], sizes[-1], max(n, 1)):
+        if len(picks) >= n:
+            break
+        picks.add(min(sizes, key=lambda s: abs(math.log(s / x))))
+    return sorted(picks)
+
+
+def _tile_footprint(indices: Sequence[AffExpr], t: dict[str, np.ndarray]) -> np.ndarray:
+    """Distinct elements of one access over one tile (product over dimensions of the distinct values
+    of that dimension's expression; exact for one variable, or two with one unit-reduced coefficient)."""
+    out = np.ones_like(next(iter(t.values())))
+    for e in indices:
+        vs = sorted(e.vars())
+        if not vs:
+            continue
+        if len(vs) == 1:
+            out = out * t[vs[0]]
+            continue
+        span = 1 + sum(abs(e.coeff(v)) * (t[v] - 1) for v in vs)
+        prod = np.prod([t[v] for v in vs], axis=0)
+        if len(vs) == 2:
+            (p, r), (cp, cr) = vs, (abs(e.coeff(vs[0])), abs(e.coeff(vs[1])))
+            g = math.gcd(cp, cr)
+            cp, cr = cp // g, cr // g
+            if cr == 1 or cp == 1:
+                if cp == 1:  # make `p` the variable with the larger step
+                    p, r, cp, cr = r, p, cr, cp
+                exact = np.where(t[r] >= cp, cp * (t[p] - 1) + t[r], t[p] * t[r])
+                out = out * exact
+                continue
+        out = out * np.minimum(span, prod)
+    return out
+
+
+def _orders(names: list[str], uses: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    if len(names) <= 5:
+        return list(itertools.permutations(names))
+    out: set[tuple[str, ...]] = set()
+    for k in ("a", "b", "c"):
+        outer = [v for v in names if v in uses[k]]
+        inner = [v for v in names if v not in uses[k]]
+        outs = itertools.permutations(outer) if len(outer) <= 3 else [tuple(outer)]
+        for o in outs:
+            ins = itertools.permutations(inner) if len(inner) <= 4 else [tuple(inner)]
+            for i in ins:
+                out.add(tuple(o) + tuple(i))
+    return sorted(out)

@@ -1,0 +1,549 @@
+"""Needed-work narrowing: shrink each statement's domain to the points whose result reaches an output.
+
+Kernels run statement by statement (non-scan loops carry no dependence: executor/legality.py), so
+two islpy analyses at statement granularity are exact enough to be useful and sound:
+
+1. Forward, known values: regions of every tensor whose elements hold a known constant, from
+   literal fills, selects whose condition is an affine comparison of loop variables (a causal mask,
+   also through a bool mask tensor filled that way), and constant folding with the executor's own
+   arithmetic (exp(-inf) = 0, -inf - x = -inf, 0 * x = 0, max(x, inf) = inf). Rules that absorb an
+   unknown operand assume it is finite: masked positions are then exact whenever the data is. A
+   statement's reads of a tensor written in the same scan loop are unknown.
+2. Backward, needed elements (least fixpoint): every output element is needed; a point of a
+   statement is kept iff it writes a needed element, is not a reduction contribution known to be
+   the identity (x += 0, m max= -inf), and is not an `=` write overwritten in a later loop nest with
+   no read of the tensor in between; the reads of kept points are needed, except a select branch its
+   known condition never takes.
+
+A kept point whose value is a known constant becomes a constant store (`T[..] = c`, no reads), so no
+kept point ever reads an element that the narrowed kernel no longer computes. Value-dependent masks
+(a mask tensor that is an input) are not narrowed. Regions become `if` guards (one copy of the
+statement per disjoint convex piece); an empty loop or `if` is removed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import islpy as isl
+import numpy as np
+
+from solar_compiler.executor.evaluate import Evaluator
+from solar_compiler.executor.legality import check_distributable
+from solar_compiler.executor.numeric import identity
+from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.ast import (
+    Assign,
+    Binary,
+    Cast,
+    Cmp,
+    Const,
+    For,
+    If,
+    IndexValue,
+    Kernel,
+    LoopIRError,
+    Node,
+    Read,
+    Select,
+    SExpr,
+    StmtContext,
+    Unary,
+    reads,
+    statements,
+    typecheck,
+)
+from solar_compiler.polyhedral import domain, footprint, iteration_count
+
+Known = dict[object, isl.Set]  # constant value -> region where the expression / tensor holds it
+_CMP = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "eq": "=="}
+
+
+@dataclass
+class _Stmt:
+    ctx: StmtContext
+    dom: isl.Set
+    root: Known = field(default_factory=dict)     # where the value is a known constant
+    drop: isl.Set | None = None                   # identity contributions of a reduction
+    kill: isl.Set | None = None                   # `=` writes overwritten before any read
+    live: list[tuple[Read, isl.Set]] = field(default_factory=list)  # where each read is needed
+    kept: isl.Set | None = None
+    values: _Values | None = None                 # known values when the statement runs
+    splittable: bool = True                       # an injective `=`: pieces may run separately
+
+
+@dataclass(frozen=True)
+class NarrowResult:
+    kernel: Kernel
+    changed: tuple[str, ...]   # one line per narrowed statement, e.g. "S3 S[h, i, j] += ...: guarded"
+
+
+def narrow(kernel: Kernel, rounds: int = 4) -> NarrowResult:
+    """The kernel with every statement restricted to its needed points (see the module doc).
+    Repeated while it changes (a select simplified under its guard may drop the last read of a
+    mask), at most `rounds` times."""
+    from solar_compiler.text.printer import print_kernel
+
+    k = typecheck(kernel)
+    check_distributable(k)
+    notes: list[str] = []
+    for _ in range(rounds):
+        res = _once(k)
+        if print_kernel(res.kernel) == print_kernel(k):
+            break
+        notes += res.changed
+        k = typecheck(res.kernel)
+    return NarrowResult(k, tuple(notes))
+
+
+def _once(k: Kernel) -> NarrowResult:
+    stmts = [_Stmt(c, domain(c)) for c in statements(k)]
+    _forward(k, stmts)
+    _kills(k, stmts)
+    _backward(k, stmts)
+    return _rebuild(k, stmts)
+
+
+# ---- isl helpers ---------------------------------------------------------------------------------------
+def _space(ctx: StmtContext) -> str:
+    return f"S{ctx.index}[{', '.join(ctx.ivs)}]"
+
+
+def _tensor_box(k: Kernel, name: str) -> isl.Set:
+    shape = k.tensor(name).shape
+    dims = [f"x{d}" for d in range(len(shape))]
+    body = " and ".join(f"0 <= {x} < {n}" for x, n in zip(dims, shape, strict=True)) or "true"
+    return isl.Set(f"{{ T_{name}[{', '.join(dims)}] : {body} }}")
+
+
+def _access(ctx: StmtContext, tensor: str, indices: Sequence[AffExpr]) -> isl.Map:
+    return isl.Map(f"{{ {_space(ctx)} -> T_{tensor}[{', '.join(i.to_isl() for i in indices)}] }}")
+
+
+def _empty_like(s: isl.Set) -> isl.Set:
+    return isl.Set.empty(s.get_space())
+
+
+def _cond_set(ctx: StmtContext, cond: AffCond) -> isl.Set:
+    return isl.Set(f"{{ {_space(ctx)} : {cond.to_isl()} }}")
+
+
+# ---- forward: known values ----------------------------------------------------------------------------
+class _Values:
+    """Known values of every tensor at the current point of a statement-by-statement walk."""
+
+    def __init__(self, k: Kernel):
+        self.k = k
+        self.known: dict[str, Known] = {t.name: {} for t in k.tensors}
+        self.dirty: set[str] = set()  # written inside the enclosing scan loop: unknown there
+
+    def snapshot(self) -> _Values:
+        out = _Values(self.k)
+        out.known = {t: dict(v) for t, v in self.known.items()}
+        out.dirty = set(self.dirty)
+        return out
+
+    def of(self, e: SExpr, ctx: StmtContext, region: isl.Set) -> Known:
+        if region.is_empty():
+            return {}
+        if isinstance(e, Const):
+            return {} if isinstance(e.value, float) and math.isnan(e.value) else {e.value: region}
+        if isinstance(e, Read):
+            if e.indirect or e.tensor in self.dirty:
+                return {}
+            acc = _access(ctx, e.tensor, e.indices)  # type: ignore[arg-type]
+            out: Known = {}
+            for v, elems in self.known[e.tensor].items():
+                r = acc.intersect_range(elems).domain().intersect(region)
+                if not r.is_empty():
+                    out[v] = r
+            return out
+        if isinstance(e, Cmp):
+            cond = _affine_cmp(e)
+            if cond is not None:
+                true = region.intersect(cond(ctx))
+                return _nonempty({True: true, False: region.subtract(true)})
+        if isinstance(e, Select):
+            c = self.of(e.cond, ctx, region)
+            t, f = c.get(True, _empty_like(region)), c.get(False, _empty_like(region))
+            out = _merge(self.of(e.a, ctx, t), self.of(e.b, ctx, f))
+            rest = region.subtract(t).subtract(f)
+            ka, kb = self.of(e.a, ctx, rest), self.of(e.b, ctx, rest)
+            return _merge(out, {v: ka[v].intersect(kb[v]) for v in ka if v in kb})
+        if isinstance(e, Unary | Cast):
+            return _fold_each(e, [self.of(e.x, ctx, region)])
+        if isinstance(e, Binary | Cmp):
+            ka, kb = self.of(e.a, ctx, region), self.of(e.b, ctx, region)
+            out = _fold_each(e, [ka, kb])
+            for side, mine, other in ((0, ka, kb), (1, kb, ka)):
+                cover = _union(other.values(), region)
+                for v, r in mine.items():
+                    got = _absorb(e, side, v)
+                    if got is not None:
+                        out = _merge(out, {got: r.subtract(cover)})
+            return out
+        return {}  # IndexValue and anything else: unknown
+
+
+def _affine_cmp(e: Cmp):  # noqa: ANN202 - returns a region builder or None
+    def aff(x: SExpr) -> AffExpr | None:
+        if isinstance(x, IndexValue):
+            return x.expr
+        if isinstance(x, Const) and isinstance(x.value, int) and not isinstance(x.value, bool):
+            return AffExpr.lit(x.value)
+        return None
+
+    a, b = aff(e.a), aff(e.b)
+    if a is None or b is None:
+        return None
+    if e.pred == "ne":
+        return lambda ctx: _cond_set(ctx, AffCond.compare(a, "==", b)).complement()
+    cond = AffCond.compare(a, _CMP[e.pred], b)
+    return lambda ctx: _cond_set(ctx, cond)
+
+
+def _fold(e: SExpr, args: Sequence[object]) -> object | None:
+    """The executor's value of node `e` with constant operands (None if not a usable constant)."""
+    kids = [Const(v, c.dtype) for v, c in zip(args, e.children, strict=True)]
+    if isinstance(e, Unary | Cast):
+        node: SExpr = type(e)(e.fn, kids[0], e.dtype) if isinstance(e, Unary) else Cast(kids[0], e.dtype)
+    elif isinstance(e, Binary):
+        node = Binary(e.fn, kids[0], kids[1], e.dtype)
+    elif isinstance(e, Cmp):
+        node = Cmp(e.pred, kids[0], kids[1], e.dtype)
+    else:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            v = Evaluator(None, {}, {}, Assign("_", (), "=", node))(node).item()  # type: ignore[arg-type]
+    except (ArithmeticError, ValueError):
+        return None
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def _fold_each(e: SExpr, knowns: Sequence[Known]) -> Known:
+    out: Known = {}
+    if len(knowns) == 1:
+        for v, r in knowns[0].items():
+            got = _fold(e, [v])
+            if got is not None:
+                out = _merge(out, {got: r})
+        return out
+    for va, ra in knowns[0].items():
+        for vb, rb in knowns[1].items():
+            r = ra.intersect(rb)
+            got = None if r.is_empty() else _fold(e, [va, vb])
+            if got is not None:
+                out = _merge(out, {got: r})
+    return out
+
+
+def _absorb(e: SExpr, side: int, v: object) -> object | None:
+    """Value of `e` when operand `side` is the constant `v` and the other is any FINITE value."""
+    if not isinstance(e, Binary) or isinstance(v, bool) and e.fn not in ("and", "or"):
+        return None
+    inf = isinstance(v, float) and math.isinf(v)
+    f = e.fn
+    if f == "mul" and v == 0 and not inf:
+        return _fold(e, [v, v])
+    if f == "add" and inf:
+        return v
+    if f == "sub" and inf:
+        return v if side == 0 else -v  # type: ignore[operator]
+    if (f == "max" and v == math.inf) or (f == "min" and v == -math.inf):
+        return v
+    if (f == "and" and v is False) or (f == "or" and v is True):
+        return v
+    return None
+
+
+def _merge(a: Known, b: Known) -> Known:
+    out = dict(a)
+    for v, r in b.items():
+        if r.is_empty():
+            continue
+        out[v] = out[v].union(r).coalesce() if v in out else r
+    return out
+
+
+def _nonempty(k: Known) -> Known:
+    return {v: r for v, r in k.items() if not r.is_empty()}
+
+
+def _union(sets: object, like: isl.Set) -> isl.Set:
+    out = _empty_like(like)
+    for s in sets:  # type: ignore[attr-defined]
+        out = out.union(s)
+    return out
+
+
+def _forward(k: Kernel, stmts: list[_Stmt]) -> None:
+    vals = _Values(k)
+    for st in stmts:
+        ctx, s = st.ctx, st.ctx.stmt
+        scans = [f for f in ctx.loops if f.sequential]
+        vals.dirty = _written_in(stmts, scans[0]) if scans else set()
+        st.values = vals.snapshot()
+        root = vals.of(s.value, ctx, st.dom)
+        acc = _access(ctx, s.target, s.indices)
+        written = acc.intersect_domain(st.dom).range()
+        if s.kind != "=":
+            ident = identity(s.kind, k.tensor(s.target).dtype)
+            st.drop = root.pop(ident, _empty_like(st.dom))
+        injective = iteration_count(ctx) == footprint(ctx, s.indices)
+        # Copies of a statement run one after the other (statement-at-a-time), so only an
+        # injective `=` may be split into pieces or constant stores; anything else keeps one copy
+        # on a convex region, with its reads live everywhere.
+        st.splittable = s.kind == "=" and injective
+        st.root = root if st.splittable and not isinstance(s.value, Const) else {}
+        stored = _union(st.root.values(), st.dom)
+        if st.drop is not None and st.splittable:
+            stored = stored.union(st.drop)
+        st.live = _live(vals, s.value, ctx, st.dom.subtract(stored))
+        # update the known values of the target
+        table = vals.known[s.target]
+        if s.kind == "=" and not scans:
+            new: Known = {}
+            for v, r in root.items():
+                new[v] = acc.intersect_domain(r).range() if injective else \
+                    written.subtract(acc.intersect_domain(st.dom.subtract(r)).range())
+            if isinstance(s.value, Const):
+                new = {s.value.value: written}
+            vals.known[s.target] = _merge({v: e.subtract(written) for v, e in table.items()}, new)
+        else:
+            live = st.dom if st.drop is None else st.dom.subtract(st.drop)
+            touched = written if scans else acc.intersect_domain(live).range()
+            vals.known[s.target] = _nonempty({v: e.subtract(touched) for v, e in table.items()})
+
+
+def _written_in(stmts: list[_Stmt], loop: For) -> set[str]:
+    return {st.ctx.stmt.target for st in stmts if any(f is loop for f in st.ctx.loops)}
+
+
+def _live(vals: _Values, e: SExpr, ctx: StmtContext, region: isl.Set) -> list[tuple[Read, isl.Set]]:
+    out: list[tuple[Read, isl.Set]] = []
+
+    def go(x: SExpr, r: isl.Set) -> None:
+        if r.is_empty():
+            return
+        if isinstance(x, Read):
+            out.append((x, r))
+        if isinstance(x, Select):
+            c = vals.of(x.cond, ctx, r)
+            go(x.cond, r)
+            # a branch never taken need not be computed; a gather in it still needs valid indices
+            skip_a = c.get(False) if c.get(False) is not None and not _gathers(x.a) else None
+            skip_b = c.get(True) if c.get(True) is not None and not _gathers(x.b) else None
+            go(x.a, r.subtract(skip_a) if skip_a is not None else r)
+            go(x.b, r.subtract(skip_b) if skip_b is not None else r)
+            return
+        for child in x.children:
+            go(child, r)
+
+    go(e, region)
+    return out
+
+
+def _gathers(e: SExpr) -> bool:
+    return any(isinstance(n, Read) and n.indirect for n in e.walk())
+
+
+# ---- kills and the backward fixpoint --------------------------------------------------------------------
+def _top_level(k: Kernel) -> dict[int, int]:
+    """Statement index -> index of the top-level node that contains it."""
+    out: dict[int, int] = {}
+    ids = {id(c.stmt): c.index for c in statements(k)}
+
+    def go(n: Node, top: int) -> None:
+        if isinstance(n, Assign):
+            out[ids[id(n)]] = top
+        else:
+            for c in n.body:
+                go(c, top)
+
+    for t, n in enumerate(k.body):
+        go(n, t)
+    return out
+
+
+def _kills(k: Kernel, stmts: list[_Stmt]) -> None:
+    top = _top_level(k)
+    readers: dict[str, set[int]] = {}
+    for st in stmts:
+        s = st.ctx.stmt
+        for r in reads(s.value):
+            readers.setdefault(r.tensor, set()).add(top[st.ctx.index])
+        if s.kind != "=":
+            readers.setdefault(s.target, set()).add(top[st.ctx.index])
+    for w in stmts:
+        sw = w.ctx.stmt
+        if sw.kind != "=":
+            continue
+        acc = _access(w.ctx, sw.target, sw.indices).intersect_domain(w.dom)
+        for w2 in stmts[w.ctx.index + 1:]:
+            s2 = w2.ctx.stmt
+            t1, t2 = top[w.ctx.index], top[w2.ctx.index]
+            if s2.target != sw.target or s2.kind != "=" or t2 == t1:
+                continue
+            if any(t1 <= t <= t2 for t in readers.get(sw.target, ())):
+                break  # a read in between (or in either nest): nothing later kills
+            over = _access(w2.ctx, s2.target, s2.indices).intersect_domain(w2.dom).range()
+            dead = acc.intersect_range(over).domain()
+            w.kill = dead if w.kill is None else w.kill.union(dead)
+
+
+def _backward(k: Kernel, stmts: list[_Stmt]) -> None:
+    needed = {t.name: _tensor_box(k, t.name) if t.role == "output" else
+              isl.Set.empty(_tensor_box(k, t.name).get_space()) for t in k.tensors}
+    changed = True
+    while changed:
+        changed = False
+        for st in reversed(stmts):
+            s = st.ctx.stmt
+            base = st.dom
+            for cut in (st.kill, st.drop):
+                if cut is not None:
+                    base = base.subtract(cut)
+            acc = _access(st.ctx, s.target, s.indices)
+            st.kept = base.intersect(acc.intersect_range(needed[s.target]).domain()).coalesce()
+            if not st.splittable and not st.kept.is_empty():  # one convex piece (see _forward)
+                st.kept = isl.Set.from_basic_set(st.kept.simple_hull()).intersect(st.dom).coalesce()
+            for r, region in st.live:
+                pts = st.kept.intersect(region)
+                if pts.is_empty():
+                    continue
+                add = _tensor_box(k, r.tensor) if r.indirect else \
+                    _access(st.ctx, r.tensor, r.indices).intersect_domain(pts).range()  # type: ignore[arg-type]
+                if not add.is_subset(needed[r.tensor]):
+                    needed[r.tensor] = needed[r.tensor].union(add).coalesce()
+                    changed = True
+
+
+# ---- rebuilding the kernel -------------------------------------------------------------------------------
+def _rebuild(k: Kernel, stmts: list[_Stmt]) -> NarrowResult:
+    from solar_compiler.text.printer import print_assign
+
+    repl: dict[int, list[Node]] = {}
+    notes: list[str] = []
+    for st in stmts:
+        s, kept = st.ctx.stmt, st.kept
+        assert kept is not None
+        consts = {v: kept.intersect(r) for v, r in st.root.items()}
+        consts = _nonempty(consts)
+        main = kept.subtract(_union(consts.values(), kept))
+        nodes: list[Node] = [*_guarded(st, main, s)]
+        if main.is_equal(st.dom) and not consts:
+            repl[id(s)] = nodes
+            if nodes != [s]:
+                notes.append(f"S{st.ctx.index} {print_assign(k, s)}: simplified")
+            continue
+        dt = k.tensor(s.target).dtype
+        for v, r in consts.items():
+            nodes += _guarded(st, r, Assign(s.target, s.indices, s.kind, Const(v, dt), s.loc, s.pos))
+        repl[id(s)] = nodes
+        what = "removed" if not nodes else \
+            "guarded" + (f", {len(consts)} constant store(s)" if consts else "")
+        notes.append(f"S{st.ctx.index} {print_assign(k, s)}: {what}")
+
+    def go(nodes: list[Node]) -> list[Node]:
+        out: list[Node] = []
+        for n in nodes:
+            if isinstance(n, Assign):
+                out += repl[id(n)]
+            elif isinstance(n, For):
+                body = go(n.body)
+                if body:
+                    out.append(For(n.iv, n.lb, n.ub, n.step, n.sequential, body))
+            else:
+                body = go(n.body)
+                if body:
+                    out.append(If(n.conds, body))
+        return out
+
+    return NarrowResult(Kernel(k.name, list(k.tensors), go(k.body)), tuple(notes))
+
+
+def _guarded(st: _Stmt, region: isl.Set, a: Assign) -> list[Node]:
+    """`a` on `region` only: one copy per disjoint convex piece, its value simplified there."""
+    if region.is_empty():
+        return []
+    pieces = [region] if region.is_equal(st.dom) else region.coalesce().make_disjoint().get_basic_sets()
+    out: list[Node] = []
+    for piece in pieces:
+        p = piece if isinstance(piece, isl.Set) else isl.Set.from_basic_set(piece)
+        value = _simplify(st, a.value, p) if not isinstance(a.value, Const) else a.value
+        b = a if value is a.value else Assign(a.target, a.indices, a.kind, value, a.loc, a.pos)
+        if p.is_equal(st.dom):
+            out.append(b)
+            continue
+        parts = p.gist(st.dom).get_basic_sets()
+        conds = _conds(parts[0] if len(parts) == 1 else piece, st.ctx)
+        out.append(If(conds, [b]) if conds else b)
+    return out
+
+
+def _simplify(st: _Stmt, e: SExpr, region: isl.Set) -> SExpr:
+    """`e` with every subexpression that is one known constant on all of `region` folded, and every
+    select whose condition is known there replaced by the branch it takes."""
+    vals = st.values
+    assert vals is not None
+    known = vals.of(e, st.ctx, region)
+    for v, r in known.items():
+        if r.is_equal(region) and not isinstance(e, Const):
+            return Const(v, e.dtype)
+    if isinstance(e, Select):
+        c = vals.of(e.cond, st.ctx, region)
+        for flag, branch in ((True, e.a), (False, e.b)):
+            if flag in c and c[flag].is_equal(region):
+                return _simplify(st, branch, region)
+    if isinstance(e, Read | Const | IndexValue):
+        return e
+    kids = [_simplify(st, x, region) for x in e.children]
+    if all(x is y for x, y in zip(kids, e.children, strict=True)):
+        return e
+    if isinstance(e, Unary):
+        return Unary(e.fn, kids[0], e.dtype)
+    if isinstance(e, Cast):
+        return Cast(kids[0], e.dtype)
+    if isinstance(e, Binary):
+        return Binary(e.fn, kids[0], kids[1], e.dtype)
+    if isinstance(e, Cmp):
+        return Cmp(e.pred, kids[0], kids[1], e.dtype)
+    assert isinstance(e, Select)
+    return Select(kids[0], kids[1], kids[2], e.dtype)
+
+
+def _conds(b: isl.BasicSet, ctx: StmtContext) -> tuple[AffCond, ...]:
+    ivs = ctx.ivs
+    divs = [_div_expr(b.get_div(j), ivs, ctx) for j in range(b.dim(isl.dim_type.div))]
+    out: list[AffCond] = []
+    for c in b.get_constraints():
+        e = AffExpr.lit(_int(c.get_constant_val()))
+        for i, v in enumerate(ivs):
+            e = e + AffExpr.var(v) * _int(c.get_coefficient_val(isl.dim_type.set, i))
+        for j, d in enumerate(divs):
+            e = e + d * _int(c.get_coefficient_val(isl.dim_type.div, j))
+        out.append(AffCond(e, "==" if c.is_equality() else ">="))
+    return tuple(out)
+
+
+def _div_expr(aff: isl.Aff, ivs: Sequence[str], ctx: StmtContext) -> AffExpr:
+    """floor(aff) as an AffExpr; aff has rational coefficients over the loop variables only."""
+    den = _int(aff.get_denominator_val())
+    nested = range(aff.dim(isl.dim_type.div))
+    if any(not aff.get_coefficient_val(isl.dim_type.div, j).is_zero() for j in nested):
+        raise LoopIRError(f"narrow-needed: the needed domain of the statement writing '{ctx.stmt.target}' "
+                          "needs nested integer divisions; not expressible as loop guards", ctx.stmt.pos)
+    num = AffExpr.lit(_int(aff.get_constant_val() * den))
+    for i, v in enumerate(ivs):
+        num = num + AffExpr.var(v) * _int(aff.get_coefficient_val(isl.dim_type.in_, i) * den)
+    return num // den
+
+
+def _int(v: isl.Val) -> int:
+    x = v.to_python()
+    if isinstance(x, int):
+        return x
+    raise LoopIRError(f"narrow-needed: non-integer coefficient {v} in a guard")

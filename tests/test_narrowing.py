@@ -1,0 +1,293 @@
+"""Needed-work narrowing (docs/bounds.md section 5): hand-derived iteration counts and FLOPs of the
+narrowed kernels, and the outputs of original and narrowed kernels on random inputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from xdsl.context import Context
+from xdsl.dialects.builtin import StringAttr
+
+from solar_compiler.costs import kernel_costs
+from solar_compiler.errors import SolarError
+from solar_compiler.executor.run import execute
+from solar_compiler.loopir.ast import Kernel, LoopIRError, statements
+from solar_compiler.loopir.convert import kernels_to_module
+from solar_compiler.narrowing import narrow
+from solar_compiler.passes import all_passes
+from solar_compiler.polyhedral import iteration_count
+from solar_compiler.text.parser import parse_kernel
+from solar_compiler.text.printer import print_assign, print_kernel
+
+TRIL = """kernel tril(A: f32[8, 5] input, B: f32[5, 8] input, Y: f32[8, 8] output):
+    local C: f32[8, 8]
+    for i in range(8):
+        for j in range(8):
+            C[i, j] = 0.0
+            for k in range(5):
+                C[i, j] += A[i, k] * B[k, j]
+    for i in range(8):
+        for j in range(8):
+            Y[i, j] = C[i, j] if i >= j else 0.0
+"""
+
+# masked_fill style: a bool mask filled from the loop indices, scores replaced by -inf where it is
+# False, then max / exp / sum / P @ V over all 8 keys as written.
+CAUSAL = """kernel attn(Q: f32[2, 8, 4] input, K: f32[2, 8, 4] input, V: f32[2, 8, 4] input,
+             O: f32[2, 8, 4] output):
+    local mask: bool[8, 8]
+    local S: f32[2, 8, 8]
+    local M: f32[2, 8]
+    local L: f32[2, 8]
+    for i in range(8):
+        for j in range(8):
+            mask[i, j] = j <= i
+    for h in range(2):
+        for i in range(8):
+            for j in range(8):
+                S[h, i, j] = 0.0
+                for d in range(4):
+                    S[h, i, j] += Q[h, i, d] * K[h, j, d]
+                S[h, i, j] = S[h, i, j] * 0.5 if mask[i, j] else -inf
+    for h in range(2):
+        for i in range(8):
+            M[h, i] = -inf
+            for j in range(8):
+                M[h, i] max= S[h, i, j]
+            L[h, i] = 0.0
+            for j in range(8):
+                S[h, i, j] = exp(S[h, i, j] - M[h, i])
+                L[h, i] += S[h, i, j]
+            for d in range(4):
+                O[h, i, d] = 0.0
+                for j in range(8):
+                    O[h, i, d] += S[h, i, j] * V[h, j, d]
+                O[h, i, d] = O[h, i, d] / L[h, i]
+"""
+
+SLICE = """kernel sl(A: f32[16, 8] input, B: f32[8, 16] input, Y: f32[4, 16] output):
+    local C: f32[16, 16]
+    for i in range(16):
+        for j in range(16):
+            C[i, j] = 0.0
+            for k in range(8):
+                C[i, j] += A[i, k] * B[k, j]
+    for i in range(4):
+        for j in range(16):
+            Y[i, j] = C[i + 4, j]
+"""
+
+PAD = """kernel pad(X: f32[2, 6, 6] input, W: f32[3, 2, 3, 3] weight, Y: f32[3, 6, 6] output):
+    local P: f32[2, 8, 8]
+    for c in range(2):
+        for h in range(8):
+            for w in range(8):
+                P[c, h, w] = 0.0
+    for c in range(2):
+        for h in range(6):
+            for w in range(6):
+                P[c, h + 1, w + 1] = X[c, h, w]
+    for o in range(3):
+        for p in range(6):
+            for q in range(6):
+                Y[o, p, q] = 0.0
+                for c in range(2):
+                    for r in range(3):
+                        for s in range(3):
+                            Y[o, p, q] += P[c, p + r, q + s] * W[o, c, r, s]
+"""
+
+
+def counts(k: Kernel) -> dict[str, int]:
+    """Iterations per statement text (summed over copies of a guarded statement)."""
+    out: dict[str, int] = {}
+    for c in statements(k):
+        key = print_assign(k, c.stmt)
+        out[key] = out.get(key, 0) + iteration_count(c)
+    return out
+
+
+def run_both(text: str, exact: bool) -> tuple[Kernel, Kernel]:
+    k = parse_kernel(text, "t.loop")
+    n = narrow(k).kernel
+    rng = np.random.default_rng(7)
+    ins = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in k.by_role("input", "weight")}
+    a, b = execute(k, ins), execute(n, ins)
+    for name in a:
+        assert np.isfinite(a[name]).all()
+        if exact:
+            np.testing.assert_array_equal(a[name], b[name])
+        else:  # the executor may sum a guarded contraction in another order: last-bit differences
+            np.testing.assert_allclose(a[name], b[name], rtol=1e-5, atol=1e-6)
+    return k, n
+
+
+def test_tril_of_a_matmul_costs_the_lower_triangle():
+    k, n = run_both(TRIL, exact=True)
+    # 36 pairs j <= i of 64; 28 strict-upper outputs become stores of 0.0, the select disappears
+    assert counts(n) == {"C[i, j] = 0.0": 36, "C[i, j] += A[i, k] * B[k, j]": 36 * 5,
+                         "Y[i, j] = C[i, j]": 36, "Y[i, j] = 0.0": 28}
+    before, after = kernel_costs(k), kernel_costs(n)
+    assert (before.flops_matrix, before.flops_vector) == (2 * 64 * 5, 2 * 64)   # cmp + select
+    assert (after.flops_matrix, after.flops_vector) == (2 * 36 * 5, 0)
+
+
+def test_causal_attention_with_a_mask_skips_the_masked_half():
+    k, n = run_both(CAUSAL, exact=False)
+    pairs = 2 * 36                    # heads x (j <= i) of 8 tokens
+    assert counts(n) == {
+        "S[h, i, j] = 0.0": pairs,
+        "S[h, i, j] += Q[h, i, d] * K[h, j, d]": pairs * 4,
+        "S[h, i, j] = S[h, i, j] * 0.5": pairs,          # the select is gone under j <= i
+        "M[h, i] = -inf": 16,
+        "M[h, i] max= S[h, i, j]": pairs,                # -inf contributions dropped
+        "L[h, i] = 0.0": 16,
+        "S[h, i, j] = exp(S[h, i, j] - M[h, i])": pairs,  # exp(-inf - m) = 0 never computed
+        "L[h, i] += S[h, i, j]": pairs,                  # += 0 dropped
+        "O[h, i, d] = 0.0": 64,
+        "O[h, i, d] += S[h, i, j] * V[h, j, d]": pairs * 4,   # 0 * V dropped
+        "O[h, i, d] = O[h, i, d] / L[h, i]": 64,
+    }                                 # the mask itself is no longer read, hence gone
+    assert "mask" not in print_kernel(n).split("local mask: bool[8, 8]")[1]
+    before, after = kernel_costs(k), kernel_costs(n)
+    assert before.flops_matrix == 2 * (2 * 2 * 8 * 8 * 4) == 2048
+    assert after.flops_matrix == 2 * (2 * pairs * 4) == 1152
+
+
+def test_slice_of_a_matmul_computes_the_sliced_rows():
+    k, n = run_both(SLICE, exact=True)
+    assert counts(n) == {"C[i, j] = 0.0": 4 * 16, "C[i, j] += A[i, k] * B[k, j]": 4 * 16 * 8,
+                         "Y[i, j] = C[i + 4, j]": 64}
+    assert kernel_costs(n).flops_matrix == 2 * 4 * 16 * 8
+
+
+def test_padding_taps_are_not_work():
+    k, n = run_both(PAD, exact=False)
+    # valid taps per spatial dim: p = 0 and 5 see 2 of 3, p = 1..4 all 3: 2 + 4*3 + 2 = 16
+    assert counts(n) == {"P[c, h + 1, w + 1] = X[c, h, w]": 2 * 36, "Y[o, p, q] = 0.0": 3 * 36,
+                         "Y[o, p, q] += P[c, p + r, q + s] * W[o, c, r, s]": 3 * 2 * 16 * 16}
+    assert counts(k)["Y[o, p, q] += P[c, p + r, q + s] * W[o, c, r, s]"] == 3 * 2 * 36 * 9
+    assert "P[c, h, w] = 0.0" not in print_kernel(n)    # the fill: border unread, interior overwritten
+
+
+def test_value_dependent_mask_is_not_narrowed():
+    text = """kernel vm(A: f32[4, 3] input, B: f32[3, 4] input, G: f32[4, 4] input, Y: f32[4, 4] output):
+    local C: f32[4, 4]
+    for i in range(4):
+        for j in range(4):
+            C[i, j] = 0.0
+            for k in range(3):
+                C[i, j] += A[i, k] * B[k, j]
+            Y[i, j] = C[i, j] if G[i, j] > 0.0 else 0.0
+"""
+    r = narrow(parse_kernel(text, "t.loop"))
+    assert r.changed == ()
+    assert print_kernel(r.kernel) == print_kernel(parse_kernel(text, "t.loop"))
+
+
+def test_masked_output_becomes_constant_stores():
+    text = """kernel mo(X: f32[6, 6] input, Y: f32[6, 6] output):
+    for i in range(6):
+        for j in range(6):
+            Y[i, j] = exp(X[i, j] if j <= i else -inf)
+"""
+    k, n = run_both(text, exact=True)
+    assert counts(n) == {"Y[i, j] = exp(X[i, j])": 21, "Y[i, j] = 0.0": 15}
+    assert kernel_costs(n).flops_vector == 21      # one exp per kept point (was 3 per point)
+    assert kernel_costs(k).flops_vector == 3 * 36
+
+
+def test_overwritten_fill_is_dead():
+    text = """kernel ow(X: f32[5] input, Y: f32[5] output):
+    for i in range(5):
+        Y[i] = 0.0
+    for i in range(5):
+        Y[i] = X[i] * 2.0
+"""
+    k, n = run_both(text, exact=True)
+    assert counts(n) == {"Y[i] = X[i] * 2.0": 5}
+
+
+def test_scan_and_examples_unchanged():
+    for name in ("cumsum", "softmax", "layernorm", "matmul", "conv2d", "causal_attention"):
+        k = parse_kernel(open(f"examples/loop/{name}.loop").read(), f"{name}.loop")
+        assert narrow(k).changed == (), name
+
+
+def test_loop_carried_dependence_is_rejected():
+    text = """kernel bad(X: f32[5] input, Y: f32[5] output):
+    local T: f32[5]
+    for i in range(5):
+        T[i] = X[i]
+        if i >= 1:
+            T[i] = T[i - 1] + X[i]
+        Y[i] = T[i]
+"""
+    with pytest.raises(LoopIRError):
+        narrow(parse_kernel(text, "t.loop"))
+
+
+# ---- the pass ----------------------------------------------------------------------------------------
+def run_pass(text: str, passes: str) -> str:
+    module = kernels_to_module([parse_kernel(text, "t.loop")])
+    for name in passes.split(","):
+        all_passes()[name]()().apply(Context(), module)
+    attr = module.attributes.get("solar.as_written")
+    return attr.data if isinstance(attr, StringAttr) else ""
+
+
+def test_pass_records_as_written_counts():
+    rec = json.loads(run_pass(TRIL, "narrow-needed,narrow-needed"))["tril"]
+    assert rec["flops_matrix"] == 640 and rec["flops_vector"] == 128 and rec["flops"] == 768
+    assert rec["iterations"] == 64 * 5 + 64           # contraction node (init folded) + select
+    assert rec["compulsory_bytes"] == (40 + 40 + 64) * 4
+    assert rec["loop"] == print_kernel(parse_kernel(TRIL, "t.loop"))
+
+
+def test_pass_after_lift_einsum_is_an_error():
+    with pytest.raises(SolarError, match="before lift-einsum"):
+        run_pass(TRIL, "lift-einsum,narrow-needed")
+
+
+def test_reduction_is_never_split():
+    # j == 2 contributes 0 (dropped) but {j != 2} is not convex: one copy on the hull, i.e. all j,
+    # and no pair of statements accumulating into one element (which would not be distributable).
+    text = """kernel ns(X: f32[3, 4] input, Y: f32[3] output):
+    for i in range(3):
+        Y[i] = 0.0
+        for j in range(4):
+            Y[i] += X[i, j] * (0.0 if j == 2 else 1.0)
+"""
+    k, n = run_both(text, exact=True)
+    assert counts(n) == counts(k)
+    assert len(statements(n)) == 2
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 7), st.integers(2, 7), st.integers(1, 4), st.integers(-3, 3), st.integers(0, 3),
+       st.sampled_from(["ge", "lt"]))
+def test_random_masks_and_slices_keep_outputs(n: int, m: int, k: int, off: int, lo: int, pred: str):
+    lo = min(lo, n - 1)
+    cond = f"j <= i + {off}" if pred == "ge" else f"j > i + {off}"
+    text = f"""kernel rnd(A: f32[{n}, {k}] input, B: f32[{k}, {m}] input, Y: f32[{n - lo}, {m}] output):
+    local C: f32[{n}, {m}]
+    local P: f32[{n}, {m}]
+    for i in range({n}):
+        for j in range({m}):
+            C[i, j] = 0.0
+            for q in range({k}):
+                C[i, j] += A[i, q] * B[q, j]
+            P[i, j] = C[i, j] if {cond} else -inf
+    for i in range({n - lo}):
+        for j in range({m}):
+            Y[i, j] = exp(P[i + {lo}, j])
+"""
+    k0, n0 = run_both(text, exact=False)
+    # every product kept belongs to a row >= lo whose column passes the mask
+    want = sum(1 for i in range(lo, n) for j in range(m) if (j <= i + off) == (pred == "ge")) * k
+    got = counts(n0).get("C[i, j] += A[i, q] * B[q, j]", 0)
+    assert got == want
