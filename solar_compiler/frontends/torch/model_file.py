@@ -110,7 +110,9 @@ class ModelSpec:
             return self.Model(*init)
         except Exception as exc:  # noqa: BLE001
             line = user_line(exc, self.abspath) or self._line_of("Model")
-            raise ModelFileError(f"{self.path}:{line}: Model.__init__ raised {exception_summary(exc)}") from exc
+            raise ModelFileError(
+                f"{self.path}:{line}: Model.__init__ raised {exception_summary(exc)}"
+            ) from exc
 
     def with_sizes(self, overrides: dict[str, int]) -> ModelSpec:
         """Re-execute the source with the given module-level int constants replaced."""
@@ -196,7 +198,9 @@ def _load_source(path: str, source: str) -> ModelSpec:
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, n)]
     if missing:
         what = ", ".join(f"'{n}'" for n in missing)
-        raise ModelFileError(f"{path}:{last_line}: missing {what} (expected class Model, get_inputs, get_init_inputs)")
+        raise ModelFileError(
+            f"{path}:{last_line}: missing {what} (expected class Model, get_inputs, get_init_inputs)"
+        )
     model_cls = module.Model
     if not isinstance(model_cls, type):
         raise ModelFileError(f"{path}:1: 'Model' must be a class")

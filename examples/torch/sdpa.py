@@ -1,0 +1,26 @@
+"""F.scaled_dot_product_attention without a mask (kept as one node)."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BATCH = 4
+HEADS = 8
+SEQ = 128
+HEAD_DIM = 64
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+def get_inputs():
+    shape = (BATCH, HEADS, SEQ, HEAD_DIM)
+    return [torch.randn(shape), torch.randn(shape), torch.randn(shape)]
+
+
+def get_init_inputs():
+    return []

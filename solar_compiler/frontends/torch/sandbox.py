@@ -1,0 +1,340 @@
+"""Run untrusted model code in a child process with a wall-clock and a memory limit.
+
+:func:`run_in_child` starts ``python -c <bootstrap>`` with the parent's ``sys.path``, sends it
+the pickled function and arguments on stdin and reads the pickled result from a private pipe.
+The child's stdout/stderr go to ``/dev/null``, so tracebacks and warnings never leak; every
+failure becomes a :class:`SandboxError` with a one-line message:
+
+* ``<file>: timed out after 120 s``
+* ``<file>: exceeded memory limit of 8 GB``
+* ``<file>:<line>: forward raised ValueError: ...`` (line of the innermost user-file frame)
+* ``<file>:<line>: syntax error: ...`` and other :class:`ModelFileError` / ``CaptureError``
+  messages unchanged.
+
+The memory limit is ``RLIMIT_AS`` set in the child once it has imported the function's module
+(so interpreter and torch start-up are not counted): ``limit = current address space + N GB``.
+
+This module imports neither torch nor numpy; the helpers :func:`eager_forward` and
+:func:`capture_child` import them in the child.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SandboxError", "capture_child", "eager_forward", "run_in_child"]
+
+_STARTUP_S = 120.0  # time allowed for the child to start and import the function's module
+
+
+class SandboxError(Exception):
+    """The child failed; the message is one line and names the user file."""
+
+
+_BOOTSTRAP = (
+    "import sys, pickle\n"
+    "_fd = int(sys.argv[1])\n"
+    "_path = pickle.load(sys.stdin.buffer)\n"
+    "sys.path[:] = _path\n"
+    "from solar_compiler.frontends.torch.sandbox import _child_main\n"
+    "_child_main(_fd)\n"
+)
+
+
+def _fmt_num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _label(fn, args, user_file) -> str:
+    if user_file is not None:
+        return str(user_file)
+    for a in args:
+        if isinstance(a, (str, Path)) and str(a).endswith(".py"):
+            return str(a)
+        if hasattr(a, "path") and str(getattr(a, "path", "")).endswith(".py"):
+            return str(a.path)
+    return getattr(fn, "__qualname__", repr(fn))
+
+
+def run_in_child(fn, *args, timeout_s: float = 120, memory_limit_gb: float = 8, user_file=None, **kwargs):
+    """Run the picklable top-level function ``fn(*args, **kwargs)`` in a child process.
+
+    Returns its (pickled) result or raises :class:`SandboxError`.  ``user_file`` names the
+    model file in messages and is used to find the line of a failure; by default it is the
+    first argument that is a ``.py`` path (or a ModelSpec).
+    """
+    label = _label(fn, args, user_file)
+    try:
+        payload = pickle.dumps(
+            (fn, args, kwargs, float(memory_limit_gb), label), protocol=pickle.HIGHEST_PROTOCOL
+        )
+    except Exception as exc:  # noqa: BLE001
+        raise SandboxError(
+            f"{label}: cannot send the work to a child process ({type(exc).__name__}: {exc})"
+        ) from None
+    rfd, wfd = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _BOOTSTRAP, str(wfd)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(wfd,),
+            start_new_session=True,
+            cwd=os.getcwd(),
+        )
+    except OSError as exc:
+        os.close(rfd)
+        os.close(wfd)
+        raise SandboxError(f"{label}: cannot start a child process ({exc.strerror})") from None
+    os.close(wfd)
+    try:
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(pickle.dumps(list(sys.path)))
+            proc.stdin.write(payload)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        reader = _Reader(rfd)
+        started = reader.read_exact(1, time.monotonic() + max(_STARTUP_S, timeout_s))
+        if started is None:
+            return _dead_child(proc, label, memory_limit_gb, timeout_s, startup=True)
+        header = reader.read_exact(8, time.monotonic() + timeout_s)
+        if header is None:
+            if reader.timed_out:
+                _kill(proc)
+                raise SandboxError(f"{label}: timed out after {_fmt_num(timeout_s)} s")
+            return _dead_child(proc, label, memory_limit_gb, timeout_s, startup=False)
+        (size,) = struct.unpack("<Q", header)
+        body = reader.read_exact(size, time.monotonic() + max(60.0, timeout_s))
+        if body is None:
+            _kill(proc)
+            raise SandboxError(f"{label}: the child process sent an incomplete result")
+        status, value = pickle.loads(body)
+    finally:
+        os.close(rfd)
+        _reap(proc)
+    if status == "ok":
+        return value
+    raise SandboxError(value)
+
+
+class _Reader:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.timed_out = False
+
+    def read_exact(self, n: int, deadline: float) -> bytes | None:
+        chunks = []
+        got = 0
+        while got < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.timed_out = True
+                return None
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                self.timed_out = True
+                return None
+            data = os.read(self.fd, min(n - got, 1 << 20))
+            if not data:
+                return None  # EOF: the child exited
+            chunks.append(data)
+            got += len(data)
+        return b"".join(chunks)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        proc.wait()
+
+
+def _dead_child(proc, label, memory_limit_gb, timeout_s, startup: bool):
+    if startup and proc.poll() is None:
+        _kill(proc)
+        raise SandboxError(
+            f"{label}: the child process did not start within {_fmt_num(max(_STARTUP_S, timeout_s))} s"
+        )
+    code = proc.wait()
+    if code < 0:
+        sig = -code
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        if sig == signal.SIGKILL:
+            raise SandboxError(f"{label}: exceeded memory limit of {_fmt_num(memory_limit_gb)} GB (killed)")
+        raise SandboxError(f"{label}: the child process died with signal {name}")
+    what = "while starting" if startup else "without a result"
+    raise SandboxError(f"{label}: the child process exited {what} (exit code {code})")
+
+
+# --------------------------------------------------------------------------------------------
+# Child side
+# --------------------------------------------------------------------------------------------
+
+_MEMORY_MARKERS = (
+    "can't allocate memory",
+    "cannot allocate memory",
+    "not enough memory",
+    "out of memory",
+    "bad_alloc",
+    "std::bad_alloc",
+)
+
+
+def _address_space_bytes() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _set_memory_limit(limit_gb: float) -> None:
+    import resource
+
+    if limit_gb <= 0:
+        return
+    limit = _address_space_bytes() + int(limit_gb * 2**30)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _is_memory_error(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc).lower()
+    return any(m in text for m in _MEMORY_MARKERS)
+
+
+def _describe(exc: BaseException, label: str, limit_gb: float) -> str:
+    """One-line message for an exception raised in the child."""
+    from .model_file import ModelFileError, exception_summary
+
+    if _is_memory_error(exc):
+        return f"{label}: exceeded memory limit of {_fmt_num(limit_gb)} GB"
+    if isinstance(exc, ModelFileError) or type(exc).__name__ in ("CaptureError", "SandboxError"):
+        return " ".join(str(exc).split())
+    frames = traceback.extract_tb(exc.__traceback__)
+    target = None
+    try:
+        target = str(Path(label).resolve())
+    except (OSError, ValueError):
+        pass
+    user_frames = []
+    for fr in frames:
+        try:
+            if target is not None and str(Path(fr.filename).resolve()) == target:
+                user_frames.append(fr)
+        except (OSError, ValueError):
+            continue
+    summary = exception_summary(exc)
+    if not user_frames:
+        return f"{label}: {summary}"
+    user = user_frames[-1]
+    names = [fr.name for fr in user_frames]
+    func = "forward" if "forward" in names else user.name
+    if func == "<module>":
+        what = "executing the file raised"
+    elif func == "__init__":
+        what = "Model.__init__ raised"
+    else:
+        what = f"{func} raised"
+    return f"{label}:{user.lineno}: {what} {summary}"
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _child_main(fd: int) -> None:
+    label = "<child>"
+    limit_gb = 0.0
+    try:
+        fn, args, kwargs, limit_gb, label = pickle.load(sys.stdin.buffer)
+        _set_memory_limit(limit_gb)
+        _send(fd, b"R")
+        try:
+            result: Any = ("ok", fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - everything becomes a one-line message
+            result = ("error", _describe(exc, label, limit_gb))
+        try:
+            body = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001
+            body = pickle.dumps(
+                ("error", f"{label}: result cannot be returned ({type(exc).__name__}: {exc})")
+            )
+    except BaseException as exc:  # noqa: BLE001 - failure while loading the work
+        try:
+            _send(fd, b"R")
+        except OSError:
+            pass
+        body = pickle.dumps(("error", _describe(exc, label, limit_gb)))
+    try:
+        _send(fd, struct.pack("<Q", len(body)) + body)
+    finally:
+        os.close(fd)
+        os._exit(0)
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers meant to run inside the child
+# --------------------------------------------------------------------------------------------
+
+
+def eager_forward(path: str, mode: str = "eval", seed: int = 0) -> list[tuple[tuple[int, ...], str]]:
+    """Load the model file, build the model and run forward once for real (no_grad).
+
+    Returns (shape, dtype) of every output tensor.
+    """
+    import torch
+
+    from .model_file import load_model_file
+
+    spec = load_model_file(path)
+    torch.manual_seed(seed)
+    model = spec.build_model()
+    if mode == "eval":
+        model.eval()
+    sample = spec.sample_inputs()
+    with torch.no_grad():
+        out = model(*sample)
+    flat, _ = torch.utils._pytree.tree_flatten(out)
+    return [(tuple(t.shape), str(t.dtype).replace("torch.", "")) for t in flat if isinstance(t, torch.Tensor)]
+
+
+def capture_child(path: str, mode: str = "eval", fake: bool = True, size_overrides: dict | None = None):
+    """:func:`capture.capture` (for use with :func:`run_in_child`)."""
+    from .capture import capture
+
+    return capture(path, mode=mode, fake=fake, size_overrides=size_overrides)
