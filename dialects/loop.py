@@ -355,7 +355,8 @@ class StmtOp(IRDLOperation):
                                   f"{len(self.indices.data)} indices")
         _check_vars([a.expr for a in self.indices.data], _ivs_in_scope(self), f"index of '{name}'")
         if self.kind.data not in REDUCTIONS:
-            raise VerifyException(f"unknown statement kind '{self.kind.data}' (known: {', '.join(REDUCTIONS)})")
+            raise VerifyException(f"unknown statement kind '{self.kind.data}' "
+                                  f"(known: {', '.join(REDUCTIONS)})")
         last = self.body.block.last_op
         if not isinstance(last, YieldOp):
             raise VerifyException("loop.stmt body must end with loop.yield")
@@ -384,8 +385,8 @@ class ReadOp(_ScalarOp):
     dyn_indices = var_operand_def()
     result = result_def()
     traits = traits_def(HasParent(StmtOp))
-    assembly_format = "$tensor $indices `dynamic` qualified($dynamic) (`(` $dyn_indices^ `:` type($dyn_indices) `)`)? " \
-                      "attr-dict `:` type($result)"
+    assembly_format = "$tensor $indices `dynamic` qualified($dynamic) " \
+                      "(`(` $dyn_indices^ `:` type($dyn_indices) `)`)? attr-dict `:` type($result)"
 
     def __init__(self, tensor: str, indices: Sequence[AffExpr], dynamic: dict[int, SSAValue], dtype: str):
         pos = sorted(dynamic)
@@ -412,7 +413,8 @@ class ReadOp(_ScalarOp):
         for v in self.dyn_indices:
             if type_dtype(v.type) not in INT_DTYPES:
                 raise VerifyException(f"indirect index into '{self.tensor.data}' must be an integer")
-        _check_vars([a.expr for a in self.indices.data], _ivs_in_scope(self), f"index of '{self.tensor.data}'")
+        _check_vars([a.expr for a in self.indices.data], _ivs_in_scope(self),
+                    f"index of '{self.tensor.data}'")
 
 
 @irdl_op_definition
@@ -515,7 +517,8 @@ class CmpOp(_ScalarOp):
     assembly_format = "$pred $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)"
 
     def __init__(self, pred: str, a: SSAValue, b: SSAValue):
-        super().__init__(operands=[a, b], result_types=[IntegerType(1)], properties={"pred": StringAttr(pred)})
+        super().__init__(operands=[a, b], result_types=[IntegerType(1)],
+                         properties={"pred": StringAttr(pred)})
 
     def verify_(self) -> None:
         if self.pred.data not in CMP_PREDS:
@@ -540,7 +543,8 @@ class SelectOp(_ScalarOp):
 
     def verify_(self) -> None:
         if self.a.type != self.b.type or self.result.type != self.a.type:
-            raise VerifyException(f"type mismatch in select: {type_dtype(self.a.type)} vs {type_dtype(self.b.type)}")
+            raise VerifyException(f"type mismatch in select: {type_dtype(self.a.type)} vs "
+                                  f"{type_dtype(self.b.type)}")
 
 
 @irdl_op_definition

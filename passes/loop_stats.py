@@ -9,8 +9,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from solar_compiler.loopir.convert import module_kernels
 from solar_compiler.loopir.ast import statements
+from solar_compiler.loopir.convert import module_kernels
 from solar_compiler.polyhedral import iteration_count
 from solar_compiler.text.printer import print_assign
 

@@ -193,7 +193,8 @@ class AffExpr:
                 s = f"floor(({a.num.to_isl()})/{a.den})"
             else:
                 s = f"(({a.num.to_isl()}) mod {a.den})"
-            out.append(f"{'+' if c > 0 else '-'} {abs(c)}*{s}" if abs(c) != 1 else f"{'+' if c > 0 else '-'} {s}")
+            sign = "+" if c > 0 else "-"
+            out.append(f"{sign} {abs(c)}*{s}" if abs(c) != 1 else f"{sign} {s}")
         out.append(f"{'+' if self.const >= 0 else '-'} {abs(self.const)}")
         text = " ".join(out)
         return text[2:] if text.startswith("+ ") else "-" + text[2:]
@@ -206,7 +207,9 @@ class AffExpr:
                 s = f"({s})"
             mag = abs(c)
             term = s if mag == 1 else f"{mag}*{s}"
-            if not out:
+            if not out and c < 0 and mag == 1 and not isinstance(a, str):
+                out = f"-({term})"  # `-(i // 3)`: a bare `-i // 3` would read back as `(-i) // 3`
+            elif not out:
                 out = term if c > 0 else f"-{term}"
             else:
                 out += f" + {term}" if c > 0 else f" - {term}"

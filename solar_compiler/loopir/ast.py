@@ -259,6 +259,9 @@ def infer(e: SExpr, kernel: Kernel, expected: str | None) -> SExpr:
         if e.dtype is not None:
             return e
         dt = expected or default_literal_dtype(e.value)
+        if isinstance(e.value, float) and dt not in FLOAT_DTYPES:
+            # `i - 1.0` would otherwise become `i - 1`, which reads back as a different program.
+            raise LoopIRError(f"float literal {e.value} where {dt} is expected (write an integer, or cast)")
         return replace(e, value=coerce_literal(e.value, dt), dtype=dt)
     if isinstance(e, IndexValue):
         return e
@@ -299,7 +302,9 @@ def coerce_literal(value: float | int | bool, dtype: str) -> float | int | bool:
     if dtype == "bool":
         return bool(value)
     if dtype in INT_DTYPES:
-        if isinstance(value, float) and (math.isinf(value) or math.isnan(value) or value != int(value)):
+        bits = DTYPES[dtype] * 8
+        if isinstance(value, float) and (math.isinf(value) or math.isnan(value) or value != int(value)) \
+                or not -(2 ** (bits - 1)) <= int(value) < 2 ** (bits - 1):
             raise LoopIRError(f"literal {value} does not fit integer type {dtype}")
         return int(value)
     return float(value)

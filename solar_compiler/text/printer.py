@@ -18,8 +18,8 @@ from solar_compiler.loopir.ast import (
     Kernel,
     Node,
     Read,
-    SExpr,
     Select,
+    SExpr,
     Unary,
     default_literal_dtype,
     pair_expected,
@@ -124,8 +124,12 @@ def _expr(k: Kernel, e: SExpr, expected: str | None, need: int) -> str:
         idx = ", ".join(str(i) if isinstance(i, AffExpr) else _expr(k, i, "i64", 0) for i in e.indices)
         return f"{e.tensor}[{idx}]"
     if isinstance(e, Cast):
-        return f"{e.dtype}({_expr(k, e.x, None, 0)})"
+        # `f32(2)` would read back as the f32 literal 2.0, not as a cast of the i64 literal 2
+        inner = f"{e.x.dtype}({_literal(e.x)})" if isinstance(e.x, Const) else _expr(k, e.x, None, 0)
+        return f"{e.dtype}({inner})"
     if isinstance(e, Unary):
+        if e.fn == "neg" and isinstance(e.x, Const):
+            return f"neg({_expr(k, e.x, expected, 0)})"  # `-2.0` would read back as the literal -2.0
         if e.fn == "neg":
             return _wrap("-" + _expr(k, e.x, expected, 8), 8, need)
         if e.fn == "not":

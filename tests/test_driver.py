@@ -1,0 +1,128 @@
+"""`solar-opt`: outputs, one-line diagnostics with exit status 1, --debug tracebacks, lean imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from solar_compiler.driver import main
+
+REPO = Path(__file__).resolve().parent.parent
+SOLAR_OPT = str(Path(sys.executable).parent / "solar-opt")
+MATMUL = str(REPO / "examples/loop/matmul.loop")
+INVALID = sorted(p for p in (REPO / "lit_tests/invalid").glob("*.loop") if p.name != "guarded_in_range.loop")
+
+
+def run_main(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_loop_stats_and_text_output(capsys) -> None:
+    rc, out, err = run_main(capsys, MATMUL, "-p", "loop-stats", "-t", "loop")
+    assert rc == 0
+    assert out == "".join(line for line in Path(MATMUL).read_text().splitlines(keepends=True)
+                          if not line.startswith("#"))
+    assert err.splitlines() == ["// loop-stats: matmul S0 1024 C[i, j] = 0.0",
+                                "// loop-stats: matmul S1 32768 C[i, j] += A[i, k] * B[k, j]",
+                                "// loop-stats: matmul total 33792"]
+
+
+def test_mlir_output_names_the_source(capsys) -> None:
+    rc, out, _ = run_main(capsys, MATMUL)
+    assert rc == 0
+    assert out.splitlines()[0] == (f'builtin.module attributes {{solar.source = "{MATMUL}", '
+                                   'solar.frontend = "loop-text"} {')
+
+
+def test_mlir_input_round_trip(capsys, tmp_path: Path) -> None:
+    _, custom, _ = run_main(capsys, MATMUL)
+    (tmp_path / "m.mlir").write_text(custom)
+    rc, again, _ = run_main(capsys, str(tmp_path / "m.mlir"))
+    assert rc == 0 and again == custom
+    rc, text, _ = run_main(capsys, str(tmp_path / "m.mlir"), "-t", "loop")
+    assert rc == 0 and text.startswith("kernel matmul(A: f32[64, 32] input")
+
+
+def _one_line_error(rc: int, out: str, err: str) -> str:
+    assert rc == 1
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert lines[0].startswith("solar-opt: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.name)
+def test_bad_loop_inputs_give_one_line(capsys, path: Path) -> None:
+    line = _one_line_error(*run_main(capsys, str(path)))
+    assert line.startswith(f"solar-opt: error: {path}:")
+    # the same message the lit test expects (it is written there with [[FILE]] for the path)
+    expected = next(ln for ln in path.read_text().splitlines() if ln.startswith("# CHECK: "))
+    assert line == expected.split("{{^}}", 1)[1].replace("[[FILE]]", str(path))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    # xDSL points just past the operation name
+    ('loop.kernel "k" {\n  loop.tensor "C" : f32 array<i64: 4> "output"\n  loop.frob "x"\n}\n',
+     "bad.mlir:3:13: Operation loop.frob is not registered"),
+
+    ('loop.kernel "k" {\n  loop.tensor "C" : f32 array<i64: 4> "output"\n'
+     '  loop.for "i" = <"0"> to <"4"> step 1 : i64 {\n'
+     '    loop.stmt "C" [#loop.aff<"i">] "=" {\n      %0 = loop.const 1 : i64 : i64\n'
+     '      loop.yield %0 : i64\n    }\n  }\n}\n',
+     "verification failed: type mismatch: 'C' is f32 but the value is i64"),
+    ('loop.kernel "k" {\n  loop.tensor "C" : f32 array<i64: 4> "output"\n'
+     '  loop.for "i" = <"0"> to <"i * i"> step 1 : i64 {\n  }\n}\n',
+     "verification failed: bad affine expression 'i * i': non-affine expression: product of two non-constant "
+     "expressions: (i) * (i)"),
+])
+def test_bad_mlir_inputs_give_one_line(capsys, tmp_path: Path, text: str, message: str) -> None:
+    f = tmp_path / "bad.mlir"
+    f.write_text(text)
+    line = _one_line_error(*run_main(capsys, str(f)))
+    where = f"{f.parent}/" if message.startswith("bad.mlir") else ""
+    assert line == f"solar-opt: error: {where}{message}"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["/nonexistent/x.loop"], "[Errno 2] No such file or directory: '/nonexistent/x.loop'"),
+    ([MATMUL, "-p", "no-such-pass"], "Unrecognized passes: ['no-such-pass']"),
+    ([MATMUL, "-p", "loop-stats{x=1}"], 'Provided arguments ["x"] not found in expected arguments []'),
+])
+def test_bad_invocations_give_one_line(capsys, argv: list[str], message: str) -> None:
+    assert _one_line_error(*run_main(capsys, *argv)) == f"solar-opt: error: {message}"
+
+
+def test_exit_status_and_stderr_of_the_real_process(tmp_path: Path) -> None:
+    bad = REPO / "lit_tests/invalid/type_mismatch.loop"
+    r = subprocess.run([SOLAR_OPT, str(bad)], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == f"solar-opt: error: {bad}:8:9: type mismatch: 'C' is i32 but the value is f32\n"
+    stdin = subprocess.run([SOLAR_OPT, "-f", "loop"], input="kernel\n", capture_output=True, text=True)
+    assert (stdin.returncode, stdin.stderr) == (1, "solar-opt: error: stdin:1:7: unexpected end of line, "
+                                                   "expected a name\n")
+
+
+def test_debug_shows_the_traceback() -> None:
+    bad = REPO / "lit_tests/invalid/type_mismatch.loop"
+    r = subprocess.run([SOLAR_OPT, str(bad), "--debug"], capture_output=True, text=True)
+    assert r.returncode == 1
+    assert r.stderr.startswith("Traceback (most recent call last):")
+    assert r.stderr.rstrip().splitlines()[-1] == (
+        f"solar_compiler.loopir.ast.LoopIRError: {bad}:8:9: type mismatch: 'C' is i32 but the value is f32")
+
+
+def test_start_up_imports_no_heavy_frameworks() -> None:
+    """A loop-IR run must not import torch, jax or litellm (each costs seconds to import)."""
+    code = ("import sys; from solar_compiler.driver import main; "
+            f"rc = main([{MATMUL!r}, '-p', 'loop-stats', '-t', 'loop']); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'jax', 'litellm'}), rc)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.splitlines()[-1] == "[] 0"
+    assert r.stderr.splitlines()[-1] == "// loop-stats: matmul total 33792"
