@@ -1,0 +1,91 @@
+"""scaled_dot_product_attention, with and without a causal mask, one template.
+
+    S[b, l, m]  = sum_e q[b, l, e] * k[b, m, e]                 (matrix)
+    mx[b, l]    = max_m  z(b, l, m)          z = scale * S (+ mask)
+    den[b, l]   = sum_m  exp(z - mx)
+    P[b, l, m]  = exp(z - mx) / den
+    out[b, l, d] = sum_m P[b, l, m] * v[b, m, d]                (matrix)
+
+The causal mask is the guard `m <= l` on every statement (torch's top-left aligned tril), so
+masked scores are neither computed nor read. A boolean mask selects -inf; a float mask is added.
+Grouped-query attention reads key/value head `h // (Hq / Hkv)`. Dropout inside attention has no
+template (it would need the random mask torch draws internally)."""
+
+from __future__ import annotations
+
+import math
+
+from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.ast import Read, SExpr
+
+from ..capture import AtenNode, TensorRef
+from ..translate import Loop, Translator, Val, stored
+from .common import INF, add, bcast_index, c, cast, div, mul, scale, select, sub, un
+
+
+def _sdpa(tr: Translator, node: AtenNode) -> Val:
+    q, k, v = (tr.val(a) for a in node.args[:3])
+    mask_arg = tr.arg(3, "attn_mask", None)
+    mask = tr.val(mask_arg) if isinstance(mask_arg, TensorRef) else None
+    dropout = float(tr.arg(4, "dropout_p", 0.0) or 0.0)
+    causal = bool(tr.arg(5, "is_causal", False))
+    sc = tr.arg(6, "scale", None)
+    gqa = bool(node.kwargs.get("enable_gqa", tr.arg(7, "enable_gqa", False)))
+    if dropout > 0:  # the functional op drops whenever dropout_p > 0, in eval mode too
+        raise tr.error("no loop-IR template for dropout inside scaled_dot_product_attention")
+    out = tr.result()
+    dt = out.dtype
+    L, E = q.shape[-2], q.shape[-1]
+    Sn, Ev = k.shape[-2], v.shape[-1]
+    batch = list(out.shape[:-2])
+    nb = len(batch)
+    sc = 1.0 / math.sqrt(E) if sc is None else float(sc)
+    b_lps = [Loop(f"b{d}", n) for d, n in enumerate(batch)]
+    bv = [AffExpr.var(lp.iv) for lp in b_lps]
+    l, m, e, d = (AffExpr.var(n) for n in ("l", "m", "e", "d"))
+    L_l, M_l, E_l, D_l = Loop("l", L), Loop("m", Sn), Loop("e", E), Loop("d", Ev)
+    guards = [AffCond.compare(m, "<=", l)] if causal else []
+
+    def bidx(t: Val) -> list[AffExpr]:
+        """Batch indices of q/k/v (broadcast; grouped heads read head // group)."""
+        tb = list(t.shape[:-2])
+        idx = bcast_index(bv, tb, batch)
+        if gqa and nb >= 1 and tb and tb[-1] != batch[-1] and tb[-1] != 1:
+            idx[-1] = bv[-1] // (batch[-1] // tb[-1])
+        return idx
+
+    qb, kb, vb = bidx(q), bidx(k), bidx(v)
+    hint = out.name
+    S = tr.declare(f"{hint}_scores", [*batch, L, Sn], dt)
+    P = tr.declare(f"{hint}_probs", [*batch, L, Sn], dt)
+    mx = tr.declare(f"{hint}_max", [*batch, L], dt)
+    den = tr.declare(f"{hint}_den", [*batch, L], dt)
+    blm = [*bv, l, m]
+    bl = [*bv, l]
+    tr.emit(S, blm, "=", c(0, dt), b_lps + [L_l, M_l], guards)
+    tr.emit(S, blm, "+=", mul(cast(q.read([*qb, l, e]), dt), cast(k.read([*kb, m, e]), dt)),
+            b_lps + [L_l, M_l, E_l], guards)
+
+    def z() -> SExpr:
+        s = scale(Read(S.name, tuple(blm), dt), sc)
+        if mask is None:
+            return s
+        mv = mask.read(bcast_index(blm, mask.shape, [*batch, L, Sn]))
+        return select(mv, s, c(-INF, dt)) if mask.dtype == "bool" else add(s, cast(mv, dt))
+
+    rd = lambda t: Read(t.name, tuple(bl), dt)  # noqa: E731
+    tr.emit(mx, bl, "=", c(-INF, dt), b_lps + [L_l])
+    tr.emit(mx, bl, "max=", z(), b_lps + [L_l, M_l], guards)
+    tr.emit(den, bl, "=", c(0, dt), b_lps + [L_l])
+    tr.emit(den, bl, "+=", un("exp", sub(z(), rd(mx))), b_lps + [L_l, M_l], guards)
+    tr.emit(P, blm, "=", div(un("exp", sub(z(), rd(mx))), rd(den)), b_lps + [L_l, M_l], guards)
+    bld = [*bv, l, d]
+    tr.emit(out, bld, "=", c(0, dt), b_lps + [L_l, D_l])
+    tr.emit(out, bld, "+=", mul(Read(P.name, tuple(blm), dt), cast(v.read([*vb, m, d]), dt)),
+            b_lps + [L_l, D_l, M_l], guards)
+    return stored(out)
+
+
+TABLE = {
+    "aten.scaled_dot_product_attention.default": _sdpa,
+}

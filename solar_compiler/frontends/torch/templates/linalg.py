@@ -1,0 +1,176 @@
+"""Contractions: mm, bmm, addmm, baddbmm, linear, matmul (all its broadcasting cases), dot, mv,
+einsum. All go through `contract`: an init statement (0, or the scaled bias) and one `+=`
+statement whose value is the product of the operands, reduction loops innermost. Weights are read
+through their index maps (`linear` reads W[n, k], no transposed copy)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.ast import SExpr, TensorDecl
+
+from ..capture import AtenNode, TensorRef
+from ..translate import Loop, Translator, Val, stored
+from .common import bcast_index, c, cast, mul, scale
+
+Operand = tuple[Val, Sequence[str]]  # a value and the loop variable of each of its dims
+
+
+def contract(tr: Translator, out: TensorDecl, out_vars: Sequence[str], extents: dict[str, int],
+             operands: Sequence[Operand], init: Val | None = None, beta: float = 1.0,
+             alpha: float = 1.0) -> Val:
+    """out[out_vars] = beta * init (broadcast) or 0; out[out_vars] += alpha * prod(operands)."""
+    dt = out.dtype
+    red = [v for v in dict.fromkeys(v for _, vs in operands for v in vs) if v not in out_vars]
+    o_lps = [Loop(v, extents[v]) for v in out_vars]
+    r_lps = [Loop(v, extents[v]) for v in red]
+    oidx = [AffExpr.var(v) for v in out_vars]
+    prod: SExpr | None = None
+    for v, vs in operands:
+        e = cast(v.read([AffExpr.var(n) if v.shape[d] != 1 or extents[n] == 1 else AffExpr.lit(0)
+                         for d, n in enumerate(vs)]), dt)
+        prod = e if prod is None else mul(prod, e)
+    assert prod is not None
+    if init is None and not r_lps:  # a pure product (outer product, transposition): no init
+        tr.emit(out, oidx, "=", scale(prod, alpha), o_lps)
+        return stored(out)
+    if init is not None:
+        iv = cast(init.read(bcast_index(oidx, init.shape, out.shape)), dt)
+        tr.emit(out, oidx, "=", scale(iv, beta) if beta != 0 else c(0, dt), o_lps)
+    else:
+        tr.emit(out, oidx, "=", c(0, dt), o_lps)
+    tr.emit(out, oidx, "+=", scale(prod, alpha), o_lps + r_lps)
+    return stored(out)
+
+
+def _names(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}{d}" for d in range(n)]
+
+
+def _mm(tr: Translator, node: AtenNode) -> Val:
+    a, b = tr.val(node.args[0]), tr.val(node.args[1])
+    out = tr.result()
+    ext = {"i0": a.shape[0], "i1": b.shape[1], "k0": a.shape[1]}
+    return contract(tr, out, ["i0", "i1"], ext, [(a, ["i0", "k0"]), (b, ["k0", "i1"])])
+
+
+def _bmm(tr: Translator, node: AtenNode) -> Val:
+    a, b = tr.val(node.args[0]), tr.val(node.args[1])
+    out = tr.result()
+    ext = {"i0": a.shape[0], "i1": a.shape[1], "i2": b.shape[2], "k0": a.shape[2]}
+    return contract(tr, out, ["i0", "i1", "i2"], ext, [(a, ["i0", "i1", "k0"]), (b, ["i0", "k0", "i2"])])
+
+
+def _addmm(tr: Translator, node: AtenNode) -> Val:
+    bias, a, b = tr.val(node.args[0]), tr.val(node.args[1]), tr.val(node.args[2])
+    beta, alpha = float(tr.arg(3, "beta", 1)), float(tr.arg(4, "alpha", 1))
+    out = tr.result()
+    ext = {"i0": a.shape[0], "i1": b.shape[1], "k0": a.shape[1]}
+    return contract(tr, out, ["i0", "i1"], ext, [(a, ["i0", "k0"]), (b, ["k0", "i1"])], bias, beta, alpha)
+
+
+def _baddbmm(tr: Translator, node: AtenNode) -> Val:
+    bias, a, b = tr.val(node.args[0]), tr.val(node.args[1]), tr.val(node.args[2])
+    beta, alpha = float(tr.arg(3, "beta", 1)), float(tr.arg(4, "alpha", 1))
+    out = tr.result()
+    ext = {"i0": a.shape[0], "i1": a.shape[1], "i2": b.shape[2], "k0": a.shape[2]}
+    return contract(tr, out, ["i0", "i1", "i2"], ext, [(a, ["i0", "i1", "k0"]), (b, ["i0", "k0", "i2"])],
+                    bias, beta, alpha)
+
+
+def _linear(tr: Translator, node: AtenNode) -> Val:
+    x, w = tr.val(node.args[0]), tr.val(node.args[1])
+    bias = tr.arg(2, "bias", None)
+    b = tr.val(bias) if isinstance(bias, TensorRef) else None
+    out = tr.result()
+    lead = _names("i", x.ndim - 1)
+    n_var = f"i{x.ndim - 1}"
+    ext = {v: x.shape[d] for d, v in enumerate(lead)} | {n_var: w.shape[0], "k0": x.shape[-1]}
+    if w.ndim == 1:  # linear with a vector weight: a dot product over the last dim
+        ext.pop(n_var)
+        return contract(tr, out, lead, ext, [(x, [*lead, "k0"]), (w, ["k0"])], b)
+    return contract(tr, out, [*lead, n_var], ext, [(x, [*lead, "k0"]), (w, [n_var, "k0"])], b)
+
+
+def _matmul(tr: Translator, node: AtenNode) -> Val:
+    a, b = tr.val(node.args[0]), tr.val(node.args[1])
+    out = tr.result()
+    meta = tr.out_meta()
+    if a.ndim == 1 and b.ndim == 1:
+        return contract(tr, out, [], {"k0": a.shape[0]}, [(a, ["k0"]), (b, ["k0"])])
+    nb = len(meta.shape) - (a.ndim > 1) - (b.ndim > 1)
+    batch = _names("b", nb)
+    ext = {v: meta.shape[d] for d, v in enumerate(batch)}
+    ovars = list(batch)
+    k = a.shape[-1]
+    ext["k0"] = k
+    if a.ndim > 1:
+        ext["m0"] = a.shape[-2]
+        ovars.append("m0")
+    if b.ndim > 1:
+        ext["n0"] = b.shape[-1]
+        ovars.append("n0")
+    av = (batch[nb - (a.ndim - 2):] if a.ndim > 2 else []) + (["m0", "k0"] if a.ndim > 1 else ["k0"])
+    bv = (batch[nb - (b.ndim - 2):] if b.ndim > 2 else []) + (["k0", "n0"] if b.ndim > 1 else ["k0"])
+    return contract(tr, out, ovars, ext, [(a, av), (b, bv)])
+
+
+def _dot(tr: Translator, node: AtenNode) -> Val:
+    a, b = tr.val(node.args[0]), tr.val(node.args[1])
+    out = tr.result()
+    return contract(tr, out, [], {"k0": a.shape[0]}, [(a, ["k0"]), (b, ["k0"])])
+
+
+def _mv(tr: Translator, node: AtenNode) -> Val:
+    a, v = tr.val(node.args[0]), tr.val(node.args[1])
+    out = tr.result()
+    return contract(tr, out, ["i0"], {"i0": a.shape[0], "k0": a.shape[1]}, [(a, ["i0", "k0"]), (v, ["k0"])])
+
+
+def _einsum(tr: Translator, node: AtenNode) -> Val:
+    eq = str(node.args[0]).replace(" ", "")
+    vals = [tr.val(r) for r in node.args[1]]
+    lhs, _, rhs = eq.partition("->")
+    specs = lhs.split(",")
+    if len(specs) != len(vals):
+        raise tr.error(f"einsum '{eq}' names {len(specs)} operands, got {len(vals)}")
+    ell = 0
+    for s, v in zip(specs, vals, strict=True):
+        if "..." in s:
+            ell = max(ell, v.ndim - (len(s) - 3))
+    ell_vars = _names("e", ell)
+
+    def expand(s: str, ndim: int) -> list[str]:
+        if "..." not in s:
+            return [f"x{ch}" for ch in s]
+        pre, post = s.split("...")
+        k = ndim - len(pre) - len(post)
+        return [f"x{ch}" for ch in pre] + ell_vars[ell - k:] + [f"x{ch}" for ch in post]
+
+    op_vars = [expand(s, v.ndim) for s, v in zip(specs, vals, strict=True)]
+    ext: dict[str, int] = {}
+    for v, vs in zip(vals, op_vars, strict=True):
+        for n, size in zip(vs, v.shape, strict=True):
+            ext[n] = max(ext.get(n, 1), size)
+    if "->" in eq:
+        out_vars = expand(rhs, len(tr.out_meta().shape))
+    else:
+        letters = sorted(ch for ch in set(lhs) - {",", "."} if lhs.count(ch) == 1)
+        out_vars = ell_vars + [f"x{ch}" for ch in letters]
+    out = tr.result()
+    return contract(tr, out, out_vars, ext, list(zip(vals, op_vars, strict=True)))
+
+
+TABLE = {
+    "aten.mm.default": _mm,
+    "aten.bmm.default": _bmm,
+    "aten.addmm.default": _addmm,
+    "aten.baddbmm.default": _baddbmm,
+    "aten.linear.default": _linear,
+    "aten.matmul.default": _matmul,
+    "aten.dot.default": _dot,
+    "aten.vdot.default": _dot,
+    "aten.mv.default": _mv,
+    "aten.einsum.default": _einsum,
+}

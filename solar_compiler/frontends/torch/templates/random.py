@@ -1,0 +1,105 @@
+"""Random draws inside forward (rand/randn/bernoulli/dropout masks, ...).
+
+The kernel computes the draw: one statement writes the random tensor from a counter-based hash
+of the element's linear index (`frac(sin(n * 12.9898 + k) * 43758.5453)`, frac as `mod 1.0`;
+Box-Muller for normals), so drawing costs vector work (and transcendentals) that writes the
+values and reads nothing, as a GPU Philox kernel does. The values differ from torch's; validation
+therefore runs a copy of the kernel in which these tensors are inputs fed with the values torch
+drew (`TorchTranslation.validation_kernel`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.ast import SExpr
+
+from ..capture import AtenNode, TensorRef
+from ..translate import Translator, Val, ivars, loops, stored
+from .common import add, bin_, c, cast, cmp, index_value, mul, sub, un
+
+
+def _uniform01(lin: AffExpr, salt: float) -> SExpr:
+    """A hash of the linear index in [0, 1), in f32."""
+    arg = mul(index_value(lin, "f32"), c(12.9898, "f32"))
+    arg = add(arg, c(salt, "f32")) if salt else arg
+    return bin_("mod", mul(un("sin", arg), c(43758.5453, "f32")), c(1.0, "f32"))  # frac(), as h - floor(h)
+
+
+def _normal01(lin: AffExpr) -> SExpr:
+    u1 = sub(c(1.0, "f32"), _uniform01(lin, 0.0))  # in (0, 1]: log is finite
+    u2 = _uniform01(lin, 78.233)
+    r = un("sqrt", mul(c(-2.0, "f32"), un("log", u1)))
+    return mul(r, un("cos", mul(c(2 * math.pi, "f32"), u2)))
+
+
+def _draw(kind: str):
+    def template(tr: Translator, node: AtenNode) -> Val:
+        out = tr.result()
+        tr.random[tr.out_meta().name] = out.name
+        lps = loops("i", out.shape)
+        idx = ivars(lps)
+        lin = AffExpr.lit(0)
+        for e, n in zip(idx, out.shape, strict=True):
+            lin = lin * n + e
+        if kind == "normal":
+            value = _normal01(lin)
+            mean, std = _params(tr, node, 0.0, 1.0)
+            value = add(mul(value, c(std, "f32")), c(mean, "f32")) if (mean, std) != (0.0, 1.0) else value
+        elif kind == "bernoulli":
+            p = tr.arg(1, "p", 0.5)
+            if isinstance(p, TensorRef):
+                pv = tr.val(p)
+                prob = cast(pv.read(idx if pv.ndim == len(idx) else []), "f32")
+            else:
+                prob = c(float(p), "f32")
+            value = cast(cmp("lt", _uniform01(lin, 0.0), prob), "f32")
+        elif kind == "randint":
+            lo, hi = _int_range(tr, node)
+            value = un("floor", add(mul(_uniform01(lin, 0.0), c(hi - lo, "f32")), c(lo, "f32")))
+        else:
+            value = _uniform01(lin, 0.0)
+            lo, hi = _params(tr, node, 0.0, 1.0)
+            if (lo, hi) != (0.0, 1.0):
+                value = add(mul(value, c(hi - lo, "f32")), c(lo, "f32"))
+        tr.emit(out, idx, "=", cast(value, out.dtype), lps)
+        return stored(out)
+
+    return template
+
+
+def _params(tr: Translator, node: AtenNode, d0: float, d1: float) -> tuple[float, float]:
+    """(from, to) of uniform or (mean, std) of normal: scalars after the size/tensor argument."""
+    name = node.op.split(".")[1]
+    if name in ("rand", "randn", "rand_like", "randn_like"):
+        return d0, d1
+    vals = [a for a in node.args[1:] if isinstance(a, (int, float)) and not isinstance(a, bool)]
+    a = float(vals[0]) if len(vals) > 0 else d0
+    b = float(vals[1]) if len(vals) > 1 else d1
+    return a, b
+
+
+def _int_range(tr: Translator, node: AtenNode) -> tuple[int, int]:
+    a = node.args
+    return {"aten.randint.low": lambda: (int(a[0]), int(a[1])),
+            "aten.randint.default": lambda: (0, int(a[0])),
+            "aten.randint_like.low_dtype": lambda: (int(a[1]), int(a[2])),
+            "aten.randint_like.default": lambda: (0, int(a[1]))}[node.op]()
+
+
+TABLE = {
+    "aten.rand.default": _draw("uniform"),
+    "aten.rand_like.default": _draw("uniform"),
+    "aten.uniform.default": _draw("uniform"),
+    "aten.randn.default": _draw("normal"),
+    "aten.randn_like.default": _draw("normal"),
+    "aten.normal_functional.default": _draw("normal"),
+    "aten.bernoulli.default": _draw("bernoulli"),
+    "aten.bernoulli.p": _draw("bernoulli"),
+    "aten.bernoulli.Tensor": _draw("bernoulli"),
+    "aten.randint.low": _draw("randint"),
+    "aten.randint.default": _draw("randint"),
+    "aten.randint_like.low_dtype": _draw("randint"),
+    "aten.randint_like.default": _draw("randint"),
+}

@@ -1,0 +1,439 @@
+"""Creation and data-movement ops: fills and ranges (generators, no tensor), cat/stack (one copy
+statement per piece), split/chunk/flip/roll/repeat (views), padding (disjoint region statements,
+so every output element is written exactly once), tril/triu masks."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.ast import Index, SExpr
+
+from ..capture import AtenNode
+from ..translate import Loop, Translator, Val, const, fill, generator, ivars, loops, stored, view
+from .common import add, c, cast, cmp, index_value, mul, norm_dim, select
+from .views import iadd, ineg_from
+
+
+def full_val(tr: Translator, shape: Sequence[int], value: object) -> Val:
+    dtype = tr.out_meta().dtype
+    if isinstance(value, (bool, int, float)):
+        return fill(shape, dtype, value)
+    v = tr.val(value)  # a 0-d tensor value (fill.Tensor)
+    return generator(shape, dtype, lambda idx: cast(v.read([]), dtype))
+
+
+def _full(tr: Translator, node: AtenNode) -> Val:
+    return full_val(tr, tr.out_meta().shape, tr.arg(1, "fill_value", 0))
+
+
+def _const_like(value: float):
+    def template(tr: Translator, node: AtenNode) -> Val:
+        return full_val(tr, tr.out_meta().shape, value)
+
+    return template
+
+
+def _scalar_tensor(tr: Translator, node: AtenNode) -> Val:
+    return full_val(tr, (), node.args[0])
+
+
+def _new_full(tr: Translator, node: AtenNode) -> Val:
+    return full_val(tr, tr.out_meta().shape, tr.arg(2, "fill_value", 0))
+
+
+def _arange(tr: Translator, node: AtenNode) -> Val:
+    args = [a for a in node.args if isinstance(a, (int, float))]
+    start, step = (0, 1)
+    if node.op.endswith(".default"):
+        start = 0
+    elif len(args) >= 2:
+        start = args[0]
+        step = args[2] if len(args) >= 3 else node.kwargs.get("step", 1)
+    dtype = tr.out_meta().dtype
+
+    def gen(idx: tuple[Index, ...]) -> SExpr:
+        (i,) = idx
+        assert isinstance(i, AffExpr)
+        if dtype in ("i64", "i32", "i8") or (isinstance(start, int) and isinstance(step, int)):
+            return cast(index_value(i * int(step) + int(start)), dtype)
+        v = index_value(i, dtype)
+        return add(mul(v, const(step, dtype)), const(start, dtype)) if step != 1 or start != 0 else v
+
+    return generator(tr.out_meta().shape, dtype, gen)
+
+
+def _cat(tr: Translator, node: AtenNode) -> Val:
+    meta = tr.out_meta()
+    dim = norm_dim(int(tr.arg(1, "dim", 0)), len(meta.shape))
+    decl = tr.result()
+    off = 0
+    for ref in node.args[0]:
+        x = tr.val(ref)
+        if x.ndim != len(meta.shape):  # legacy: 1-d empty tensors are skipped by torch
+            if sum(x.shape) == 0:
+                continue
+            raise tr.error(f"cat of rank-{x.ndim} and rank-{len(meta.shape)} tensors")
+        if x.shape[dim] == 0:
+            continue
+        lps = loops("i", x.shape)
+        idx = ivars(lps)
+        tidx = [e + off if d == dim else e for d, e in enumerate(idx)]
+        tr.emit(decl, tidx, "=", cast(x.read(idx), decl.dtype), lps)
+        off += x.shape[dim]
+    return stored(decl)
+
+
+def _stack(tr: Translator, node: AtenNode) -> Val:
+    meta = tr.out_meta()
+    dim = norm_dim(int(tr.arg(1, "dim", 0)), len(meta.shape))
+    decl = tr.result()
+    for k, ref in enumerate(node.args[0]):
+        x = tr.val(ref)
+        lps = loops("i", x.shape)
+        idx = ivars(lps)
+        tidx = [*idx[:dim], AffExpr.lit(k), *idx[dim:]]
+        tr.emit(decl, tidx, "=", cast(x.read(idx), decl.dtype), lps)
+    return stored(decl)
+
+
+def _split(tr: Translator, node: AtenNode) -> tuple[Val | None, ...]:
+    """split / split_with_sizes / unbind / chunk: every piece is a view (a slice or select)."""
+    x = tr.val(node.args[0])
+    dim_arg = tr.arg(2, "dim", 0) if not node.op.startswith("aten.unbind") else tr.arg(1, "dim", 0)
+    dim = norm_dim(int(dim_arg), x.ndim)
+    outs: list[Val | None] = []
+    off = 0
+    for meta in node.outputs:
+        if node.op.startswith("aten.unbind"):
+            k = off
+            outs.append(None if meta is None else
+                        view(x, meta.shape, lambda idx, k=k: [*idx[:dim], AffExpr.lit(k), *idx[dim:]]))
+            off += 1
+            continue
+        if meta is None:
+            # an unused piece: its size still moves the offset
+            sizes = _split_sizes(tr, node, x.shape[dim])
+            off += sizes[len(outs)]
+            outs.append(None)
+            continue
+        start = off
+        outs.append(view(x, meta.shape, lambda idx, s=start: [iadd(e, s) if d == dim else e
+                                                              for d, e in enumerate(idx)]))
+        off += meta.shape[dim]
+    return tuple(outs)
+
+
+def _split_sizes(tr: Translator, node: AtenNode, n: int) -> list[int]:
+    arg = node.args[1]
+    if isinstance(arg, (list, tuple)):
+        return [int(s) for s in arg]
+    size = int(arg)
+    return [min(size, n - s) for s in range(0, n, size)]
+
+
+def _flip(tr: Translator, node: AtenNode) -> Val:
+    x = tr.val(node.args[0])
+    dims = {norm_dim(int(d), x.ndim) for d in node.args[1]}
+    return view(x, x.shape, lambda idx: [ineg_from(x.shape[d] - 1, e) if d in dims else e
+                                         for d, e in enumerate(idx)])
+
+
+def _roll(tr: Translator, node: AtenNode) -> Val:
+    x = tr.val(node.args[0])
+    shifts = [int(s) for s in node.args[1]]
+    dims = [norm_dim(int(d), x.ndim) for d in tr.arg(2, "dims", [])] or None
+    if dims is None:  # roll of the flattened tensor
+        from .views import reshape_map
+
+        n = math.prod(x.shape)
+        flat = view(x, (n,), reshape_map(x.shape, (n,)))
+        rolled = view(flat, (n,), lambda idx: [(_aff(idx[0]) + (n - shifts[0] % n)) % n])
+        return view(rolled, x.shape, reshape_map((n,), x.shape))
+    by_dim = dict(zip(dims, shifts, strict=True))
+
+    def index_map(idx: tuple[Index, ...]) -> list[Index]:
+        out: list[Index] = []
+        for d, e in enumerate(idx):
+            s = by_dim.get(d, 0) % x.shape[d] if x.shape[d] else 0
+            out.append((_aff(e) + (x.shape[d] - s)) % x.shape[d] if s else e)
+        return out
+
+    return view(x, x.shape, index_map)
+
+
+def _aff(e: Index) -> AffExpr:
+    if not isinstance(e, AffExpr):
+        raise ValueError("an indirect index into a rolled or repeated view")
+    return e
+
+
+def _repeat(tr: Translator, node: AtenNode) -> Val:
+    x = tr.val(node.args[0])
+    shape = tr.out_meta().shape
+    off = len(shape) - x.ndim
+    return view(x, shape, lambda idx: [e if x.shape[d] == shape[off + d] else
+                                       (AffExpr.lit(0) if x.shape[d] == 1 else _aff(e) % x.shape[d])
+                                       for d, e in enumerate(idx[off:])])
+
+
+def _tri(upper: bool):
+    def template(tr: Translator, node: AtenNode) -> Val:
+        x = tr.val(node.args[0])
+        k = int(tr.arg(1, "diagonal", 0))
+        decl = tr.result()
+        lps = loops("i", x.shape)
+        idx = ivars(lps)
+        i, j = idx[-2], idx[-1]
+        diff = index_value(j - i)
+        keep = cmp("ge", diff, c(k, diff)) if upper else cmp("le", diff, c(k, diff))
+        tr.emit(decl, idx, "=", select(keep, x.read(idx), c(0, x.dtype)), lps)
+        return stored(decl)
+
+    return template
+
+
+def _diagonal(tr: Translator, node: AtenNode) -> Val:
+    x = tr.val(node.args[0])
+    off = int(tr.arg(1, "offset", 0))
+    d1 = norm_dim(int(tr.arg(2, "dim1", 0)), x.ndim)
+    d2 = norm_dim(int(tr.arg(3, "dim2", 1)), x.ndim)
+    rest = [d for d in range(x.ndim) if d not in (d1, d2)]
+
+    def index_map(idx: tuple[Index, ...]) -> list[Index]:
+        out: list[Index] = [AffExpr.lit(0)] * x.ndim
+        for d, e in zip(rest, idx[:-1], strict=True):
+            out[d] = e
+        k = _aff(idx[-1])
+        out[d1], out[d2] = (k, k + off) if off >= 0 else (k - off, k)
+        return out
+
+    return view(x, tr.out_meta().shape, index_map)
+
+
+# ---- padding ------------------------------------------------------------------------------------
+def _pairs(pad: Sequence[int], ndim: int) -> dict[int, tuple[int, int]]:
+    """torch's pad list (last dim first, (lo, hi) pairs) -> {dim: (lo, hi)}."""
+    out = {}
+    for k in range(len(pad) // 2):
+        out[ndim - 1 - k] = (int(pad[2 * k]), int(pad[2 * k + 1]))
+    return out
+
+
+def padded(tr: Translator, x: Val, pads: dict[int, tuple[int, int]], value: float = 0.0) -> Val:
+    """A zero-padded copy of `x` in a new local (interior copy plus border slabs)."""
+    shape = [n + sum(pads.get(d, (0, 0))) for d, n in enumerate(x.shape)]
+    decl = tr.declare(f"{tr.out_meta().name}_padded", shape, x.dtype)
+    _pad_statements(tr, decl, x, pads, value)
+    return stored(decl)
+
+
+def _constant_pad(tr: Translator, node: AtenNode) -> Val:
+    x = tr.val(node.args[0])
+    pads = _pairs(node.args[1], x.ndim)
+    mode = tr.arg(2, "mode", "constant") if node.op == "aten.pad.default" else "constant"
+    value = tr.arg(3 if node.op == "aten.pad.default" else 2, "value", 0.0)
+    value = 0.0 if value is None else value
+    if mode != "constant":
+        return _region_pad(tr, x, pads, mode)
+    # negative padding crops: a view of the input
+    crop = {d: (max(0, -lo), max(0, -hi)) for d, (lo, hi) in pads.items()}
+    if any(a or b for a, b in crop.values()):
+        base = x
+        shape = [n - sum(crop.get(d, (0, 0))) for d, n in enumerate(x.shape)]
+        x = view(base, shape, lambda idx: [iadd(e, crop.get(d, (0, 0))[0]) for d, e in enumerate(idx)])
+    pads = {d: (max(0, lo), max(0, hi)) for d, (lo, hi) in pads.items()}
+    decl = tr.result()
+    _pad_statements(tr, decl, x, pads, value)
+    return stored(decl)
+
+
+def _pad_statements(tr: Translator, decl, x: Val, pads: dict[int, tuple[int, int]], value: object) -> None:
+    # interior: one copy; border: for each padded dim, two slabs (earlier dims interior, later full)
+    lps = loops("i", x.shape)
+    idx = ivars(lps)
+    tr.emit(decl, [e + pads.get(d, (0, 0))[0] for d, e in enumerate(idx)], "=",
+            cast(x.read(idx), decl.dtype), lps)
+    fillv = const(value, decl.dtype)
+    padded = sorted(pads)
+    for d in padded:
+        lo, hi = pads[d]
+        for a, b in ((0, lo), (lo + x.shape[d], lo + x.shape[d] + hi)):
+            if b <= a:
+                continue
+            slab = []
+            for e in range(len(decl.shape)):
+                if e == d:
+                    slab.append(Loop(f"i{e}", b, a))
+                elif e in pads and e < d:
+                    slab.append(Loop(f"i{e}", pads[e][0] + x.shape[e], pads[e][0]))
+                else:
+                    slab.append(Loop(f"i{e}", decl.shape[e]))
+            tr.emit(decl, ivars(slab), "=", fillv, slab)
+
+
+def _region_pad(tr: Translator, x: Val, pads: dict[int, tuple[int, int]], mode: str) -> Val:
+    """reflect / replicate / circular: each output region (left, middle, right per padded dim)
+    is one statement reading the input at an affine index."""
+    meta = tr.out_meta()
+    decl = tr.result()
+    dims = sorted(pads)
+    for combo in itertools.product(("L", "M", "R"), repeat=len(dims)):
+        region = dict(zip(dims, combo, strict=True))
+        lps: list[Loop] = []
+        ok = True
+        for d in range(len(meta.shape)):
+            lo, hi = pads.get(d, (0, 0))
+            n = x.shape[d]
+            r = region.get(d, "M")
+            a, b = {"L": (0, lo), "M": (lo, lo + n), "R": (lo + n, lo + n + hi)}[r]
+            if b <= a:
+                ok = False
+                break
+            lps.append(Loop(f"i{d}", b, a))
+        if not ok:
+            continue
+        idx = ivars(lps)
+        src: list[Index] = []
+        for d, e in enumerate(idx):
+            lo, _ = pads.get(d, (0, 0))
+            n = x.shape[d]
+            r = region.get(d, "M")
+            if r == "M":
+                src.append(e - lo)
+            elif mode == "reflect":
+                src.append(AffExpr.lit(lo) - e if r == "L" else AffExpr.lit(2 * (n - 1) + lo) - e)
+            elif mode == "replicate":
+                src.append(AffExpr.lit(0) if r == "L" else AffExpr.lit(n - 1))
+            elif mode == "circular":
+                src.append(e + (n - lo) if r == "L" else e - lo - n)
+            else:
+                raise tr.error(f"padding mode '{mode}' has no template")
+        tr.emit(decl, idx, "=", cast(x.read(src), decl.dtype), lps)
+    return stored(decl)
+
+
+def _named_pad(mode: str):
+    def template(tr: Translator, node: AtenNode) -> Val:
+        x = tr.val(node.args[0])
+        return _region_pad(tr, x, _pairs(node.args[1], x.ndim), mode)
+
+    return template
+
+
+# ---- functional scatters of views (in-place writes into slices) ---------------------------------
+def _slice_scatter(tr: Translator, node: AtenNode) -> Val:
+    """base with base[.., start:end:step, ..] = src: disjoint statements, each element written once
+    (the kept ranges of base, then src)."""
+    base, src = tr.val(node.args[0]), tr.val(node.args[1])
+    dim = norm_dim(int(tr.arg(2, "dim", 0)), base.ndim)
+    n = base.shape[dim]
+    start = tr.arg(3, "start", None)
+    start = 0 if start is None else int(start)
+    start = min(max(start + n if start < 0 else start, 0), n)
+    step = int(tr.arg(5, "step", 1))
+    m = src.shape[dim]
+    return _scatter_into(tr, base, src, dim, start, step, m)
+
+
+def _select_scatter(tr: Translator, node: AtenNode) -> Val:
+    base, src = tr.val(node.args[0]), tr.val(node.args[1])
+    dim = norm_dim(int(node.args[2]), base.ndim)
+    k = int(node.args[3])
+    k = k + base.shape[dim] if k < 0 else k
+    src1 = view(src, [*src.shape[:dim], 1, *src.shape[dim:]], lambda idx: [*idx[:dim], *idx[dim + 1:]])
+    return _scatter_into(tr, base, src1, dim, k, 1, 1)
+
+
+def _scatter_into(tr: Translator, base: Val, src: Val, dim: int, start: int, step: int, m: int) -> Val:
+    out = tr.result()
+    n = base.shape[dim]
+    stop = start + step * (m - 1) + 1 if m else start
+
+    def copy_base(lo: int, hi: int, stride: int = 1, offset: int = 0) -> None:
+        if hi <= lo:
+            return
+        lps = [Loop(f"i{d}", s) for d, s in enumerate(base.shape)]
+        count = (hi - lo + stride - 1) // stride
+        lps[dim] = Loop(f"i{dim}", count)
+        idx = ivars(lps)
+        bidx = [e * stride + lo if d == dim else e for d, e in enumerate(idx)]
+        tr.emit(out, bidx, "=", cast(base.read(bidx), out.dtype), lps)
+
+    copy_base(0, start)
+    copy_base(stop, n)
+    for gap in range(1, step):  # the elements between the strided slice positions
+        copy_base(start + gap, stop, step)
+    if m:
+        lps = loops("i", src.shape)
+        idx = ivars(lps)
+        tidx = [e * step + start if d == dim else e for d, e in enumerate(idx)]
+        tr.emit(out, tidx, "=", cast(src.read(idx), out.dtype), lps)
+    return stored(out)
+
+
+def _copy(tr: Translator, node: AtenNode) -> Val:
+    """copy(dst, src): src broadcast to dst's shape and cast to its dtype (a view when no cast)."""
+    dst, src = tr.val(node.args[0]), tr.val(node.args[1])
+    off = dst.ndim - src.ndim
+    b = view(src, dst.shape, lambda idx: [AffExpr.lit(0) if n == 1 and dst.shape[off + d] != 1
+                                          else idx[off + d] for d, n in enumerate(src.shape)])
+    if src.dtype == dst.dtype:
+        return b
+    return _materialize_cast(tr, b, dst.dtype)
+
+
+def _materialize_cast(tr: Translator, v: Val, dtype: str) -> Val:
+    out = tr.result(dtype=dtype)
+    lps = loops("i", v.shape)
+    idx = ivars(lps)
+    tr.emit(out, idx, "=", cast(v.read(idx), dtype), lps)
+    return stored(out)
+
+
+TABLE = {
+    "aten.slice_scatter.default": _slice_scatter,
+    "aten.select_scatter.default": _select_scatter,
+    "aten.copy.default": _copy,
+    "aten.full.default": _full,
+    "aten.zeros.default": _const_like(0),
+    "aten.ones.default": _const_like(1),
+    "aten.empty.memory_format": _const_like(0),
+    "aten.empty_strided.default": _const_like(0),
+    "aten.empty_permuted.default": _const_like(0),
+    "aten.zeros_like.default": _const_like(0),
+    "aten.ones_like.default": _const_like(1),
+    "aten.empty_like.default": _const_like(0),
+    "aten.new_zeros.default": _const_like(0),
+    "aten.new_ones.default": _const_like(1),
+    "aten.new_empty.default": _const_like(0),
+    "aten.new_empty_strided.default": _const_like(0),
+    "aten.new_full.default": _new_full,
+    "aten.scalar_tensor.default": _scalar_tensor,
+    "aten.arange.default": _arange,
+    "aten.arange.start": _arange,
+    "aten.arange.start_step": _arange,
+    "aten.cat.default": _cat,
+    "aten.concat.default": _cat,
+    "aten.stack.default": _stack,
+    "aten.split.Tensor": _split,
+    "aten.split_with_sizes.default": _split,
+    "aten.split_with_sizes_copy.default": _split,
+    "aten.unbind.int": _split,
+    "aten.flip.default": _flip,
+    "aten.roll.default": _roll,
+    "aten.repeat.default": _repeat,
+    "aten.tril.default": _tri(upper=False),
+    "aten.triu.default": _tri(upper=True),
+    "aten.diagonal.default": _diagonal,
+    "aten.constant_pad_nd.default": _constant_pad,
+    "aten.pad.default": _constant_pad,
+    "aten.reflection_pad1d.default": _named_pad("reflect"),
+    "aten.reflection_pad2d.default": _named_pad("reflect"),
+    "aten.reflection_pad3d.default": _named_pad("reflect"),
+    "aten.replication_pad1d.default": _named_pad("replicate"),
+    "aten.replication_pad2d.default": _named_pad("replicate"),
+    "aten.replication_pad3d.default": _named_pad("replicate"),
+}

@@ -1,0 +1,73 @@
+"""softmax / log_softmax / logsumexp: row max, row sum of exp(x - max), then one elementwise
+statement. Only row-sized locals are created (no full-size exp tensor), so the unfused traffic
+is the input read per pass plus the output, as a fused eager kernel would move at most."""
+
+from __future__ import annotations
+
+from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
+
+from ..capture import AtenNode
+from ..translate import Translator, Val, ivars, loops, stored
+from .common import add, cast, div, finalize, norm_dim, norm_dims, sub, un
+from .reduce import accumulate
+
+
+def _row(t: TensorDecl, full: list[AffExpr], dims: list[int]) -> SExpr:
+    return Read(t.name, tuple(e for d, e in enumerate(full) if d not in dims), t.dtype)
+
+
+def _stats(tr: Translator, x: Val, dims: list[int], dt: str, hint: str) -> tuple[TensorDecl, TensorDecl]:
+    kept = [n for d, n in enumerate(x.shape) if d not in dims]
+    m = tr.declare(f"{hint}_max", kept, dt)
+    accumulate(tr, m, x, dims, False, "max=", lambda f: cast(x.read(f), dt))
+    s = tr.declare(f"{hint}_sum", kept, dt)
+    accumulate(tr, s, x, dims, False, "+=", lambda f: un("exp", sub(cast(x.read(f), dt), _row(m, f, dims))))
+    return m, s
+
+
+def _softmax(log: bool):
+    def template(tr: Translator, node: AtenNode) -> Val:
+        x = tr.val(node.args[0])
+        dims = [norm_dim(int(node.args[1]), x.ndim)]
+        out = tr.result()
+        dt = out.dtype
+        m, s = _stats(tr, x, dims, dt, out.name)
+        lps = loops("i", x.shape)
+        idx = ivars(lps)
+        xv = cast(x.read(idx), dt)
+        if log:
+            # s := log(s) + max once per row, then out = x - s
+            finalize(tr, s, lambda v: add(un("log", v), Read(m.name, v.indices, dt)))
+            value = sub(xv, _row(s, idx, dims))
+        else:
+            value = div(un("exp", sub(xv, _row(m, idx, dims))), _row(s, idx, dims))
+        tr.emit(out, idx, "=", value, lps)
+        return stored(out)
+
+    return template
+
+
+def _logsumexp(tr: Translator, node: AtenNode) -> Val:
+    x = tr.val(node.args[0])
+    dims = norm_dims(tr.arg(1, "dim", None), x.ndim)
+    keepdim = bool(tr.arg(2, "keepdim", False))
+    out = tr.result()
+    dt = out.dtype
+    m, s = _stats(tr, x, dims, dt, out.name)
+    lps = loops("i", out.shape)
+    idx = ivars(lps)
+    row = [e for d, e in enumerate(idx) if not (keepdim and d in dims)]
+    mv = Read(m.name, tuple(row), dt)
+    tr.emit(out, idx, "=", add(un("log", Read(s.name, tuple(row), dt)), mv), lps)
+    return stored(out)
+
+
+TABLE = {
+    "aten.softmax.int": _softmax(log=False),
+    "aten._softmax.default": _softmax(log=False),
+    "aten._safe_softmax.default": _softmax(log=False),
+    "aten.log_softmax.int": _softmax(log=True),
+    "aten._log_softmax.default": _softmax(log=True),
+    "aten.logsumexp.default": _logsumexp,
+}

@@ -1,0 +1,203 @@
+"""The torch frontend end to end: validation records (full size, reduced size, value-dependent,
+failing), the translation cache, the `translate` pass attributes, and `solar-opt` on every example.
+
+The every-example test fills a temporary translation cache with two worker processes (each imports
+torch once and runs the same `translate_job` the sandboxed child runs), then calls `solar-opt`
+in-process on each file; the sandboxed child path itself is exercised by the cache tests."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import textwrap
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from xdsl.dialects.builtin import ModuleOp, StringAttr  # noqa: E402
+
+from solar_compiler.driver import main  # noqa: E402
+from solar_compiler.errors import SolarError  # noqa: E402
+from solar_compiler.frontends import FrontendOptions, get_frontend  # noqa: E402
+from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(p.name for p in (ROOT / "examples" / "torch").glob("*.py"))
+UNSUPPORTED = {"moe_topk.py": "no loop-IR template for aten.nonzero.default"}
+
+TINY = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+    N = 8
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.relu(x) * 2.0
+    def get_inputs():
+        return [torch.randn(N, N)]
+    def get_init_inputs():
+        return []
+    """)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "solar-opt" / "translations"
+
+
+# ---- validation records -------------------------------------------------------------------------
+def test_full_size_record(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    t = fe.translate_job("examples/torch/matmul.py", FrontendOptions())
+    v = t.validation
+    assert (v["validated"], v["frontend"], v["samples"], v["sizes"], v["mode"]) == \
+        (True, "torch-export", 3, "full", "eval")
+    assert v["max_rel_err"] < 1e-4
+    assert [k.name for k in t.kernels] == ["matmul"] and t.value_dependent == []
+
+
+def test_big_input_is_validated_on_a_reduced_instance_of_the_same_program(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    t = fe.translate_job("examples/torch/big_elementwise_6gb.py", FrontendOptions())
+    v = t.validation
+    # 4096 x 393216 f32 (6 GiB per tensor) needs a 16x reduction per size to fit 2 s at 2e7 points/s
+    assert v["sizes"] == "reduced: ROWS=256, COLS=24576"
+    assert (v["validated"], v["samples"], v["full_size_same_program"]) == (True, 3, True)
+    (k,) = t.kernels
+    assert [(x.name, x.shape) for x in k.tensors if x.role != "local"] == \
+        [("x", (4096, 393216)), ("mul", (4096, 393216))]
+
+
+def test_no_reducible_size_means_not_validated(tmp_path):
+    src = TINY.replace("N = 8\n", "").replace("torch.randn(N, N)", "torch.randn(8, 8)")
+    p = tmp_path / "inline.py"
+    p.write_text(src)
+    v = fe.translate_job(str(p), FrontendOptions(memory_budget_gb=1e-9)).validation
+    assert v["validated"] is False and v["samples"] == 0
+    assert "no module-level size constant" in v["reason"]
+
+
+def test_value_dependent_program_validates_on_the_traced_sample_only(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    t = fe.translate_job("examples/torch/data_dependent_branch.py", FrontendOptions())
+    assert t.validation["samples"] == 1 and t.validation["frontend"] == "torch-dispatch"
+    assert len(t.value_dependent) == 1 and "_local_scalar_dense" in t.value_dependent[0]
+
+
+def test_a_wrong_template_fails_validation_with_the_first_mismatch(tmp_path, monkeypatch):
+    from solar_compiler.frontends.torch.templates import TEMPLATES, elementwise
+
+    monkeypatch.setitem(TEMPLATES, "aten.relu.default", elementwise.unary(lambda x: x))
+    p = tmp_path / "tiny.py"
+    p.write_text(TINY)
+    with pytest.raises(SolarError) as e:
+        fe.translate_job(str(p), FrontendOptions())
+    msg = str(e.value)
+    assert msg.startswith(f"{p}: validation failed on get_inputs(): mul[") and "expected" in msg
+
+
+def test_validation_can_be_disabled(tmp_path):
+    p = tmp_path / "tiny.py"
+    p.write_text(TINY)
+    v = fe.translate_job(str(p), FrontendOptions(validate=False)).validation
+    assert (v["validated"], v["samples"], v["reason"]) == (False, 0, "validation disabled (validate=false)")
+
+
+# ---- cache and sandbox -------------------------------------------------------------------------------
+def test_cache_hit_on_second_run_and_no_cache_bypass(tmp_path, cache):
+    p = tmp_path / "tiny.py"
+    p.write_text(TINY)
+    front = get_frontend("auto", str(p))
+    first = front.translate(str(p), FrontendOptions())
+    assert "translation cache hit" not in first.notes and len(list(cache.glob("*.pkl"))) == 1
+    second = front.translate(str(p), FrontendOptions())
+    assert "translation cache hit" in second.notes
+    assert second.validation == first.validation
+    third = front.translate(str(p), FrontendOptions(no_cache=True))
+    assert "translation cache hit" not in third.notes
+    # another mode is another translation
+    assert fe.cache_key(str(p), FrontendOptions(mode="train")) != fe.cache_key(str(p), FrontendOptions())
+    p.write_text(TINY.replace("2.0", "3.0"))
+    assert "translation cache hit" not in front.translate(str(p), FrontendOptions()).notes
+
+
+def test_sandbox_errors_are_one_line(tmp_path, cache):
+    p = tmp_path / "broken.py"
+    p.write_text(TINY.replace("torch.relu(x)", "torch.relu(x) + undefined_name"))
+    with pytest.raises(SolarError) as e:
+        get_frontend("torch", str(p)).translate(str(p), FrontendOptions())
+    assert "\n" not in str(e.value) and str(e.value).startswith(f"{p}:6:")
+
+
+def test_frontend_registry_errors():
+    with pytest.raises(SolarError, match=r"model\.onnx:1: no frontend for '\.onnx' files"):
+        get_frontend("auto", "model.onnx")
+    with pytest.raises(SolarError, match="unknown frontend 'jax'"):
+        get_frontend("jax", "m.py")
+
+
+# ---- the pass ------------------------------------------------------------------------------------------
+def test_translate_pass_sets_the_module_attributes(tmp_path, cache):
+    from solar_compiler.loopir.convert import module_kernels
+    from solar_compiler.passes.translate import TranslatePass
+
+    p = tmp_path / "tiny.py"
+    p.write_text(TINY)
+    module = ModuleOp([])
+    module.attributes["solar.source"] = StringAttr(str(p))
+    TranslatePass(time_budget=1.0).apply(None, module)
+    assert module.attributes["solar.frontend"].data == "torch"
+    v = json.loads(module.attributes["solar.validation"].data)
+    assert (v["validated"], v["frontend"], v["samples"], v["sizes"]) == (True, "torch-export", 3, "full")
+    assert json.loads(module.attributes["solar.value_dependent"].data) == []
+    ops = json.loads(module.attributes["solar.source_ops"].data)
+    assert [(o["op"], o["first"], o["count"]) for o in ops] == [("aten.relu.default", 0, 1),
+                                                              ("aten.mul.Tensor", 1, 1)]
+    (k,) = module_kernels(module)
+    assert k.name == "tiny" and [t.role for t in k.tensors] == ["input", "local", "output"]
+
+
+# ---- every example through solar-opt ----------------------------------------------------------------------
+def _warm(name: str) -> tuple[str, str | None]:
+    path = f"examples/torch/{name}"
+    opts = FrontendOptions()
+    try:
+        fe.cache_store(fe.cache_key(path, opts), fe.translate_job(path, opts))
+        return name, None
+    except SolarError as e:
+        return name, str(e)
+
+
+@pytest.fixture(scope="module")
+def warm_cache(tmp_path_factory):
+    old_env, old_cwd = os.environ.get("XDG_CACHE_HOME"), os.getcwd()
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg"))
+    os.chdir(ROOT)
+    try:
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+            errors = dict(pool.map(_warm, EXAMPLES))
+        yield errors
+    finally:
+        os.chdir(old_cwd)
+        if old_env is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = old_env
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_end_to_end(name, warm_cache, capsys):
+    argv = [f"examples/torch/{name}", "--translate", "--lift-einsum", "--roofline=all", "--hw", "H100_SXM"]
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    if name in UNSUPPORTED:
+        assert rc == 1 and UNSUPPORTED[name] in err and err.count("\n") == 1
+        return
+    assert warm_cache[name] is None
+    assert rc == 0, err
+    assert "validation: validated (torch-" in out
+    assert "bounds (lower bounds on runtime)" in out
