@@ -2,7 +2,10 @@
 
 Analysis only: the IR is unchanged except for the module attribute `solar.report` (a JSON string,
 schema `solar-report/1`, see `solar_compiler.report`), which the `report` and `json` targets print.
-Costs come from `solar_compiler.costs`, whether or not `lift-einsum` ran.
+Costs come from `solar_compiler.costs`, whether or not `lift-einsum` ran, so they are those of the
+kernels in the module: the needed work when `narrow-needed` ran first; its as-written record
+(`solar.as_written`) is reported beside them. `cache-size` (bytes, e.g. 64MB or 0.5MiB) overrides
+the outermost (DRAM) level's capacity of cache-aware bounds, for what-if studies.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 
-from solar_compiler.bounds import FIDELITIES, parse_latency
+from solar_compiler.bounds import FIDELITIES, parse_latency, parse_size
 from solar_compiler.costs import GraphCosts
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import PRECISIONS, parse_hw_list
@@ -40,9 +43,25 @@ def parse_fidelity(text: str) -> tuple[str, ...]:
         return FIDELITIES
     if text not in FIDELITIES:
         raise SolarError(f"roofline: unknown fidelity {text!r}; expected unfused, fused, cache-aware or all")
-    if text == "cache-aware":
-        raise SolarError("roofline: cache-aware bounds are not implemented yet; use unfused, fused or all")
     return (text,)
+
+
+def module_as_written(module: ModuleOp) -> dict[str, dict] | None:
+    """The `narrow-needed` record of as-written costs per kernel, or None when narrowing did not run."""
+    from solar_compiler.passes.narrow_needed import ATTR
+
+    attr = module.attributes.get(ATTR)
+    if attr is None:
+        return None
+    if not isinstance(attr, StringAttr):
+        raise SolarError(f"module attribute {ATTR}: expected a JSON string")
+    try:
+        record = json.loads(attr.data)
+    except json.JSONDecodeError as e:
+        raise SolarError(f"module attribute {ATTR}: invalid JSON ({e.msg})") from None
+    if not isinstance(record, dict) or not all(isinstance(v, dict) for v in record.values()):
+        raise SolarError(f"module attribute {ATTR}: expected an object of per-kernel records")
+    return record
 
 
 @dataclass(frozen=True)
@@ -63,14 +82,21 @@ class RooflinePass(ModulePass):
         if self.precision not in PRECISIONS:
             raise SolarError(f"roofline: unknown precision policy {self.precision!r}; "
                              f"expected one of {', '.join(PRECISIONS)}")
-        if self.cache_size is not None:
-            raise SolarError("roofline: --cache-size sets the on-chip capacity of cache-aware bounds, "
-                             "which are not implemented yet")
+        cache_size = parse_size(self.cache_size) if self.cache_size is not None else None
+        if cache_size is not None and "cache-aware" not in fidelity:
+            raise SolarError("roofline: --cache-size sets the on-chip capacity of cache-aware bounds; "
+                             "ask for them with fidelity cache-aware or all")
         latency = parse_latency(self.inverse) if self.inverse is not None else None
         targets = parse_hw_list(self.hw if isinstance(self.hw, str) else ",".join(self.hw))
-        report = build_report(module_graph_costs(op), targets, source=_source(op),
-                              validation=module_validation(op), precision=self.precision,
-                              fidelity=fidelity, latency_s=latency)
+        graphs = module_graph_costs(op)
+        kernels = None
+        if "cache-aware" in fidelity:
+            from solar_compiler.loopir.convert import module_kernels
+
+            kernels = module_kernels(op)
+        report = build_report(graphs, targets, source=_source(op), validation=module_validation(op),
+                              precision=self.precision, fidelity=fidelity, latency_s=latency,
+                              kernels=kernels, cache_size=cache_size, as_written=module_as_written(op))
         op.attributes[REPORT_ATTR] = StringAttr(json.dumps(report))
         if self.plot is not None:
             from solar_compiler.plot import write_plot

@@ -8,22 +8,32 @@ three (the units and the memory system overlap, so the max and not the sum is a 
   results back.
 * fused = max over resources of the whole graph's time on it: matrix and vector time summed over
   ops (per-op dtypes priced separately), memory time = compulsory bytes / bandwidth.
-* cache-aware: not computed yet (``None``); the slot exists so reports and JSON keep their shape.
+* cache-aware = max(fused terms, max over memory levels l of Q_l / bandwidth_l), Q_l the bytes that
+  must cross level l's boundary under every schedule (`io_bounds.cache_aware`: compulsory traffic or
+  a proven reuse bound, docs/bounds.md). The fused terms are kept as they are, so fused <= cache-aware
+  holds exactly (not only up to rounding); a smaller capacity can only raise Q_l.
 
 A module with several kernels is priced as ONE program: ops are concatenated and compulsory bytes
 summed (kernels declare disjoint tensors). max-of-sums never exceeds the sum of per-kernel bounds,
-so this stays a lower bound even if the kernels run concurrently.
+so this stays a lower bound even if the kernels run concurrently. Cache-aware traffic is summed over
+kernels too: restricted to one kernel's tensors, any schedule of the program (interleaved or not)
+is a schedule of that kernel in the same fast memory, and every transfer moves one kernel's element.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from solar_compiler.costs import GraphCosts, OpCost
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import HwTarget
+
+if TYPE_CHECKING:
+    from solar_compiler.loopir.ast import Kernel
 
 RESOURCES = ("matrix", "vector", "memory")
 FIDELITIES = ("unfused", "fused", "cache-aware")
@@ -52,6 +62,51 @@ class OpBound:
 
 
 @dataclass(frozen=True)
+class LevelBound:
+    """One memory boundary of a target: `bytes` must cross it (whole program, all units)."""
+
+    name: str
+    capacity: float        # bytes per unit on the fast side (after a --cache-size override)
+    bandwidth: float       # bytes/s across the boundary
+    units: int
+    bytes: float
+
+    @property
+    def time_s(self) -> float:
+        return self.bytes / self.bandwidth
+
+
+@dataclass(frozen=True)
+class OpCacheAware:
+    """One op run on its own (operands read, results written): its traffic per level and bound."""
+
+    name: str
+    bytes: dict[str, float]   # level -> bytes
+    bound_s: float
+    bottleneck: str           # "matrix", "vector" or the binding level's name
+
+
+@dataclass(frozen=True)
+class CacheAwareBounds:
+    levels: tuple[LevelBound, ...]
+    ops: tuple[OpCacheAware, ...]
+    terms_s: dict[str, float]   # matrix, vector, then one per level (outermost first)
+    cache_size: int | None      # the DRAM-level capacity override, if any
+
+    @property
+    def time_s(self) -> float:
+        return max(self.terms_s.values())
+
+    @property
+    def bottleneck(self) -> str:
+        return _argmax_memory_first(self.terms_s, [lv.name for lv in self.levels])
+
+    @property
+    def bytes_dram(self) -> float:
+        return self.levels[0].bytes
+
+
+@dataclass(frozen=True)
 class GraphBounds:
     """Bounds (seconds) of a whole program on one target under one precision policy."""
 
@@ -62,7 +117,11 @@ class GraphBounds:
     fused_vector_s: float   # sum over ops of t_vector
     fused_memory_s: float   # compulsory bytes / DRAM bandwidth
     unfused_memory_s: float  # sum over ops of t_memory
-    cache_aware_s: float | None = None
+    cache_aware: CacheAwareBounds | None = None  # None when not asked for
+
+    @property
+    def cache_aware_s(self) -> float | None:
+        return None if self.cache_aware is None else self.cache_aware.time_s
 
     @property
     def unfused_s(self) -> float:
@@ -83,6 +142,12 @@ def _binding(t_matrix: float, t_vector: float, t_memory: float) -> str:
     return "memory" if t_memory == best else "matrix" if t_matrix == best else "vector"
 
 
+def _argmax_memory_first(terms: dict[str, float], levels: Sequence[str]) -> str:
+    """The term equal to the maximum: memory levels first (outermost first), then matrix, vector."""
+    best = max(terms.values())
+    return next(n for n in (*levels, "matrix", "vector") if n in terms and terms[n] == best)
+
+
 def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto") -> OpBound:
     """Resource times of one op. Work on a unit needs that unit's dtype: a missing one is an error."""
     t_matrix = t_vector = 0.0
@@ -95,10 +160,14 @@ def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto") -> OpBound:
     return OpBound(op.name, t_matrix, t_vector, op.bytes / hw.dram_bw.value)
 
 
-def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget,
-                 precision: str = "auto") -> GraphBounds:
-    """Unfused and fused bounds of one or more kernels (priced as one program, see module doc)."""
+def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precision: str = "auto",
+                 kernels: Sequence[Kernel] | None = None, cache_size: int | None = None) -> GraphBounds:
+    """Unfused and fused bounds of one or more kernels (priced as one program, see module doc), and
+    the cache-aware bound when the kernels the costs were computed from are given (same order).
+    `cache_size` overrides the capacity of the target's outermost (DRAM) level, in bytes."""
     graphs = [graphs] if isinstance(graphs, GraphCosts) else list(graphs)
+    if cache_size is not None and kernels is None:
+        raise SolarError("a cache size override needs the kernels (it only affects cache-aware bounds)")
     for g in graphs:
         check_costs(g)
     ops = tuple(op_bound(o, hw, precision) for g in graphs for o in g.ops)
@@ -106,13 +175,67 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget,
     # compulsory <= op bytes holds exactly in integers (check_costs), but compulsory / bw can round one
     # ulp above the float sum of per-op quotients; the min keeps fused <= unfused exact.
     fused_memory_s = min(sum(g.compulsory_bytes for g in graphs) / hw.dram_bw.value, unfused_memory_s)
-    return GraphBounds(
+    b = GraphBounds(
         hw=hw.name, precision=precision, ops=ops,
         fused_matrix_s=sum(o.t_matrix for o in ops),
         fused_vector_s=sum(o.t_vector for o in ops),
         fused_memory_s=fused_memory_s,
         unfused_memory_s=unfused_memory_s,
     )
+    if kernels is None:
+        return b
+    return replace(b, cache_aware=cache_aware_bounds(b, graphs, kernels, hw, cache_size))
+
+
+def target_levels(hw: HwTarget, cache_size: int | None = None) -> list[tuple[str, float, float, int]]:
+    """(name, capacity, bandwidth, units) of the target's levels, outermost first, with the outermost
+    (DRAM) capacity replaced by `cache_size` when given."""
+    from solar_compiler.io_bounds import levels_from_target
+
+    levels = levels_from_target(hw)
+    if not levels:
+        raise SolarError(f"{hw.name}: the target defines no memory levels ({hw.path}: levels), "
+                         "so it has no cache-aware bound; use fidelity unfused or fused")
+    if cache_size is not None:
+        if cache_size <= 0:
+            raise SolarError(f"cache size {cache_size} bytes: must be positive")
+        name, _, bw, units = levels[0]
+        levels[0] = (name, float(cache_size), bw, units)
+    return levels
+
+
+def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Sequence[Kernel], hw: HwTarget,
+                       cache_size: int | None = None) -> CacheAwareBounds:
+    """Per level, the program's traffic is summed over kernels (see the module doc); the time is the
+    max of the FUSED terms and every level's traffic / bandwidth, the DRAM level's term never below
+    the fused memory term (so cache-aware >= fused exactly, whatever the rounding)."""
+    from solar_compiler.io_bounds import cache_aware
+
+    if len(kernels) != len(graphs) or any(k.name != g.kernel for k, g in zip(kernels, graphs, strict=False)):
+        raise SolarError(f"cache-aware bounds: kernels {[k.name for k in kernels]} do not match the costed "
+                         f"kernels {[g.kernel for g in graphs]}")
+    levels = target_levels(hw, cache_size)
+    names = [lv[0] for lv in levels]
+    per_level = dict.fromkeys(names, 0.0)
+    per_op: list[dict[str, float]] = []
+    for k, g in zip(kernels, graphs, strict=True):
+        r = cache_aware(k, g, levels, 0.0)
+        for n in names:
+            per_level[n] += r.per_level[n]
+        if [name for name, _, _ in r.per_op] != [o.name for o in g.ops]:
+            raise SolarError(f"kernel {g.kernel}: cache-aware ops do not match the costed ops")
+        per_op += [q for _, q, _ in r.per_op]
+    lv = tuple(LevelBound(n, cap, bw, units, per_level[n]) for n, cap, bw, units in levels)
+    terms = {"matrix": b.fused_matrix_s, "vector": b.fused_vector_s}
+    terms.update({x.name: x.time_s for x in lv})
+    terms[names[0]] = max(terms[names[0]], b.fused_memory_s)
+    ops = []
+    for o, q in zip(b.ops, per_op, strict=True):
+        t = {"matrix": o.t_matrix, "vector": o.t_vector}
+        t.update({x.name: q[x.name] / x.bandwidth for x in lv})
+        t[names[0]] = max(t[names[0]], o.t_memory)
+        ops.append(OpCacheAware(o.name, q, max(t.values()), _argmax_memory_first(t, names)))
+    return CacheAwareBounds(lv, tuple(ops), terms, cache_size)
 
 
 def check_costs(g: GraphCosts) -> None:
@@ -148,6 +271,25 @@ def parse_latency(text: str) -> float:
     if unit in _LATENCY_UNITS:
         return value * _LATENCY_UNITS[unit]
     return 1.0 / (value * _RATE_UNITS[unit.lower()])
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def parse_size(text: str | int) -> int:
+    """'64MB' -> 64_000_000, '0.5MiB' -> 524_288, '4096' -> 4096 bytes (kB/MB/GB decimal,
+    KiB/MiB/GiB binary, letters in any case). The result must be a whole, positive number of bytes."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        text = str(text)
+    m = _SIZE.match(text) if isinstance(text, str) else None
+    if m is None or m.group(2).lower() not in _SIZE_UNITS:
+        raise SolarError(f"bad cache size {text!r}: expected bytes, optionally with one of "
+                         f"B, kB, MB, GB, KiB, MiB, GiB (e.g. 64MB or 0.5MiB)")
+    value = Fraction(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]  # exact: 1.1kB is 1100 bytes
+    if value <= 0 or value.denominator != 1:
+        raise SolarError(f"bad cache size {text!r}: must be a positive whole number of bytes")
+    return int(value)
 
 
 def inverse_roofline(b: GraphBounds, graphs: Sequence[GraphCosts], latency_s: float) -> dict[str, dict]:

@@ -2,7 +2,11 @@
 
 Input by extension: `.mlir` (MLIR, generic or custom syntax), `.loop` (the loop-IR text form),
 `.py` (a source program, translated by `--translate` / `-p translate`). Shorthand flags only
-append registered passes, so `--lift-einsum` and `-p lift-einsum` give the same output.
+add registered passes, so `--lift-einsum` and `-p lift-einsum` give the same output.
+
+`--roofline` (or `--inverse-roofline`) runs: `--translate`, `--lift-einsum`, the `-p` passes, then
+`lift-einsum` unless already there (the `-p` passes may need the loop dialect), with `narrow-needed`
+just before the first `lift-einsum` unless `--no-narrow` or `-p` has it, and `roofline{...}` last.
 """
 
 from __future__ import annotations
@@ -129,12 +133,17 @@ class SolarOptMain(xDSLOptMain):
                        help="options of the translate pass, e.g. 'mode=train no-cache=true'")
         g.add_argument("--mode", choices=("eval", "train"), default=None, help="torch frontend mode")
         g.add_argument("--no-cache", action="store_true", help="bypass the translation cache")
-        g.add_argument("--lift-einsum", action="store_true", help="loop IR -> einsum graph (pass 'lift-einsum')")
+        g.add_argument("--lift-einsum", action="store_true",
+                       help="loop IR -> einsum graph (pass 'lift-einsum')")
         g.add_argument("--roofline", choices=ROOFLINE_CHOICES, default=None,
                        help="compute bounds (pass 'roofline') and print the report")
-        g.add_argument("--hw", default=None, help="hardware target(s): H100_SXM or H100_SXM,H200 or a YAML path")
+        g.add_argument("--no-narrow", action="store_true",
+                       help="with --roofline: price the kernels as written (skip pass 'narrow-needed')")
+        g.add_argument("--hw", default=None,
+                       help="hardware target(s): H100_SXM or H100_SXM,H200 or a YAML path")
         g.add_argument("--precision", default=None, help="precision policy: auto|fp32|tf32|bf16|fp16|fp8")
-        g.add_argument("--cache-size", default=None, help="override on-chip capacity (bytes), what-if studies")
+        g.add_argument("--cache-size", default=None,
+                       help="cache-aware what-if: DRAM-level on-chip capacity in bytes (64MB, 0.5MiB)")
         g.add_argument("--inverse-roofline", default=None, metavar="LATENCY",
                        help="required hardware for a target latency, e.g. 2ms or 500Hz")
         g.add_argument("--format", choices=("text", "json"), default=None, help="report format")
@@ -152,8 +161,9 @@ class SolarOptMain(xDSLOptMain):
             if a.no_cache:
                 opts.append("no-cache=true")
             pre.append("translate" + (f"{{{' '.join(opts)}}}" if opts else ""))
+        passes = pre + ([a.passes] if a.passes else [])
         if a.lift_einsum:
-            pre.append("lift-einsum")
+            passes.insert(len(pre), "lift-einsum")
         post: list[str] = []
         if a.roofline or a.inverse_roofline:
             opts = [f"fidelity={a.roofline or 'all'}"]
@@ -167,15 +177,41 @@ class SolarOptMain(xDSLOptMain):
                 opts.append(f"inverse={_quote(a.inverse_roofline)}")
             if a.plot:
                 opts.append(f"plot={_quote(a.plot)}")
-            if a.roofline and not a.lift_einsum and "lift-einsum" not in (a.passes or ""):
-                pre.append("lift-einsum")
+            passes = roofline_pipeline(passes, narrow=not a.no_narrow)
             post.append(f"roofline{{{' '.join(opts)}}}")
             if a.target == "mlir":
                 a.target = "json" if a.format == "json" else "report"
         elif a.format:
             a.target = "json" if a.format == "json" else "report"
-        a.passes = ",".join(pre + ([a.passes] if a.passes else []) + post)
+        a.passes = ",".join(passes + post)
         super().setup_pipeline()
+
+
+def split_pipeline(pipeline: str) -> list[str]:
+    """The passes of a `-p` pipeline with their options: 'a,b{x=1,2},c' -> ['a', 'b{x=1,2}', 'c']."""
+    out, depth, cur = [], 0, ""
+    for ch in pipeline + ",":
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return [p for p in out if p]
+
+
+def roofline_pipeline(passes: list[str], narrow: bool = True) -> list[str]:
+    """The passes before `roofline`: `lift-einsum` appended unless present (after the user's passes,
+    which may need the loop dialect), and `narrow-needed` just before the first `lift-einsum`
+    (so after a `translate` that makes the kernels) unless `narrow` is off or it is already there."""
+    segs = [p for spec in passes for p in split_pipeline(spec)]
+    names = [p.split("{", 1)[0].strip() for p in segs]
+    if "lift-einsum" not in names:
+        segs.append("lift-einsum")
+        names.append("lift-einsum")
+    if narrow and "narrow-needed" not in names:
+        segs.insert(names.index("lift-einsum"), "narrow-needed")
+    return segs
 
 
 def _quote(value: str) -> str:

@@ -3,17 +3,23 @@ the JSON string attribute `solar.report`) and the two output targets, `report` (
 
 Units everywhere: FLOPs, bytes, seconds. Several kernels in one module are reported as one program
 (ops named `<kernel>.<op>`, bounds as in `solar_compiler.bounds`); `kernels` lists their names.
-Every fidelity is computed (it is cheap) and stored under its fixed JSON key; `fidelity` lists the ones
-asked for, which the text report shows. Cache-aware bounds are `null` until they are implemented.
+Unfused and fused bounds are always computed (cheap) and stored under their fixed JSON keys; the
+cache-aware ones (polyhedral analysis) only when asked for and the kernels are given, else `null`.
+`fidelity` lists the fidelities asked for, which the text report shows.
+
+Counts are those of the kernels as costed: the needed work when `narrow-needed` ran. `narrowed` says
+whether it did; `totals.*_as_written` are the counts before narrowing (equal to the others when it
+did not run). `cache_size` is the DRAM-level capacity override (bytes) or `null`.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any, ClassVar
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -23,6 +29,9 @@ from solar_compiler.bounds import GraphBounds, graph_bounds, inverse_roofline
 from solar_compiler.costs import GraphCosts
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import Figure, HwTarget
+
+if TYPE_CHECKING:
+    from solar_compiler.loopir.ast import Kernel
 
 SCHEMA = "solar-report/1"
 REPORT_ATTR = "solar.report"
@@ -62,6 +71,39 @@ def _figure(hw: HwTarget, rate: float, sections: Sequence[str]) -> dict[str, Any
     return {"value": rate, "figure": None, "source": hw.path, "estimate": False}
 
 
+def _as_written(graphs: Sequence[GraphCosts], record: dict[str, dict] | None) -> dict[str, int]:
+    """Totals before narrowing: from `narrow-needed`'s record where it has the kernel, else the
+    kernel's own counts (it was not narrowed)."""
+    out = {"flops_as_written": 0, "flops_matrix_as_written": 0, "flops_vector_as_written": 0,
+           "bytes_unfused_as_written": 0, "bytes_fused_as_written": 0}
+    for g in graphs:
+        rec = (record or {}).get(g.kernel)
+        if rec is None:
+            rec = {"flops_matrix": g.flops_matrix, "flops_vector": g.flops_vector,
+                   "bytes_unfused": g.bytes_unfused, "compulsory_bytes": g.compulsory_bytes}
+        try:
+            out["flops_matrix_as_written"] += int(rec["flops_matrix"])
+            out["flops_vector_as_written"] += int(rec["flops_vector"])
+            out["bytes_unfused_as_written"] += int(rec["bytes_unfused"])
+            out["bytes_fused_as_written"] += int(rec["compulsory_bytes"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise SolarError(f"module attribute solar.as_written: kernel {g.kernel}: bad or missing "
+                             f"field ({e})") from None
+    out["flops_as_written"] = out["flops_matrix_as_written"] + out["flops_vector_as_written"]
+    return out
+
+
+def _cache_aware_record(b: GraphBounds) -> dict[str, Any]:
+    ca = b.cache_aware
+    if ca is None:
+        return {"cache_aware_s": None, "cache_aware_bottleneck": None, "bytes_cache_aware": None,
+                "cache_aware_terms_s": None, "levels": None}
+    return {"cache_aware_s": ca.time_s, "cache_aware_bottleneck": ca.bottleneck,
+            "bytes_cache_aware": ca.bytes_dram, "cache_aware_terms_s": dict(ca.terms_s),
+            "levels": [{"name": lv.name, "capacity": lv.capacity, "bandwidth": lv.bandwidth,
+                        "units": lv.units, "bytes": lv.bytes, "time_s": lv.time_s} for lv in ca.levels]}
+
+
 def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str) -> dict[str, Any]:
     ops = [o for g in graphs for o in g.ops]
     mdt = sorted({o.matrix_dtype for o in ops if o.flops_matrix and o.matrix_dtype})
@@ -80,11 +122,16 @@ def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str) -> di
 def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, source: str,
                  validation: dict[str, Any], precision: str = "auto",
                  fidelity: Sequence[str] = ("unfused", "fused", "cache-aware"),
-                 latency_s: float | None = None) -> dict[str, Any]:
-    """The report dict (schema `solar-report/1`) for the given costs on every target."""
+                 latency_s: float | None = None, kernels: Sequence[Kernel] | None = None,
+                 cache_size: int | None = None, as_written: dict[str, dict] | None = None) -> dict[str, Any]:
+    """The report dict (schema `solar-report/1`) for the given costs on every target. Cache-aware
+    bounds need `kernels` (those the costs came from, same order); `as_written` is `narrow-needed`'s
+    record (None: not narrowed)."""
     if not graphs:
         raise SolarError(f"{source}: no kernel to bound")
-    bounds: dict[str, GraphBounds] = {t.name: graph_bounds(graphs, t, precision) for t in targets}
+    ca_kernels = kernels if "cache-aware" in fidelity else None
+    bounds: dict[str, GraphBounds] = {t.name: graph_bounds(graphs, t, precision, ca_kernels, cache_size)
+                                      for t in targets}
     multi = len(graphs) > 1
     ops = [(g, o) for g in graphs for o in g.ops]
     op_rows = []
@@ -99,23 +146,34 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
             "sequential": o.sequential, "indirect": o.indirect,
             "bound_s": {h: b.ops[i].bound_s for h, b in bounds.items()},
             "bottleneck": {h: b.ops[i].bottleneck for h, b in bounds.items()},
+            "cache_aware_s": {h: b.cache_aware.ops[i].bound_s if b.cache_aware else None
+                              for h, b in bounds.items()},
+            "cache_aware_bottleneck": {h: b.cache_aware.ops[i].bottleneck if b.cache_aware else None
+                                       for h, b in bounds.items()},
+            "bytes_cache_aware": {h: dict(b.cache_aware.ops[i].bytes) if b.cache_aware else None
+                                  for h, b in bounds.items()},
         })
+    first = bounds[targets[0].name].cache_aware if targets else None
     report: dict[str, Any] = {
         "schema": SCHEMA, "source": source, "validation": validation,
         "precision": precision, "fidelity": list(fidelity),
         "kernels": [g.kernel for g in graphs],
+        "narrowed": as_written is not None,
+        "cache_size": cache_size,
         "totals": {
             "flops": sum(o.flops for _, o in ops),
             "flops_matrix": sum(g.flops_matrix for g in graphs),
             "flops_vector": sum(g.flops_vector for g in graphs),
             "bytes_unfused": sum(g.bytes_unfused for g in graphs),
             "bytes_fused": sum(g.compulsory_bytes for g in graphs),
-            "bytes_cache_aware": None,
+            "bytes_cache_aware": first.bytes_dram if first else None,
+            **_as_written(graphs, as_written),
         },
-        "bounds": {h: {"unfused_s": b.unfused_s, "fused_s": b.fused_s, "cache_aware_s": b.cache_aware_s,
+        "bounds": {h: {"unfused_s": b.unfused_s, "fused_s": b.fused_s,
                        "fused_bottleneck": b.fused_bottleneck,
                        "fused_terms_s": {"matrix": b.fused_matrix_s, "vector": b.fused_vector_s,
-                                         "memory": b.fused_memory_s}}
+                                         "memory": b.fused_memory_s},
+                       **_cache_aware_record(b)}
                    for h, b in bounds.items()},
         "ops": op_rows,
         "hw": {t.name: _hw_record(t, graphs, precision) for t in targets},
@@ -184,10 +242,43 @@ def _validation_line(v: dict[str, Any]) -> str:
         return (f"validated ({v['frontend']} frontend): {v['samples']} sample(s), max relative error "
                 f"{err:.2e}" if err is not None else f"validated ({v['frontend']}): {v['samples']} sample(s)")
     if v["frontend"] == "loop-text":
-        return ("NOT validated: loop-text input is priced as written; "
-                "nothing was executed against a reference")
+        return "NOT validated: loop-text input; nothing was executed against a reference"
     why = f": {v['reason']}" if v.get("reason") else ""
     return f"NOT validated ({v['frontend']} frontend){why}"
+
+
+def fmt_bytes(v: float | None) -> str:
+    """Whole bytes, rounded down (a lower bound stays one)."""
+    return "n/a" if v is None else f"{math.floor(v):,}"
+
+
+def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
+    tot = r["totals"]
+    lines = [
+        "solar-opt roofline report",
+        f"source:     {r['source']}  (kernels: {', '.join(r['kernels'])})",
+        f"validation: {_validation_line(r['validation'])}",
+        f"precision:  policy {r['precision']}",
+    ]
+    if r["narrowed"]:
+        share = f" ({tot['flops'] / tot['flops_as_written']:.1%})" if tot["flops_as_written"] else ""
+        lines.append(f"narrowing:  needed work only (narrow-needed): {tot['flops']:,} of "
+                     f"{tot['flops_as_written']:,} FLOPs as written{share}")
+    else:
+        lines.append("narrowing:  not run: counts are as written")
+    for h in hws:
+        hw = r["hw"][h]
+        lines.append(f"hw:         {h}: {hw['description']}; DRAM {fmt_rate(hw['dram_bw']['value'], 'B/s')}; "
+                     f"{hw['precision']}")
+    if cache_aware:
+        for h in hws:
+            lv = "; ".join(f"{x['name']} {fmt_bytes(x['capacity'])} B x {x['units']} at "
+                           f"{fmt_rate(x['bandwidth'], 'B/s')}" for x in r["bounds"][h]["levels"])
+            lines.append(f"levels:     {h}: {lv}  (capacity per unit, boundary bandwidth)")
+    if r["cache_size"] is not None:
+        lines.append(f"cache size: {r['cache_size']:,} bytes at the outermost (DRAM) level: overridden by "
+                     "--cache-size (what-if study, not the targets' figures)")
+    return lines
 
 
 def render_text(r: dict[str, Any]) -> str:
@@ -196,23 +287,12 @@ def render_text(r: dict[str, Any]) -> str:
     from rich.table import Table
 
     buf = io.StringIO()
-    con = Console(file=buf, width=160, no_color=True, force_terminal=False, color_system=None,
-                  highlight=False, emoji=False, markup=False)
     hws = list(r["bounds"])
     fid = [f for f in r["fidelity"] if f != "cache-aware"]
-    lines = [
-        "solar-opt roofline report",
-        f"source:     {r['source']}  (kernels: {', '.join(r['kernels'])})",
-        f"validation: {_validation_line(r['validation'])}",
-        f"precision:  policy {r['precision']}",
-    ]
-    for h in hws:
-        hw = r["hw"][h]
-        lines.append(f"hw:         {h}: {hw['description']}; DRAM {fmt_rate(hw['dram_bw']['value'], 'B/s')}; "
-                     f"{hw['precision']}")
-    if "cache-aware" in r["fidelity"]:
-        lines.append("note:       cache-aware bounds are not computed by this version (reported as n/a)")
-    con.print("\n".join(lines))
+    ca = "cache-aware" in r["fidelity"] and all(r["bounds"][h]["cache_aware_s"] is not None for h in hws)
+    con = Console(file=buf, width=160 + (40 * len(hws) if ca else 0), no_color=True, force_terminal=False,
+                  color_system=None, highlight=False, emoji=False, markup=False)
+    con.print("\n".join(_header(r, hws, ca)))
 
     t = Table(title="ops", box=box.ASCII2, title_justify="left", show_footer=True)
     tot = r["totals"]
@@ -226,15 +306,45 @@ def render_text(r: dict[str, Any]) -> str:
     for h in hws:
         t.add_column(f"{h}\nbound", justify="right", footer=fmt_time(r["bounds"][h]["unfused_s"]))
         t.add_column(f"{h}\nbound by")
+        if ca:
+            t.add_column(f"{h}\ncache-aware bound", justify="right")
+            t.add_column(f"{h}\nlevel")
     for op in r["ops"]:
         ai = "inf" if op["intensity"] is None else f"{op['intensity']:.3g}"
         cells = [op["name"], op["equation"], op["loc"] or "-", f"{op['flops_matrix']:,}",
                  f"{op['flops_vector']:,}", f"{op['bytes']:,}", ai]
         for h in hws:
             cells += [fmt_time(op["bound_s"][h]), op["bottleneck"][h]]
+            if ca:
+                cells += [fmt_time(op["cache_aware_s"][h]), op["cache_aware_bottleneck"][h]]
         t.add_row(*cells)
     con.print(t)
+    con.print(_bounds_table(r, hws, fid, ca))
+    extra = f", {fmt_bytes(tot['bytes_cache_aware'])} bytes cache-aware (DRAM level, {hws[0]})" if ca else ""
+    con.print(f"totals: {tot['flops']:,} FLOPs ({tot['flops_matrix']:,} matrix, {tot['flops_vector']:,} "
+              f"vector); {tot['bytes_unfused']:,} bytes unfused, {tot['bytes_fused']:,} bytes compulsory"
+              f"{extra}")
+    if r["narrowed"]:
+        con.print(f"as written (before narrow-needed): {tot['flops_as_written']:,} FLOPs "
+                  f"({tot['flops_matrix_as_written']:,} matrix, {tot['flops_vector_as_written']:,} vector); "
+                  f"{tot['bytes_unfused_as_written']:,} bytes unfused, {tot['bytes_fused_as_written']:,} "
+                  "bytes compulsory")
+    if ca and len({r["bounds"][h]["bytes_cache_aware"] for h in hws}) > 1:
+        con.print("note: cache-aware DRAM-level bytes differ per target (capacities differ): " + ", ".join(
+            f"{h} {fmt_bytes(r['bounds'][h]['bytes_cache_aware'])}" for h in hws))
+    if r["value_dependent"]:
+        con.print("value-dependent (indirect) accesses: " + "; ".join(
+            f"{v['op']} ({', '.join(v['tensors'])})" for v in r["value_dependent"]))
+    if r["inverse"] is not None:
+        _inverse_table(con, r, [f for f in fid if f in ("unfused", "fused")])
+    return buf.getvalue()
 
+
+def _bounds_table(r: dict[str, Any], hws: list[str], fid: list[str], ca: bool) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    tot = r["totals"]
     b = Table(title="bounds (lower bounds on runtime)", box=box.ASCII2, title_justify="left")
     b.add_column("fidelity")
     b.add_column("bytes", justify="right")
@@ -245,10 +355,11 @@ def render_text(r: dict[str, Any]) -> str:
             "cache-aware": ("cache_aware_s", tot["bytes_cache_aware"])}
     for f in r["fidelity"]:
         key, nbytes = rows[f]
-        cells = [f, "n/a" if nbytes is None else f"{nbytes:,}"]
+        cells = [f, fmt_bytes(nbytes)]
         for h in hws:
             bh = r["bounds"][h]
-            by = {"fused": bh["fused_bottleneck"], "unfused": "per op"}.get(f, "-")
+            by = {"fused": bh["fused_bottleneck"], "unfused": "per op",
+                  "cache-aware": bh["cache_aware_bottleneck"] or "-"}[f]
             cells += [fmt_time(bh[key]), by]
         b.add_row(*cells)
     if "fused" in fid:
@@ -257,15 +368,16 @@ def render_text(r: dict[str, Any]) -> str:
             for h in hws:
                 cells += [fmt_time(r["bounds"][h]["fused_terms_s"][res]), ""]
             b.add_row(*cells)
-    con.print(b)
-    con.print(f"totals: {tot['flops']:,} FLOPs ({tot['flops_matrix']:,} matrix, {tot['flops_vector']:,} "
-              f"vector); {tot['bytes_unfused']:,} bytes unfused, {tot['bytes_fused']:,} bytes compulsory")
-    if r["value_dependent"]:
-        con.print("value-dependent (indirect) accesses: " + "; ".join(
-            f"{v['op']} ({', '.join(v['tensors'])})" for v in r["value_dependent"]))
-    if r["inverse"] is not None:
-        _inverse_table(con, r, [f for f in fid if f in ("unfused", "fused")])
-    return buf.getvalue()
+    if ca:
+        names = list(dict.fromkeys(x["name"] for h in hws for x in r["bounds"][h]["levels"]))
+        for name in names:
+            per = {h: next((x for x in r["bounds"][h]["levels"] if x["name"] == name), None) for h in hws}
+            got = {fmt_bytes(x["bytes"]) for x in per.values() if x is not None}
+            cells = [f"  cache-aware {name} term", got.pop() if len(got) == 1 else "per target"]
+            for h in hws:
+                cells += [fmt_time(r["bounds"][h]["cache_aware_terms_s"][name]) if per[h] else "-", ""]
+            b.add_row(*cells)
+    return b
 
 
 def _inverse_table(con: Any, r: dict[str, Any], fidelities: list[str]) -> None:

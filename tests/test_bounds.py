@@ -224,3 +224,169 @@ def test_unfused_ge_fused_gt_zero(g, precision, hw):
     b = graph_bounds(g, _TARGETS[hw], precision)
     assert b.unfused_s >= b.fused_s > 0
     assert b.fused_s >= max(o.t_compute for o in b.ops)
+
+
+# ---- cache-aware bounds (io_bounds.cache_aware per level, fused terms kept) -------------------------
+
+H100_L2_BW = 16.7e12
+H100_DRAM_CAP = 121634816     # levels[0] of hw_targets/H100_SXM.yaml: all on-chip storage
+H100_SM_CAP = 524288          # levels[1]: one SM
+
+
+def mm_text(m: int, n: int, k: int, dt: str = "f32") -> str:
+    return (f"kernel mm(A: {dt}[{m}, {k}] input, B: {dt}[{k}, {n}] weight, C: {dt}[{m}, {n}] output):\n"
+            f"    for i in range({m}):\n        for j in range({n}):\n            C[i, j] = 0.0\n"
+            f"            for k in range({k}):\n                C[i, j] += A[i, k] * B[k, j]\n")
+
+
+def mlp_text(b: int, d: int, h: int, e: int, dt: str = "f32") -> str:
+    return (f"kernel mlp(X: {dt}[{b}, {d}] input, W1: {dt}[{d}, {h}] weight, W2: {dt}[{h}, {e}] weight, "
+            f"Y: {dt}[{b}, {e}] output):\n    local H: {dt}[{b}, {h}]\n"
+            f"    for i in range({b}):\n        for j in range({h}):\n            H[i, j] = 0.0\n"
+            f"            for k in range({d}):\n                H[i, j] += X[i, k] * W1[k, j]\n"
+            f"            H[i, j] = max(H[i, j], 0.0)\n"
+            f"    for i in range({b}):\n        for j in range({e}):\n            Y[i, j] = 0.0\n"
+            f"            for k in range({h}):\n                Y[i, j] += H[i, k] * W2[k, j]\n")
+
+
+def with_kernels(*texts: str, hw=None, precision: str = "auto", cache_size: int | None = None):
+    from solar_compiler.costs import kernel_costs
+    from solar_compiler.text.parser import parse_kernel
+
+    ks = [parse_kernel(t, "t.loop") for t in texts]
+    gs = [kernel_costs(k) for k in ks]
+    return graph_bounds(gs, hw or _TARGETS["H100_SXM"], precision, ks, cache_size), gs
+
+
+def theorem_r(work: float, s: float, w: float = 1 / 64, delta: int = 4, units: int = 1) -> float:
+    """Theorem R (docs/bounds.md) written out: Q >= h (2W / (F(h + 2d) + F(2S + h + 2d)) - P),
+    F(T) = sqrt(w) (T/3)^1.5, best h on a fine grid (the code uses a coarser fixed grid)."""
+    import math
+
+    import numpy as np
+
+    h = s * np.geomspace(0.05, 50, 200001)
+    f = lambda t: math.sqrt(w) * (t / 3) ** 1.5  # noqa: E731
+    return float((h * (2 * work / (f(h + 2 * delta) + f(2 * s + h + 2 * delta)) - units)).max())
+
+
+def test_cache_aware_matmul_4096_is_compute_bound(h100):
+    b, (g,) = with_kernels(mm_text(N, N, N), hw=h100)
+    ca = b.cache_aware
+    assert g.compulsory_bytes == 3 * N * N * 4
+    dram, l2 = ca.levels
+    assert (dram.name, dram.capacity, dram.units, dram.bytes) == ("dram", H100_DRAM_CAP, 1, 3 * N * N * 4)
+    # one SM: 1.927 W / sqrt(S_words) words less ~132 segments: 1.3215e9 B, 6.6x compulsory ...
+    assert (l2.name, l2.capacity, l2.units) == ("l2", H100_SM_CAP, 132)
+    assert l2.bytes == pytest.approx(theorem_r(N**3, H100_SM_CAP, units=132), rel=1e-5)
+    assert l2.bytes == pytest.approx(1.32147e9, rel=1e-5)
+    # ... but 1.3215e9 / 16.7e12 = 79.1 us < 277.8 us of TF32 compute: cache-aware = fused, exactly
+    assert ca.terms_s["l2"] == l2.bytes / H100_L2_BW == pytest.approx(79.13e-6, rel=1e-3)
+    assert ca.terms_s["dram"] == b.fused_memory_s
+    assert b.cache_aware_s == b.fused_s == 2 * N**3 / H100_TF32
+    assert ca.bottleneck == "matrix" and ca.bytes_dram == 3 * N * N * 4 and ca.cache_size is None
+    (op,) = ca.ops
+    assert (op.name, op.bound_s, op.bottleneck) == ("S1", b.fused_s, "matrix")
+    assert op.bytes == {"dram": 3 * N * N * 4, "l2": l2.bytes}
+
+
+def test_cache_size_overrides_the_dram_level(h100):
+    b, _ = with_kernels(mm_text(N, N, N), hw=h100, cache_size=2**20)
+    dram, l2 = b.cache_aware.levels
+    # 1 MiB = 2^18 words: 1.92687 * 2^36 / 2^9 words * 4 B - (4 / sqrt 3) * 2^20 B = 1.0321e9 B
+    assert dram.capacity == 2**20
+    assert dram.bytes == pytest.approx(theorem_r(N**3, 2**20), rel=1e-3)
+    assert dram.bytes == pytest.approx(1.92687 * 2**36 / 512 * 4 - 4 / 3**0.5 * 2**20, rel=1e-3)
+    assert l2.capacity == H100_SM_CAP  # inner levels keep the target's figures
+    assert b.cache_aware_s == dram.bytes / H100_BW == pytest.approx(308.0e-6, rel=1e-3)
+    assert b.cache_aware_s > b.fused_s and b.cache_aware.bottleneck == "dram"
+    assert b.cache_aware.cache_size == 2**20
+
+
+def test_cache_aware_elementwise_equals_fused(h100):
+    text = ("kernel ew(X: f32[4096, 4096] input, Y: f32[4096, 4096] output):\n    local T: f32[4096, 4096]\n"
+            "    for i in range(4096):\n        for j in range(4096):\n            T[i, j] = X[i, j] * 2.0\n"
+            "    for i in range(4096):\n        for j in range(4096):\n            Y[i, j] = exp(T[i, j])\n")
+    for cap in (None, 64):
+        b, _ = with_kernels(text, hw=h100, cache_size=cap)
+        assert [lv.bytes for lv in b.cache_aware.levels] == [2 * N * N * 4] * 2
+        assert b.cache_aware_s == b.fused_s == 2 * N * N * 4 / H100_BW
+        assert [(o.name, o.bottleneck) for o in b.cache_aware.ops] == [("S0", "dram"), ("S1", "dram")]
+
+
+def test_cache_aware_sums_kernels(h100):
+    """Two kernels (disjoint tensors): per-level traffic adds up."""
+    ew = ("kernel ew(X: f32[1024] input, Y: f32[1024] output):\n    for i in range(1024):\n"
+          "        Y[i] = X[i] * 2.0\n")
+    both, _ = with_kernels(mm_text(N, N, N), ew, hw=h100)
+    mm_only, _ = with_kernels(mm_text(N, N, N), hw=h100)
+    for a, m in zip(both.cache_aware.levels, mm_only.cache_aware.levels, strict=True):
+        assert a.bytes == m.bytes + 2 * 1024 * 4
+    assert [o.name for o in both.cache_aware.ops] == ["S1", "S0"]
+
+
+def test_cache_aware_errors(h100):
+    from dataclasses import replace
+
+    from solar_compiler.costs import kernel_costs
+    from solar_compiler.text.parser import parse_kernel
+
+    k = parse_kernel(mm_text(64, 64, 64), "t.loop")
+    g = kernel_costs(k)
+    with pytest.raises(SolarError, match="H100_SXM: the target defines no memory levels"):
+        graph_bounds(g, replace(h100, levels=()), "auto", [k])
+    other = parse_kernel(mm_text(64, 64, 64).replace("kernel mm", "kernel nn"), "t.loop")
+    with pytest.raises(SolarError, match=r"kernels \['nn'\] do not match the costed kernels \['mm'\]"):
+        graph_bounds(g, h100, "auto", [other])
+    with pytest.raises(SolarError, match="a cache size override needs the kernels"):
+        graph_bounds(g, h100, "auto", None, 1024)
+    with pytest.raises(SolarError, match="cache size 0 bytes: must be positive"):
+        graph_bounds(g, h100, "auto", [k], 0)
+
+
+@pytest.mark.parametrize("text,size", [
+    ("64MB", 64_000_000), ("0.5MiB", 524_288), ("4096", 4096), ("1.1kB", 1100), ("2 GiB", 2 * 2**30),
+    ("1e3B", 1000), ("64mib", 64 * 2**20), (1024, 1024),
+])
+def test_parse_size(text, size):
+    from solar_compiler.bounds import parse_size
+
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["0.3B", "-1MB", "0", "12 parsecs", "MB", "1.5", True])
+def test_parse_size_rejects(text):
+    from solar_compiler.bounds import parse_size
+
+    with pytest.raises(SolarError, match="bad cache size"):
+        parse_size(text)
+
+
+# ---- invariants: fused <= cache-aware, cache-aware non-increasing in the capacity --------------------
+
+_dims = st.integers(1, 1 << 14)
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> str:
+    dt = draw(st.sampled_from(["f32", "bf16"]))
+    if draw(st.booleans()):
+        return mm_text(draw(_dims), draw(_dims), draw(_dims), dt)
+    return mlp_text(draw(_dims), draw(_dims), draw(_dims), draw(_dims), dt)
+
+
+@settings(max_examples=40, deadline=None)
+@given(programs(), st.lists(st.integers(1 << 10, 1 << 30), min_size=2, max_size=2, unique=True),
+       st.sampled_from(["auto", "fp32"]), st.sampled_from(sorted(_TARGETS)))
+def test_fused_le_cache_aware_monotone_in_capacity(text, caps, precision, hw):
+    small, big = sorted(caps)
+    runs = [with_kernels(text, hw=_TARGETS[hw], precision=precision, cache_size=c)
+            for c in (small, big, None)]
+    for b, gs in runs:
+        assert b.fused_s <= b.cache_aware_s
+        assert all(lv.bytes >= sum(g.compulsory_bytes for g in gs) for lv in b.cache_aware.levels)
+        assert all(o.bound_s <= c.bound_s for o, c in zip(b.ops, b.cache_aware.ops, strict=True))
+    (b_small, _), (b_big, _), (b_target, _) = runs
+    assert b_small.fused_s == b_big.fused_s == b_target.fused_s  # the capacity never touches fused
+    assert b_small.cache_aware_s >= b_big.cache_aware_s
+    assert b_small.cache_aware.bytes_dram >= b_big.cache_aware.bytes_dram

@@ -6,13 +6,13 @@ import io
 import json
 
 import pytest
-from solar_compiler.passes.roofline import RooflinePass, parse_fidelity
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from solar_compiler.costs import Access, GraphCosts, OpCost
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import parse_hw_list
+from solar_compiler.passes.roofline import RooflinePass, parse_fidelity
 from solar_compiler.report import (
     REPORT_ATTR,
     JsonReportTarget,
@@ -65,22 +65,31 @@ def emit(target, module: ModuleOp) -> str:
 def test_json_shape_exact_keys():
     r = json.loads(emit(JsonReportTarget(), module_with(report("H100_SXM,A100_SXM", latency=2e-3))))
     assert r["schema"] == "solar-report/1"
-    assert set(r) == {"schema", "source", "validation", "precision", "fidelity", "kernels", "totals",
-                      "bounds", "ops", "hw", "value_dependent", "inverse"}
+    assert set(r) == {"schema", "source", "validation", "precision", "fidelity", "kernels", "narrowed",
+                      "cache_size", "totals", "bounds", "ops", "hw", "value_dependent", "inverse"}
     assert r["validation"] == NOT_VALIDATED
-    assert r["totals"] == {"flops": 2 * N**3 + N * N, "flops_matrix": 2 * N**3, "flops_vector": N * N,
-                           "bytes_unfused": (1 + 4 + 2) * N * N * 4, "bytes_fused": 3 * N * N * 4,
-                           "bytes_cache_aware": None}
+    assert r["narrowed"] is False and r["cache_size"] is None
+    flops, unfused, fused = 2 * N**3 + N * N, (1 + 4 + 2) * N * N * 4, 3 * N * N * 4
+    # not narrowed: the as-written counts are the counts
+    assert r["totals"] == {"flops": flops, "flops_matrix": 2 * N**3, "flops_vector": N * N,
+                           "bytes_unfused": unfused, "bytes_fused": fused, "bytes_cache_aware": None,
+                           "flops_as_written": flops, "flops_matrix_as_written": 2 * N**3,
+                           "flops_vector_as_written": N * N, "bytes_unfused_as_written": unfused,
+                           "bytes_fused_as_written": fused}
     assert list(r["bounds"]) == ["H100_SXM", "A100_SXM"]
     for b in r["bounds"].values():
-        assert set(b) == {"unfused_s", "fused_s", "cache_aware_s", "fused_bottleneck", "fused_terms_s"}
-        assert b["cache_aware_s"] is None
+        assert set(b) == {"unfused_s", "fused_s", "fused_bottleneck", "fused_terms_s", "cache_aware_s",
+                          "cache_aware_bottleneck", "bytes_cache_aware", "cache_aware_terms_s", "levels"}
+        # costs only (no kernels): no cache-aware bound
+        assert {k: b[k] for k in b if "cache" in k or k == "levels"} == dict.fromkeys(
+            ("cache_aware_s", "cache_aware_bottleneck", "bytes_cache_aware", "cache_aware_terms_s", "levels"))
         assert set(b["fused_terms_s"]) == {"matrix", "vector", "memory"}
     assert [o["name"] for o in r["ops"]] == ["S0", "S1", "S2"]
     assert set(r["ops"][1]) == {"name", "kernel", "equation", "label", "loc", "flops", "flops_matrix",
                                 "flops_vector", "flops_transcendental", "bytes", "unit", "matrix_dtype",
                                 "vector_dtype", "intensity", "sequential", "indirect", "bound_s",
-                                "bottleneck"}
+                                "bottleneck", "cache_aware_s", "cache_aware_bottleneck", "bytes_cache_aware"}
+    assert r["ops"][1]["cache_aware_s"] == {"H100_SXM": None, "A100_SXM": None}
     assert [(o["unit"], o["flops"], o["bytes"]) for o in r["ops"]] == [
         ("memory", 0, N * N * 4), ("matrix", 2 * N**3, 4 * N * N * 4), ("vector", N * N, 2 * N * N * 4)]
     assert set(r["inverse"]) == {"latency_s", "H100_SXM", "A100_SXM"}
@@ -113,7 +122,8 @@ def test_report_numbers_by_hand():
 
 def test_text_report_rows_and_totals():
     text = emit(TextReportTarget(), module_with(report("H100_SXM,A100_SXM", latency=2e-3)))
-    assert "validation: NOT validated: loop-text input is priced as written" in text
+    assert "validation: NOT validated: loop-text input; nothing was executed against a reference" in text
+    assert "narrowing:  not run: counts are as written" in text and "as written (before" not in text
     assert "policy auto" in text and "f32 contractions at TF32 tensor rate (494.7 TFLOP/s)" in text
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("|")}
     assert {"S0", "S1", "S2", "total", "unfused", "fused", "cache-aware"} <= set(rows)
@@ -193,14 +203,15 @@ def test_plot_svg_names_ops_and_targets(tmp_path):
 def test_pass_options_rejected():
     with pytest.raises(SolarError, match="unknown fidelity 'fast'"):
         parse_fidelity("fast")
-    with pytest.raises(SolarError, match="cache-aware bounds are not implemented yet"):
-        parse_fidelity("cache-aware")
+    assert parse_fidelity("cache-aware") == ("cache-aware",)
     assert parse_fidelity("all") == ("unfused", "fused", "cache-aware")
     m = module_with(None, solar_frontend="loop-text")
     with pytest.raises(SolarError, match="unknown precision policy 'fp4'"):
         RooflinePass(precision="fp4").apply(Context(), m)
-    with pytest.raises(SolarError, match="--cache-size sets the on-chip capacity"):
-        RooflinePass(cache_size="1MB").apply(Context(), m)
+    with pytest.raises(SolarError, match="--cache-size sets the on-chip capacity of cache-aware bounds; ask"):
+        RooflinePass(fidelity="fused", cache_size="1MB").apply(Context(), m)
+    with pytest.raises(SolarError, match="bad cache size '12 parsecs'"):
+        RooflinePass(cache_size="12 parsecs").apply(Context(), m)
     with pytest.raises(SolarError, match="bad target latency '5 parsecs'"):
         RooflinePass(inverse="5 parsecs").apply(Context(), m)
 
@@ -277,9 +288,9 @@ def test_e2e_example_text_and_plot(capsys, tmp_path):
 
 
 def test_e2e_errors_are_one_line(capsys):
-    rc, _, err = solar_opt(capsys, "examples/loop/matmul.loop", "--roofline=cache-aware")
-    assert rc == 1 and err == ("solar-opt: error: roofline: cache-aware bounds are not implemented yet; "
-                               "use unfused, fused or all\n")
+    rc, _, err = solar_opt(capsys, "examples/loop/matmul.loop", "--roofline=all", "--cache-size=-2MB")
+    assert rc == 1 and err == ("solar-opt: error: bad cache size '-2MB': expected bytes, optionally with one "
+                               "of B, kB, MB, GB, KiB, MiB, GiB (e.g. 64MB or 0.5MiB)\n")
     rc, _, err = solar_opt(capsys, "examples/loop/matmul.loop", "--roofline=all", "--hw", "H999")
     assert rc == 1 and err.startswith("solar-opt: error: unknown hardware target 'H999'")
     rc, _, err = solar_opt(capsys, "examples/loop/matmul.loop", "-t", "report")

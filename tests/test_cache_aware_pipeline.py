@@ -1,0 +1,185 @@
+"""Cache-aware bounds and needed-work narrowing through `solar-opt --roofline`: the pass pipeline the
+shorthand builds, the report (JSON and text), --cache-size, per-target capacities."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from solar_compiler.driver import SolarOptMain, main, roofline_pipeline, split_pipeline
+
+REPO = Path(__file__).resolve().parent.parent
+H100 = (REPO / "hw_targets/H100_SXM.yaml").read_text()
+N = 4096
+H100_TF32, H100_BW, H100_L2_BW = 494.7e12, 3.35e12, 16.7e12
+
+TRIL = """kernel tril(A: f32[8, 5] input, B: f32[5, 8] input, Y: f32[8, 8] output):
+    local C: f32[8, 8]
+    for i in range(8):
+        for j in range(8):
+            C[i, j] = 0.0
+            for k in range(5):
+                C[i, j] += A[i, k] * B[k, j]
+    for i in range(8):
+        for j in range(8):
+            Y[i, j] = C[i, j] if i >= j else 0.0
+"""
+
+
+def mm(n: int) -> str:
+    return (f"kernel mm(A: f32[{n}, {n}] input, B: f32[{n}, {n}] weight, C: f32[{n}, {n}] output):\n"
+            f"    for i in range({n}):\n        for j in range({n}):\n            C[i, j] = 0.0\n"
+            f"            for k in range({n}):\n                C[i, j] += A[i, k] * B[k, j]\n")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def src(tmp_path: Path, text: str, name: str = "k.loop") -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+# ---- the pipeline the shorthand builds ------------------------------------------------------------
+
+@pytest.mark.parametrize("argv,passes", [
+    (["--roofline=all"], "narrow-needed,lift-einsum,roofline{fidelity=all}"),
+    (["--roofline=fused", "--no-narrow"], "lift-einsum,roofline{fidelity=fused}"),
+    (["--lift-einsum", "--roofline=all"], "narrow-needed,lift-einsum,roofline{fidelity=all}"),
+    (["-p", "narrow-needed", "--roofline=all"], "narrow-needed,lift-einsum,roofline{fidelity=all}"),
+    (["-p", "loop-stats", "--roofline=all"], "loop-stats,narrow-needed,lift-einsum,roofline{fidelity=all}"),
+    (["-p", "lift-einsum,loop-stats", "--roofline=all"],
+     "narrow-needed,lift-einsum,loop-stats,roofline{fidelity=all}"),
+    (["--inverse-roofline=2ms"], 'narrow-needed,lift-einsum,roofline{fidelity=all inverse="2ms"}'),
+    (["--roofline=cache-aware", "--cache-size=64MB", "--hw", "H100_SXM,B200"],
+     'narrow-needed,lift-einsum,roofline{fidelity=cache-aware hw="H100_SXM,B200" cache-size="64MB"}'),
+    (["-p", "lift-einsum"], "lift-einsum"),                           # no --roofline: nothing added
+    (["-p", "narrow-needed,lift-einsum,roofline{hw=H100_SXM,A100_SXM}"],
+     "narrow-needed,lift-einsum,roofline{hw=H100_SXM,A100_SXM}"),
+])
+def test_pipeline_of_the_shorthand(argv, passes):
+    assert SolarOptMain(args=["x.loop", *argv]).args.passes == passes
+
+
+def test_translate_comes_before_narrowing():
+    a = SolarOptMain(args=["m.py", "--translate", "--roofline=all"]).args
+    assert a.passes == "translate,narrow-needed,lift-einsum,roofline{fidelity=all}"
+    a = SolarOptMain(args=["m.py", "-p", "translate{mode=train}", "--roofline=fused"]).args
+    assert a.passes == "translate{mode=train},narrow-needed,lift-einsum,roofline{fidelity=fused}"
+
+
+def test_split_pipeline_keeps_options():
+    assert split_pipeline('a,b{x=1,2 y="p,q"},c') == ["a", 'b{x=1,2 y="p,q"}', "c"]
+    assert split_pipeline("") == []
+    assert roofline_pipeline(["loop-stats", "narrow-needed"]) == ["loop-stats", "narrow-needed",
+                                                                  "lift-einsum"]
+    assert roofline_pipeline(["loop-stats"], narrow=False) == ["loop-stats", "lift-einsum"]
+
+
+# ---- narrowing in the report ----------------------------------------------------------------------
+
+def test_narrowed_counts_with_as_written_beside(capsys, tmp_path):
+    path = src(tmp_path, TRIL)
+    rc, out, err = run(capsys, path, "--roofline=all", "--format=json")
+    assert (rc, err) == (0, "")
+    r = json.loads(out)
+    # 36 pairs j <= i of 64, 5 products each: 360 matrix FLOPs (as written 640 + 128 cmp/select)
+    assert r["narrowed"] is True
+    t = r["totals"]
+    assert (t["flops"], t["flops_matrix"], t["flops_vector"]) == (360, 360, 0)
+    assert (t["flops_as_written"], t["flops_matrix_as_written"],
+            t["flops_vector_as_written"]) == (768, 640, 128)
+    assert (t["bytes_unfused"], t["bytes_unfused_as_written"]) == (864, 1088)
+    assert t["bytes_fused"] == t["bytes_fused_as_written"] == 576
+    # compulsory-bound: 576 / 3.35e12 at every fidelity; both levels move the compulsory bytes
+    h = r["bounds"]["H100_SXM"]
+    assert h["fused_s"] == h["cache_aware_s"] == 576 / H100_BW
+    assert [lv["bytes"] for lv in h["levels"]] == [576.0, 576.0]
+    rc, out, _ = run(capsys, path, "--roofline=all", "--format=json", "--no-narrow")
+    r = json.loads(out)
+    assert r["narrowed"] is False
+    assert r["totals"]["flops"] == r["totals"]["flops_as_written"] == 768
+
+
+def test_user_narrow_pass_with_the_shorthand(capsys, tmp_path):
+    path = src(tmp_path, TRIL)
+    rc, out, err = run(capsys, path, "-p", "narrow-needed", "--roofline=fused", "--format=json")
+    assert (rc, err) == (0, "")
+    assert json.loads(out)["totals"]["flops"] == 360
+
+
+# ---- cache-aware through the driver ---------------------------------------------------------------
+
+def test_text_report_levels_and_binding_columns(capsys, tmp_path):
+    rc, out, err = run(capsys, src(tmp_path, mm(N)), "--roofline=all", "--hw", "H100_SXM")
+    assert (rc, err) == (0, "")
+    assert ("levels:     H100_SXM: dram 121,634,816 B x 1 at 3.35 TB/s; l2 524,288 B x 132 at 16.7 TB/s"
+            in out)
+    assert "cache size:" not in out
+    rows = {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[1:-1]]
+            for ln in out.splitlines() if ln.startswith("|")}
+    # per op: unfused bound, its resource, cache-aware bound, binding level (compute here)
+    assert rows["S1"][-4:] == ["277.8 us", "matrix", "277.8 us", "matrix"]
+    assert rows["cache-aware"] == ["cache-aware", "201,326,592", "277.8 us", "matrix"]
+    assert rows["cache-aware dram term"] == ["cache-aware dram term", "201,326,592", "60.1 us", ""]
+    assert rows["cache-aware l2 term"][1:3] == ["1,321,474,699", "79.13 us"]
+    assert "201,326,592 bytes cache-aware (DRAM level, H100_SXM)" in out
+
+
+def test_cache_size_what_if(capsys, tmp_path):
+    path = src(tmp_path, mm(N))
+    rc, out, err = run(capsys, path, "--roofline=cache-aware", "--cache-size=0.5MiB", "--format=json")
+    assert (rc, err) == (0, "")
+    r = json.loads(out)
+    assert r["cache_size"] == 524288 and r["fidelity"] == ["cache-aware"]
+    h = r["bounds"]["H100_SXM"]
+    assert h["levels"][0]["capacity"] == 524288.0 and h["levels"][1]["capacity"] == 524288.0
+    # the DRAM boundary with one SM's capacity: one unit, so more traffic than the 132-unit l2 level
+    assert h["levels"][0]["bytes"] > h["levels"][1]["bytes"] > 3 * N * N * 4
+    assert h["cache_aware_s"] == h["levels"][0]["bytes"] / H100_BW > h["fused_s"]
+    assert h["cache_aware_bottleneck"] == "dram"
+    assert r["totals"]["bytes_cache_aware"] == h["levels"][0]["bytes"]
+    rc, out, _ = run(capsys, path, "--roofline=cache-aware", "--cache-size=0.5MiB")
+    assert ("cache size: 524,288 bytes at the outermost (DRAM) level: overridden by --cache-size "
+            "(what-if study, not the targets' figures)") in out
+    rows = {ln.split("|")[1].strip() for ln in out.splitlines() if ln.startswith("|")}
+    assert "cache-aware" in rows and "fused" not in rows and "unfused" not in rows
+
+
+def test_targets_with_different_capacities_differ(capsys, tmp_path):
+    """16384^3 f32: the reuse bound passes compulsory at the DRAM level on both targets, by amounts
+    that depend on the capacity (H100 121.6 MB, A100 91.5 MB): per-target bytes, and a note."""
+    path = src(tmp_path, mm(16384))
+    rc, out, err = run(capsys, path, "--roofline=cache-aware", "--hw", "H100_SXM,A100_SXM", "--format=json")
+    assert (rc, err) == (0, "")
+    r = json.loads(out)
+    h, a = (r["bounds"][t]["bytes_cache_aware"] for t in ("H100_SXM", "A100_SXM"))
+    compulsory = 3 * 16384**2 * 4
+    assert compulsory < h < a  # the smaller capacity must move more
+    assert r["totals"]["bytes_cache_aware"] == h  # the first target's
+    rc, out, _ = run(capsys, path, "--roofline=cache-aware", "--hw", "H100_SXM,A100_SXM")
+    assert (f"note: cache-aware DRAM-level bytes differ per target (capacities differ): H100_SXM {int(h):,}, "
+            f"A100_SXM {int(a):,}") in out
+
+
+def test_target_without_levels(capsys, tmp_path):
+    yaml = tmp_path / "nolevels.yaml"
+    yaml.write_text(H100[:H100.index("levels:")] + "levels: []\n")
+    path = src(tmp_path, mm(64))
+    rc, out, err = run(capsys, path, "--roofline=all", "--hw", str(yaml))
+    assert rc == 1 and err == (f"solar-opt: error: H100_SXM: the target defines no memory levels ({yaml}: "
+                               "levels), so it has no cache-aware bound; use fidelity unfused or fused\n")
+    rc, out, err = run(capsys, path, "--roofline=fused", "--hw", str(yaml), "--format=json")
+    assert rc == 0 and json.loads(out)["bounds"]["H100_SXM"]["cache_aware_s"] is None
+
+
+def test_cache_size_needs_cache_aware(capsys, tmp_path):
+    rc, _, err = run(capsys, src(tmp_path, mm(64)), "--roofline=fused", "--cache-size=1MB")
+    assert rc == 1 and err == ("solar-opt: error: roofline: --cache-size sets the on-chip capacity of "
+                               "cache-aware bounds; ask for them with fidelity cache-aware or all\n")
