@@ -12,8 +12,11 @@ just before the first `lift-einsum` unless `--no-narrow` or `-p` has it, and `ro
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import IO, ClassVar
 
@@ -82,7 +85,47 @@ TARGETS: dict[str, str] = {
 }
 
 
+class _DeferredOutput(io.StringIO):
+    """`-o FILE` output held in memory and written only once the whole run succeeded, atomically:
+    a failed run neither creates FILE nor truncates an existing one."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def close(self) -> None:  # xDSLOptMain closes the stream in a `finally`; keep the text
+        pass
+
+    def commit(self) -> None:
+        target = os.path.abspath(self.path)
+        fd, tmp = tempfile.mkstemp(prefix=".solar-opt-", dir=os.path.dirname(target))
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(self.getvalue())
+            os.replace(tmp, target)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+
 class SolarOptMain(xDSLOptMain):
+    _deferred: _DeferredOutput | None = None
+
+    def prepare_output(self) -> IO[str]:
+        out = self.args.output_file
+        if out is None:
+            return sys.stdout
+        inp = self.args.input_file
+        if inp is not None and os.path.exists(out) and os.path.samefile(inp, out):
+            raise SolarError(f"{out}: refusing to overwrite the input file with the output")
+        self._deferred = _DeferredOutput(out)
+        return self._deferred
+
+    def run(self) -> None:
+        super().run()
+        if self._deferred is not None:
+            self._deferred.commit()
+
     version_format = "solar-opt (xdsl {xdsl_version})"
 
     def register_all_dialects(self) -> None:

@@ -126,3 +126,31 @@ def test_start_up_imports_no_heavy_frameworks() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.splitlines()[-1] == "[] 0"
     assert r.stderr.splitlines()[-1] == "// loop-stats: matmul total 33792"
+
+
+BAD_LOOP = "kernel x(A: f32[4] output):\n    for i in range(5):\n        A[i] = 1.0\n"
+
+
+def test_failed_run_writes_nothing(capsys, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.loop"
+    bad.write_text(BAD_LOOP)
+    kept = tmp_path / "kept.txt"
+    kept.write_text("the user's file\n")
+    rc, _, err = run_main(capsys, str(bad), "-t", "loop", "-o", str(kept))
+    assert rc == 1 and "leaves the range [0, 4)" in err
+    assert kept.read_text() == "the user's file\n"
+    fresh = tmp_path / "fresh.txt"
+    rc, _, _ = run_main(capsys, str(bad), "-t", "loop", "-o", str(fresh))
+    assert rc == 1 and not fresh.exists()
+
+
+def test_output_is_written_on_success_and_never_over_the_input(capsys, tmp_path: Path) -> None:
+    src = tmp_path / "m.loop"
+    src.write_text(Path(MATMUL).read_text())
+    out = tmp_path / "out.loop"
+    rc, _, _ = run_main(capsys, str(src), "-t", "loop", "-o", str(out))
+    assert rc == 0 and out.read_text().startswith("kernel matmul(")
+    before = src.read_text()
+    rc, _, err = run_main(capsys, str(src), "-t", "loop", "-o", str(src))
+    assert rc == 1 and "refusing to overwrite the input file" in err
+    assert src.read_text() == before
