@@ -23,7 +23,7 @@ import numpy as np
 from solar_compiler.executor import compare, execute
 from solar_compiler.executor.compare import TOLERANCE, output_dtypes
 from solar_compiler.executor.numeric import USER, quantize
-from solar_compiler.loopir.ast import FLOAT_DTYPES, Kernel, LoopIRError, SExpr, statements, typecheck
+from solar_compiler.loopir.ast import FLOAT_DTYPES, Assign, Kernel, LoopIRError, SExpr, statements, typecheck
 from solar_compiler.mutate import mutants
 from solar_compiler.polyhedral import check_bounds
 from solar_compiler.text.parser import parse_kernels
@@ -61,12 +61,13 @@ def index_bounds(kernel: Kernel) -> dict[str, int]:
     """For integer tensors used as gather indices: the smallest extent they index."""
     out: dict[str, int] = {}
     for ctx in statements(kernel):
-        for r in ctx.stmt.value.walk():
+        for r in [ctx.stmt, *ctx.stmt.value.walk()]:  # the statement itself: a scatter's indices
             if not hasattr(r, "indices"):
                 continue
+            name = r.target if isinstance(r, Assign) else r.tensor
             for d, i in enumerate(r.indices):
                 if isinstance(i, SExpr):
-                    n = kernel.tensor(r.tensor).shape[d]
+                    n = kernel.tensor(name).shape[d]
                     for sub in i.walk():
                         if hasattr(sub, "indices"):
                             out[sub.tensor] = min(out.get(sub.tensor, n), n)

@@ -12,7 +12,9 @@ expressions, over an exact iteration domain written as an islpy set:
         stmts array<i64: 0, 1> loc ["conv.py:3"]
 
 Equation syntax: operands separated by `,`, indices by spaces; an index is a loop variable, an
-affine expression in parentheses, or a loaded index in brackets (`[idx[i]]`: a gather).
+affine expression in parentheses, or a loaded index in brackets (`[idx[i]]`: a gather on the left,
+a scatter on the right, as in `v k d, token k -> [token[k]] d`). A node with a loaded index carries
+the `indirect` flag (the verifier checks it).
 `combine` names the elementwise op when the body is one op on tensor reads (`mul`, `add`, `exp`,
 `gt`, `select`, `cast`), `copy` / `fill` / `iota` when there is no op, `expr` otherwise; `expr` is
 the body in loop-IR text syntax either way. `stmts` lists the loop-IR statement indices the node
@@ -25,13 +27,13 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from solar_compiler.dialects.loop import dtype_type, type_dtype
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, StringAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, TypeAttribute
 from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_prop_def, prop_def, region_def, traits_def
 from xdsl.traits import HasParent, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
+from solar_compiler.dialects.loop import dtype_type, type_dtype
 from solar_compiler.loopir.ast import BINARY_FNS, CMP_PREDS, ROLES, UNARY_FNS
 
 REDUCE_OPS = ("none", "add", "mul", "max", "min")
@@ -251,6 +253,9 @@ class NodeOp(IRDLOperation):
                 raise VerifyException(f"node {name}: '{t}' has rank {len(d.dims)} but the equation gives "
                                       f"{len(idx)} indices")
             for tok in idx:
+                if tok.startswith("[") and self.indirect is None:
+                    raise VerifyException(f"node {name}: loaded index '{tok}' of '{t}' needs the "
+                                          "'indirect' flag")
                 free = _token_vars(tok) - set(ivs)
                 if free:
                     raise VerifyException(f"node {name}: index '{tok}' uses '{sorted(free)[0]}', which is "

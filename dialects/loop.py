@@ -324,26 +324,38 @@ class IfOp(IRDLOperation):
 
 @irdl_op_definition
 class StmtOp(IRDLOperation):
-    """`target[indices] kind value`: the region computes the value and ends in `loop.yield`."""
+    """`target[indices] kind value`: the region computes the value and ends in `loop.yield`.
+
+    Positions listed in `dynamic` (an indirect write, a scatter) take their index from the values
+    the yield passes after the stored value, in position order; `indices` holds the placeholder 0
+    there. Analyses treat such a dimension as reaching any element of the target."""
 
     name = "loop.stmt"
     target = prop_def(StringAttr)
     indices = prop_def(ArrayAttr[AffAttr])
     kind = prop_def(StringAttr)
+    dynamic = opt_prop_def(DenseArrayBase)
     loc = opt_prop_def(StringAttr)
     body = region_def("single_block")
-    assembly_format = "$target $indices $kind (`loc` $loc^)? attr-dict-with-keyword $body"
+    assembly_format = "$target $indices $kind (`dynamic` qualified($dynamic)^)? (`loc` $loc^)? " \
+                      "attr-dict-with-keyword $body"
 
     def __init__(self, target: str, indices: Sequence[AffExpr], kind: str, ops: Sequence[Operation],
-                 loc: str | None = None):
+                 loc: str | None = None, dynamic: Sequence[int] = ()):
         from xdsl.ir import Block, Region
 
         props: dict[str, Attribute] = {"target": StringAttr(target),
                                        "indices": ArrayAttr([AffAttr(i) for i in indices]),
                                        "kind": StringAttr(kind)}
+        if dynamic:
+            props["dynamic"] = DenseArrayBase.from_list(i64, sorted(dynamic))
         if loc:
             props["loc"] = StringAttr(loc)
         super().__init__(properties=props, regions=[Region(Block(ops))])
+
+    @property
+    def dynamic_positions(self) -> tuple[int, ...]:
+        return () if self.dynamic is None else tuple(int(x) for x in self.dynamic.get_values())
 
     def verify_(self) -> None:
         name = self.target.data
@@ -365,6 +377,22 @@ class StmtOp(IRDLOperation):
                                   f"{type_dtype(last.value.type)}")
         if self.kind.data != "=" and decl.dtype == "bool":
             raise VerifyException(f"'{self.kind.data}' reduction into bool tensor '{name}'")
+        pos = self.dynamic_positions
+        if self.dynamic is not None and not pos:
+            raise VerifyException(f"write of '{name}': an empty dynamic list is written by omitting it")
+        if list(pos) != sorted(set(pos)) or any(not 0 <= p < len(decl.dims) for p in pos):
+            raise VerifyException(f"write of '{name}': dynamic positions must be distinct dimensions "
+                                  f"in increasing order, got {list(pos)}")
+        if len(pos) != len(last.dyn_indices):
+            raise VerifyException(f"write of '{name}': {len(pos)} dynamic positions but loop.yield "
+                                  f"passes {len(last.dyn_indices)} index values")
+        for p in pos:
+            if self.indices.data[p].expr != AffExpr.lit(0):
+                raise VerifyException(f"write of '{name}': dynamic position {p} must hold the "
+                                      "placeholder index 0")
+        for v in last.dyn_indices:
+            if type_dtype(v.type) not in INT_DTYPES:
+                raise VerifyException(f"indirect index into '{name}' must be an integer")
 
 
 # ---- scalar ops -------------------------------------------------------------------------------------
@@ -565,13 +593,17 @@ class CastOp(_ScalarOp):
 
 @irdl_op_definition
 class YieldOp(IRDLOperation):
+    """Ends a statement: the stored value, then the dynamic target indices (an indirect write)."""
+
     name = "loop.yield"
     value = operand_def()
+    dyn_indices = var_operand_def()
     traits = traits_def(IsTerminator(), HasParent(StmtOp))
-    assembly_format = "$value attr-dict `:` type($value)"
+    assembly_format = "$value attr-dict `:` type($value) " \
+                      "(`index` `(` $dyn_indices^ `:` type($dyn_indices) `)`)?"
 
-    def __init__(self, value: SSAValue):
-        super().__init__(operands=[value])
+    def __init__(self, value: SSAValue, dyn_indices: Sequence[SSAValue] = ()):
+        super().__init__(operands=[value, list(dyn_indices)])
 
 
 Loop = Dialect("loop", [KernelOp, TensorOp, ForOp, IfOp, StmtOp, ReadOp, IndexOp, ConstOp, UnaryOp,

@@ -9,21 +9,22 @@ equation and expression text are exact descriptions of those statements, for peo
 
 Folding (the only one): `T[idx] = c` immediately followed, in the same loop nest (its loops are the
 outer loops of the next statement and its guards enclose it), by a reduction into `T[idx]` with
-identical indices, where `c` is the identity of that reduction (0 for +=, 1 for *=, -inf / the
-integer minimum for max=, inf / the integer maximum for min=), becomes that node's `init`.
+identical affine indices (never an indirect write, a scatter), where `c` is the identity of that
+reduction (0 for +=, 1 for *=, -inf / the integer minimum for max=, inf / the integer maximum for
+min=), becomes that node's `init`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp
-from solar_compiler.dialects.loop import KernelOp
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
+from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp
+from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr, FloorDiv
 from solar_compiler.loopir.ast import (
@@ -83,6 +84,8 @@ def identity(kind: str, dtype: str) -> float | int | None:
 def _folds(kernel: Kernel, init: StmtContext, red: StmtContext) -> bool:
     a, b = init.stmt, red.stmt
     if a.kind != "=" or not isinstance(a.value, Const) or b.kind == "=" or a.target != b.target:
+        return False
+    if b.indirect:  # a scatter's element is not known to be the init's (repeated indices)
         return False
     if a.indices != b.indices or red.index != init.index + 1:
         return False
@@ -155,16 +158,18 @@ def _token(kernel: Kernel, i: AffExpr | SExpr) -> str:
     return f"[{expr_str(kernel, i, 'i64')}]"
 
 
-def operand_reads(value: SExpr) -> list[Read]:
-    """Distinct reads of a value in first-occurrence order: the node's operands."""
+def operand_reads(value: SExpr, *indices: SExpr) -> list[Read]:
+    """Distinct reads of a value, then of the dynamic target indices of an indirect write, in
+    first-occurrence order: the node's operands."""
     seen: dict[tuple, Read] = {}
-    for r in reads(value):
+    for r in reads(value) + [r for i in indices for r in reads(i)]:
         seen.setdefault((r.tensor, r.indices), r)
     return list(seen.values())
 
 
 def equation(kernel: Kernel, ctx: StmtContext) -> str:
-    lhs = ", ".join(" ".join(_token(kernel, i) for i in r.indices) for r in operand_reads(ctx.stmt.value))
+    ops = operand_reads(ctx.stmt.value, *ctx.stmt.dynamic_indices)
+    lhs = ", ".join(" ".join(_token(kernel, i) for i in r.indices) for r in ops)
     rhs = " ".join(_token(kernel, i) for i in ctx.stmt.indices)
     return f"{lhs} -> {rhs}".strip()
 
@@ -221,7 +226,7 @@ def where(kernel: Kernel, ctx: StmtContext) -> str:
 def _node(kernel: Kernel, g: NodeGroup) -> NodeOp:
     ctx = g.main
     s = ctx.stmt
-    ops = operand_reads(s.value)
+    ops = operand_reads(s.value, *s.dynamic_indices)
     init = None
     if g.init is not None:
         c = g.init.stmt.value
@@ -234,7 +239,8 @@ def _node(kernel: Kernel, g: NodeGroup) -> NodeOp:
         combine=combine_of(s.value), reduce=REDUCE_OF_KIND[s.kind], init=init,
         expr=expr_str(kernel, s.value, kernel.tensor(s.target).dtype), domain=domain_text(ctx),
         stmts=[c.index for c in g.stmts], locs=list(dict.fromkeys(c.stmt.loc for c in g.stmts if c.stmt.loc)),
-        indirect=any(r.indirect for r in reads(s.value)), sequential=any(f.sequential for f in ctx.loops))
+        indirect=s.indirect or any(r.indirect for r in reads(s.value)),
+        sequential=any(f.sequential for f in ctx.loops))
 
 
 def lift_kernel(kernel: Kernel) -> GraphOp:

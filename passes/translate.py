@@ -23,14 +23,16 @@ from solar_compiler.errors import SolarError
 class TranslatePass(ModulePass):
     name = "translate"
 
+    # Numeric options are `int | float`: xDSL's option parser types `memory-gb=1` as an int and
+    # rejects it for a plain `float` field (and `timeout=2.5` for a plain `int` one).
     frontend: str = "auto"
     mode: str = "eval"
     no_cache: bool = False
-    timeout: int = 120
-    memory_gb: float = 8.0
+    timeout: int | float = 120
+    memory_gb: int | float = 8.0
     validate: bool = True
-    time_budget: float = 2.0
-    memory_budget_gb: float = 2.0
+    time_budget: int | float = 2.0
+    memory_budget_gb: int | float = 2.0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from solar_compiler.frontends import FrontendOptions, get_frontend

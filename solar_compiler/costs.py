@@ -21,8 +21,12 @@ Rules (the numbers the tests derive by hand):
   accesses to one tensor in one node count their union. A gather (an index loaded from memory)
   counts the distinct positions of its affine dimensions, times 1 for each loaded dimension: the
   fewest elements it can touch, so bytes stay a lower bound; in a union it counts as the max of
-  that and the exact union of the tensor's direct accesses. A reduction whose identity init was not
-  folded into its node also reads its target (the accumulator); a folded one does not.
+  that and the exact union of the tensor's direct accesses. An indirect write (a scatter,
+  `H[idx[k], d] += ...`) counts the same way: the distinct positions of its affine dimensions, 1 per
+  loaded one, however many points it has (repeated indices may all hit one element); its op is
+  flagged `indirect`, its index arithmetic counts as vector FLOPs as a gather's does, and the reads
+  of its index tensors are reads of the node. A reduction whose identity init was not folded into
+  its node also reads its target (the accumulator); a folded one does not.
 * Compulsory bytes: each input and weight over the union of all its reads in the kernel, each output
   over the union of all its writes, each once at its own dtype; locals are free.
 """
@@ -57,6 +61,7 @@ from solar_compiler.loopir.ast import (
     StmtContext,
     Unary,
     reads,
+    stmt_reads,
     typecheck,
 )
 from solar_compiler.passes.lift_einsum import NodeGroup, equation, group_statements
@@ -366,7 +371,7 @@ def contraction_dtype(ctx: StmtContext) -> str | None:
     s = ctx.stmt
     if s.kind != "+=":
         return None
-    reduced = set(ctx.ivs) - set().union(*(i.vars() for i in s.indices))
+    reduced = set(ctx.ivs) - s.target_vars
     dep = [f for f in _factors(s.value) if _value_vars(f) & reduced]
     if len(dep) < 2:
         return None
@@ -407,6 +412,8 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains) -> OpCost:
     s = ctx.stmt
     it = doms.iterations(ctx)
     n_ops, n_tr = _ops(s.value)
+    for i in s.dynamic_indices:  # a scatter's index arithmetic, as a gather's counts
+        n_ops, n_tr = (a + b for a, b in zip((n_ops, n_tr), _ops(i), strict=True))
     mdt = contraction_dtype(ctx)
     accumulates = s.kind != "="
     if mdt is not None:
@@ -415,7 +422,7 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains) -> OpCost:
         fm, fv = 0, (n_ops + accumulates) * it
         unit = "vector" if n_ops or accumulates else "memory"
     rd: dict[str, list[Site]] = {}
-    for r in reads(s.value):
+    for r in stmt_reads(s):
         rd.setdefault(r.tensor, []).append(doms.site(ctx, r.indices))
     if accumulates and group.init is None:
         rd.setdefault(s.target, []).append(doms.site(ctx, s.indices))
@@ -428,7 +435,7 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains) -> OpCost:
         flops_matrix=fm, flops_vector=fv, flops_transcendental=n_tr * it, matrix_dtype=mdt,
         vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=_accesses(kernel, rd),
         writes=_accesses(kernel, wr), sequential=any(f.sequential for f in ctx.loops),
-        indirect=any(r.indirect for r in reads(s.value)))
+        indirect=s.indirect or any(r.indirect for r in reads(s.value)))
 
 
 @contextmanager
@@ -460,7 +467,7 @@ def _kernel_costs(k: Kernel) -> GraphCosts:
     for g in groups:
         for c in g.stmts:
             write_sites.setdefault(c.stmt.target, []).append(doms.site(c, c.stmt.indices))
-            for r in reads(c.stmt.value):
+            for r in stmt_reads(c.stmt):
                 read_sites.setdefault(r.tensor, []).append(doms.site(c, r.indices))
     compulsory: dict[str, int] = {}
     for t in k.tensors:

@@ -2,8 +2,9 @@
 
 Used to measure how many wrong translations executor-based validation catches
 (`benchmarks/mutants.py`). Each mutant differs from the kernel in exactly one place: an index off
-by one, two indices of a read swapped, another reduction kind, another scalar operation, a guard
-dropped, a statement dropped, or a constant changed. A mutant may be ill-typed or out of bounds;
+by one (for an indirect write: a mutation of its loaded index), two indices of a read swapped,
+another reduction kind, another scalar operation, a guard dropped, a statement dropped, or a
+constant changed. A mutant may be ill-typed or out of bounds;
 telling those apart is the caller's job (typecheck / check_bounds).
 """
 
@@ -82,6 +83,11 @@ def _replace(kernel: Kernel, path: Path, new: list[Node]) -> Kernel:
 
 def _assign_variants(a: Assign) -> Iterator[tuple[str, Assign]]:
     for d, e in enumerate(a.indices):
+        if isinstance(e, SExpr):  # a scatter: mutate the loaded index (its reads, its arithmetic)
+            for desc, v in _expr_variants(e):
+                yield f"dynamic write index {d} of '{a.target}': {desc}", \
+                    replace(a, indices=a.indices[:d] + (v,) + a.indices[d + 1:])
+            continue
         for k in (1, -1):
             idx = a.indices[:d] + (e + k,) + a.indices[d + 1:]
             yield f"write index {d} of '{a.target}' {k:+d}", replace(a, indices=idx)

@@ -17,7 +17,7 @@ from functools import lru_cache
 import islpy as isl
 
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import Kernel, LoopIRError, Read, StmtContext, statements
+from solar_compiler.loopir.ast import Kernel, LoopIRError, Read, StmtContext, statements, stmt_reads
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,8 @@ def _image_count(ivs: tuple[str, ...], conds: tuple[AffCond, ...], dims: tuple[A
 
 def check_bounds(kernel: Kernel) -> None:
     """Every affine access stays inside its tensor on the (guarded) iteration domain.
-    Raises LoopIRError naming the statement, tensor and dimension otherwise."""
+    Raises LoopIRError naming the statement, tensor and dimension otherwise. A dynamic (loaded)
+    index position of a read or write is data: the executor checks it on every point it runs."""
     for ctx in statements(kernel):
         accesses: list[tuple[str, tuple]] = [(ctx.stmt.target, ctx.stmt.indices)]
         accesses += [(r.tensor, r.indices) for r in _reads(ctx)]
@@ -186,7 +187,7 @@ def check_bounds(kernel: Kernel) -> None:
 
 
 def _reads(ctx: StmtContext) -> list[Read]:
-    return [n for n in ctx.stmt.value.walk() if isinstance(n, Read)]
+    return stmt_reads(ctx.stmt)
 
 
 def _ranges(ctx: StmtContext) -> dict[str, tuple[int, int]] | None:

@@ -35,7 +35,8 @@ from solar_compiler.text.printer import print_kernel, print_kernels
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((REPO / "examples" / "loop").glob("*.loop"))
-EXAMPLE_NAMES = ["causal_attention", "conv2d", "cumsum", "embedding", "layernorm", "matmul", "softmax"]
+EXAMPLE_NAMES = ["causal_attention", "conv2d", "cumsum", "embedding", "layernorm", "matmul", "scatter_add",
+                 "softmax"]
 v = AffExpr.var
 
 
@@ -209,14 +210,11 @@ LOOP = "    for i in range(4):\n"
      "3:13: loop variable 'A' shadows an enclosing name"),
     ("    local A: f32[4]\n" + LOOP + "        C[i] = 0.0\n", "2:11: tensor 'A' declared twice"),
     # affine rules
-    (LOOP + "        C[I[i]] = 0.0\n",
-     "3:11: non-affine index of 'C' (writes need affine indices): only loop variables, integers, +, -, "
-     "* by a constant, // and % by a positive constant are allowed"),
+    (LOOP + "        C[A[i]] = 0.0\n", "3:9: indirect index into 'C' must be an integer, got f32"),
     (LOOP + "        for j in range(i * i):\n            C[j] = 0.0\n",
      "3:24: non-affine loop bound: product of two non-constant expressions: (i) * (i)"),
-    (LOOP + "        C[i // 0] = 0.0\n",
-     "3:11: non-affine index of 'C' (writes need affine indices): "
-     "'//' needs a positive constant divisor, got 0"),
+    (LOOP + "        C[I[i] + 0.5] = 0.0\n",
+     "3:9: float literal 0.5 where i64 is expected (write an integer, or cast)"),
     (LOOP + "        if i != 2:\n            C[i] = 0.0\n",
      "3:14: '!=' is not an affine guard (write two guards or a select)"),
     (LOOP + "        if A[i] > 0.0:\n            C[i] = 0.0\n",

@@ -27,7 +27,7 @@ from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p.name for p in (ROOT / "examples" / "torch").glob("*.py"))
-UNSUPPORTED = {"moe_topk.py": "no loop-IR template for aten.nonzero.default"}
+UNSUPPORTED: dict[str, str] = {}  # example file -> the one-line error it must give
 
 TINY = textwrap.dedent("""\
     import torch
@@ -86,6 +86,16 @@ def test_value_dependent_program_validates_on_the_traced_sample_only(monkeypatch
     t = fe.translate_job("examples/torch/data_dependent_branch.py", FrontendOptions())
     assert t.validation["samples"] == 1 and t.validation["frontend"] == "torch-dispatch"
     assert len(t.value_dependent) == 1 and "_local_scalar_dense" in t.value_dependent[0]
+
+
+def test_moe_with_nonzero_validates_on_the_traced_sample(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    t = fe.translate_job("examples/torch/moe_topk.py", FrontendOptions())
+    v = t.validation
+    assert (v["validated"], v["frontend"], v["samples"], v["sizes"]) == (True, "torch-dispatch", 1, "full")
+    assert v["reason"] == "value-dependent program: validated on the traced sample only"
+    assert v["max_rel_err"] < 1e-5
+    assert sum("aten.nonzero.default" in x for x in t.value_dependent) == 4  # one per expert
 
 
 def test_a_wrong_template_fails_validation_with_the_first_mismatch(tmp_path, monkeypatch):

@@ -7,8 +7,9 @@ instances that touch the same element (one of them writing) first differ in a no
 share. Two instances of one statement that both write are fine (a reduction, or `=` where the
 lexicographically last point wins, which the executor implements). Everything else is checked here
 with islpy, after a syntactic shortcut for the common case of identical accesses that pin every
-shared non-scan variable. Indirect (gathered) index positions are unconstrained, so a gather from a
-tensor written in the same non-scan loop is rejected rather than guessed.
+shared non-scan variable. Indirect (gathered or scattered) index positions are unconstrained: an
+indirect write may touch any element along them, so a gather from a tensor written in the same
+non-scan loop, or a read of a tensor scattered into there, is rejected rather than guessed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 import islpy as isl
 
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import For, Index, Kernel, LoopIRError, StmtContext, reads, statements
+from solar_compiler.loopir.ast import For, Index, Kernel, LoopIRError, StmtContext, statements, stmt_reads
 from solar_compiler.polyhedral import domain_constraints
 
 Access = tuple[str, tuple[Index, ...], bool]  # tensor, indices, is_write
@@ -54,7 +55,7 @@ def _check_nest(group: list[StmtContext], acc: dict[int, list[Access]]) -> None:
 
 def _accesses(c: StmtContext, written: set[str]) -> list[Access]:
     out: list[Access] = [(c.stmt.target, c.stmt.indices, True)]
-    out += [(r.tensor, r.indices, False) for r in reads(c.stmt.value) if r.tensor in written]
+    out += [(r.tensor, r.indices, False) for r in stmt_reads(c.stmt) if r.tensor in written]
     return out
 
 

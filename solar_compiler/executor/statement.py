@@ -3,9 +3,12 @@
 `=` writes through a strided view of the target when the target map is injective (each loop
 variable of extent > 1 in exactly one index, alone there) and stays inside the tensor on the hull of
 the domain; otherwise it scatters the in-domain points in lexicographic order, keeping the last write
-to each element (program order). A reduction (`+=` `*=` `max=` `min=`) first reduces the loop
-variables the target does not use, with masked-out points contributing the identity, then combines
-with the current value. A `+=` over a product is contracted with einsum from factors evaluated only
+to each element (program order). An indirect write (a dynamic target index) always scatters: `=`
+with that last-writer rule, a reduction through `ufunc.at` (np.add.at, np.maximum.at, ...), which
+combines repeated indices; a dynamic index outside the tensor on an in-domain point is an error.
+A reduction (`+=` `*=` `max=` `min=`) first reduces the loop variables the target does not use
+(a dynamic index uses those it depends on), with masked-out points contributing the identity, then
+combines with the current value. A `+=` over a product is contracted with einsum from factors evaluated only
 over their own variables, so a matmul or conv never materialises its iteration space. Grids whose
 working set exceeds the memory budget are cut into chunks along one axis (the outermost for `=`, so
 that chunks run in program order; any axis of the largest factor for reductions, which commute).
@@ -24,7 +27,7 @@ from solar_compiler.executor.evaluate import Evaluator
 from solar_compiler.executor.grid import Grid
 from solar_compiler.executor.numeric import STORAGE, identity, quantize
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Assign, Binary, IndexValue, Read, SExpr, TensorDecl
+from solar_compiler.loopir.ast import Assign, Binary, Index, IndexValue, Read, SExpr, TensorDecl
 
 REDUCE = {"+=": np.add, "*=": np.multiply, "max=": np.maximum, "min=": np.minimum}
 
@@ -67,8 +70,8 @@ class Plan:
 
     @staticmethod
     def of(stmt: Assign, dtype: str) -> Plan:
-        tv = set().union(*(i.vars() for i in stmt.indices)) if stmt.indices else set()
-        p = Plan(stmt, tv, item=max(STORAGE[dtype].itemsize, 4))
+        # a dynamic target index keeps the variables it depends on: `H[idx[k]] += x[k]` reduces no k
+        p = Plan(stmt, stmt.target_vars, item=max(STORAGE[dtype].itemsize, 4))
         if stmt.kind == "+=":
             p.factors = mul_factors(stmt.value)
             p.factor_vars = [expr_vars(f) for f in p.factors]
@@ -217,10 +220,13 @@ def _reduce(value: np.ndarray, red: Sequence[int], grid: Grid, kind: str, dtype:
 
 
 # ---- stores -------------------------------------------------------------------------------------
-def _injective_axes(indices: Sequence[AffExpr], grid: Grid) -> set[int] | None:
-    """Axes the target map covers one-to-one, or None when it is not such a map."""
+def _injective_axes(indices: Sequence[Index], grid: Grid) -> set[int] | None:
+    """Axes the target map covers one-to-one, or None when it is not such a map (a dynamic index,
+    a scatter, never is: its stores go through `_flatten`, in program order)."""
     cover: set[int] = set()
     for e in indices:
+        if not isinstance(e, AffExpr):
+            return None
         big = [grid.pos[v] for v in e.vars() if v in grid.pos and grid.axes[grid.pos[v]].count > 1]
         if not big:
             continue

@@ -162,12 +162,32 @@ class TensorDecl:
 
 @dataclass
 class Assign:
+    """`target[indices] kind value`. An index that is an SExpr (a loaded or computed integer) makes
+    the write indirect (a scatter): analyses treat such a dimension as reaching any element."""
+
     target: str
-    indices: tuple[AffExpr, ...]
+    indices: tuple[Index, ...]
     kind: str
     value: SExpr
     loc: str | None = None
     pos: str | None = field(default=None, compare=False)  # where the text form wrote it
+
+    @property
+    def indirect(self) -> bool:
+        return any(isinstance(i, SExpr) for i in self.indices)
+
+    @property
+    def dynamic_indices(self) -> tuple[SExpr, ...]:
+        """The SExpr positions of the target, in dimension order (empty for an affine write)."""
+        return tuple(i for i in self.indices if isinstance(i, SExpr))
+
+    @property
+    def target_vars(self) -> set[str]:
+        """Loop variables the written element depends on (through a dynamic index too)."""
+        out: set[str] = set()
+        for i in self.indices:
+            out |= i.vars() if isinstance(i, AffExpr) else expr_vars(i)
+        return out
 
 
 @dataclass
@@ -238,6 +258,24 @@ def statements(kernel: Kernel) -> list[StmtContext]:
 
 def reads(e: SExpr) -> list[Read]:
     return [n for n in e.walk() if isinstance(n, Read)]
+
+
+def stmt_reads(a: Assign) -> list[Read]:
+    """Every read of a statement: those of its value, then those of its dynamic target indices."""
+    return reads(a.value) + [r for i in a.dynamic_indices for r in reads(i)]
+
+
+def expr_vars(e: SExpr) -> set[str]:
+    """Loop variables an expression depends on (affine read indices and index values)."""
+    out: set[str] = set()
+    for n in e.walk():
+        if isinstance(n, IndexValue):
+            out |= n.expr.vars()
+        elif isinstance(n, Read):
+            for i in n.indices:
+                if isinstance(i, AffExpr):
+                    out |= i.vars()
+    return out
 
 
 # ---- type inference ---------------------------------------------------------------------------
@@ -357,7 +395,13 @@ def typecheck_assign(kernel: Kernel, a: Assign) -> Assign:
         raise LoopIRError(f"type mismatch: '{a.target}' is {target.dtype} but the value is {value.dtype}")
     if a.kind in ("max=", "min=", "*=", "+=") and target.dtype == "bool":
         raise LoopIRError(f"'{a.kind}' reduction into bool tensor '{a.target}'")
-    return Assign(a.target, a.indices, a.kind, value, a.loc, a.pos)
+    indices = tuple(i if isinstance(i, AffExpr) else infer(i, kernel, "i64") for i in a.indices)
+    for i in indices:
+        if isinstance(i, SExpr):
+            check_expr(i)
+            if i.dtype not in INT_DTYPES:
+                raise LoopIRError(f"indirect index into '{a.target}' must be an integer, got {i.dtype}")
+    return Assign(a.target, indices, a.kind, value, a.loc, a.pos)
 
 
 def typecheck(kernel: Kernel) -> Kernel:

@@ -63,8 +63,10 @@ def _node_op(n: Node) -> Operation:
         return IfOp(n.conds, [_node_op(c) for c in n.body])
     ops: list[Operation] = []
     v = _expr_ops(n.value, ops)
-    ops.append(YieldOp(v))
-    return StmtOp(n.target, n.indices, n.kind, ops, n.loc)
+    dyn = {p: _expr_ops(i, ops) for p, i in enumerate(n.indices) if isinstance(i, SExpr)}
+    ops.append(YieldOp(v, [dyn[p] for p in sorted(dyn)]))
+    idx = [i if isinstance(i, AffExpr) else AffExpr.lit(0) for i in n.indices]
+    return StmtOp(n.target, idx, n.kind, ops, n.loc, sorted(dyn))
 
 
 def _expr_ops(e: SExpr, ops: list[Operation]) -> SSAValue:
@@ -118,8 +120,9 @@ def _op_node(o: Operation) -> Node:
     if isinstance(o, StmtOp):
         y = o.body.block.last_op
         assert isinstance(y, YieldOp)
-        return Assign(o.target.data, tuple(a.expr for a in o.indices.data), o.kind.data,
-                      _value_expr(y.value), o.loc.data if o.loc else None)
+        dyn = dict(zip(o.dynamic_positions, y.dyn_indices, strict=True))
+        idx = tuple(_value_expr(dyn[p]) if p in dyn else a.expr for p, a in enumerate(o.indices.data))
+        return Assign(o.target.data, idx, o.kind.data, _value_expr(y.value), o.loc.data if o.loc else None)
     raise LoopIRError(f"unexpected operation '{o.name}' in a kernel body")
 
 

@@ -245,15 +245,11 @@ class _KernelBuilder:
                 raise self.err(e.message, t) from None
         raise self.err(f"unexpected statement '{t.data}'", t)
 
-    def target(self, access: Tree) -> tuple[str, tuple[AffExpr, ...]]:
-        name, *idx = access.children
-        decl = self.lookup(name)
-        idx = [i for i in idx if i is not None]
-        if len(idx) != len(decl.shape):
-            raise self.err(f"'{name}' has rank {len(decl.shape)} but is indexed with {len(idx)} indices",
-                           access)
-        return str(name), tuple(self.affine(i, f"index of '{name}' (writes need affine indices)")
-                                for i in idx)
+    def target(self, access: Tree) -> tuple[str, tuple[AffExpr | SExpr, ...]]:
+        """The written tensor and its indices: affine, or (an indirect write, a scatter) any
+        integer expression, exactly as a read's indices are parsed."""
+        read = self.read(access)
+        return read.tensor, read.indices
 
     def guard(self, t: Tree) -> list[AffCond]:
         if t.data == "and_expr":

@@ -64,7 +64,7 @@ def _nodes(k: Kernel, nodes: list[Node], depth: int, out: list[str]) -> None:
 
 
 def print_assign(k: Kernel, a: Assign) -> str:
-    idx = ", ".join(str(i) for i in a.indices)
+    idx = ", ".join(str(i) if isinstance(i, AffExpr) else _expr(k, i, "i64", 0) for i in a.indices)
     s = f"{a.target}[{idx}] {a.kind} {expr_str(k, a.value, k.tensor(a.target).dtype)}"
     return s + (f' @ "{a.loc}"' if a.loc else "")
 

@@ -62,13 +62,17 @@ class TorchFrontend:
 # ---- the job (runs in the child) ------------------------------------------------------------------
 def sandboxed_job(path: str, options: FrontendOptions) -> Translation | str:
     """`translate_job`, with its diagnostics (SolarError, LoopIRError) returned as the one-line
-    message itself, so that the parent shows them unchanged."""
+    message itself, so that the parent shows them unchanged. A diagnostic caused by a failed
+    allocation (the capture reports it as "forward raised RuntimeError: ... can't allocate memory")
+    is the sandbox's memory limit at work, and says so."""
     from solar_compiler.loopir.ast import LoopIRError
+
+    from .sandbox import memory_limit_message
 
     try:
         return translate_job(path, options)
     except (SolarError, LoopIRError) as e:
-        return " ".join(str(e).split())
+        return memory_limit_message(e, path, options.memory_gb) or " ".join(str(e).split())
 
 
 def translate_job(path: str, options: FrontendOptions) -> Translation:

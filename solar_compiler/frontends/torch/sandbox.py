@@ -32,7 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SandboxError", "capture_child", "eager_forward", "run_in_child"]
+__all__ = ["SandboxError", "capture_child", "eager_forward", "memory_limit_message", "run_in_child"]
 
 _STARTUP_S = 120.0  # time allowed for the child to start and import the function's module
 
@@ -232,6 +232,23 @@ def _is_memory_error(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return any(m in text for m in _MEMORY_MARKERS)
+
+
+def memory_limit_message(exc: BaseException, label: str, limit_gb: float) -> str | None:
+    """`<label>[:<line>]: exceeded memory limit of N GB` when `exc` or an exception it was raised
+    from (its `__cause__`/`__context__` chain) is a failed allocation, else None. The line is the
+    one `exc`'s own message names (`<label>:<line>: forward raised ...`), if any."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if _is_memory_error(e):
+            text = str(exc)
+            line = text[len(label) + 1:].split(":", 1)[0] if text.startswith(f"{label}:") else ""
+            where = f"{label}:{line}" if line.isdigit() else label
+            return f"{where}: exceeded memory limit of {_fmt_num(limit_gb)} GB"
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def _describe(exc: BaseException, label: str, limit_gb: float) -> str:

@@ -206,15 +206,16 @@ class Translator:
         return self.node.kwargs.get(name, default)
 
     # ---- statements -------------------------------------------------------------------------
-    def emit(self, target: TensorDecl, tidx: Sequence[AffExpr], kind: str, value: SExpr,
+    def emit(self, target: TensorDecl, tidx: Sequence[Index], kind: str, value: SExpr,
              loops: Sequence[Loop], guards: Sequence[AffCond] = ()) -> None:
-        """Append `target[tidx] kind value` inside `loops` (outermost first) and `guards`.
+        """Append `target[tidx] kind value` inside `loops` (outermost first) and `guards`; an
+        SExpr position of `tidx` is a loaded index (an indirect write, a scatter).
         Every `//` and `%` the loop ranges make exact is simplified away first."""
         ranges = dict(self._ranges[-1])
         for lp in loops:
             lo = AffExpr.of(lp.lb).bounds(ranges)[0]
             ranges[lp.iv] = (lo, AffExpr.of(lp.ub).bounds(ranges)[1] - 1)
-        tidx = [simplify(e, ranges) for e in tidx]
+        tidx = [simplify(e, ranges) if isinstance(e, AffExpr) else simplify_expr(e, ranges) for e in tidx]
         value = simplify_expr(value, ranges)
         guards = [AffCond(simplify(g.expr, ranges), g.op) for g in guards]
         node: Node = Assign(target.name, tuple(tidx), kind, value, self.loc)
@@ -475,7 +476,7 @@ def _shape(nodes: list[Node]) -> list[object]:
         elif isinstance(n, If):
             out.append(("if", tuple((c.op, _aff_shape(c.expr)) for c in n.conds), tuple(_shape(n.body))))
         else:
-            idx = tuple(_aff_shape(i) for i in n.indices)
+            idx = tuple(_aff_shape(i) if isinstance(i, AffExpr) else _expr_shape(i) for i in n.indices)
             out.append(("stmt", n.target, n.kind, idx, _expr_shape(n.value), n.loc))
     return out
 

@@ -21,6 +21,7 @@ from . import (
     recurrent,
     reduce,
     scan,
+    scatter,
     select,
     shape,
     softmax,
@@ -28,7 +29,7 @@ from . import (
 )
 
 _MODULES = (attention, conv, elementwise, indexing, linalg, norm, pool, random, recurrent, reduce, scan,
-            select, shape, softmax, views)
+            scatter, select, shape, softmax, views)
 
 
 def _merge() -> dict[str, Callable]:

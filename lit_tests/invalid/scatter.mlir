@@ -1,0 +1,88 @@
+// Verifiers of indirect writes (loop.stmt with dynamic target positions): each case is one
+// verification error, printed by --verify-diagnostics (which exits 0), so FileCheck sees every
+// message in order.
+// RUN: solar-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+// One dynamic position, but the yield passes no index value.
+loop.kernel "k" {
+  loop.tensor "A" : f32 array<i64: 4> "input"
+  loop.tensor "C" : f32 array<i64: 8> "output"
+  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
+    loop.stmt "C" [#loop.aff<"0">] "+=" dynamic array<i64: 0> {
+      %0 = loop.read "A" [#loop.aff<"i">] dynamic array<i64> : f32
+      loop.yield %0 : f32
+    }
+  }
+}
+// CHECK: write of 'C': 1 dynamic positions but loop.yield passes 0 index values
+
+// -----
+
+// A dynamic position outside the target's rank.
+loop.kernel "k" {
+  loop.tensor "I" : i64 array<i64: 4> "input"
+  loop.tensor "C" : f32 array<i64: 8> "output"
+  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
+    loop.stmt "C" [#loop.aff<"0">] "=" dynamic array<i64: 1> {
+      %0 = loop.const 1.0 : f64 : f32
+      %1 = loop.read "I" [#loop.aff<"i">] dynamic array<i64> : i64
+      loop.yield %0 : f32 index(%1 : i64)
+    }
+  }
+}
+// CHECK: write of 'C': dynamic positions must be distinct dimensions in increasing order, got [1]
+
+// -----
+
+// A float index value.
+loop.kernel "k" {
+  loop.tensor "A" : f32 array<i64: 4> "input"
+  loop.tensor "C" : f32 array<i64: 8> "output"
+  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
+    loop.stmt "C" [#loop.aff<"0">] "=" dynamic array<i64: 0> {
+      %0 = loop.read "A" [#loop.aff<"i">] dynamic array<i64> : f32
+      loop.yield %0 : f32 index(%0 : f32)
+    }
+  }
+}
+// CHECK: indirect index into 'C' must be an integer
+
+// -----
+
+// The dynamic position must hold the placeholder index 0.
+loop.kernel "k" {
+  loop.tensor "I" : i64 array<i64: 4> "input"
+  loop.tensor "C" : f32 array<i64: 8> "output"
+  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
+    loop.stmt "C" [#loop.aff<"i">] "=" dynamic array<i64: 0> {
+      %0 = loop.const 1.0 : f64 : f32
+      %1 = loop.read "I" [#loop.aff<"i">] dynamic array<i64> : i64
+      loop.yield %0 : f32 index(%1 : i64)
+    }
+  }
+}
+// CHECK: write of 'C': dynamic position 0 must hold the placeholder index 0
+
+// -----
+
+// An empty dynamic list is spelled by leaving it out.
+loop.kernel "k" {
+  loop.tensor "C" : f32 array<i64: 8> "output"
+  loop.for "i" = <"0"> to <"8"> step 1 : i64 {
+    loop.stmt "C" [#loop.aff<"i">] "=" dynamic array<i64> {
+      %0 = loop.const 1.0 : f64 : f32
+      loop.yield %0 : f32
+    }
+  }
+}
+// CHECK: write of 'C': an empty dynamic list is written by omitting it
+
+// -----
+
+// An einsum node with a loaded index must carry the indirect flag.
+einsum.graph "g" {
+  einsum.tensor "ids" : i64 array<i64: 4> "input"
+  einsum.tensor "G" : f32 array<i64: 8> "output"
+  einsum.node "S0" "t -> [ids[t]]" ins(["ids"] : [i64]) outs("G" : f32) combine "cast" reduce "add" expr "f32(ids[t])" domain "{ S0[t] : 0 <= t < 4 }" stmts array<i64: 0>
+}
+// CHECK: node S0: loaded index '[ids[t]]' of 'G' needs the 'indirect' flag
