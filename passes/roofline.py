@@ -5,7 +5,9 @@ schema `solar-report/1`, see `solar_compiler.report`), which the `report` and `j
 Costs come from `solar_compiler.costs`, whether or not `lift-einsum` ran, so they are those of the
 kernels in the module: the needed work when `narrow-needed` ran first; its as-written record
 (`solar.as_written`) is reported beside them. `cache-size` (bytes, e.g. 64MB or 0.5MiB) overrides
-the outermost (DRAM) level's capacity of cache-aware bounds, for what-if studies.
+the outermost (DRAM) level's capacity of cache-aware bounds, for what-if studies. The unfused
+bound is priced per source op when the module records them (`solar.source_ops`, see
+`solar_compiler.unfused`), else per einsum node.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from solar_compiler.bounds import FIDELITIES, parse_latency, parse_size
 from solar_compiler.costs import GraphCosts
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import PRECISIONS, parse_hw_list
+from solar_compiler.unfused import UnfusedKernel
 
 
 def module_graph_costs(module: ModuleOp) -> list[GraphCosts]:
@@ -31,6 +34,22 @@ def module_graph_costs(module: ModuleOp) -> list[GraphCosts]:
     if not graphs:
         raise SolarError(f"{_source(module)}: roofline: no kernel in the module (is the input translated?)")
     return graphs
+
+
+def module_unfused_kernels(module: ModuleOp, graphs: list[GraphCosts]) -> list[list[UnfusedKernel]] | None:
+    """The kernels of the unfused bound per graph from the module's source-op record, or None (one
+    per node) when it has none."""
+    from solar_compiler.loopir.convert import module_kernels
+    from solar_compiler.unfused import SOURCE_OPS_ATTR, module_source_ops, source_kernels
+
+    ops = module_source_ops(module)
+    if ops is None:
+        return None
+    kernels = module_kernels(module)
+    if len(kernels) != 1 or len(graphs) != 1:
+        raise SolarError(f"{_source(module)}: module attribute {SOURCE_OPS_ATTR} describes one kernel, "
+                         f"the module has {len(kernels)}")
+    return [source_kernels(kernels[0], graphs[0], ops)]
 
 
 def _source(module: ModuleOp) -> str:
@@ -89,6 +108,7 @@ class RooflinePass(ModulePass):
         latency = parse_latency(self.inverse) if self.inverse is not None else None
         targets = parse_hw_list(self.hw if isinstance(self.hw, str) else ",".join(self.hw))
         graphs = module_graph_costs(op)
+        unfused = module_unfused_kernels(op, graphs)
         kernels = None
         if "cache-aware" in fidelity:
             from solar_compiler.loopir.convert import module_kernels
@@ -96,7 +116,8 @@ class RooflinePass(ModulePass):
             kernels = module_kernels(op)
         report = build_report(graphs, targets, source=_source(op), validation=module_validation(op),
                               precision=self.precision, fidelity=fidelity, latency_s=latency,
-                              kernels=kernels, cache_size=cache_size, as_written=module_as_written(op))
+                              kernels=kernels, cache_size=cache_size, as_written=module_as_written(op),
+                              unfused=unfused)
         op.attributes[REPORT_ATTR] = StringAttr(json.dumps(report))
         if self.plot is not None:
             from solar_compiler.plot import write_plot

@@ -4,8 +4,21 @@ Per op: t_matrix = FLOPs_matrix / matrix_peak(matrix dtype, precision), t_vector
 vector_peak(vector dtype), t_memory = bytes / DRAM bandwidth; the op's bound is the largest of the
 three (the units and the memory system overlap, so the max and not the sum is a lower bound).
 
-* unfused = sum over ops of the op bound: every op reads its operands from DRAM and writes its
-  results back.
+* unfused = sum over kernels of the kernel bound: every kernel reads its operands from DRAM and
+  writes its results back. A kernel is what one eager kernel would run (`solar_compiler.unfused`):
+  the statements one source op became (a softmax's five statements, a convolution's init and its
+  reduction) when the frontend recorded them in `solar.source_ops`, else one einsum node. Its
+  compute time is max over units of the sum of its ops' times on that unit (per-op dtypes priced
+  separately); its memory time is its external traffic / DRAM bandwidth: tensors it reads that it
+  did not produce, and results that are outputs or that a later kernel reads (its intermediates
+  stay on chip). Per-op bounds are still reported, but the unfused bound is priced per kernel:
+  pricing a softmax per statement would exceed what the one eager kernel achieves.
+  The grouping survives `narrow-needed`, which may split a statement into guarded pieces and
+  constant stores or remove it: `narrowing.narrow` reports for every statement of the narrowed
+  kernel the statement it came from (`NarrowResult.origin`), and the pass rewrites
+  `solar.source_ops` with it (`unfused.remap_source_ops`); the roofline pass rejects a record
+  that does not cover the kernel's statements. Keying the groups by location or tensor would not
+  do: several ATen ops share one source line, and one op may write another's tensor.
 * fused = max over resources of the whole graph's time on it: matrix and vector time summed over
   ops (per-op dtypes priced separately), memory time = compulsory bytes / bandwidth.
 * cache-aware = max(fused terms, max over memory levels l of Q_l / bandwidth_l), Q_l the bytes that
@@ -31,6 +44,7 @@ from typing import TYPE_CHECKING
 from solar_compiler.costs import GraphCosts, OpCost
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import HwTarget
+from solar_compiler.unfused import UnfusedKernel, node_kernels
 
 if TYPE_CHECKING:
     from solar_compiler.loopir.ast import Kernel
@@ -51,6 +65,26 @@ class OpBound:
     @property
     def t_compute(self) -> float:
         return max(self.t_matrix, self.t_vector)
+
+    @property
+    def bound_s(self) -> float:
+        return max(self.t_matrix, self.t_vector, self.t_memory)
+
+    @property
+    def bottleneck(self) -> str:
+        return _binding(self.t_matrix, self.t_vector, self.t_memory)
+
+
+@dataclass(frozen=True)
+class KernelBound:
+    """Times (seconds) of one kernel of the unfused bound: its ops' unit times summed, its bytes."""
+
+    name: str
+    ops: tuple[int, ...]   # indices into GraphBounds.ops
+    bytes: int             # external traffic (solar_compiler.unfused)
+    t_matrix: float
+    t_vector: float
+    t_memory: float
 
     @property
     def bound_s(self) -> float:
@@ -113,10 +147,11 @@ class GraphBounds:
     hw: str
     precision: str
     ops: tuple[OpBound, ...]
-    fused_matrix_s: float   # sum over ops of t_matrix
-    fused_vector_s: float   # sum over ops of t_vector
+    fused_matrix_s: float   # sum over kernels of t_matrix (= over ops)
+    fused_vector_s: float   # sum over kernels of t_vector (= over ops)
     fused_memory_s: float   # compulsory bytes / DRAM bandwidth
-    unfused_memory_s: float  # sum over ops of t_memory
+    unfused_memory_s: float  # sum over kernels of t_memory
+    kernels: tuple[KernelBound, ...] = ()  # the kernels of the unfused bound
     cache_aware: CacheAwareBounds | None = None  # None when not asked for
 
     @property
@@ -125,7 +160,11 @@ class GraphBounds:
 
     @property
     def unfused_s(self) -> float:
-        return sum(o.bound_s for o in self.ops)
+        return sum(k.bound_s for k in self.kernels)
+
+    @property
+    def bytes_unfused(self) -> int:
+        return sum(k.bytes for k in self.kernels)
 
     @property
     def fused_s(self) -> float:
@@ -161,26 +200,42 @@ def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto") -> OpBound:
 
 
 def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precision: str = "auto",
-                 kernels: Sequence[Kernel] | None = None, cache_size: int | None = None) -> GraphBounds:
+                 kernels: Sequence[Kernel] | None = None, cache_size: int | None = None,
+                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None) -> GraphBounds:
     """Unfused and fused bounds of one or more kernels (priced as one program, see module doc), and
     the cache-aware bound when the kernels the costs were computed from are given (same order).
-    `cache_size` overrides the capacity of the target's outermost (DRAM) level, in bytes."""
+    `cache_size` overrides the capacity of the target's outermost (DRAM) level, in bytes.
+    `unfused` gives, per graph, the kernels of the unfused bound (`solar_compiler.unfused`);
+    None: every op is a kernel with its own traffic."""
     graphs = [graphs] if isinstance(graphs, GraphCosts) else list(graphs)
     if cache_size is not None and kernels is None:
         raise SolarError("a cache size override needs the kernels (it only affects cache-aware bounds)")
-    for g in graphs:
-        check_costs(g)
+    groups = [node_kernels(g) for g in graphs] if unfused is None else [list(u) for u in unfused]
+    if len(groups) != len(graphs):
+        raise SolarError(f"unfused kernels given for {len(groups)} graphs, costs for {len(graphs)}")
+    for g, u in zip(graphs, groups, strict=True):
+        check_costs(g, u)
     ops = tuple(op_bound(o, hw, precision) for g in graphs for o in g.ops)
-    unfused_memory_s = sum(o.t_memory for o in ops)
-    # compulsory <= op bytes holds exactly in integers (check_costs), but compulsory / bw can round one
-    # ulp above the float sum of per-op quotients; the min keeps fused <= unfused exact.
+    kbs: list[KernelBound] = []
+    base = 0
+    for g, u in zip(graphs, groups, strict=True):
+        for k in u:
+            idx = tuple(base + i for i in k.ops)
+            kbs.append(KernelBound(k.name, idx, k.bytes, sum(ops[i].t_matrix for i in idx),
+                                   sum(ops[i].t_vector for i in idx), k.bytes / hw.dram_bw.value))
+        base += len(g.ops)
+    unfused_memory_s = sum(k.t_memory for k in kbs)
+    # compulsory <= kernel bytes holds exactly in integers (check_costs), but compulsory / bw can round
+    # one ulp above the float sum of per-kernel quotients; the min keeps fused <= unfused exact.
     fused_memory_s = min(sum(g.compulsory_bytes for g in graphs) / hw.dram_bw.value, unfused_memory_s)
     b = GraphBounds(
         hw=hw.name, precision=precision, ops=ops,
-        fused_matrix_s=sum(o.t_matrix for o in ops),
-        fused_vector_s=sum(o.t_vector for o in ops),
+        # summed per kernel in the same order as the unfused sum, so unfused >= fused holds exactly
+        fused_matrix_s=sum(k.t_matrix for k in kbs),
+        fused_vector_s=sum(k.t_vector for k in kbs),
         fused_memory_s=fused_memory_s,
         unfused_memory_s=unfused_memory_s,
+        kernels=tuple(kbs),
     )
     if kernels is None:
         return b
@@ -238,14 +293,24 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     return CacheAwareBounds(lv, tuple(ops), terms, cache_size)
 
 
-def check_costs(g: GraphCosts) -> None:
+def check_costs(g: GraphCosts, unfused: Sequence[UnfusedKernel] | None = None) -> None:
     """Reject costs that would break unfused >= fused: compulsory traffic is a subset of the traffic
-    the ops themselves do, so more compulsory bytes than op bytes is a cost-model bug."""
+    the ops (and the unfused kernels) do, so more compulsory bytes is a cost-model bug. The unfused
+    kernels must cover every op exactly once."""
     if not g.ops:
         raise SolarError(f"kernel {g.kernel}: no ops to bound (empty program)")
     if g.compulsory_bytes > g.bytes_unfused:
         raise SolarError(f"kernel {g.kernel}: compulsory bytes {g.compulsory_bytes} exceed the ops' "
                          f"bytes {g.bytes_unfused} (cost model bug: an unread input or unwritten output?)")
+    if unfused is None:
+        return
+    if sorted(i for k in unfused for i in k.ops) != list(range(len(g.ops))):
+        raise SolarError(f"kernel {g.kernel}: the unfused kernels do not cover its {len(g.ops)} ops "
+                         "once each")
+    nbytes = sum(k.bytes for k in unfused)
+    if g.compulsory_bytes > nbytes:
+        raise SolarError(f"kernel {g.kernel}: compulsory bytes {g.compulsory_bytes} exceed the unfused "
+                         f"kernels' bytes {nbytes} (cost model bug in the kernels' external traffic)")
     for o in g.ops:
         if min(o.flops_matrix, o.flops_vector, o.bytes) < 0:
             raise SolarError(f"{o.loc or o.name}: op {o.name} has negative costs")
@@ -298,7 +363,7 @@ def inverse_roofline(b: GraphBounds, graphs: Sequence[GraphCosts], latency_s: fl
     ``*_flops`` / ``dram_bw_Bps`` are the work on that resource divided by the latency; ``*_x`` is the
     multiple of the target's current figure(s) needed (its time on the resource / latency: with
     several dtypes on one unit this is the uniform scale of all that unit's rates). Fused: the
-    program meets the latency iff every multiple is <= 1. Unfused: the sum of per-op maxima has no
+    program meets the latency iff every multiple is <= 1. Unfused: the sum of per-kernel maxima has no
     per-resource inverse, so ``scale_x`` is the uniform scale of ALL the target's figures that meets
     the latency (unfused_s / latency), and the per-resource figures say what each resource would need
     if it alone carried its total work.
@@ -314,7 +379,7 @@ def inverse_roofline(b: GraphBounds, graphs: Sequence[GraphCosts], latency_s: fl
     fused = figures(sum(g.compulsory_bytes for g in graphs), b.fused_memory_s)
     fused["scale_x"] = b.fused_s / latency_s
     fused["met"] = b.fused_s <= latency_s
-    unfused = figures(sum(g.bytes_unfused for g in graphs), b.unfused_memory_s)
+    unfused = figures(b.bytes_unfused, b.unfused_memory_s)
     unfused["scale_x"] = b.unfused_s / latency_s
     unfused["met"] = b.unfused_s <= latency_s
     return {"fused": fused, "unfused": unfused}

@@ -17,7 +17,8 @@ d = the largest element size. The best h gives 1.927 W / sqrt(S_words) for one o
 below the tight 2 W / sqrt(S) of Smith et al. (arXiv 1702.02017), whose lower-order terms we could
 not verify. Only `+=` products of two operands that are projections once some slice variables are
 fixed get a reuse term; everything else (elementwise, row reductions, gathers, scans, and by default
-sliding windows, which Winograd/FFT can compute otherwise) is compulsory traffic only.
+sliding windows, which Winograd/FFT can compute otherwise; indirect writes, scatters) is compulsory
+traffic only.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from solar_compiler.loopir.ast import (
     StmtContext,
     Unary,
     reads,
+    stmt_reads,
     typecheck,
 )
 from solar_compiler.polyhedral import (  # _groups: the same variable grouping the counts use
@@ -118,8 +120,8 @@ def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False) -> Co
     does. A sum or a max of the operands does not qualify: distributing the reduction removes the
     need."""
     s = ctx.stmt
-    if s.kind != "+=" or any(r.tensor == s.target for r in reads(s.value)):
-        return None
+    if s.kind != "+=" or s.indirect or any(r.tensor == s.target for r in reads(s.value)):
+        return None  # an indirect write (a scatter) gets compulsory traffic only
     cands = [f for f in _factors(s.value) if isinstance(f, Read) and not f.indirect]
     if len(cands) < 2:
         return None
@@ -429,7 +431,7 @@ def _is_sunk(k: Kernel, groups: list, c: Contraction) -> bool:
             s = ctx.stmt
             if g.main.index == c.index or ctx.index < c.index:
                 continue
-            touches = [r for r in reads(s.value) if r.tensor == c.c.tensor]
+            touches = [r for r in stmt_reads(s) if r.tensor == c.c.tensor]
             if s.target == c.c.tensor:
                 if s.kind != "=" or not touches or any(tuple(r.indices) != tuple(s.indices) for r in touches):
                     return False

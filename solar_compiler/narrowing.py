@@ -16,9 +16,12 @@ two islpy analyses at statement granularity are exact enough to be useful and so
    known condition never takes.
 
 A kept point whose value is a known constant becomes a constant store (`T[..] = c`, no reads), so no
-kept point ever reads an element that the narrowed kernel no longer computes. Value-dependent masks
-(a mask tensor that is an input) are not narrowed. Regions become `if` guards (one copy of the
-statement per disjoint convex piece); an empty loop or `if` is removed.
+kept point ever reads an element that the narrowed kernel no longer computes. An indirect write (a
+scatter: a dynamic target index) is never narrowed, its reads are needed on its whole domain, and it
+is taken to touch every element along its dynamic dimensions: it ends every known value there,
+neither kills nor is killed, and a scattered reduction needs all those elements (its accumulators).
+Value-dependent masks (a mask tensor that is an input) are not narrowed. Regions become `if` guards
+(one copy of the statement per disjoint convex piece); an empty loop or `if` is removed.
 """
 
 from __future__ import annotations
@@ -51,8 +54,8 @@ from solar_compiler.loopir.ast import (
     SExpr,
     StmtContext,
     Unary,
-    reads,
     statements,
+    stmt_reads,
     typecheck,
 )
 from solar_compiler.polyhedral import domain, footprint, iteration_count
@@ -78,6 +81,7 @@ class _Stmt:
 class NarrowResult:
     kernel: Kernel
     changed: tuple[str, ...]   # one line per narrowed statement, e.g. "S3 S[h, i, j] += ...: guarded"
+    origin: tuple[int, ...] = ()  # per statement of `kernel`: the input statement it came from
 
 
 def narrow(kernel: Kernel, rounds: int = 4) -> NarrowResult:
@@ -89,13 +93,15 @@ def narrow(kernel: Kernel, rounds: int = 4) -> NarrowResult:
     k = typecheck(kernel)
     check_distributable(k)
     notes: list[str] = []
+    origin = tuple(range(len(statements(k))))
     for _ in range(rounds):
         res = _once(k)
         if print_kernel(res.kernel) == print_kernel(k):
             break
         notes += res.changed
+        origin = tuple(origin[i] for i in res.origin)
         k = typecheck(res.kernel)
-    return NarrowResult(k, tuple(notes))
+    return NarrowResult(k, tuple(notes), origin)
 
 
 def _once(k: Kernel) -> NarrowResult:
@@ -120,6 +126,17 @@ def _tensor_box(k: Kernel, name: str) -> isl.Set:
 
 def _access(ctx: StmtContext, tensor: str, indices: Sequence[AffExpr]) -> isl.Map:
     return isl.Map(f"{{ {_space(ctx)} -> T_{tensor}[{', '.join(i.to_isl() for i in indices)}] }}")
+
+
+def _reach(k: Kernel, st: _Stmt) -> isl.Set:
+    """Elements an indirect write may touch: its affine dims over the domain, any value (inside
+    the tensor) along its dynamic ones."""
+    s = st.ctx.stmt
+    dims = [f"x{d}" for d in range(len(s.indices))]
+    eqs = [f"{x} = {i.to_isl()}" for x, i in zip(dims, s.indices, strict=True) if isinstance(i, AffExpr)]
+    body = f" : {' and '.join(eqs)}" if eqs else ""
+    m = isl.Map(f"{{ {_space(st.ctx)} -> T_{s.target}[{', '.join(dims)}]{body} }}")
+    return m.intersect_domain(st.dom).range().intersect(_tensor_box(k, s.target))
 
 
 def _empty_like(s: isl.Set) -> isl.Set:
@@ -286,6 +303,9 @@ def _forward(k: Kernel, stmts: list[_Stmt]) -> None:
         scans = [f for f in ctx.loops if f.sequential]
         vals.dirty = _written_in(stmts, scans[0]) if scans else set()
         st.values = vals.snapshot()
+        if s.indirect:
+            _forward_indirect(k, vals, st)
+            continue
         root = vals.of(s.value, ctx, st.dom)
         acc = _access(ctx, s.target, s.indices)
         written = acc.intersect_domain(st.dom).range()
@@ -316,6 +336,16 @@ def _forward(k: Kernel, stmts: list[_Stmt]) -> None:
             live = st.dom if st.drop is None else st.dom.subtract(st.drop)
             touched = written if scans else acc.intersect_domain(live).range()
             vals.known[s.target] = _nonempty({v: e.subtract(touched) for v, e in table.items()})
+
+
+def _forward_indirect(k: Kernel, vals: _Values, st: _Stmt) -> None:
+    """A scatter: kept whole (one copy, no constant stores), every read live on its domain, and
+    every element it may touch no longer holds a known value."""
+    s = st.ctx.stmt
+    st.splittable = False
+    st.live = [x for e in (s.value, *s.dynamic_indices) for x in _live(vals, e, st.ctx, st.dom)]
+    touched = _reach(k, st)
+    vals.known[s.target] = _nonempty({v: e.subtract(touched) for v, e in vals.known[s.target].items()})
 
 
 def _written_in(stmts: list[_Stmt], loop: For) -> set[str]:
@@ -373,13 +403,13 @@ def _kills(k: Kernel, stmts: list[_Stmt]) -> None:
     readers: dict[str, set[int]] = {}
     for st in stmts:
         s = st.ctx.stmt
-        for r in reads(s.value):
+        for r in stmt_reads(s):
             readers.setdefault(r.tensor, set()).add(top[st.ctx.index])
         if s.kind != "=":
             readers.setdefault(s.target, set()).add(top[st.ctx.index])
     for w in stmts:
         sw = w.ctx.stmt
-        if sw.kind != "=":
+        if sw.kind != "=" or sw.indirect:  # a scatter's elements are unknown: it is never killed
             continue
         acc = _access(w.ctx, sw.target, sw.indices).intersect_domain(w.dom)
         for w2 in stmts[w.ctx.index + 1:]:
@@ -389,6 +419,8 @@ def _kills(k: Kernel, stmts: list[_Stmt]) -> None:
                 continue
             if any(t1 <= t <= t2 for t in readers.get(sw.target, ())):
                 break  # a read in between (or in either nest): nothing later kills
+            if s2.indirect:
+                continue  # may write fewer elements than it reaches: kills nothing
             over = _access(w2.ctx, s2.target, s2.indices).intersect_domain(w2.dom).range()
             dead = acc.intersect_range(over).domain()
             w.kill = dead if w.kill is None else w.kill.union(dead)
@@ -402,14 +434,15 @@ def _backward(k: Kernel, stmts: list[_Stmt]) -> None:
         changed = False
         for st in reversed(stmts):
             s = st.ctx.stmt
-            base = st.dom
-            for cut in (st.kill, st.drop):
-                if cut is not None:
-                    base = base.subtract(cut)
-            acc = _access(st.ctx, s.target, s.indices)
-            st.kept = base.intersect(acc.intersect_range(needed[s.target]).domain()).coalesce()
-            if not st.splittable and not st.kept.is_empty():  # one convex piece (see _forward)
-                st.kept = isl.Set.from_basic_set(st.kept.simple_hull()).intersect(st.dom).coalesce()
+            if s.indirect:
+                st.kept = st.dom
+                reach = _reach(k, st)
+                # the accumulators a scattered reduction may combine into must hold their values
+                if s.kind != "=" and not reach.is_subset(needed[s.target]):
+                    needed[s.target] = needed[s.target].union(reach).coalesce()
+                    changed = True
+            else:
+                st.kept = _kept(st, needed[s.target])
             for r, region in st.live:
                 pts = st.kept.intersect(region)
                 if pts.is_empty():
@@ -419,6 +452,21 @@ def _backward(k: Kernel, stmts: list[_Stmt]) -> None:
                 if not add.is_subset(needed[r.tensor]):
                     needed[r.tensor] = needed[r.tensor].union(add).coalesce()
                     changed = True
+
+
+def _kept(st: _Stmt, needed: isl.Set) -> isl.Set:
+    """The points of an affine write that store a needed element and are neither killed nor
+    identity contributions."""
+    s = st.ctx.stmt
+    base = st.dom
+    for cut in (st.kill, st.drop):
+        if cut is not None:
+            base = base.subtract(cut)
+    acc = _access(st.ctx, s.target, s.indices)
+    kept = base.intersect(acc.intersect_range(needed).domain()).coalesce()
+    if not st.splittable and not kept.is_empty():  # one convex piece (see _forward)
+        kept = isl.Set.from_basic_set(kept.simple_hull()).intersect(st.dom).coalesce()
+    return kept
 
 
 # ---- rebuilding the kernel -------------------------------------------------------------------------------
@@ -447,10 +495,14 @@ def _rebuild(k: Kernel, stmts: list[_Stmt]) -> NarrowResult:
             "guarded" + (f", {len(consts)} constant store(s)" if consts else "")
         notes.append(f"S{st.ctx.index} {print_assign(k, s)}: {what}")
 
+    origin: list[int] = []  # per new statement, the old one (go meets them in program order)
+    old = iter(range(len(stmts)))
+
     def go(nodes: list[Node]) -> list[Node]:
         out: list[Node] = []
         for n in nodes:
             if isinstance(n, Assign):
+                origin.extend([next(old)] * len(statements(Kernel(k.name, [], repl[id(n)]))))
                 out += repl[id(n)]
             elif isinstance(n, For):
                 body = go(n.body)
@@ -462,7 +514,8 @@ def _rebuild(k: Kernel, stmts: list[_Stmt]) -> NarrowResult:
                     out.append(If(n.conds, body))
         return out
 
-    return NarrowResult(Kernel(k.name, list(k.tensors), go(k.body)), tuple(notes))
+    body = go(k.body)
+    return NarrowResult(Kernel(k.name, list(k.tensors), body), tuple(notes), tuple(origin))
 
 
 def _guarded(st: _Stmt, region: isl.Set, a: Assign) -> list[Node]:

@@ -10,6 +10,12 @@ cache-aware ones (polyhedral analysis) only when asked for and the kernels are g
 Counts are those of the kernels as costed: the needed work when `narrow-needed` ran. `narrowed` says
 whether it did; `totals.*_as_written` are the counts before narrowing (equal to the others when it
 did not run). `cache_size` is the DRAM-level capacity override (bytes) or `null`.
+
+`ops` are the einsum nodes, each with its own bound; `kernels_unfused` are the kernels the unfused
+bound sums (`solar_compiler.unfused`: one per source op when the frontend recorded them, else one
+per node), each with its statements, external traffic and bound; `totals.bytes_unfused` is their
+traffic. The validation record is the frontend's (`solar.validation`), plus `value_dependent`, the
+frontend's list of value-dependent ops (`solar.value_dependent`) when it is not empty.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from solar_compiler.bounds import GraphBounds, graph_bounds, inverse_roofline
 from solar_compiler.costs import GraphCosts
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import Figure, HwTarget
+from solar_compiler.unfused import UnfusedKernel, node_kernels
 
 if TYPE_CHECKING:
     from solar_compiler.loopir.ast import Kernel
@@ -56,6 +63,13 @@ def module_validation(module: ModuleOp) -> dict[str, Any]:
     missing = [k for k in VALIDATION_KEYS if not isinstance(record, dict) or k not in record]
     if missing:
         raise SolarError(f"module attribute solar.validation: missing {', '.join(missing)}")
+    vd = module.attributes.get("solar.value_dependent")
+    if vd is not None:
+        ops = json.loads(vd.data) if isinstance(vd, StringAttr) else None
+        if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
+            raise SolarError("module attribute solar.value_dependent: expected a JSON list of strings")
+        if ops:
+            record = {**record, "value_dependent": ops}
     return record
 
 
@@ -71,16 +85,17 @@ def _figure(hw: HwTarget, rate: float, sections: Sequence[str]) -> dict[str, Any
     return {"value": rate, "figure": None, "source": hw.path, "estimate": False}
 
 
-def _as_written(graphs: Sequence[GraphCosts], record: dict[str, dict] | None) -> dict[str, int]:
+def _as_written(graphs: Sequence[GraphCosts], unfused: Sequence[Sequence[UnfusedKernel]],
+                record: dict[str, dict] | None) -> dict[str, int]:
     """Totals before narrowing: from `narrow-needed`'s record where it has the kernel, else the
     kernel's own counts (it was not narrowed)."""
     out = {"flops_as_written": 0, "flops_matrix_as_written": 0, "flops_vector_as_written": 0,
            "bytes_unfused_as_written": 0, "bytes_fused_as_written": 0}
-    for g in graphs:
+    for g, u in zip(graphs, unfused, strict=True):
         rec = (record or {}).get(g.kernel)
         if rec is None:
             rec = {"flops_matrix": g.flops_matrix, "flops_vector": g.flops_vector,
-                   "bytes_unfused": g.bytes_unfused, "compulsory_bytes": g.compulsory_bytes}
+                   "bytes_unfused": sum(k.bytes for k in u), "compulsory_bytes": g.compulsory_bytes}
         try:
             out["flops_matrix_as_written"] += int(rec["flops_matrix"])
             out["flops_vector_as_written"] += int(rec["flops_vector"])
@@ -123,15 +138,18 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                  validation: dict[str, Any], precision: str = "auto",
                  fidelity: Sequence[str] = ("unfused", "fused", "cache-aware"),
                  latency_s: float | None = None, kernels: Sequence[Kernel] | None = None,
-                 cache_size: int | None = None, as_written: dict[str, dict] | None = None) -> dict[str, Any]:
+                 cache_size: int | None = None, as_written: dict[str, dict] | None = None,
+                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None) -> dict[str, Any]:
     """The report dict (schema `solar-report/1`) for the given costs on every target. Cache-aware
     bounds need `kernels` (those the costs came from, same order); `as_written` is `narrow-needed`'s
-    record (None: not narrowed)."""
+    record (None: not narrowed); `unfused` the kernels of the unfused bound per graph (None: one per
+    node)."""
     if not graphs:
         raise SolarError(f"{source}: no kernel to bound")
     ca_kernels = kernels if "cache-aware" in fidelity else None
-    bounds: dict[str, GraphBounds] = {t.name: graph_bounds(graphs, t, precision, ca_kernels, cache_size)
-                                      for t in targets}
+    groups = [node_kernels(g) for g in graphs] if unfused is None else [list(u) for u in unfused]
+    bounds: dict[str, GraphBounds] = {
+        t.name: graph_bounds(graphs, t, precision, ca_kernels, cache_size, groups) for t in targets}
     multi = len(graphs) > 1
     ops = [(g, o) for g in graphs for o in g.ops]
     op_rows = []
@@ -154,6 +172,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                                   for h, b in bounds.items()},
         })
     first = bounds[targets[0].name].cache_aware if targets else None
+    kernel_rows = _kernel_rows(graphs, groups, op_rows, bounds)
     report: dict[str, Any] = {
         "schema": SCHEMA, "source": source, "validation": validation,
         "precision": precision, "fidelity": list(fidelity),
@@ -164,10 +183,10 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
             "flops": sum(o.flops for _, o in ops),
             "flops_matrix": sum(g.flops_matrix for g in graphs),
             "flops_vector": sum(g.flops_vector for g in graphs),
-            "bytes_unfused": sum(g.bytes_unfused for g in graphs),
+            "bytes_unfused": sum(k["bytes"] for k in kernel_rows),
             "bytes_fused": sum(g.compulsory_bytes for g in graphs),
             "bytes_cache_aware": first.bytes_dram if first else None,
-            **_as_written(graphs, as_written),
+            **_as_written(graphs, groups, as_written),
         },
         "bounds": {h: {"unfused_s": b.unfused_s, "fused_s": b.fused_s,
                        "fused_bottleneck": b.fused_bottleneck,
@@ -176,6 +195,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                        **_cache_aware_record(b)}
                    for h, b in bounds.items()},
         "ops": op_rows,
+        "kernels_unfused": kernel_rows,
         "hw": {t.name: _hw_record(t, graphs, precision) for t in targets},
         "value_dependent": [{"op": r["name"], "loc": r["loc"],
                              "tensors": [a.tensor for a in (*o.reads, *o.writes) if a.indirect]}
@@ -188,6 +208,29 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
             inv[h] = inverse_roofline(b, graphs, latency_s)
         report["inverse"] = inv
     return report
+
+
+def _kernel_rows(graphs: Sequence[GraphCosts], groups: Sequence[Sequence[UnfusedKernel]],
+                 op_rows: Sequence[dict[str, Any]], bounds: dict[str, GraphBounds]) -> list[dict[str, Any]]:
+    """One row per kernel of the unfused bound (bounds' `kernels`, in the same order)."""
+    multi = len(graphs) > 1
+    rows = []
+    base = 0
+    for g, u in zip(graphs, groups, strict=True):
+        for k in u:
+            rows.append({"name": f"{g.kernel}.{k.name}" if multi else k.name, "kernel": g.kernel,
+                         "op": k.op, "loc": k.loc, "stmts": list(k.stmts),
+                         "ops": [op_rows[base + i]["name"] for i in k.ops],
+                         "flops_matrix": sum(g.ops[i].flops_matrix for i in k.ops),
+                         "flops_vector": sum(g.ops[i].flops_vector for i in k.ops),
+                         "bytes": k.bytes, "reads": {a.tensor: a.bytes for a in k.reads},
+                         "writes": {a.tensor: a.bytes for a in k.writes}, "bound_s": {}, "bottleneck": {}})
+        base += len(g.ops)
+    for h, b in bounds.items():
+        for row, kb in zip(rows, b.kernels, strict=True):
+            row["bound_s"][h] = kb.bound_s
+            row["bottleneck"][h] = kb.bottleneck
+    return rows
 
 
 # ---- reading back ---------------------------------------------------------------------------------
@@ -236,15 +279,39 @@ def fmt_rate(v: float, unit: str) -> str:
     return f"{v:.4g} {unit}"
 
 
-def _validation_line(v: dict[str, Any]) -> str:
+def _validation_lines(v: dict[str, Any]) -> list[str]:
+    """The validation record in full: what ran (samples, error, sizes) and every note; a validation
+    that did not run is never claimed."""
     if v["validated"]:
         err = v["max_rel_err"]
-        return (f"validated ({v['frontend']} frontend): {v['samples']} sample(s), max relative error "
-                f"{err:.2e}" if err is not None else f"validated ({v['frontend']}): {v['samples']} sample(s)")
-    if v["frontend"] == "loop-text":
-        return "NOT validated: loop-text input; nothing was executed against a reference"
-    why = f": {v['reason']}" if v.get("reason") else ""
-    return f"NOT validated ({v['frontend']} frontend){why}"
+        line = f"validated ({v['frontend']} frontend): {v['samples']} sample(s)"
+        if err is not None:
+            line += f", max relative error {err:.2e}"
+        sizes = v.get("sizes")
+        same = "; the full-size kernel checked to be the same program" if v.get("full_size_same_program") \
+            else ""
+        if sizes == "full":
+            line += ", at full size"
+        elif isinstance(sizes, str) and sizes.startswith("reduced: "):
+            line += f", on a size-reduced instance ({sizes.removeprefix('reduced: ')}{same})"
+        elif sizes:
+            line += f", sizes {sizes}{same}"
+        out = [line]
+    elif v["frontend"] == "loop-text":
+        out = ["NOT validated: loop-text input; nothing was executed against a reference"]
+    else:
+        out = [f"NOT validated ({v['frontend']} frontend)"]
+    if v.get("reason"):
+        out.append(f"note: {v['reason']}")
+    if v.get("export_failed"):
+        out.append(f"note: captured by the dispatch fallback; export failed: {v['export_failed']}")
+    if v.get("value_dependent"):
+        out.append("value-dependent: the bound holds for the traced sample only; ops:")
+        seen: dict[str, int] = {}
+        for op in v["value_dependent"]:
+            seen[op] = seen.get(op, 0) + 1
+        out += [f"  {op}" + (f" (x{n})" if n > 1 else "") for op, n in seen.items()]
+    return out
 
 
 def fmt_bytes(v: float | None) -> str:
@@ -257,7 +324,8 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
     lines = [
         "solar-opt roofline report",
         f"source:     {r['source']}  (kernels: {', '.join(r['kernels'])})",
-        f"validation: {_validation_line(r['validation'])}",
+        *[f"{'validation:' if i == 0 else '':<12}{line}"
+          for i, line in enumerate(_validation_lines(r["validation"]))],
         f"precision:  policy {r['precision']}",
     ]
     if r["narrowed"]:
@@ -292,19 +360,23 @@ def render_text(r: dict[str, Any]) -> str:
     ca = "cache-aware" in r["fidelity"] and all(r["bounds"][h]["cache_aware_s"] is not None for h in hws)
     con = Console(file=buf, width=160 + (40 * len(hws) if ca else 0), no_color=True, force_terminal=False,
                   color_system=None, highlight=False, emoji=False, markup=False)
-    con.print("\n".join(_header(r, hws, ca)))
+    con.print("\n".join(_header(r, hws, ca)), soft_wrap=True)
 
-    t = Table(title="ops", box=box.ASCII2, title_justify="left", show_footer=True)
+    grouped = _grouped(r)
+    t = Table(title="ops" + (" (einsum nodes, each priced alone)" if grouped else ""), box=box.ASCII2,
+              title_justify="left", show_footer=True)
     tot = r["totals"]
     t.add_column("op", footer="total")
     t.add_column("equation", overflow="fold", max_width=36)
     t.add_column("loc", overflow="fold", max_width=20)
     t.add_column("FLOPs matrix", justify="right", footer=f"{tot['flops_matrix']:,}")
     t.add_column("FLOPs vector", justify="right", footer=f"{tot['flops_vector']:,}")
-    t.add_column("bytes", justify="right", footer=f"{tot['bytes_unfused']:,}")
+    t.add_column("bytes", justify="right", footer=f"{sum(op['bytes'] for op in r['ops']):,}")
     t.add_column("FLOP/B", justify="right")
     for h in hws:
-        t.add_column(f"{h}\nbound", justify="right", footer=fmt_time(r["bounds"][h]["unfused_s"]))
+        # grouped: the unfused bound is the kernels' sum, not this column's (see the kernels table)
+        t.add_column(f"{h}\nbound", justify="right",
+                     footer="" if grouped else fmt_time(r["bounds"][h]["unfused_s"]))
         t.add_column(f"{h}\nbound by")
         if ca:
             t.add_column(f"{h}\ncache-aware bound", justify="right")
@@ -319,6 +391,8 @@ def render_text(r: dict[str, Any]) -> str:
                 cells += [fmt_time(op["cache_aware_s"][h]), op["cache_aware_bottleneck"][h]]
         t.add_row(*cells)
     con.print(t)
+    if grouped:
+        con.print(_kernels_table(r, hws))
     con.print(_bounds_table(r, hws, fid, ca))
     extra = f", {fmt_bytes(tot['bytes_cache_aware'])} bytes cache-aware (DRAM level, {hws[0]})" if ca else ""
     con.print(f"totals: {tot['flops']:,} FLOPs ({tot['flops_matrix']:,} matrix, {tot['flops_vector']:,} "
@@ -340,6 +414,50 @@ def render_text(r: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
+def _grouped(r: dict[str, Any]) -> bool:
+    """Whether the unfused kernels come from a source-op record (else they are the ops)."""
+    return any(k["op"] is not None for k in r["kernels_unfused"])
+
+
+def _stmt_ranges(stmts: Sequence[int]) -> str:
+    """[2, 3, 4, 7] -> 'S2-S4, S7'."""
+    runs: list[list[int]] = []
+    for i in stmts:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(f"S{a[0]}" if len(a) == 1 else f"S{a[0]}-S{a[-1]}" for a in runs)
+
+
+def _kernels_table(r: dict[str, Any], hws: list[str]) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    tot = r["totals"]
+    t = Table(title="kernels of the unfused bound (one per source op; its intermediates stay on chip)",
+              box=box.ASCII2, title_justify="left", show_footer=True)
+    t.add_column("kernel", footer="total", overflow="fold", max_width=52)
+    t.add_column("loc", overflow="fold", max_width=64)
+    t.add_column("statements", overflow="fold", max_width=16)
+    t.add_column("FLOPs matrix", justify="right", footer=f"{tot['flops_matrix']:,}")
+    t.add_column("FLOPs vector", justify="right", footer=f"{tot['flops_vector']:,}")
+    t.add_column("bytes", justify="right", footer=f"{tot['bytes_unfused']:,}")
+    for h in hws:
+        t.add_column(f"{h}\nbound", justify="right", footer=fmt_time(r["bounds"][h]["unfused_s"]))
+        t.add_column(f"{h}\nbound by")
+    for k in r["kernels_unfused"]:
+        name = k["op"] if k["op"] is not None else k["name"]
+        if len(r["kernels"]) > 1:
+            name = f"{k['kernel']}.{name}"
+        cells = [name, k["loc"] or "-", _stmt_ranges(k["stmts"]) or ", ".join(k["ops"]),
+                 f"{k['flops_matrix']:,}", f"{k['flops_vector']:,}", f"{k['bytes']:,}"]
+        for h in hws:
+            cells += [fmt_time(k["bound_s"][h]), k["bottleneck"][h]]
+        t.add_row(*cells)
+    return t
+
+
 def _bounds_table(r: dict[str, Any], hws: list[str], fid: list[str], ca: bool) -> Any:
     from rich import box
     from rich.table import Table
@@ -358,7 +476,7 @@ def _bounds_table(r: dict[str, Any], hws: list[str], fid: list[str], ca: bool) -
         cells = [f, fmt_bytes(nbytes)]
         for h in hws:
             bh = r["bounds"][h]
-            by = {"fused": bh["fused_bottleneck"], "unfused": "per op",
+            by = {"fused": bh["fused_bottleneck"], "unfused": "per kernel" if _grouped(r) else "per op",
                   "cache-aware": bh["cache_aware_bottleneck"] or "-"}[f]
             cells += [fmt_time(bh[key]), by]
         b.add_row(*cells)

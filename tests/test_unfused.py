@@ -1,0 +1,429 @@
+"""The unfused bound priced per source op (one eager kernel each): grouping from `solar.source_ops`,
+external traffic, the record surviving `narrow-needed`, the per-kernel report, and the invariants
+unfused >= fused and "a coarser grouping never raises the unfused bound"."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from functools import cache
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from xdsl.context import Context
+from xdsl.dialects.builtin import StringAttr
+
+from solar_compiler.bounds import graph_bounds
+from solar_compiler.costs import kernel_costs
+from solar_compiler.driver import main
+from solar_compiler.errors import SolarError
+from solar_compiler.hw import load_target
+from solar_compiler.loopir.ast import Kernel, statements
+from solar_compiler.loopir.convert import kernels_to_module, module_kernels
+from solar_compiler.narrowing import narrow
+from solar_compiler.passes.narrow_needed import NarrowNeededPass
+from solar_compiler.passes.roofline import RooflinePass
+from solar_compiler.report import REPORT_ATTR, render_text
+from solar_compiler.text.parser import parse_kernel
+from solar_compiler.unfused import remap_source_ops, source_kernels
+
+ROOT = Path(__file__).resolve().parent.parent
+BW, VEC_F32, TF32 = 3.35e12, 66.9e12, 494.7e12  # H100 SXM: DRAM B/s, f32 vector and TF32 FLOP/s
+
+SLICED = """\
+import torch
+import torch.nn as nn
+N = 32
+class Model(nn.Module):
+    def forward(self, a, b):
+        c = torch.softmax(a @ b, dim=1)
+        z = torch.cat([c, torch.zeros_like(c)], dim=1)
+        return torch.relu(z)[:, :40]
+def get_inputs():
+    return [torch.randn(N, N), torch.randn(N, N)]
+def get_init_inputs():
+    return []
+"""
+
+CONV_RELU = """\
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+def get_inputs():
+    return [torch.randn(2, 3, 8, 8)]
+def get_init_inputs():
+    return []
+"""
+
+
+# ---- torch programs: a translation cache filled in-process, solar-opt run in-process -------------------
+@pytest.fixture(scope="module")
+def torch_files(tmp_path_factory):
+    """Paths of the programs used here, their translations cached (as `solar-opt --translate` looks
+    them up) in a temporary cache directory."""
+    pytest.importorskip("torch")
+    from solar_compiler.frontends import FrontendOptions
+    from solar_compiler.frontends.torch import frontend as fe
+
+    tmp = tmp_path_factory.mktemp("unfused")
+    files = {"sliced": tmp / "sliced.py", "conv_relu": tmp / "conv_relu.py"}
+    files["sliced"].write_text(SLICED)
+    files["conv_relu"].write_text(CONV_RELU)
+    paths = {k: str(v) for k, v in files.items()}
+    for name in ("softmax", "conv_bn_relu", "tril_matmul", "causal_attention_manual",
+                 "transformer_encoder_sdpa"):
+        paths[name] = f"examples/torch/{name}.py"
+    old_env, old_cwd = os.environ.get("XDG_CACHE_HOME"), os.getcwd()
+    os.environ["XDG_CACHE_HOME"] = str(tmp / "xdg")
+    os.chdir(ROOT)
+    try:
+        opts = FrontendOptions()
+        for p in paths.values():
+            fe.cache_store(fe.cache_key(p, opts), fe.translate_job(p, opts))
+        yield paths
+    finally:
+        os.chdir(old_cwd)
+        if old_env is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = old_env
+
+
+def roofline_json(capsys, path: str, *extra: str) -> dict:
+    rc = main([path, "--translate", "--roofline=all", "--hw", "H100_SXM", "--format=json", *extra])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return json.loads(out.out)
+
+
+def rows(r: dict) -> list[tuple]:
+    return [(k["op"], k["stmts"], k["bytes"]) for k in r["kernels_unfused"]]
+
+
+def test_softmax_is_one_kernel_reading_x_once_and_writing_y_once(capsys, torch_files):
+    n, d = 64, 1024
+    r = roofline_json(capsys, torch_files["softmax"])
+    (k,) = r["kernels_unfused"]
+    # the inits are separate loop nests (not folded): five nodes, one kernel
+    assert (k["op"], k["stmts"]) == ("aten.softmax.int", [0, 1, 2, 3, 4])
+    assert k["ops"] == ["S0", "S1", "S2", "S3", "S4"]
+    assert (k["reads"], k["writes"]) == ({"x": n * d * 4}, {"softmax": n * d * 4})
+    # max (2 ops: max=), sum (exp(x - m) + accumulate: 3), output (exp, sub, div: 3) per element
+    assert (k["flops_matrix"], k["flops_vector"]) == (0, 7 * n * d)
+    assert k["bytes"] == r["totals"]["bytes_unfused"] == 2 * n * d * 4
+    unfused = r["bounds"]["H100_SXM"]["unfused_s"]
+    assert unfused == k["bound_s"]["H100_SXM"] == 2 * n * d * 4 / BW
+    assert k["bottleneck"]["H100_SXM"] == "memory"
+    # priced per statement, the row statistics' round trips made it larger
+    assert sum(o["bytes"] for o in r["ops"]) > 2 * n * d * 4
+    assert unfused == r["bounds"]["H100_SXM"]["fused_s"]
+
+
+def test_conv_relu_two_kernels_by_hand(capsys, torch_files):
+    r = roofline_json(capsys, torch_files["conv_relu"])
+    x, w, bias, out = 2 * 3 * 8 * 8 * 4, 4 * 3 * 3 * 3 * 4, 4 * 4, 2 * 4 * 8 * 8 * 4
+    # the bias init and the guarded reduction are one kernel: its result goes to DRAM once, and the
+    # accumulator is never re-read from DRAM (per node: S0 writes it, S1 reads and writes it again)
+    assert rows(r) == [("aten.convolution.default", [0, 1], x + w + bias + out),
+                       ("aten.relu.default", [2], 2 * out)]
+    assert [o["bytes"] for o in r["ops"]] == [bias + out, x + w + 2 * out, 2 * out]
+    conv, relu = r["kernels_unfused"]
+    taps = 2 * 4 * 3 * 22 * 22  # per spatial dim 8 * 3 - 2 taps fall inside the padding-free image
+    assert (conv["flops_matrix"], relu["flops_vector"]) == (2 * taps, 2 * 4 * 8 * 8)
+    h = r["bounds"]["H100_SXM"]
+    assert conv["bound_s"]["H100_SXM"] == (x + w + bias + out) / BW > 2 * taps / TF32
+    assert relu["bound_s"]["H100_SXM"] == 2 * out / BW
+    assert h["unfused_s"] == (x + w + bias + out) / BW + 2 * out / BW
+    assert r["totals"]["bytes_unfused"] == x + w + bias + 3 * out
+    assert h["fused_s"] == (x + w + bias + out) / BW <= h["unfused_s"]
+
+
+def test_grouping_survives_narrowing_that_splits_and_removes(capsys, torch_files):
+    """Narrowing removes cat's zero half (the slice never reads it) and splits the output copy into a
+    copy and a constant store: the record follows, each kernel keeps its own statements."""
+    r = roofline_json(capsys, torch_files["sliced"])
+    n = 32
+    assert rows(r) == [("aten.mm.default", [0, 1], 3 * n * n * 4),
+                       ("aten.softmax.int", [2, 3, 4, 5, 6], 2 * n * n * 4),
+                       ("aten.cat.default", [7], 2 * n * n * 4),
+                       ("aten.relu.default", [8], 2 * n * n * 4),
+                       ("output copy", [9, 10], n * n * 4 + n * 40 * 4)]
+    # as written: cat writes 32 x 64, relu reads and writes it, the copy reads 32 x 40 of it
+    t = r["totals"]
+    assert t["bytes_unfused_as_written"] == 3 * n * n * 4 + 2 * n * n * 4 + 3 * n * n * 4 + \
+        4 * n * n * 4 + 2 * n * 40 * 4
+    assert t["bytes_unfused"] == sum(b for _, _, b in rows(r))
+
+
+TRIL_OPS = ["aten.sub.Tensor", "aten.le.Scalar", "aten.where.self"]
+AFTER_NARROWING = {
+    "tril_matmul": [(op, i, 1) for i, op in enumerate(TRIL_OPS * 2)] + [("aten.mm.default", 6, 2)]
+    + [(op, 8 + i, 1) for i, op in enumerate(TRIL_OPS)],
+    "causal_attention_manual": [("aten.linear.default", 0, 2), ("aten.bmm.default", 2, 2),
+                                ("aten.mul.Tensor", 4, 1), ("aten.eq.Scalar", 5, 1),
+                                ("aten.where.self", 6, 1), ("aten.softmax.int", 7, 5),
+                                ("aten.bmm.default", 12, 2), ("aten.linear.default", 14, 2)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(AFTER_NARROWING))
+def test_grouping_after_narrowing_follows_the_statements(name, torch_files):
+    """The record after `narrow-needed`: every statement of the narrowed kernel lies in the entry of
+    the statement it came from and writes the same tensor from the same source line. (Narrowing
+    leaves these two unchanged today: torch decomposes tril into an iota tensor, a compare and a
+    select, and the attention mask is a buffer, so no known-value region reaches the statements.)"""
+    from solar_compiler.frontends import FrontendOptions
+    from solar_compiler.frontends.torch import frontend as fe
+
+    t = fe.translate_job(torch_files[name], FrontendOptions(validate=False))
+    (k,) = t.kernels
+    m = kernels_to_module([k])
+    m.attributes["solar.source_ops"] = StringAttr(json.dumps(t.source_ops))
+    NarrowNeededPass().apply(Context(), m)
+    new = json.loads(m.attributes["solar.source_ops"].data)
+    assert [(e["op"], e["first"], e["count"]) for e in new] == AFTER_NARROWING[name]
+    res = narrow(k)
+    assert new == remap_source_ops(t.source_ops, res.origin)
+    before, after = statements(k), statements(module_kernels(m)[0])
+    assert len(after) == len(res.origin)
+    old_entry = [i for i, e in enumerate(t.source_ops) for _ in range(e["count"])]
+    for e in new:
+        for j in range(e["first"], e["first"] + e["count"]):
+            src = before[res.origin[j]]
+            assert t.source_ops[old_entry[src.index]]["op"] == e["op"]
+            assert (after[j].stmt.target, after[j].stmt.loc) == (src.stmt.target, src.stmt.loc)
+
+
+def test_tril_matmul_kernels_by_hand(capsys, torch_files):
+    """torch.tril decomposes into iota (sub), compare (le) and select (where): one kernel each."""
+    r = roofline_json(capsys, torch_files["tril_matmul"])
+    n = 256
+    f32, i64, b8 = n * n * 4, n * n * 8, n * n
+    tril = [("aten.sub.Tensor", i64), ("aten.le.Scalar", i64 + b8), ("aten.where.self", f32 + b8 + f32)]
+    got = [(op, b) for op, _, b in rows(r)]
+    assert got == [*tril, *tril, ("aten.mm.default", 3 * f32), *tril]
+    assert r["totals"]["bytes_unfused"] == 3 * (2 * i64 + 2 * b8 + 2 * f32) + 3 * f32
+
+
+def test_text_report_shows_the_kernel_table(capsys, torch_files):
+    rc = main([torch_files["conv_bn_relu"], "--translate", "--lift-einsum", "--roofline=all", "--hw",
+               "H100_SXM"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "kernels of the unfused bound (one per source op; its intermediates stay on chip)" in out
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]]
+             for line in out.splitlines() if line.startswith("|")}
+    out_b = 8 * 16 * 32 * 32 * 4
+    conv = cells["aten.convolution.default"]
+    assert conv[2:] == ["S0-S1", "6,786,048", "0", f"{8 * 3 * 32 * 32 * 4 + 16 * 27 * 4 + out_b:,}",
+                        "186.4 ns", "memory"]
+    assert cells["aten.relu.default"][2:] == ["S5", "0", "131,072", f"{2 * out_b:,}", "313 ns", "memory"]
+    bn = next(v for k, v in cells.items() if k.startswith("aten._native_batch_norm"))
+    assert bn[2] == "S2-S4" and bn[5] == f"{2 * out_b + 4 * 16 * 4:,}"
+    assert cells["unfused"][3] == "per kernel"
+    assert "validation: validated (torch-export frontend): 3 sample(s), max relative error" in out
+    assert ", at full size" in out
+
+
+def test_transformer_encoder_kernels(capsys, torch_files):
+    r = roofline_json(capsys, torch_files["transformer_encoder_sdpa"])
+    ops = [k["op"] for k in r["kernels_unfused"]]
+    assert ops.count("aten.scaled_dot_product_attention.default") == 1
+    sdpa = next(k for k in r["kernels_unfused"] if k["op"] == "aten.scaled_dot_product_attention.default")
+    act = 4 * 64 * 128 * 4  # batch x seq x embed, f32
+    # scores and probabilities stay on chip: q, k and v come from one projection tensor
+    assert (sdpa["reads"], sdpa["writes"]) == ({"linear": 3 * act}, {"scaled_dot_product_attention": act})
+    # the residual sum is written once and read back by the final add (a later kernel)
+    assert [k["writes"] for k in r["kernels_unfused"] if k["op"] == "aten.add.Tensor"] == [
+        {"add": act}, {"add_1": act}]
+    b = r["bounds"]["H100_SXM"]
+    assert b["unfused_s"] == pytest.approx(sum(k["bound_s"]["H100_SXM"] for k in r["kernels_unfused"]),
+                                           rel=1e-15)
+    assert b["unfused_s"] >= b["fused_s"]
+
+
+# ---- the record: checks and errors ----------------------------------------------------------------------
+SOFTMAX = (ROOT / "examples/loop/softmax.loop").read_text()
+
+
+def module_with_ops(text: str, ops: object):
+    k = parse_kernel(text, "k.loop")
+    m = kernels_to_module([k])
+    m.attributes["solar.source"] = StringAttr("k.loop")
+    m.attributes["solar.frontend"] = StringAttr("loop-text")
+    m.attributes["solar.source_ops"] = StringAttr(json.dumps(ops))
+    return m
+
+
+def test_bad_records_are_errors():
+    short = [{"op": "a", "loc": "k.py:1", "first": 0, "count": 3},
+             {"op": "b", "loc": None, "first": 3, "count": 2}]
+    with pytest.raises(SolarError, match="does not cover its 6 statements in order"):
+        RooflinePass(fidelity="unfused").apply(Context(), module_with_ops(SOFTMAX, short))
+    with pytest.raises(SolarError, match="expected a list of"):
+        RooflinePass(fidelity="unfused").apply(Context(), module_with_ops(SOFTMAX, [{"op": "a"}]))
+    gap = [{"op": "a", "loc": None, "first": 0, "count": 3}, {"op": "b", "loc": None, "first": 4, "count": 3}]
+    with pytest.raises(SolarError, match="does not cover"):
+        RooflinePass(fidelity="unfused").apply(Context(), module_with_ops(SOFTMAX, gap))
+
+
+def test_loop_record_prices_groups_and_survives_narrow_needed():
+    """softmax.loop: M (2 statements), exp + S (3), divide (1): the M kernel writes M for a later one;
+    the divide kernel re-reads Y (written by the second kernel) and writes it again (an output)."""
+    ops = [{"op": "max", "loc": "k.py:1", "first": 0, "count": 2},
+           {"op": "exp-sum", "loc": "k.py:2", "first": 2, "count": 3},
+           {"op": "div", "loc": "k.py:3", "first": 5, "count": 1}]
+    m = module_with_ops(SOFTMAX, ops)
+    NarrowNeededPass().apply(Context(), m)
+    assert json.loads(m.attributes["solar.source_ops"].data) == ops  # nothing to narrow here
+    RooflinePass(fidelity="all").apply(Context(), m)
+    r = json.loads(m.attributes[REPORT_ATTR].data)
+    x, y, row = 8 * 16 * 4, 8 * 16 * 4, 8 * 4
+    assert [(k["name"], k["bytes"]) for k in r["kernels_unfused"]] == [
+        ("max @ k.py:1", x + row), ("exp-sum @ k.py:2", x + row + y + row), ("div @ k.py:3", y + row + y)]
+    assert [k["reads"] for k in r["kernels_unfused"]] == [{"X": x}, {"X": x, "M": row}, {"Y": y, "S": row}]
+    text = render_text(r)
+    assert "| max " in text and "per kernel" in text
+
+
+def test_remap_source_ops():
+    ops = [{"op": "a", "loc": None, "first": 0, "count": 2},
+           {"op": "b", "loc": "f:1", "first": 2, "count": 1},
+           {"op": "c", "loc": None, "first": 3, "count": 1}]
+    # statement 0 removed, statement 2 split in three, statement 3 kept
+    assert remap_source_ops(ops, (1, 2, 2, 2, 3)) == [
+        {"op": "a", "loc": None, "first": 0, "count": 1}, {"op": "b", "loc": "f:1", "first": 1, "count": 3},
+        {"op": "c", "loc": None, "first": 4, "count": 1}]
+    assert remap_source_ops(ops, (2, 3)) == [{"op": "b", "loc": "f:1", "first": 0, "count": 1},
+                                             {"op": "c", "loc": None, "first": 1, "count": 1}]
+    with pytest.raises(SolarError, match="no longer contiguous"):
+        remap_source_ops(ops, (0, 2, 1))
+
+
+def test_narrow_reports_the_origin_of_every_statement():
+    tril = textwrap.dedent("""\
+        kernel tril(A: f32[8, 5] input, B: f32[5, 8] input, Y: f32[8, 8] output):
+            local C: f32[8, 8]
+            for i in range(8):
+                for j in range(8):
+                    C[i, j] = 0.0
+                    for k in range(5):
+                        C[i, j] += A[i, k] * B[k, j]
+            for i in range(8):
+                for j in range(8):
+                    Y[i, j] = C[i, j] if i >= j else 0.0
+        """)
+    res = narrow(parse_kernel(tril, "t.loop"))
+    after = statements(res.kernel)
+    # the select splits into the copy (i >= j) and the constant store of the upper triangle
+    assert res.origin == (0, 1, 2, 2)
+    assert [c.stmt.target for c in after] == ["C", "C", "Y", "Y"]
+
+
+# ---- invariants over real kernels and random groupings -----------------------------------------------
+LOOP_FILES = ["causal_attention", "conv2d", "cumsum", "embedding", "layernorm", "matmul", "softmax"]
+BOUNDS_FILES = ["causal_attention_4096", "conv3x3_56", "layernorm_8192", "mlp_8192", "softmax_8192",
+                "tril_matmul_4096", "matmul_bf16_8192"]
+_TARGETS = {n: load_target(n) for n in ("H100_SXM", "A100_SXM", "MI300X")}
+
+
+@cache
+def _kernel(name: str) -> tuple[Kernel, object]:
+    sub = "bounds/" if name in BOUNDS_FILES else ""
+    k = parse_kernel((ROOT / f"examples/loop/{sub}{name}.loop").read_text(), f"{name}.loop")
+    return k, kernel_costs(k)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(LOOP_FILES + BOUNDS_FILES), st.data(), st.sampled_from(["auto", "fp32"]),
+       st.sampled_from(sorted(_TARGETS)))
+def test_unfused_ge_fused_and_coarser_never_higher(name, data, precision, hw):
+    k, g = _kernel(name)
+    n = len(statements(k))
+    cuts = data.draw(st.lists(st.booleans(), min_size=n - 1, max_size=n - 1))
+    firsts = [0] + [i + 1 for i, c in enumerate(cuts) if c]
+    ops = [{"op": f"op{j}", "loc": None, "first": f, "count": e - f}
+           for j, (f, e) in enumerate(zip(firsts, [*firsts[1:], n], strict=True))]
+    target = _TARGETS[hw]
+    grouped = graph_bounds(g, target, precision, unfused=[source_kernels(k, g, ops)])
+    assert grouped.unfused_s >= grouped.fused_s > 0
+    assert grouped.bytes_unfused >= g.compulsory_bytes
+    per_node = graph_bounds(g, target, precision)
+    # the fused terms are summed per kernel (so unfused >= fused holds exactly): equal up to rounding
+    assert grouped.fused_s == pytest.approx(per_node.fused_s, rel=1e-12)
+    assert grouped.unfused_s <= per_node.unfused_s * (1 + 1e-12)
+    # one kernel for the whole program: its traffic is exactly the compulsory traffic
+    whole = source_kernels(k, g, [{"op": "all", "loc": None, "first": 0, "count": n}])
+    assert [x.bytes for x in whole] == [g.compulsory_bytes]
+
+
+def test_roofline_pass_on_a_loaded_module_without_record_is_per_node():
+    m = kernels_to_module([parse_kernel(SOFTMAX, "k.loop")])
+    m.attributes["solar.source"] = StringAttr("k.loop")
+    RooflinePass(fidelity="unfused").apply(Context(), m)
+    r = json.loads(m.attributes[REPORT_ATTR].data)
+    assert [k["name"] for k in r["kernels_unfused"]] == [o["name"] for o in r["ops"]]
+    assert [k["bytes"] for k in r["kernels_unfused"]] == [o["bytes"] for o in r["ops"]]
+    assert all(k["op"] is None for k in r["kernels_unfused"])
+    assert "kernels of the unfused bound" not in render_text(r)
+    assert module_kernels(m)  # the module is unchanged by the analysis
+
+
+# ---- the validation record in the text report ------------------------------------------------------------
+def _header_of(validation: dict) -> list[str]:
+    from solar_compiler.hw import parse_hw_list
+    from solar_compiler.report import build_report
+
+    _, g = _kernel("matmul")
+    r = build_report([g], parse_hw_list("H100_SXM"), source="m.py", validation=validation,
+                     fidelity=("unfused", "fused"))
+    text = render_text(r)
+    return text[text.index("validation:"):text.index("precision:")].rstrip("\n").split("\n")
+
+
+def test_validation_text_prints_the_whole_record():
+    reduced = {"validated": True, "frontend": "torch-export", "max_rel_err": 3e-7, "samples": 3,
+               "sizes": "reduced: ROWS=256, COLS=24576", "full_size_same_program": True}
+    assert _header_of(reduced) == [
+        "validation: validated (torch-export frontend): 3 sample(s), max relative error 3.00e-07, on a "
+        "size-reduced instance (ROWS=256, COLS=24576; the full-size kernel checked to be the same program)"]
+    traced = {"validated": True, "frontend": "torch-dispatch", "max_rel_err": 0.0, "samples": 1,
+              "sizes": "full", "reason": "value-dependent program: validated on the traced sample only",
+              "value_dependent": ["aten.nonzero.default at m.py:9: output shape depends on values"] * 2
+              + ["aten.topk.default at m.py:8: routing"]}
+    assert _header_of(traced) == [
+        "validation: validated (torch-dispatch frontend): 1 sample(s), max relative error 0.00e+00, "
+        "at full size",
+        "            note: value-dependent program: validated on the traced sample only",
+        "            value-dependent: the bound holds for the traced sample only; ops:",
+        "              aten.nonzero.default at m.py:9: output shape depends on values (x2)",
+        "              aten.topk.default at m.py:8: routing"]
+    skipped = {"validated": False, "frontend": "torch-export", "max_rel_err": None, "samples": 0,
+               "sizes": None, "reason": "validation disabled (validate=false)"}
+    assert _header_of(skipped) == ["validation: NOT validated (torch-export frontend)",
+                                   "            note: validation disabled (validate=false)"]
+
+
+def test_module_validation_adds_the_frontends_value_dependent_ops():
+    from xdsl.dialects.builtin import ModuleOp
+
+    from solar_compiler.report import module_validation
+
+    rec = {"validated": True, "frontend": "torch-dispatch", "max_rel_err": 0.0, "samples": 1}
+    m = ModuleOp([])
+    m.attributes["solar.validation"] = StringAttr(json.dumps(rec))
+    m.attributes["solar.value_dependent"] = StringAttr("[]")
+    assert module_validation(m) == rec
+    m.attributes["solar.value_dependent"] = StringAttr('["aten.nonzero.default at m.py:9: why"]')
+    assert module_validation(m) == {**rec, "value_dependent": ["aten.nonzero.default at m.py:9: why"]}
+    m.attributes["solar.value_dependent"] = StringAttr('{"a": 1}')
+    with pytest.raises(SolarError, match="expected a JSON list of strings"):
+        module_validation(m)
