@@ -2,7 +2,8 @@
 
 Target: < 100 ms for a program of 50 statements, excluding Python start-up. The program is a
 stack of transformer-style blocks (matmuls, softmax rows, layernorm, GELU-ish elementwise), so it
-mixes contractions, reductions and elementwise statements. Run: `.venv/bin/python benchmarks/lift_roofline.py`.
+mixes contractions, reductions and elementwise statements.
+Run: `.venv/bin/python benchmarks/lift_roofline.py [blocks]`.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def main() -> None:
     n = len(statements(parse_kernel(text, "bench.loop")))
     run_once(text)  # warm imports (islpy, yaml, rich) so the figure excludes start-up
     times = [run_once(text) for _ in range(5)]
-    print(f"statements: {n}; lift-einsum + roofline=all (H100_SXM): median {statistics.median(times) * 1e3:.1f} ms "
+    med = statistics.median(times) * 1e3
+    print(f"statements: {n}; lift-einsum + roofline=all (H100_SXM): median {med:.1f} ms "
           f"(min {min(times) * 1e3:.1f}, max {max(times) * 1e3:.1f}) over 5 runs; target < 100 ms")
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solar_compiler.dialects.einsum import GraphOp
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.passes import ModulePass
 
 from solar_compiler.costs import graph_costs
+from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.errors import SolarError
 
 

@@ -65,7 +65,7 @@ from solar_compiler.loopir.ast import (
     typecheck,
 )
 from solar_compiler.passes.lift_einsum import NodeGroup, equation, group_statements
-from solar_compiler.polyhedral import Constraint, count_points, domain_constraints
+from solar_compiler.polyhedral import Constraint, count_points, domain_constraints, footprint, loop_ranges
 from solar_compiler.text.printer import print_assign
 
 if TYPE_CHECKING:
@@ -379,6 +379,51 @@ def contraction_dtype(ctx: StmtContext) -> str | None:
     return b if DTYPES[b] > DTYPES[a] else a
 
 
+def contraction_flops(ctx: StmtContext, iterations: int) -> tuple[int, int]:
+    """(matrix, vector) FLOPs of a contraction, priced as the cheapest legal evaluation so that the
+    bound stays a lower bound:
+    * the multiplies joining the factors and a factor constant along the reduced loops (a scale, a
+      per-output term) cost nothing extra: they fold into the MMA or its epilogue;
+    * a factor's own scalar ops (`exp(x[i, k])`, `x[i, k] - m[i]`) run once per distinct point of
+      that factor's loop variables, not once per iteration; identical factors count once (CSE);
+    * two reduced factors: one MAC per iteration = 2 FLOPs; three or more: the cheapest pairwise
+      contraction order (opt_einsum's optimal path over the loop extents), scaled by the fraction of
+      the bounding box the domain covers (exact for box domains), never above 2 per iteration.
+    """
+    s = ctx.stmt
+    reduced = set(ctx.ivs) - s.target_vars
+    factors = list(dict.fromkeys(_factors(s.value)))
+    dep = [f for f in factors if _value_vars(f) & reduced]
+    vector = 0
+    for f in factors:
+        n = _ops(f)[0]
+        if n:
+            vs = sorted(_value_vars(f))
+            vector += n * (footprint(ctx, [AffExpr.var(v) for v in vs]) if vs else 1)
+    matrix = 2 * iterations
+    if len(dep) >= 3:
+        matrix = min(matrix, _pairwise_flops(ctx, dep, iterations))
+    return matrix, vector
+
+
+def _pairwise_flops(ctx: StmtContext, dep: list[SExpr], iterations: int) -> int:
+    import opt_einsum
+
+    ranges = loop_ranges(ctx)
+    if ranges is None:
+        return 2 * iterations
+    letters: dict[str, str] = {}
+    for v in ctx.ivs:
+        letters[v] = opt_einsum.get_symbol(len(letters))
+    out = "".join(letters[v] for v in ctx.ivs if v in ctx.stmt.target_vars)
+    terms = ["".join(letters[v] for v in ctx.ivs if v in _value_vars(f)) for f in dep]
+    extent = {letters[v]: hi - lo + 1 for v, (lo, hi) in ranges.items()}
+    shapes = [tuple(extent[c] for c in t) for t in terms]
+    _, info = opt_einsum.contract_path(f"{','.join(terms)}->{out}", *shapes, shapes=True, optimize="optimal")
+    box = math.prod(extent.values())
+    return int(min(2 * iterations, math.floor(int(info.opt_cost) * iterations / box)))
+
+
 # ---- per node and per graph --------------------------------------------------------------------------
 class _Domains:
     """Domain constraints per statement, computed once per kernel."""
@@ -417,7 +462,10 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains) -> OpCost:
     mdt = contraction_dtype(ctx)
     accumulates = s.kind != "="
     if mdt is not None:
-        fm, fv, unit = 2 * it, (n_ops - 1) * it, "matrix"
+        fm, fv = contraction_flops(ctx, it)
+        unit = "matrix"
+        for i in s.dynamic_indices:
+            fv += _ops(i)[0] * it
     else:
         fm, fv = 0, (n_ops + accumulates) * it
         unit = "vector" if n_ops or accumulates else "memory"

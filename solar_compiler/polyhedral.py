@@ -169,7 +169,7 @@ def check_bounds(kernel: Kernel) -> None:
             for d, (e, n) in enumerate(zip(idx, shape, strict=True)):
                 if not isinstance(e, AffExpr):
                     continue
-                ranges = _ranges(ctx)
+                ranges = loop_ranges(ctx)
                 lo, hi = e.bounds(ranges) if ranges is not None else (-1, n)
                 if 0 <= lo and hi < n:
                     continue
@@ -190,7 +190,7 @@ def _reads(ctx: StmtContext) -> list[Read]:
     return stmt_reads(ctx.stmt)
 
 
-def _ranges(ctx: StmtContext) -> dict[str, tuple[int, int]] | None:
+def loop_ranges(ctx: StmtContext) -> dict[str, tuple[int, int]] | None:
     """Interval of every loop variable from constant-evaluable bounds (guards ignored)."""
     out: dict[str, tuple[int, int]] = {}
     for f in ctx.loops:

@@ -8,14 +8,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from solar_compiler.dialects.einsum import GraphOp
-from solar_compiler.passes.lift_einsum import LiftEinsumPass
 from xdsl.context import Context
 
 from solar_compiler.costs import GraphCosts, OpCost, graph_costs, kernel_costs, module_costs
+from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.ast import LoopIRError
 from solar_compiler.loopir.convert import kernels_to_module
+from solar_compiler.passes.lift_einsum import LiftEinsumPass
 from solar_compiler.text.parser import parse_kernel
 
 
@@ -337,7 +337,8 @@ kernel embedding(ids: i64[16] input, E: f32[1000, 64] weight, P: f32[16, 64] wei
 
 
 def test_mixed_precision_contraction_is_priced_at_operand_dtype():
-    # bf16 x bf16 accumulated in f32: matrix dtype bf16; the two casts are 0 FLOPs, the scale 1 FLOP.
+    # bf16 x bf16 accumulated in f32: matrix dtype bf16; the two casts are 0 FLOPs, and the constant
+    # scale folds into the MMA's epilogue (or an operand), so it adds no FLOPs to the lower bound.
     g = costs("""
 kernel mm(A: bf16[4, 8] input, B: bf16[8, 2] weight, C: f32[4, 2] output):
     for i in range(4):
@@ -348,8 +349,56 @@ kernel mm(A: bf16[4, 8] input, B: bf16[8, 2] weight, C: f32[4, 2] output):
 """)
     (o,) = g.ops
     assert (o.matrix_dtype, o.vector_dtype) == ("bf16", "f32")
-    assert (o.flops_matrix, o.flops_vector) == (2 * 64, 64)
+    assert (o.flops_matrix, o.flops_vector) == (2 * 64, 0)
     assert rw(o) == ({"A": 64, "B": 32}, {"C": 32})
+
+
+def test_contraction_factor_ops_run_once_per_factor_point():
+    # exp(A[i, k]) depends on (i, k) only: 64*32 evaluations, not 64*16*32; a 3-factor contraction
+    # E[x, o] += a[x, p] * W[o, p, q] * b[x, q] costs min(2 per iteration, cheapest pairwise order):
+    # 2*8*4*16*32 = 32768 per iteration vs W.b then a.t = 32768 + 1024, so 32768; the squared
+    # difference (A - m)^2 is one factor evaluated once per (i, k): 2048 subtractions.
+    g = costs("""
+kernel k(a: f32[8, 16] input, W: f32[4, 16, 32] weight, b: f32[8, 32] input, A: f32[64, 32] input,
+         B: f32[32, 16] input, m: f32[64] input, C: f32[64, 16] output, E: f32[8, 4] output,
+         V: f32[64] output):
+    for i in range(64):
+        for j in range(16):
+            C[i, j] = 0.0
+            for k in range(32):
+                C[i, j] += exp(A[i, k]) * B[k, j]
+    for x in range(8):
+        for o in range(4):
+            E[x, o] = 0.0
+            for p in range(16):
+                for q in range(32):
+                    E[x, o] += a[x, p] * W[o, p, q] * b[x, q]
+    for i in range(64):
+        V[i] = 0.0
+        for k in range(32):
+            V[i] += (A[i, k] - m[i]) * (A[i, k] - m[i])
+""")
+    assert [(o.flops_matrix, o.flops_vector) for o in g.ops] == [
+        (2 * 64 * 16 * 32, 64 * 32), (2 * 8 * 4 * 16 * 32, 0), (2 * 64 * 32, 64 * 32)]
+
+
+def test_three_factor_contraction_takes_the_cheaper_pairwise_order():
+    # y[l] += a[i] * b[j] * c[j, l] over (l, i, j): one MAC per iteration would be 2*8*64*64, but
+    # sum_i a[i] and sum_j b[j] * c[j, l] can be formed separately: about 64 + 2*64*8 + 8 FLOPs,
+    # opt_einsum's optimal pairwise order. The bound takes the cheaper.
+    g = costs("""
+kernel k(a: f32[64] input, b: f32[64] input, c: f32[64, 8] input, y: f32[8] output):
+    for l in range(8):
+        y[l] = 0.0
+        for i in range(64):
+            for j in range(64):
+                y[l] += a[i] * b[j] * c[j, l]
+""")
+    import opt_einsum
+
+    _, info = opt_einsum.contract_path("i,j,jl->l", (64,), (64,), (64, 8), shapes=True, optimize="optimal")
+    (o,) = g.ops
+    assert o.flops_matrix == int(info.opt_cost) < 2 * 64 * 64 * 8
 
 
 def test_output_never_written_is_an_error():

@@ -7,19 +7,19 @@ import re
 
 import islpy as isl
 import pytest
-from solar_compiler.dialects.einsum import Einsum, GraphOp, NodeOp
-from solar_compiler.dialects.loop import KernelOp, Loop
-from solar_compiler.passes.lift_einsum import LiftEinsumPass, lift_kernel
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
+from solar_compiler.dialects.einsum import Einsum, GraphOp, NodeOp
+from solar_compiler.dialects.loop import KernelOp, Loop
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Assign, For, Kernel, Read, TensorDecl, statements
 from solar_compiler.loopir.convert import kernels_to_module
+from solar_compiler.passes.lift_einsum import LiftEinsumPass, lift_kernel
 from solar_compiler.polyhedral import iteration_count
 from solar_compiler.text.parser import parse_kernel
 
