@@ -21,6 +21,7 @@ demo: install
 	$(BIN)/solar-opt $(DEMO) --translate --lift-einsum --roofline=all --hw H100_SXM
 
 test: install
+	$(BIN)/ruff check .
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/lit -s lit_tests
 
