@@ -33,8 +33,8 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_prop_def, prop_def,
 from xdsl.traits import HasParent, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
-from solar_compiler.dialects.loop import dtype_type, type_dtype
-from solar_compiler.loopir.ast import BINARY_FNS, CMP_PREDS, ROLES, UNARY_FNS
+from solar_compiler.dialects.loop import TensorDeclOp, dtype_type, type_dtype
+from solar_compiler.loopir.ast import BINARY_FNS, CMP_PREDS, UNARY_FNS
 
 REDUCE_OPS = ("none", "add", "mul", "max", "min")
 COMBINE_OPS = frozenset(UNARY_FNS) | frozenset(BINARY_FNS) | frozenset(CMP_PREDS) | \
@@ -138,36 +138,11 @@ class GraphOp(IRDLOperation):
 
 
 @irdl_op_definition
-class TensorOp(IRDLOperation):
-    """A tensor of the graph: shape, dtype and role (input, weight, output, local)."""
+class TensorOp(TensorDeclOp):
+    """A tensor of the graph (same fields and checks as `loop.tensor`)."""
 
     name = "einsum.tensor"
-    sym_name = prop_def(StringAttr)
-    element_type = prop_def(TypeAttribute)
-    shape = prop_def(DenseArrayBase)
-    role = prop_def(StringAttr)
     traits = traits_def(HasParent(GraphOp))
-    assembly_format = "$sym_name `:` $element_type qualified($shape) $role attr-dict"
-
-    def __init__(self, name: str, shape: Sequence[int], dtype: str, role: str):
-        super().__init__(properties={
-            "sym_name": StringAttr(name), "element_type": dtype_type(dtype),
-            "shape": DenseArrayBase.from_list(i64, list(shape)), "role": StringAttr(role)})
-
-    @property
-    def dims(self) -> tuple[int, ...]:
-        return tuple(int(x) for x in self.shape.get_values())
-
-    @property
-    def dtype(self) -> str:
-        return type_dtype(self.element_type)
-
-    def verify_(self) -> None:
-        type_dtype(self.element_type)
-        if self.role.data not in ROLES:
-            raise VerifyException(f"tensor '{self.sym_name.data}': role must be one of {', '.join(ROLES)}")
-        if any(d < 0 for d in self.dims):
-            raise VerifyException(f"tensor '{self.sym_name.data}': negative dimension")
 
 
 @irdl_op_definition

@@ -233,16 +233,14 @@ class KernelOp(IRDLOperation):
                 raise VerifyException(f"'{o.name}' cannot appear directly in a loop.kernel")
 
 
-@irdl_op_definition
-class TensorOp(IRDLOperation):
-    """A tensor of the kernel: shape, dtype and role (input, weight, output, local)."""
+class TensorDeclOp(IRDLOperation):
+    """Shared definition of a tensor declaration (`loop.tensor`, `einsum.tensor`): name, shape,
+    dtype and role (input, weight, output, local). Subclasses add the op name and parent trait."""
 
-    name = "loop.tensor"
     sym_name = prop_def(StringAttr)
     element_type = prop_def(TypeAttribute)
     shape = prop_def(DenseArrayBase)
     role = prop_def(StringAttr)
-    traits = traits_def(HasParent(KernelOp))
     assembly_format = "$sym_name `:` $element_type qualified($shape) $role attr-dict"
 
     def __init__(self, name: str, shape: Sequence[int], dtype: str, role: str):
@@ -264,6 +262,14 @@ class TensorOp(IRDLOperation):
             raise VerifyException(f"tensor '{self.sym_name.data}': role must be one of {', '.join(ROLES)}")
         if any(d < 0 for d in self.dims):
             raise VerifyException(f"tensor '{self.sym_name.data}': negative dimension")
+
+
+@irdl_op_definition
+class TensorOp(TensorDeclOp):
+    """A tensor of the kernel."""
+
+    name = "loop.tensor"
+    traits = traits_def(HasParent(KernelOp))
 
 
 @irdl_op_definition
