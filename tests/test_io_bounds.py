@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solar_compiler import io_bounds as io
+from solar_compiler import tiling
 from solar_compiler.costs import kernel_costs
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.ast import statements, typecheck
@@ -360,9 +361,9 @@ def test_tiled_closed_form_matches_islpy(text: str, tiles: dict[str, int], order
 def tiled_for(c: io.Contraction, tiles: dict[str, int], order: tuple[str, ...]) -> float:
     t = {v: np.array([float(tiles[v])]) for v in c.ivs}
     trips = {v: np.ceil(c.extents[v] / t[v]) for v in c.ivs}
-    fp = {k: io._tile_footprint(op.indices, t) for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
+    fp = {k: tiling._tile_footprint(op.indices, t) for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
     uses = {k: {v for e in op.indices for v in e.vars()} for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
-    vis = {k: float(x[0]) for k, x in io._visits(order, trips, uses, t[c.ivs[0]]).items()}
+    vis = {k: float(x[0]) for k, x in tiling._visits(order, trips, uses, t[c.ivs[0]]).items()}
     distinct = float(np.prod([trips[v] for v in c.ivs if v in uses["c"]]))
     moves = 2 * vis["c"] - (distinct if c.init_folded else 0)
     return float(c.a.nbytes * fp["a"][0] * vis["a"] + c.b.nbytes * fp["b"][0] * vis["b"]
@@ -371,9 +372,9 @@ def tiled_for(c: io.Contraction, tiles: dict[str, int], order: tuple[str, ...]) 
 
 def test_tiled_traffic_square_matmul():
     c = contraction(mm(4096, 4096, 4096))
-    big = io.tiled_traffic(c, 120e6)
+    big = tiling.tiled_traffic(c, 120e6)
     assert big is not None and big.bytes == 3 * 4096 * 4096 * 4  # C (64 MiB) stays: compulsory
-    small = io.tiled_traffic(c, 0.5 * MIB)
+    small = tiling.tiled_traffic(c, 0.5 * MIB)
     assert small is not None
     lb = io.single(c).lower_bound(0.5 * MIB)
     assert lb <= small.bytes <= 1.2 * lb
@@ -394,7 +395,7 @@ def test_matmul_properties(m: int, n: int, k: int, batch: int, dt: str, s1: int,
     f = io.single(c)
     assert f.lower_bound(lo) >= f.lower_bound(hi)                     # monotone in S
     for s in (lo, hi):
-        tiled = io.tiled_traffic(c, s)
+        tiled = tiling.tiled_traffic(c, s)
         if tiled is not None:
             assert f.lower_bound(s) <= tiled.bytes                     # bound <= attainable
     r, comp, _ = graph(text, [("x", lo, 1.0), ("y", hi, 1.0)])
@@ -417,6 +418,6 @@ def test_direct_conv_bound_below_tiled(n: int, o: int, ci: int, hw: int, f: int,
 """
     c = contraction(text)
     assert c is not None
-    tiled = io.tiled_traffic(c, s)
+    tiled = tiling.tiled_traffic(c, s)
     if tiled is not None:
         assert io.single(c).lower_bound(s) <= tiled.bytes
