@@ -118,6 +118,7 @@ class OpCacheAware:
     bytes: dict[str, float]   # level -> bytes
     bound_s: float
     bottleneck: str           # "matrix", "vector" or the binding level's name
+    tiled_bytes: dict[str, float] | None = None  # contractions: traffic of the best tiling found
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,8 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     """Per level, the program's traffic is summed over kernels (see the module doc); the time is the
     max of the FUSED terms and every level's traffic / bandwidth, the DRAM level's term never below
     the fused memory term (so cache-aware >= fused exactly, whatever the rounding)."""
-    from solar_compiler.io_bounds import cache_aware
+    from solar_compiler.io_bounds import cache_aware, view
+    from solar_compiler.tiling import REPORT_COMBOS, tiled_traffic
 
     if len(kernels) != len(graphs) or any(k.name != g.kernel for k, g in zip(kernels, graphs, strict=False)):
         raise SolarError(f"cache-aware bounds: kernels {[k.name for k in kernels]} do not match the costed "
@@ -273,8 +275,15 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     names = [lv[0] for lv in levels]
     per_level = dict.fromkeys(names, 0.0)
     per_op: list[dict[str, float]] = []
+    tiled: list[dict[str, float] | None] = []  # per op: the attainable side of the bracket
     for k, g in zip(kernels, graphs, strict=True):
         r = cache_aware(k, g, levels, 0.0)
+        contractions = view(k).contractions
+        for o in g.ops:
+            c = contractions.get(o.name)
+            found = {lv: tiled_traffic(c, cap, REPORT_COMBOS) for lv, cap, _, _ in levels} if c else {}
+            ok = bool(found) and all(t is not None for t in found.values())
+            tiled.append({lv: t.bytes for lv, t in found.items() if t is not None} if ok else None)
         for n in names:
             per_level[n] += r.per_level[n]
         if [name for name, _, _ in r.per_op] != [o.name for o in g.ops]:
@@ -285,11 +294,11 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     terms.update({x.name: x.time_s for x in lv})
     terms[names[0]] = max(terms[names[0]], b.fused_memory_s)
     ops = []
-    for o, q in zip(b.ops, per_op, strict=True):
+    for o, q, tb in zip(b.ops, per_op, tiled, strict=True):
         t = {"matrix": o.t_matrix, "vector": o.t_vector}
         t.update({x.name: q[x.name] / x.bandwidth for x in lv})
         t[names[0]] = max(t[names[0]], o.t_memory)
-        ops.append(OpCacheAware(o.name, q, max(t.values()), _argmax_memory_first(t, names)))
+        ops.append(OpCacheAware(o.name, q, max(t.values()), _argmax_memory_first(t, names), tb))
     return CacheAwareBounds(lv, tuple(ops), terms, cache_size)
 
 

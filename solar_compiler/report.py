@@ -70,6 +70,13 @@ def module_validation(module: ModuleOp) -> dict[str, Any]:
             raise SolarError("module attribute solar.value_dependent: expected a JSON list of strings")
         if ops:
             record = {**record, "value_dependent": ops}
+    notes = module.attributes.get("solar.notes")
+    if notes is not None:
+        lst = json.loads(notes.data) if isinstance(notes, StringAttr) else None
+        if not isinstance(lst, list) or not all(isinstance(n, str) for n in lst):
+            raise SolarError("module attribute solar.notes: expected a JSON list of strings")
+        if lst:
+            record = {**record, "notes": lst}
     return record
 
 
@@ -170,6 +177,8 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                                        for h, b in bounds.items()},
             "bytes_cache_aware": {h: dict(b.cache_aware.ops[i].bytes) if b.cache_aware else None
                                   for h, b in bounds.items()},
+            "bytes_tiled": {h: b.cache_aware.ops[i].tiled_bytes if b.cache_aware else None
+                            for h, b in bounds.items()},
         })
     first = bounds[targets[0].name].cache_aware if targets else None
     kernel_rows = _kernel_rows(graphs, groups, op_rows, bounds)
@@ -328,6 +337,8 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
           for i, line in enumerate(_validation_lines(r["validation"]))],
         f"precision:  policy {r['precision']}",
     ]
+    if r["validation"].get("notes"):
+        lines.insert(-1, f"notes:      {'; '.join(r['validation']['notes'])}")
     if r["narrowed"]:
         share = f" ({tot['flops'] / tot['flops_as_written']:.1%})" if tot["flops_as_written"] else ""
         lines.append(f"narrowing:  needed work only (narrow-needed): {tot['flops']:,} of "
@@ -403,6 +414,8 @@ def render_text(r: dict[str, Any]) -> str:
                   f"({tot['flops_matrix_as_written']:,} matrix, {tot['flops_vector_as_written']:,} vector); "
                   f"{tot['bytes_unfused_as_written']:,} bytes unfused, {tot['bytes_fused_as_written']:,} "
                   "bytes compulsory")
+    if ca:
+        _print_bracket(con, r, hws[0])
     if ca and len({r["bounds"][h]["bytes_cache_aware"] for h in hws}) > 1:
         con.print("note: cache-aware DRAM-level bytes differ per target (capacities differ): " + ", ".join(
             f"{h} {fmt_bytes(r['bounds'][h]['bytes_cache_aware'])}" for h in hws))
@@ -516,3 +529,13 @@ def _inverse_table(con: Any, r: dict[str, Any], fidelities: list[str]) -> None:
                       fmt_rate(d["vector_flops"], "FLOP/s"), f"{d['vector_x']:.3g}x",
                       f"{d['scale_x']:.3g}x" if "scale_x" in d else "-", "yes" if d["met"] else "no")
     con.print(t)
+
+
+def _print_bracket(con: Any, r: dict[str, Any], h: str) -> None:
+    """Per contraction and level: the traffic lower bound beside the traffic of the best tiled
+    schedule found (an achievable figure), so that users see how tight the bound can be."""
+    rows = [op for op in r["ops"] if op.get("bytes_tiled", {}).get(h)]
+    for op in rows:
+        parts = [f"{lv}: bound {fmt_bytes(op['bytes_cache_aware'][h][lv])} <= tiled {fmt_bytes(t)}"
+                 for lv, t in op["bytes_tiled"][h].items()]
+        con.print(f"traffic bracket {op['name']} ({h}): " + "; ".join(parts))

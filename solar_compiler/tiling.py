@@ -19,6 +19,7 @@ from solar_compiler.io_bounds import Contraction
 from solar_compiler.loopir.affine import AffExpr
 
 COMBOS = 300_000  # tile-size combinations searched per contraction (the upper curve's effort)
+REPORT_COMBOS = 20_000  # the reports' search: ~3 ms per contraction and level
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Tiling:
     order: tuple[str, ...]
 
 
-def tiled_traffic(c: Contraction, capacity: float) -> Tiling | None:
+def tiled_traffic(c: Contraction, capacity: float, budget: int = COMBOS) -> Tiling | None:
     """Traffic of the best tiling found for a fast memory of `capacity` bytes (None if no tiling of
     this family fits or the loops are not unit-step). An operand tile is loaded whenever a tile loop
     at or outside the innermost loop that indexes it advances; an output tile is written at the end
@@ -41,7 +42,7 @@ def tiled_traffic(c: Contraction, capacity: float) -> Tiling | None:
     if not c.unit_steps or any(e <= 0 for e in c.extents.values()):
         return None
     names = list(c.ivs)
-    cand = [np.array(x, dtype=np.float64) for x in _tile_sizes([c.extents[v] for v in names])]
+    cand = [np.array(x, dtype=np.float64) for x in _tile_sizes([c.extents[v] for v in names], budget)]
     grid = [g.ravel() for g in np.meshgrid(*cand, indexing="ij")]
     t = dict(zip(names, grid, strict=True))
     trips = {v: np.ceil(c.extents[v] / t[v]) for v in names}

@@ -89,7 +89,8 @@ def test_json_shape_exact_keys():
     assert set(r["ops"][1]) == {"name", "kernel", "equation", "label", "loc", "flops", "flops_matrix",
                                 "flops_vector", "flops_transcendental", "bytes", "unit", "matrix_dtype",
                                 "vector_dtype", "intensity", "sequential", "indirect", "bound_s",
-                                "bottleneck", "cache_aware_s", "cache_aware_bottleneck", "bytes_cache_aware"}
+                                "bottleneck", "cache_aware_s", "cache_aware_bottleneck", "bytes_cache_aware",
+                                "bytes_tiled"}
     assert r["ops"][1]["cache_aware_s"] == {"H100_SXM": None, "A100_SXM": None}
     assert [(o["unit"], o["flops"], o["bytes"]) for o in r["ops"]] == [
         ("memory", 0, N * N * 4), ("matrix", 2 * N**3, 4 * N * N * 4), ("vector", N * N, 2 * N * N * 4)]
