@@ -97,12 +97,26 @@ def _parse_conds(text: str) -> tuple[AffCond, ...]:
 
 
 # ---- attributes ----------------------------------------------------------------------------------
+class _TextAttr(ParametrizedAttribute):
+    """An attribute holding one string in canonical text form, printed `#loop.x<"text">`."""
+
+    text: StringAttr
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.text.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            return (StringAttr(parser.parse_str_literal()),)
+
+
 @irdl_attr_definition
-class AffAttr(ParametrizedAttribute):
+class AffAttr(_TextAttr):
     """`#loop.aff<"2*p + r - 1">`: an affine expression over induction-variable names."""
 
     name = "loop.aff"
-    text: StringAttr
 
     def __init__(self, expr: AffExpr | int | str):
         super().__init__(StringAttr(str(AffExpr.of(expr)) if not isinstance(expr, str) else expr))
@@ -119,22 +133,12 @@ class AffAttr(ParametrizedAttribute):
         if str(e) != self.text.data:
             raise VerifyException(f"affine expression '{self.text.data}' is not canonical (write '{e}')")
 
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            printer.print_string_literal(self.text.data)
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        with parser.in_angle_brackets():
-            return (StringAttr(parser.parse_str_literal()),)
-
 
 @irdl_attr_definition
-class CondAttr(ParametrizedAttribute):
+class CondAttr(_TextAttr):
     """`#loop.cond<"i >= j">`: one affine constraint (`>=` or `==`)."""
 
     name = "loop.cond"
-    text: StringAttr
 
     def __init__(self, cond: AffCond | str):
         super().__init__(StringAttr(str(cond)))
@@ -151,15 +155,6 @@ class CondAttr(ParametrizedAttribute):
             raise VerifyException(f"bad affine constraint '{self.text.data}': {err.message}") from None
         if len(cs) != 1:
             raise VerifyException(f"'{self.text.data}' must be exactly one constraint")
-
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            printer.print_string_literal(self.text.data)
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        with parser.in_angle_brackets():
-            return (StringAttr(parser.parse_str_literal()),)
 
 
 # ---- helpers for verifiers --------------------------------------------------------------------------

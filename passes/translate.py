@@ -63,3 +63,4 @@ class TranslatePass(ModulePass):
         op.attributes["solar.validation"] = StringAttr(json.dumps(result.validation))
         op.attributes["solar.value_dependent"] = StringAttr(json.dumps(result.value_dependent))
         op.attributes["solar.source_ops"] = StringAttr(json.dumps(result.source_ops))
+        op.attributes["solar.notes"] = StringAttr(json.dumps(result.notes))

@@ -163,14 +163,15 @@ def test_grouping_survives_narrowing_that_splits_and_removes(capsys, torch_files
     assert t["bytes_unfused"] == sum(b for _, _, b in rows(r))
 
 
-TRIL_OPS = ["aten.sub.Tensor", "aten.le.Scalar", "aten.where.self"]
+# The iota/compare of tril and the mask buffer are inlined as affine comparisons (no statements);
+# narrowing splits a masked select into its two pieces (kept value, constant), one entry each.
 AFTER_NARROWING = {
-    "tril_matmul": [(op, i, 1) for i, op in enumerate(TRIL_OPS * 2)] + [("aten.mm.default", 6, 2)]
-    + [(op, 8 + i, 1) for i, op in enumerate(TRIL_OPS)],
+    "tril_matmul": [("aten.where.self", 0, 1), ("aten.where.self", 1, 1), ("aten.mm.default", 2, 2),
+                    ("aten.where.self", 4, 2)],
     "causal_attention_manual": [("aten.linear.default", 0, 2), ("aten.bmm.default", 2, 2),
-                                ("aten.mul.Tensor", 4, 1), ("aten.eq.Scalar", 5, 1),
-                                ("aten.where.self", 6, 1), ("aten.softmax.int", 7, 5),
-                                ("aten.bmm.default", 12, 2), ("aten.linear.default", 14, 2)],
+                                ("aten.mul.Tensor", 4, 1), ("aten.where.self", 5, 2),
+                                ("aten.softmax.int", 7, 5), ("aten.bmm.default", 12, 2),
+                                ("aten.linear.default", 14, 2)],
 }
 
 
@@ -178,8 +179,7 @@ AFTER_NARROWING = {
 def test_grouping_after_narrowing_follows_the_statements(name, torch_files):
     """The record after `narrow-needed`: every statement of the narrowed kernel lies in the entry of
     the statement it came from and writes the same tensor from the same source line. (Narrowing
-    leaves these two unchanged today: torch decomposes tril into an iota tensor, a compare and a
-    select, and the attention mask is a buffer, so no known-value region reaches the statements.)"""
+    keeps every statement with its source op; the masked selects split into guarded pieces.)"""
     from solar_compiler.frontends import FrontendOptions
     from solar_compiler.frontends.torch import frontend as fe
 
@@ -203,14 +203,20 @@ def test_grouping_after_narrowing_follows_the_statements(name, torch_files):
 
 
 def test_tril_matmul_kernels_by_hand(capsys, torch_files):
-    """torch.tril decomposes into iota (sub), compare (le) and select (where): one kernel each."""
+    """torch.tril decomposes into iota (sub), compare (le) and select (where); the iota and compare are
+    index-valued, inlined into the select, so each tril is one kernel, and narrowing keeps only the
+    lower triangles: a, b, where, where_1 and mm are needed on i >= j only (tri = n(n+1)/2 elements),
+    the output is written whole (its upper triangle as constant zeros)."""
     r = roofline_json(capsys, torch_files["tril_matmul"])
     n = 256
-    f32, i64, b8 = n * n * 4, n * n * 8, n * n
-    tril = [("aten.sub.Tensor", i64), ("aten.le.Scalar", i64 + b8), ("aten.where.self", f32 + b8 + f32)]
+    tri = n * (n + 1) // 2 * 4
+    full = n * n * 4
     got = [(op, b) for op, _, b in rows(r)]
-    assert got == [*tril, *tril, ("aten.mm.default", 3 * f32), *tril]
-    assert r["totals"]["bytes_unfused"] == 3 * (2 * i64 + 2 * b8 + 2 * f32) + 3 * f32
+    assert got == [("aten.where.self", 2 * tri), ("aten.where.self", 2 * tri), ("aten.mm.default", 3 * tri),
+                   ("aten.where.self", tri + full)]
+    assert r["totals"]["bytes_unfused"] == 8 * tri + full == 1_314_816
+    # as written: three selects (read x, write) and the mm (read 2, write 1), all full
+    assert r["totals"]["bytes_unfused_as_written"] == 3 * 2 * full + 3 * full
 
 
 def test_text_report_shows_the_kernel_table(capsys, torch_files):

@@ -363,6 +363,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward") ->
         _bind_param(tr, meta, "input")
     for meta in program.weights:
         _bind_param(tr, meta, "weight")
+    _bind_masks(tr, program)
     last_loc: str | None = None
     for node in program.nodes:
         tr.node = node
@@ -403,6 +404,19 @@ def _bind_param(tr: Translator, meta: TensorMeta, role: str) -> None:
     decl = tr.declare(meta.name, meta.shape, meta.dtype, role)
     tr.inputs[meta.name] = decl.name
     tr.env[meta.name] = stored(decl)
+
+
+def _bind_masks(tr: Translator, program: CapturedProgram) -> None:
+    """Constant mask buffers that are affine regions are read as comparisons of their indices
+    (masks.py); the weight stays declared (validation feeds it) but is no longer read."""
+    from dataclasses import replace
+
+    from .masks import affine_masks
+
+    for m in affine_masks(program):
+        mask = replace(m, weight=tr.inputs[m.weight])
+        tr.env[m.weight] = Val(mask.shape, mask.dtype, mask.read)
+        tr.notes.append(mask.note())
 
 
 def _bind_outputs(tr: Translator, program: CapturedProgram) -> list[str]:

@@ -16,6 +16,7 @@ from solar_compiler.loopir.ast import (
     Const,
     Index,
     IndexValue,
+    Read,
     Select,
     SExpr,
     TensorDecl,
@@ -23,7 +24,7 @@ from solar_compiler.loopir.ast import (
 )
 
 from ..capture import TensorRef
-from ..translate import Loop, Translator, Val, const, ivars, loops, stored
+from ..translate import Loop, Translator, Val, const, generator, ivars, loops, stored
 
 INF = math.inf
 
@@ -170,17 +171,129 @@ def operand(tr: Translator, arg: object, idx: Sequence[Index], out_shape: Sequen
 # ---- statement shapes ----------------------------------------------------------------------------
 def map_op(tr: Translator, fn: Callable[..., SExpr], args: Sequence[object],
            compute: str | Sequence[str] | None = None, out: int = 0) -> Val:
-    """out[idx] = fn(args at idx): one statement over the output's shape. `compute` is the dtype
-    the operands are cast to (default: the output dtype), or one dtype per operand."""
+    """out[idx] = fn(args at idx): one statement over the output's shape, or no statement at all
+    when the value is index-valued (see `store_or_inline`). `compute` is the dtype the operands
+    are cast to (default: the output dtype), or one dtype per operand."""
     meta = tr.out_meta(out)
     dts = [compute or meta.dtype] * len(args) if compute is None or isinstance(compute, str) \
         else list(compute)
-    decl = tr.result(out)
+    # operands resolved now: an inlined value is read later, from its consumers
+    vals = [tr.val(a) if isinstance(a, TensorRef) else a for a in args]
+    shape = tuple(meta.shape)
+
+    def value(idx: tuple[Index, ...]) -> SExpr:
+        ops = [_operand(tr, v, idx, shape, dt) for v, dt in zip(vals, dts, strict=True)]
+        return cast(fn(*ops), meta.dtype)
+
+    return store_or_inline(tr, out, value)
+
+
+def _operand(tr: Translator, v: object, idx: Sequence[Index], out_shape: Sequence[int], dtype: str) -> SExpr:
+    if isinstance(v, Val):
+        return cast(v.read(bcast_index(idx, v.shape, out_shape)), dtype)
+    if isinstance(v, (bool, int, float)):
+        return const(v, dtype)
+    raise tr.error(f"unsupported operand {v!r}")
+
+
+def store_or_inline(tr: Translator, out: int, value: Callable[[tuple[Index, ...]], SExpr]) -> Val:
+    """Output `out` of the current node, element `idx` being `value(idx)` (of the output dtype).
+
+    An index-valued result (`index_only`: an arange, a comparison of aranges, a mask made of them,
+    a constant) is not stored: it stays a generator, inlined into every consumer, so that a causal
+    mask reaches its select as an affine comparison of loop variables, which needed-work narrowing
+    can see. Anything else is one statement into a fresh local."""
+    meta = tr.out_meta(out)
+    folded = lambda idx: fold(value(idx))  # noqa: E731
     lps = loops("i", meta.shape)
-    idx = ivars(lps)
-    ops = [operand(tr, a, idx, meta.shape, dt) for a, dt in zip(args, dts, strict=True)]
-    tr.emit(decl, idx, "=", cast(fn(*ops), decl.dtype), lps)
+    idx = tuple(ivars(lps))
+    probe = folded(idx)
+    if index_only(probe):
+        return generator(meta.shape, meta.dtype, folded)
+    decl = tr.result(out)
+    tr.emit(decl, idx, "=", probe, lps)
     return stored(decl)
+
+
+# ---- index-valued expressions --------------------------------------------------------------------
+_LOGICAL = frozenset({"not", "and", "or", "xor"})
+_NEGATE = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "gt": "le", "le": "gt"}
+
+
+def index_only(e: SExpr) -> bool:
+    """True when `e` reads no tensor and does no arithmetic (index values, literals, casts,
+    comparisons, selects and logical ops only): inlining it costs nothing narrowing cannot remove."""
+    for x in e.walk():
+        if isinstance(x, Read):
+            return False
+        if isinstance(x, Unary | Binary) and x.fn not in _LOGICAL:
+            return False
+    return True
+
+
+def negate(cond: SExpr) -> SExpr:
+    """`not cond`, as the opposite comparison when `cond` is one (it stays affine)."""
+    if isinstance(cond, Cmp):
+        return Cmp(_NEGATE[cond.pred], cond.a, cond.b, "bool")
+    if isinstance(cond, Unary) and cond.fn == "not":
+        return cond.x
+    return Unary("not", cond, "bool")
+
+
+def fold(e: SExpr) -> SExpr:
+    """`e` with literal arithmetic evaluated (the executor's own), i64 arithmetic on index values
+    made one index value, and an op on a two-literal select and literals pushed into the select:
+    `where(i >= j, 1.0, 0.0) == 0` becomes `i < j`."""
+    from ..translate import simplify_expr
+
+    e = simplify_expr(e, {})
+    kids = e.children
+    if not kids or isinstance(e, Read):
+        return e
+    new = [fold(k) for k in kids]
+    if isinstance(e, Select):
+        cond, a, b = new
+        if isinstance(cond, Const):
+            return a if cond.value else b
+        if isinstance(a, Const) and isinstance(b, Const) and repr(a) == repr(b):
+            return a
+        if isinstance(a, Const) and isinstance(b, Const) and e.dtype == "bool":
+            return cond if a.value else negate(cond)
+        return Select(cond, a, b, e.dtype)
+    e = _rebuild(e, new)
+    sel = [k for k in new if isinstance(k, Select) and isinstance(k.a, Const) and isinstance(k.b, Const)]
+    if all(isinstance(k, Const) for k in new):
+        v = _evaluate(e)
+        return e if v is None else const(v, e.dtype)
+    if sel and all(isinstance(k, Const) or (isinstance(k, Select) and k.cond == sel[0].cond
+                                            and k in sel) for k in new):
+        cond = sel[0].cond
+        branch = [_rebuild(e, [k.a if isinstance(k, Select) else k for k in new]),
+                  _rebuild(e, [k.b if isinstance(k, Select) else k for k in new])]
+        return fold(Select(cond, *branch, e.dtype))
+    return e
+
+
+def _rebuild(e: SExpr, kids: Sequence[SExpr]) -> SExpr:
+    from dataclasses import replace
+
+    fields = {"Unary": ("x",), "Binary": ("a", "b"), "Cmp": ("a", "b"), "Cast": ("x",)}[type(e).__name__]
+    return replace(e, **dict(zip(fields, kids, strict=True)))
+
+
+def _evaluate(e: SExpr) -> float | int | bool | None:
+    """The executor's value of `e` (literal operands only); None when not a usable literal."""
+    import numpy as np
+
+    from solar_compiler.executor.evaluate import Evaluator
+    from solar_compiler.loopir.ast import Assign
+
+    try:
+        with np.errstate(all="ignore"):
+            v = Evaluator(None, {}, {}, Assign("_", (), "=", e))(e).item()  # type: ignore[arg-type]
+    except (ArithmeticError, ValueError):
+        return None
+    return None if isinstance(v, float) and math.isnan(v) else v
 
 
 def reduce_into(tr: Translator, target: TensorDecl, in_shape: Sequence[int], dims: Sequence[int],

@@ -13,7 +13,7 @@ from solar_compiler.loopir.ast import Index, SExpr
 
 from ..capture import AtenNode
 from ..translate import Loop, Translator, Val, const, fill, generator, ivars, loops, stored, view
-from .common import add, c, cast, cmp, index_value, mul, norm_dim, select
+from .common import add, c, cast, cmp, index_value, mul, norm_dim, select, store_or_inline
 from .views import iadd, ineg_from
 
 
@@ -183,14 +183,15 @@ def _tri(upper: bool):
     def template(tr: Translator, node: AtenNode) -> Val:
         x = tr.val(node.args[0])
         k = int(tr.arg(1, "diagonal", 0))
-        decl = tr.result()
-        lps = loops("i", x.shape)
-        idx = ivars(lps)
-        i, j = idx[-2], idx[-1]
-        diff = index_value(j - i)
-        keep = cmp("ge", diff, c(k, diff)) if upper else cmp("le", diff, c(k, diff))
-        tr.emit(decl, idx, "=", select(keep, x.read(idx), c(0, x.dtype)), lps)
-        return stored(decl)
+
+        def value(idx: tuple[Index, ...]) -> SExpr:
+            i, j = idx[-2], idx[-1]
+            assert isinstance(i, AffExpr) and isinstance(j, AffExpr)
+            diff = index_value(j - i)
+            keep = cmp("ge", diff, c(k, diff)) if upper else cmp("le", diff, c(k, diff))
+            return select(keep, x.read(idx), c(0, x.dtype))
+
+        return store_or_inline(tr, 0, value)
 
     return template
 

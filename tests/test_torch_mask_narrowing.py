@@ -1,0 +1,171 @@
+"""Causal masks in translated PyTorch programs reach needed-work narrowing: index-valued tensors (arange,
+its comparisons, tril's iota) are inlined as affine comparisons, and a constant 0/1 mask buffer equal to
+a triangle is read as the comparison of its indices. Numbers are derived by hand below."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from solar_compiler.driver import main  # noqa: E402
+from solar_compiler.frontends.torch.capture import capture  # noqa: E402
+from solar_compiler.frontends.torch.frontend import run_samples  # noqa: E402
+from solar_compiler.frontends.torch.masks import recognise  # noqa: E402
+from solar_compiler.frontends.torch.model_file import load_model_file  # noqa: E402
+from solar_compiler.frontends.torch.translate import translate_program  # noqa: E402
+from solar_compiler.loopir.ast import reads, statements  # noqa: E402
+from solar_compiler.text.printer import print_kernel  # noqa: E402
+
+H100_DRAM = 3.35e12
+
+
+def report(capsys, path: str) -> dict:
+    rc = main([path, "--translate", "--no-cache", "--roofline=all", "--hw", "H100_SXM", "--format=json"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    r = json.loads(out.out)
+    assert r["validation"]["validated"] and r["narrowed"]
+    return r
+
+
+def test_recognise_triangles():
+    n = 5
+    ones = np.ones((n, n))
+    assert recognise(np.tril(ones)) == (True, 0)                # i >= j
+    assert recognise(np.tril(ones, -1)) == (True, 1)            # i >= j + 1
+    assert recognise(np.triu(ones)) == (False, 0)               # i <= j
+    assert recognise(np.triu(ones, 2).astype(bool)) == (False, -2)  # i <= j - 2
+    assert recognise(np.tril(np.ones((3, 6)), 2)) == (True, -2)   # non-square: i >= j - 2
+    assert recognise(ones) is None and recognise(np.zeros((n, n))) is None
+    assert recognise(np.tril(ones) * 2) is None                 # not 0/1
+    band = np.tril(ones) - np.tril(ones, -2)                    # two diagonals: not one half-plane
+    assert recognise(band) is None
+
+
+def test_tril_matmul_narrows_to_the_triangles(capsys):
+    """tril(tril(a) @ tril(b)): only i >= k >= j contributes; N = 256."""
+    n = 256
+    r = report(capsys, "examples/torch/tril_matmul.py")
+    t = r["totals"]
+    # as written: one full mm (2 N^3) and three selects of an inlined compare (2 ops each, N^2 points)
+    assert (t["flops_matrix_as_written"], t["flops_vector_as_written"]) == (2 * n**3, 3 * 2 * n * n)
+    # needed: the triples j <= k <= i, C(N + 2, 3) of them; the selects resolve to copies / zeros
+    triples = (n + 2) * (n + 1) * n // 6
+    assert triples == 2_829_056
+    assert (t["flops"], t["flops_matrix"], t["flops_vector"]) == (2 * triples, 2 * triples, 0)
+    assert t["flops"] < t["flops_as_written"]
+    # compulsory: a and b on their lower triangles, the output written whole
+    tri = n * (n + 1) // 2 * 4
+    assert t["bytes_fused"] == 2 * tri + n * n * 4 == 525_312
+    assert t["bytes_fused_as_written"] == 3 * n * n * 4
+    b = r["bounds"]["H100_SXM"]
+    assert b["fused_bottleneck"] == "memory"
+    assert b["fused_s"] == pytest.approx(525_312 / H100_DRAM, rel=1e-3)
+
+
+@pytest.mark.parametrize("name,buffer,block", [("causal_attention_manual", "mask", 64),
+                                               ("causal_attention_buffer_mask", "bias", 128)])
+def test_causal_attention_narrows_to_the_lower_triangle(capsys, name, buffer, block):
+    """B=4, T=64, C=128, 4 heads of D=32. Scores (QK^T), their scaling, the softmax row max and sum
+    are needed only for j <= i: 2080 = 64*65/2 pairs per head. The softmax output itself and P @ V
+    stay whole: exp(-inf - m) = 0 is known, but 0 / sum is not folded (the sum is not known to be
+    non-zero), so the masked probabilities are not known zeros."""
+    b_, t_, c_, h, d = 4, 64, 128, 4, 32
+    bh, tri, full = b_ * h, t_ * (t_ + 1) // 2, t_ * t_
+    assert tri == 2080
+    r = report(capsys, f"examples/torch/{name}.py")
+    assert r["validation"]["notes"] == [
+        f"mask buffer '{buffer}' [1, 1, {block}, {block}] recognised as affine region i >= j "
+        "(i, j: dims 2, 3); computed from indices, not read"]
+    t = r["totals"]
+    qkv, proj = 2 * b_ * t_ * 3 * c_ * c_, 2 * b_ * t_ * c_ * c_
+    assert t["flops_matrix_as_written"] == qkv + 2 * (2 * bh * full * d) + proj == 41_943_040
+    # mul 1, select + compare 2, max 1, sum (sub, exp, +=) 3, output (sub, exp, div) 3 per score
+    assert t["flops_vector_as_written"] == (1 + 2 + 1 + 3 + 3) * bh * full == 655_360
+    assert t["flops_matrix"] == qkv + 2 * bh * tri * d + 2 * bh * full * d + proj == 39_878_656
+    assert t["flops_vector"] == (1 + 1 + 3) * bh * tri + 3 * bh * full == 363_008
+    assert t["flops"] < t["flops_as_written"]
+    # compulsory: x, the four linear parameters and the output; the mask buffer is not read
+    compulsory = 4 * (b_ * t_ * c_ + 3 * c_ * c_ + 3 * c_ + c_ * c_ + c_ + b_ * t_ * c_)
+    assert t["bytes_fused"] == t["bytes_fused_as_written"] == compulsory == 526_336
+    b = r["bounds"]["H100_SXM"]
+    assert b["fused_bottleneck"] == "memory"
+    assert b["fused_s"] == pytest.approx(compulsory / H100_DRAM, rel=1e-3)
+
+
+def _model(tmp_path: Path, init: str, forward: str) -> str:
+    src = textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+        T = 16
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+        {init}
+            def forward(self, x):
+        {forward}
+        def get_inputs():
+            return [torch.randn(2, T, T)]
+        def get_init_inputs():
+            return []
+        """).format(init=textwrap.indent(textwrap.dedent(init), " " * 8),
+                    forward=textwrap.indent(textwrap.dedent(forward), " " * 8))
+    p = tmp_path / "m.py"
+    p.write_text(src)
+    return str(p)
+
+
+def _translate(path: str):
+    spec = load_model_file(path)
+    prog = capture(spec)
+    tt = translate_program(prog)
+    assert run_samples(spec, prog, tt, "eval")["validated"]
+    return tt
+
+
+def _read_tensors(tt) -> set[str]:
+    return {r.tensor for c in statements(tt.kernel) for r in reads(c.stmt.value)}
+
+
+def test_upper_mask_buffer_with_offset(tmp_path):
+    """A bool triu(.., 1) buffer (the positions to hide) is `i <= j - 1`; masked_fill reads it inline."""
+    tt = _translate(_model(tmp_path, 'self.register_buffer("hide", torch.triu(torch.ones(T, T), 1).bool())',
+                           'return x.masked_fill(self.hide, 0.0)'))
+    assert tt.notes == ["mask buffer 'hide' [16, 16] recognised as affine region i <= j - 1 "
+                        "(i, j: dims 0, 1); computed from indices, not read"]
+    assert _read_tensors(tt) == {"x"}
+    assert print_kernel(tt.kernel).splitlines()[-1].strip().startswith(
+        "where[i0, i1, i2] = 0.0 if i1 <= i2 - 1 else x[i0, i1, i2]")
+
+
+def test_parameter_mask_is_data(tmp_path):
+    """A frozen nn.Parameter holding a triangle is still a parameter (its values may be trained): read."""
+    init = "self.m = nn.Parameter(torch.tril(torch.ones(T, T)), requires_grad=False)"
+    tt = _translate(_model(tmp_path, init, "return x * self.m"))
+    assert tt.notes == [] and _read_tensors(tt) == {"x", "m"}
+
+
+def test_seed_dependent_buffer_is_data(tmp_path):
+    """A buffer drawn at construction is not a fixed mask, even when this draw happens to be 0/1."""
+    tt = _translate(_model(tmp_path, 'self.register_buffer("r", torch.randint(0, 2, (T, T)).float())',
+                           "return x * self.r"))
+    assert tt.notes == [] and _read_tensors(tt) == {"x", "r"}
+
+
+def test_arange_compare_is_inlined(tmp_path):
+    """A causal mask built in forward from aranges: no tensor for the iota or the comparison."""
+    tt = _translate(_model(tmp_path, "", """\
+        i = torch.arange(T)
+        keep = i[:, None] >= i[None, :] + 1
+        return torch.where(keep, x, torch.zeros_like(x))"""))
+    assert [t.name for t in tt.kernel.tensors if t.role == "local"] == []
+    (ctx,) = statements(tt.kernel)
+    assert _read_tensors(tt) == {"x"} and ctx.stmt.target == tt.outputs[0]
+    assert print_kernel(tt.kernel).splitlines()[-1].strip().startswith(
+        "where[i0, i1, i2] = x[i0, i1, i2] if i1 >= i2 + 1 else 0.0")
