@@ -6,8 +6,9 @@ two islpy analyses at statement granularity are exact enough to be useful and so
 1. Forward, known values: regions of every tensor whose elements hold a known constant, from
    literal fills, selects whose condition is an affine comparison of loop variables (a causal mask,
    also through a bool mask tensor filled that way), and constant folding with the executor's own
-   arithmetic (exp(-inf) = 0, -inf - x = -inf, 0 * x = 0, max(x, inf) = inf). Rules that absorb an
-   unknown operand assume it is finite: masked positions are then exact whenever the data is. A
+   arithmetic (exp(-inf) = 0, -inf - x = -inf, 0 * x = 0, 0 / x = 0, max(x, inf) = inf). Rules that
+   absorb an unknown operand assume it is finite (and a divisor non-zero, as a softmax row sum with
+   one unmasked entry is): masked positions are then exact whenever the data is. A
    statement's reads of a tensor written in the same scan loop are unknown.
 2. Backward, needed elements (least fixpoint): every output element is needed; a point of a
    statement is kept iff it writes a needed element, is not a reduction contribution known to be
@@ -265,6 +266,8 @@ def _absorb(e: SExpr, side: int, v: object) -> object | None:
     f = e.fn
     if f == "mul" and v == 0 and not inf:
         return _fold(e, [v, v])
+    if f == "div" and side == 0 and v == 0 and not isinstance(v, bool):
+        return _fold(e, [v, 1.0 if isinstance(v, float) else 1])  # 0 / x = 0 for a non-zero divisor
     if f == "add" and inf:
         return v
     if f == "sub" and inf:

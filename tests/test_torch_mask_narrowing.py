@@ -73,9 +73,9 @@ def test_tril_matmul_narrows_to_the_triangles(capsys):
                                                ("causal_attention_buffer_mask", "bias", 128)])
 def test_causal_attention_narrows_to_the_lower_triangle(capsys, name, buffer, block):
     """B=4, T=64, C=128, 4 heads of D=32. Scores (QK^T), their scaling, the softmax row max and sum
-    are needed only for j <= i: 2080 = 64*65/2 pairs per head. The softmax output itself and P @ V
-    stay whole: exp(-inf - m) = 0 is known, but 0 / sum is not folded (the sum is not known to be
-    non-zero), so the masked probabilities are not known zeros."""
+    are needed only for j <= i: 2080 = 64*65/2 pairs per head. The masked probabilities are known
+    zeros (exp(-inf - m) = 0, then 0 / sum = 0: a row sum with its diagonal entry is non-zero), so
+    they become constant stores (no FLOPs) and P @ V skips them: it too runs on 2080 pairs."""
     b_, t_, c_, h, d = 4, 64, 128, 4, 32
     bh, tri, full = b_ * h, t_ * (t_ + 1) // 2, t_ * t_
     assert tri == 2080
@@ -88,8 +88,8 @@ def test_causal_attention_narrows_to_the_lower_triangle(capsys, name, buffer, bl
     assert t["flops_matrix_as_written"] == qkv + 2 * (2 * bh * full * d) + proj == 41_943_040
     # mul 1, select + compare 2, max 1, sum (sub, exp, +=) 3, output (sub, exp, div) 3 per score
     assert t["flops_vector_as_written"] == (1 + 2 + 1 + 3 + 3) * bh * full == 655_360
-    assert t["flops_matrix"] == qkv + 2 * bh * tri * d + 2 * bh * full * d + proj == 39_878_656
-    assert t["flops_vector"] == (1 + 1 + 3) * bh * tri + 3 * bh * full == 363_008
+    assert t["flops_matrix"] == qkv + 2 * (2 * bh * tri * d) + proj == 37_814_272
+    assert t["flops_vector"] == (1 + 1 + 3 + 3) * bh * tri == 266_240
     assert t["flops"] < t["flops_as_written"]
     # compulsory: x, the four linear parameters and the output; the mask buffer is not read
     compulsory = 4 * (b_ * t_ * c_ + 3 * c_ * c_ + 3 * c_ + c_ * c_ + c_ + b_ * t_ * c_)

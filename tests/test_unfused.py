@@ -164,14 +164,17 @@ def test_grouping_survives_narrowing_that_splits_and_removes(capsys, torch_files
 
 
 # The iota/compare of tril and the mask buffer are inlined as affine comparisons (no statements);
-# narrowing splits a masked select into its two pieces (kept value, constant), one entry each.
+# narrowing splits a masked select into its two pieces (kept value, constant), one entry each, when
+# both are needed. In causal attention the masked -inf scores are not: their probabilities are known
+# zeros (exp(-inf) = 0, 0 / sum = 0), stored as constants without reading the scores, so the select
+# keeps only its unmasked piece.
 AFTER_NARROWING = {
     "tril_matmul": [("aten.where.self", 0, 1), ("aten.where.self", 1, 1), ("aten.mm.default", 2, 2),
                     ("aten.where.self", 4, 2)],
     "causal_attention_manual": [("aten.linear.default", 0, 2), ("aten.bmm.default", 2, 2),
-                                ("aten.mul.Tensor", 4, 1), ("aten.where.self", 5, 2),
-                                ("aten.softmax.int", 7, 5), ("aten.bmm.default", 12, 2),
-                                ("aten.linear.default", 14, 2)],
+                                ("aten.mul.Tensor", 4, 1), ("aten.where.self", 5, 1),
+                                ("aten.softmax.int", 6, 5), ("aten.bmm.default", 11, 2),
+                                ("aten.linear.default", 13, 2)],
 }
 
 
