@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from programs import TRIL
 
 from solar_compiler.driver import SolarOptMain, main, roofline_pipeline, split_pipeline
 
@@ -15,17 +16,6 @@ H100 = (REPO / "hw_targets/H100_SXM.yaml").read_text()
 N = 4096
 H100_TF32, H100_BW, H100_L2_BW = 494.7e12, 3.35e12, 16.7e12
 
-TRIL = """kernel tril(A: f32[8, 5] input, B: f32[5, 8] input, Y: f32[8, 8] output):
-    local C: f32[8, 8]
-    for i in range(8):
-        for j in range(8):
-            C[i, j] = 0.0
-            for k in range(5):
-                C[i, j] += A[i, k] * B[k, j]
-    for i in range(8):
-        for j in range(8):
-            Y[i, j] = C[i, j] if i >= j else 0.0
-"""
 
 
 def mm(n: int) -> str:

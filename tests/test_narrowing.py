@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from programs import TRIL
 from xdsl.context import Context
 from xdsl.dialects.builtin import StringAttr
 
@@ -22,18 +23,6 @@ from solar_compiler.passes import all_passes
 from solar_compiler.polyhedral import iteration_count
 from solar_compiler.text.parser import parse_kernel
 from solar_compiler.text.printer import print_assign, print_kernel
-
-TRIL = """kernel tril(A: f32[8, 5] input, B: f32[5, 8] input, Y: f32[8, 8] output):
-    local C: f32[8, 8]
-    for i in range(8):
-        for j in range(8):
-            C[i, j] = 0.0
-            for k in range(5):
-                C[i, j] += A[i, k] * B[k, j]
-    for i in range(8):
-        for j in range(8):
-            Y[i, j] = C[i, j] if i >= j else 0.0
-"""
 
 # masked_fill style: a bool mask filled from the loop indices, scores replaced by -inf where it is
 # False, then max / exp / sum / P @ V over all 8 keys as written.

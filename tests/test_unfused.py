@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 from functools import cache
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from programs import TRIL
 from xdsl.context import Context
 from xdsl.dialects.builtin import StringAttr
 
@@ -51,6 +51,7 @@ def get_init_inputs():
 CONV_RELU = """\
 import torch
 import torch.nn as nn
+from programs import TRIL
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
@@ -318,18 +319,7 @@ def test_remap_source_ops():
 
 
 def test_narrow_reports_the_origin_of_every_statement():
-    tril = textwrap.dedent("""\
-        kernel tril(A: f32[8, 5] input, B: f32[5, 8] input, Y: f32[8, 8] output):
-            local C: f32[8, 8]
-            for i in range(8):
-                for j in range(8):
-                    C[i, j] = 0.0
-                    for k in range(5):
-                        C[i, j] += A[i, k] * B[k, j]
-            for i in range(8):
-                for j in range(8):
-                    Y[i, j] = C[i, j] if i >= j else 0.0
-        """)
+    tril = TRIL
     res = narrow(parse_kernel(tril, "t.loop"))
     after = statements(res.kernel)
     # the select splits into the copy (i >= j) and the constant store of the upper triangle
