@@ -51,7 +51,6 @@ def get_init_inputs():
 CONV_RELU = """\
 import torch
 import torch.nn as nn
-from programs import TRIL
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
