@@ -53,8 +53,24 @@ RESOURCES = ("matrix", "vector", "memory")
 FIDELITIES = ("unfused", "fused", "cache-aware")
 
 
+class _UnitTimes:
+    """Seconds on each resource; the bound is their max (units overlap in time)."""
+
+    t_matrix: float
+    t_vector: float
+    t_memory: float
+
+    @property
+    def bound_s(self) -> float:
+        return max(self.t_matrix, self.t_vector, self.t_memory)
+
+    @property
+    def bottleneck(self) -> str:
+        return _binding(self.t_matrix, self.t_vector, self.t_memory)
+
+
 @dataclass(frozen=True)
-class OpBound:
+class OpBound(_UnitTimes):
     """Times (seconds) one op needs on each resource of one target."""
 
     name: str
@@ -66,17 +82,9 @@ class OpBound:
     def t_compute(self) -> float:
         return max(self.t_matrix, self.t_vector)
 
-    @property
-    def bound_s(self) -> float:
-        return max(self.t_matrix, self.t_vector, self.t_memory)
-
-    @property
-    def bottleneck(self) -> str:
-        return _binding(self.t_matrix, self.t_vector, self.t_memory)
-
 
 @dataclass(frozen=True)
-class KernelBound:
+class KernelBound(_UnitTimes):
     """Times (seconds) of one kernel of the unfused bound: its ops' unit times summed, its bytes."""
 
     name: str
@@ -85,14 +93,6 @@ class KernelBound:
     t_matrix: float
     t_vector: float
     t_memory: float
-
-    @property
-    def bound_s(self) -> float:
-        return max(self.t_matrix, self.t_vector, self.t_memory)
-
-    @property
-    def bottleneck(self) -> str:
-        return _binding(self.t_matrix, self.t_vector, self.t_memory)
 
 
 @dataclass(frozen=True)

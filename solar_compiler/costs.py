@@ -52,14 +52,13 @@ from solar_compiler.loopir.ast import (
     Binary,
     Cast,
     Cmp,
-    IndexValue,
     Kernel,
     LoopIRError,
-    Read,
     Select,
     SExpr,
     StmtContext,
     Unary,
+    expr_vars,
     reads,
     stmt_reads,
     typecheck,
@@ -348,18 +347,6 @@ def _factors(e: SExpr) -> list[SExpr]:
     return [e]
 
 
-def _value_vars(e: SExpr) -> set[str]:
-    out: set[str] = set()
-    for x in e.walk():
-        if isinstance(x, Read):
-            for i in x.indices:
-                if isinstance(i, AffExpr):
-                    out |= i.vars()
-        elif isinstance(x, IndexValue):
-            out |= x.expr.vars()
-    return out
-
-
 def _dtype_before_cast(e: SExpr) -> str:
     while isinstance(e, Cast):
         e = e.x
@@ -372,7 +359,7 @@ def contraction_dtype(ctx: StmtContext) -> str | None:
     if s.kind != "+=":
         return None
     reduced = set(ctx.ivs) - s.target_vars
-    dep = [f for f in _factors(s.value) if _value_vars(f) & reduced]
+    dep = [f for f in _factors(s.value) if expr_vars(f) & reduced]
     if len(dep) < 2:
         return None
     a, b = _dtype_before_cast(dep[0]), _dtype_before_cast(dep[1])
@@ -393,12 +380,12 @@ def contraction_flops(ctx: StmtContext, iterations: int) -> tuple[int, int]:
     s = ctx.stmt
     reduced = set(ctx.ivs) - s.target_vars
     factors = list(dict.fromkeys(_factors(s.value)))
-    dep = [f for f in factors if _value_vars(f) & reduced]
+    dep = [f for f in factors if expr_vars(f) & reduced]
     vector = 0
     for f in factors:
         n = _ops(f)[0]
         if n:
-            vs = sorted(_value_vars(f))
+            vs = sorted(expr_vars(f))
             vector += n * (footprint(ctx, [AffExpr.var(v) for v in vs]) if vs else 1)
     matrix = 2 * iterations
     if len(dep) >= 3:
@@ -416,7 +403,7 @@ def _pairwise_flops(ctx: StmtContext, dep: list[SExpr], iterations: int) -> int:
     for v in ctx.ivs:
         letters[v] = opt_einsum.get_symbol(len(letters))
     out = "".join(letters[v] for v in ctx.ivs if v in ctx.stmt.target_vars)
-    terms = ["".join(letters[v] for v in ctx.ivs if v in _value_vars(f)) for f in dep]
+    terms = ["".join(letters[v] for v in ctx.ivs if v in expr_vars(f)) for f in dep]
     extent = {letters[v]: hi - lo + 1 for v, (lo, hi) in ranges.items()}
     shapes = [tuple(extent[c] for c in t) for t in terms]
     _, info = opt_einsum.contract_path(f"{','.join(terms)}->{out}", *shapes, shapes=True, optimize="optimal")

@@ -27,7 +27,7 @@ from solar_compiler.executor.evaluate import Evaluator
 from solar_compiler.executor.grid import Grid
 from solar_compiler.executor.numeric import STORAGE, identity, quantize
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Assign, Binary, Index, IndexValue, Read, SExpr, TensorDecl
+from solar_compiler.loopir.ast import Assign, Binary, Index, SExpr, TensorDecl, expr_vars
 
 REDUCE = {"+=": np.add, "*=": np.multiply, "max=": np.maximum, "min=": np.minimum}
 
@@ -37,19 +37,6 @@ class State:
     tensors: dict[str, np.ndarray]
     decls: dict[str, TensorDecl]
     budget: int  # bytes a statement's working set may take before it is chunked
-
-
-def expr_vars(e: SExpr) -> set[str]:
-    """Loop variables an expression depends on."""
-    out: set[str] = set()
-    for n in e.walk():
-        if isinstance(n, IndexValue):
-            out |= n.expr.vars()
-        elif isinstance(n, Read):
-            for i in n.indices:
-                if isinstance(i, AffExpr):
-                    out |= i.vars()
-    return out
 
 
 def mul_factors(e: SExpr) -> list[SExpr]:
