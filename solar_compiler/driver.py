@@ -12,21 +12,30 @@ just before the first `lift-einsum` unless `--no-narrow` or `-p` has it, and `ro
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import os
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import IO, ClassVar
+from functools import partial
+from typing import IO, ClassVar, NoReturn
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
+from xdsl.frontend.mlir import MLIRFrontend
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.utils.frontend import Frontend
 from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.errors import SolarError
+from solar_compiler.records import ProgramInfo
 
 ROOFLINE_CHOICES = ("unfused", "fused", "cache-aware", "all")
 
@@ -36,16 +45,15 @@ class LoopTextFrontend(Frontend):
     name: ClassVar[str] = "loop"
 
     def parse(self, ctx: Context, input: IO[bytes], input_name: str = "input") -> ModuleOp:
+        from solar_compiler.analysis.polyhedral import check_bounds
         from solar_compiler.loopir.convert import kernels_to_module
-        from solar_compiler.polyhedral import check_bounds
         from solar_compiler.text.parser import parse_kernels
 
         kernels = parse_kernels(input.read().decode(), input_name)
         for k in kernels:
             check_bounds(k)
         module = kernels_to_module(kernels)
-        module.attributes["solar.source"] = StringAttr(input_name)
-        module.attributes["solar.frontend"] = StringAttr("loop-text")
+        ProgramInfo(input_name, "loop-text").store(module)
         return module
 
 
@@ -58,8 +66,33 @@ class SourceFileFrontend(Frontend):
     def parse(self, ctx: Context, input: IO[bytes], input_name: str = "input") -> ModuleOp:
         input.read()
         module = ModuleOp([])
-        module.attributes["solar.source"] = StringAttr(input_name)
+        ProgramInfo(input_name).store(module)
         return module
+
+
+@dataclass(frozen=True)
+class LocatedMLIRFrontend(MLIRFrontend):
+    """MLIR input whose ops without an explicit `loc(...)` get their position in the input file, so
+    that a verification error names the line it is about (as mlir-opt's do)."""
+
+    def parse(self, ctx: Context, input: IO[bytes], input_name: str = "input") -> ModuleOp:
+        return _LocatingParser(ctx, input.read(), input_name).parse_module(not self.no_implicit_module)
+
+
+class _LocatingParser(Parser):
+    """Statements and nodes keep only the user-source positions written in the input (they are
+    what the loop text form prints); every other op gets its MLIR line."""
+
+    def parse_operation(self) -> Operation:
+        from solar_compiler.dialects.einsum import NodeOp
+        from solar_compiler.dialects.loop import StmtOp
+
+        start = self._current_token.span
+        op = super().parse_operation()
+        if isinstance(op.location, UnknownLoc) and not isinstance(op, StmtOp | NodeOp):
+            loc = start.get_location()
+            op.location = FileLineColLoc(StringAttr(loc.file), IntAttr(loc.line), IntAttr(loc.col))
+        return op
 
 
 @dataclass(frozen=True)
@@ -69,10 +102,10 @@ class LoopTextTarget(Target):
     name: ClassVar[str] = "loop"
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from solar_compiler.loopir.convert import module_kernels
+        from solar_compiler.analysis.program import module_programs
         from solar_compiler.text.printer import print_kernels
 
-        kernels = module_kernels(module)
+        kernels = [p.kernel for p in module_programs(module)]
         if not kernels:
             raise SolarError("no loop.kernel to print (is the input translated?)")
         output.write(print_kernels(kernels))
@@ -141,13 +174,20 @@ class SolarOptMain(xDSLOptMain):
 
             return Einsum
 
+        def solar():
+            from solar_compiler.dialects.solar import Solar
+
+            return Solar
+
         self.ctx.register_dialect("loop", loop)
         self.ctx.register_dialect("einsum", einsum)
+        self.ctx.register_dialect("solar", solar)
 
     def register_all_frontends(self) -> None:
         super().register_all_frontends()
         self.available_frontends["loop"] = lambda: LoopTextFrontend
         self.available_frontends["py"] = lambda: SourceFileFrontend
+        self.available_frontends["mlir"] = lambda: LocatedMLIRFrontend
 
     def register_all_passes(self) -> None:
         from solar_compiler.passes import all_passes
@@ -169,6 +209,8 @@ class SolarOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+        arg_parser.error = partial(_usage_error, arg_parser)  # type: ignore[method-assign]
+        arg_parser.allow_abbrev = False  # a typo must not silently select another option
         g = arg_parser.add_argument_group("solar-opt")
         g.add_argument("--translate", action="store_true",
                        help="translate a source program (.py) into loop IR (pass 'translate')")
@@ -218,8 +260,6 @@ class SolarOptMain(xDSLOptMain):
                 opts.append(f"cache-size={_quote(a.cache_size)}")
             if a.inverse_roofline:
                 opts.append(f"inverse={_quote(a.inverse_roofline)}")
-            if a.plot:
-                opts.append(f"plot={_quote(a.plot)}")
             passes = roofline_pipeline(passes, narrow=not a.no_narrow)
             post.append(f"roofline{{{' '.join(opts)}}}")
             if a.target == "mlir":
@@ -227,7 +267,35 @@ class SolarOptMain(xDSLOptMain):
         elif a.format:
             a.target = "json" if a.format == "json" else "report"
         a.passes = ",".join(passes + post)
-        super().setup_pipeline()
+        try:
+            super().setup_pipeline()
+        except ValueError as e:  # xDSL's pipeline parser: an unknown pass or pass option
+            raise SolarError(f"bad pass pipeline '{a.passes}': {' '.join(str(e).split())}") from None
+        checked = self.pipeline.callback
+
+        def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
+            if previous is not None and not getattr(previous, "preserves_analyses", False):
+                invalidate_analyses(module)
+            if checked is not None:
+                checked(previous, module, following)
+
+        self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
+
+    def prepare_input(self):  # noqa: ANN201 - xDSL's signature
+        try:
+            return super().prepare_input()
+        except OSError as e:
+            raise SolarError(f"{self.args.input_file}: cannot read the input: {e.strerror}") from None
+        except ValueError as e:  # an unknown file extension
+            raise SolarError(f"{self.args.input_file}: {e}; use -f loop|mlir|py") from None
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        if self.args.plot:
+            from solar_compiler.plot import write_plot
+            from solar_compiler.report import module_report
+
+            write_plot(module_report(prog), self.args.plot)
+        return super().output_resulting_program(prog)
 
 
 def split_pipeline(pipeline: str) -> list[str]:
@@ -263,40 +331,79 @@ def _quote(value: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run `solar-opt`. A user error (SolarError, a parse or verification error) is one line on stderr
+    and exit 1; anything else is a bug, reported as one line saying so (the traceback with --debug)
+    and exit 70."""
     if argv is None:
         argv = sys.argv[1:]
     debug = "--debug" in argv
-    if "--calibrate-host" in argv:
-        from solar_compiler.hw import calibrate_host
-
-        path = calibrate_host()
-        print(f"host calibrated: {path}")
-        return 0
     try:
+        if "--calibrate-host" in argv:
+            from solar_compiler.hw import calibrate_host
+
+            print(f"host calibrated: {calibrate_host()}")
+            return 0
         SolarOptMain(args=argv).run()
     except SystemExit:
         raise
-    except BaseException as e:  # every failure is one line on stderr unless --debug
-        if debug or isinstance(e, KeyboardInterrupt):
+    except KeyboardInterrupt:
+        print("solar-opt: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader of our output went away (`| head`): nothing to report
+        return 1
+    except (SolarError, ParseError, VerifyException, DiagnosticException) as e:
+        if debug:
             raise
         print(f"solar-opt: error: {one_line(e)}", file=sys.stderr)
         return 1
+    except Exception as e:
+        if debug:
+            raise
+        text = " ".join(str(e).split())
+        print(f"solar-opt: internal error (a bug in solar-opt, not in the input): {type(e).__name__}: "
+              f"{text} (rerun with --debug for the traceback)", file=sys.stderr)
+        return 70
     return 0
 
 
 def one_line(e: BaseException) -> str:
-    from xdsl.utils.exceptions import ParseError
-
+    """The one-line form of a user error: `file:line:col: what` where the position is known."""
     if isinstance(e, ParseError):
         loc = e.span.get_location()  # Location(file, line, col)
         what = " ".join(str(e.msg).split()) or "parse error"
         return f"{loc.file}:{loc.line}:{loc.col}: {what}"
-    text = " ".join(str(e).split()) or type(e).__name__
-    if type(e).__name__ in ("VerifyException", "DiagnosticException"):
-        return f"verification failed: {text}"
-    if isinstance(e, (SolarError, ValueError, OSError)):
-        return text
-    return f"{type(e).__name__}: {text}"
+    if isinstance(e, VerifyException | DiagnosticException):
+        text = " ".join(str(e.args[0] if e.args else e).split()) or type(e).__name__
+        at = _op_position(getattr(e, "op", None))
+        return f"{at}: {text}" if at else f"verification failed: {text}"
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _op_position(op: Operation | None) -> str | None:
+    """The source position of an op, or of the nearest enclosing op that has one."""
+    from solar_compiler.dialects.loop import location_text
+
+    while op is not None:
+        text = location_text(op.location)
+        if text:
+            return text
+        op = op.parent_op()
+    return None
+
+
+def _usage_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    """argparse's error, as one line with a suggestion instead of the whole usage text."""
+    import difflib
+    import re
+
+    m = re.match(r"unrecognized arguments: (\S+)", message)
+    if m:
+        flag = m.group(1).split("=")[0]
+        known = [o for a in parser._actions for o in a.option_strings]
+        close = difflib.get_close_matches(flag, known, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else " (solar-opt --help lists the options)"
+        raise SolarError(f"unknown option '{flag}'{hint}")
+    raise SolarError(" ".join(message.split()))
 
 
 if __name__ == "__main__":

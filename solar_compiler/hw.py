@@ -34,6 +34,8 @@ from typing import Any
 
 import yaml
 
+from solar_compiler.errors import SolarError
+
 __all__ = [
     "DTYPES",
     "HOST",
@@ -53,7 +55,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class HwTargetError(ValueError):
+class HwTargetError(SolarError, ValueError):
     """A target cannot be found, is malformed, or lacks the rate a query needs (one-line message)."""
 
 

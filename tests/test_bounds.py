@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solar_compiler.bounds import graph_bounds, inverse_roofline, op_bound, parse_latency
-from solar_compiler.costs import Access, GraphCosts, OpCost
+from solar_compiler.analysis.bounds import graph_bounds, inverse_roofline, op_bound, parse_latency
+from solar_compiler.analysis.costs import Access, GraphCosts, OpCost
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import load_target
 
@@ -250,7 +250,7 @@ def mlp_text(b: int, d: int, h: int, e: int, dt: str = "f32") -> str:
 
 
 def with_kernels(*texts: str, hw=None, precision: str = "auto", cache_size: int | None = None):
-    from solar_compiler.costs import kernel_costs
+    from solar_compiler.analysis.costs import kernel_costs
     from solar_compiler.text.parser import parse_kernel
 
     ks = [parse_kernel(t, "t.loop") for t in texts]
@@ -328,7 +328,7 @@ def test_cache_aware_sums_kernels(h100):
 def test_cache_aware_errors(h100):
     from dataclasses import replace
 
-    from solar_compiler.costs import kernel_costs
+    from solar_compiler.analysis.costs import kernel_costs
     from solar_compiler.text.parser import parse_kernel
 
     k = parse_kernel(mm_text(64, 64, 64), "t.loop")
@@ -349,14 +349,14 @@ def test_cache_aware_errors(h100):
     ("1e3B", 1000), ("64mib", 64 * 2**20), (1024, 1024),
 ])
 def test_parse_size(text, size):
-    from solar_compiler.bounds import parse_size
+    from solar_compiler.analysis.bounds import parse_size
 
     assert parse_size(text) == size
 
 
 @pytest.mark.parametrize("text", ["0.3B", "-1MB", "0", "12 parsecs", "MB", "1.5", True])
 def test_parse_size_rejects(text):
-    from solar_compiler.bounds import parse_size
+    from solar_compiler.analysis.bounds import parse_size
 
     with pytest.raises(SolarError, match="bad cache size"):
         parse_size(text)

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solar_compiler import io_bounds as io
-from solar_compiler import tiling
-from solar_compiler.costs import kernel_costs
+from solar_compiler.analysis import io_bounds as io
+from solar_compiler.analysis import tiling
+from solar_compiler.analysis.costs import kernel_costs
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.ast import statements, typecheck
 from solar_compiler.text.parser import parse_kernel

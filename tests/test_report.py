@@ -9,18 +9,13 @@ import pytest
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
-from solar_compiler.costs import Access, GraphCosts, OpCost
+from solar_compiler.analysis.costs import Access, GraphCosts, OpCost
+from solar_compiler.analysis.summary import build_report, module_validation
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import parse_hw_list
 from solar_compiler.passes.roofline import RooflinePass, parse_fidelity
-from solar_compiler.report import (
-    REPORT_ATTR,
-    JsonReportTarget,
-    TextReportTarget,
-    build_report,
-    fmt_time,
-    module_validation,
-)
+from solar_compiler.records import ProgramInfo, store_report
+from solar_compiler.report import JsonReportTarget, TextReportTarget, fmt_time
 
 N = 4096
 NOT_VALIDATED = {"validated": False, "frontend": "loop-text", "max_rel_err": None, "samples": 0}
@@ -47,12 +42,12 @@ def report(hw: str = "H100_SXM", latency: float | None = None,
                         latency_s=latency)
 
 
-def module_with(r: dict | None, **attrs: str) -> ModuleOp:
+def module_with(r: dict | None, info: ProgramInfo | None = None) -> ModuleOp:
     m = ModuleOp([])
-    for k, v in attrs.items():
-        m.attributes[k.replace("_", ".")] = StringAttr(v)
+    if info is not None:
+        info.store(m)
     if r is not None:
-        m.attributes[REPORT_ATTR] = StringAttr(json.dumps(r))
+        store_report(m, r)
     return m
 
 
@@ -159,14 +154,17 @@ def test_value_dependent_ops_listed():
 
 
 def test_validation_record():
-    assert module_validation(module_with(None, solar_frontend="loop-text")) == NOT_VALIDATED
+    assert module_validation(module_with(None, ProgramInfo("m.loop", "loop-text"))) == NOT_VALIDATED
     rec = {"validated": True, "frontend": "torch", "max_rel_err": 1.5e-6, "samples": 3}
-    assert module_validation(module_with(None, solar_validation=json.dumps(rec))) == rec
-    with pytest.raises(SolarError, match="missing samples"):
-        module_validation(module_with(None, solar_validation='{"validated": true, "frontend": "torch", '
-                                                             '"max_rel_err": 0.0}'))
-    with pytest.raises(SolarError, match="invalid JSON"):
-        module_validation(module_with(None, solar_validation="{"))
+    assert module_validation(module_with(None, ProgramInfo("m.py", "torch", rec))) == rec
+    with pytest.raises(SolarError, match="validation record misses samples"):
+        module_validation(module_with(None, ProgramInfo("m.py", "torch", {
+            "validated": True, "frontend": "torch", "max_rel_err": 0.0})))
+    # a malformed record on the module is a one-line error naming the attribute
+    m = ModuleOp([])
+    m.attributes["solar.program"] = StringAttr("{")
+    with pytest.raises(SolarError, match="module attribute solar.program"):
+        module_validation(m)
     r = report()
     r["validation"] = rec
     assert "validated (torch frontend): 3 sample(s), max relative error 1.50e-06" in emit(
@@ -207,7 +205,7 @@ def test_pass_options_rejected():
         parse_fidelity("fast")
     assert parse_fidelity("cache-aware") == ("cache-aware",)
     assert parse_fidelity("all") == ("unfused", "fused", "cache-aware")
-    m = module_with(None, solar_frontend="loop-text")
+    m = module_with(None, ProgramInfo("m.loop", "loop-text"))
     with pytest.raises(SolarError, match="unknown precision policy 'fp4'"):
         RooflinePass(precision="fp4").apply(Context(), m)
     with pytest.raises(SolarError, match="--cache-size sets the on-chip capacity of cache-aware bounds; ask"):

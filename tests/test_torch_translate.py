@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from solar_compiler.analysis.polyhedral import check_bounds, iteration_count  # noqa: E402
 from solar_compiler.errors import SolarError  # noqa: E402
 from solar_compiler.frontends.torch.capture import capture  # noqa: E402
 from solar_compiler.frontends.torch.frontend import run_samples  # noqa: E402
@@ -19,7 +20,6 @@ from solar_compiler.frontends.torch.templates.views import reshape_map  # noqa: 
 from solar_compiler.frontends.torch.translate import same_program, simplify, translate_program  # noqa: E402
 from solar_compiler.loopir.affine import AffExpr  # noqa: E402
 from solar_compiler.loopir.ast import Assign, Read, reads, statements, typecheck  # noqa: E402
-from solar_compiler.polyhedral import check_bounds, iteration_count  # noqa: E402
 from solar_compiler.text.parser import parse_kernel  # noqa: E402
 from solar_compiler.text.printer import print_kernel  # noqa: E402
 

@@ -77,7 +77,7 @@ def sandboxed_job(path: str, options: FrontendOptions) -> Translation | str:
 
 def translate_job(path: str, options: FrontendOptions) -> Translation:
     """Capture, translate and validate `path`; every failure is a one-line SolarError."""
-    from solar_compiler.polyhedral import check_bounds
+    from solar_compiler.analysis.polyhedral import check_bounds
 
     from .capture import CaptureError, capture
     from .model_file import ModelFileError, load_model_file
@@ -169,8 +169,8 @@ def _as_array(a, decl):
 
 def estimate(kernel) -> tuple[float, int]:
     """(expected seconds of the eager reference, bytes of all tensors) of a kernel."""
+    from solar_compiler.analysis.polyhedral import iteration_count
     from solar_compiler.loopir.ast import Binary, Read, statements
-    from solar_compiler.polyhedral import iteration_count
 
     secs = 0.0
     for ctx in statements(kernel):

@@ -32,7 +32,16 @@ from typing import TYPE_CHECKING
 import islpy as isl
 import numpy as np
 
-from solar_compiler.costs import GraphCosts
+from solar_compiler.analysis.costs import GraphCosts
+from solar_compiler.analysis.polyhedral import (  # _groups: the same variable grouping the counts use
+    Constraint,
+    _groups,
+    count_points,
+    domain_constraints,
+    footprint,
+    iteration_count,
+)
+from solar_compiler.analysis.program import Program, program_from_kernel
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import (
@@ -46,15 +55,6 @@ from solar_compiler.loopir.ast import (
     Unary,
     reads,
     stmt_reads,
-    typecheck,
-)
-from solar_compiler.polyhedral import (  # _groups: the same variable grouping the counts use
-    Constraint,
-    _groups,
-    count_points,
-    domain_constraints,
-    footprint,
-    iteration_count,
 )
 
 if TYPE_CHECKING:
@@ -108,7 +108,8 @@ class Contraction:
         return self.rho / (self.a.nbytes * self.b.nbytes * self.c.nbytes)
 
 
-def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False) -> Contraction | None:
+def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False,
+              name: str | None = None) -> Contraction | None:
     """The contraction view of a (typed) statement, or None when no reuse theorem applies to it.
 
     Only `+=` of a product with two affine reads of DIFFERENT tensors among its factors qualifies,
@@ -138,7 +139,7 @@ def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False) -> Co
     if best is None:
         return None
     rho, _, z, a, b = best
-    return Contraction(f"S{ctx.index}", ctx.index, s.kind, a, b, c, iteration_count(ctx), z, rho,
+    return Contraction(name or f"S{ctx.index}", ctx.index, s.kind, a, b, c, iteration_count(ctx), z, rho,
                        _k_min(ctx, c, z), ctx.ivs, ext, unit, init_folded)
 
 
@@ -402,16 +403,15 @@ class KernelView:
         return c if c is not None and (self.direct_conv or not c.window) else None
 
 
-def view(kernel: Kernel, direct_conv: bool = False) -> KernelView:
-    from solar_compiler.passes.lift_einsum import group_statements
-
-    k = typecheck(kernel)
-    groups = group_statements(k)
+def view(program: Program | Kernel, direct_conv: bool = False) -> KernelView:
+    p = program if isinstance(program, Program) else program_from_kernel(program)
+    k = p.kernel
+    groups = list(p.nodes)
     written = {c.stmt.target for g in groups for c in g.stmts}
     roles = {t.name: t.role for t in k.tensors}
     out: dict[str, Contraction] = {}
     for g in groups:
-        c = recognise(k, g.main, g.init is not None)
+        c = recognise(k, g.main, g.init is not None, g.name)
         if c is not None:
             out[c.name] = c
     slow = {t for t, r in roles.items() if r in ("input", "weight") and t not in written}
@@ -477,7 +477,7 @@ def _level(lv: Level) -> tuple[str, float, float, int]:
     raise SolarError(f"memory level {lv!r}: expected (name, capacity_bytes, bandwidth_Bps[, units])")
 
 
-def cache_aware(kernel: Kernel, costs: GraphCosts, levels: Sequence[Level], compute_s: float,
+def cache_aware(kernel: Program | Kernel, costs: GraphCosts, levels: Sequence[Level], compute_s: float,
                 direct_conv: bool = False) -> CacheAwareResult:
     """Cache-aware bound: time = max(compute_s, max over levels of Q_level / bandwidth), where
     Q_level = max(compulsory bytes, best proven reuse bound at that level's capacity). Sliding

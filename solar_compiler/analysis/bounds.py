@@ -5,7 +5,7 @@ vector_peak(vector dtype), t_memory = bytes / DRAM bandwidth; the op's bound is 
 three (the units and the memory system overlap, so the max and not the sum is a lower bound).
 
 * unfused = sum over kernels of the kernel bound: every kernel reads its operands from DRAM and
-  writes its results back. A kernel is what one eager kernel would run (`solar_compiler.unfused`):
+  writes its results back. A kernel is what one eager kernel would run (`solar_compiler.analysis.unfused`):
   the statements one source op became (a softmax's five statements, a convolution's init and its
   reduction) when the frontend recorded them in `solar.source_ops`, else one einsum node. Its
   compute time is max over units of the sum of its ops' times on that unit (per-op dtypes priced
@@ -41,10 +41,10 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from solar_compiler.costs import GraphCosts, OpCost
+from solar_compiler.analysis.costs import GraphCosts, OpCost
+from solar_compiler.analysis.unfused import UnfusedKernel, node_kernels
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import HwTarget
-from solar_compiler.unfused import UnfusedKernel, node_kernels
 
 if TYPE_CHECKING:
     from solar_compiler.loopir.ast import Kernel
@@ -89,7 +89,7 @@ class KernelBound(_UnitTimes):
 
     name: str
     ops: tuple[int, ...]   # indices into GraphBounds.ops
-    bytes: int             # external traffic (solar_compiler.unfused)
+    bytes: int             # external traffic (solar_compiler.analysis.unfused)
     t_matrix: float
     t_vector: float
     t_memory: float
@@ -206,7 +206,7 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precis
     """Unfused and fused bounds of one or more kernels (priced as one program, see module doc), and
     the cache-aware bound when the kernels the costs were computed from are given (same order).
     `cache_size` overrides the capacity of the target's outermost (DRAM) level, in bytes.
-    `unfused` gives, per graph, the kernels of the unfused bound (`solar_compiler.unfused`);
+    `unfused` gives, per graph, the kernels of the unfused bound (`solar_compiler.analysis.unfused`);
     None: every op is a kernel with its own traffic."""
     graphs = [graphs] if isinstance(graphs, GraphCosts) else list(graphs)
     if cache_size is not None and kernels is None:
@@ -246,7 +246,7 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precis
 def target_levels(hw: HwTarget, cache_size: int | None = None) -> list[tuple[str, float, float, int]]:
     """(name, capacity, bandwidth, units) of the target's levels, outermost first, with the outermost
     (DRAM) capacity replaced by `cache_size` when given."""
-    from solar_compiler.io_bounds import levels_from_target
+    from solar_compiler.analysis.io_bounds import levels_from_target
 
     levels = levels_from_target(hw)
     if not levels:
@@ -265,8 +265,8 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     """Per level, the program's traffic is summed over kernels (see the module doc); the time is the
     max of the FUSED terms and every level's traffic / bandwidth, the DRAM level's term never below
     the fused memory term (so cache-aware >= fused exactly, whatever the rounding)."""
-    from solar_compiler.io_bounds import cache_aware, view
-    from solar_compiler.tiling import REPORT_COMBOS, tiled_traffic
+    from solar_compiler.analysis.io_bounds import cache_aware, view
+    from solar_compiler.analysis.tiling import REPORT_COMBOS, tiled_traffic
 
     if len(kernels) != len(graphs) or any(k.name != g.kernel for k, g in zip(kernels, graphs, strict=False)):
         raise SolarError(f"cache-aware bounds: kernels {[k.name for k in kernels]} do not match the costed "
