@@ -81,10 +81,12 @@ from solar_compiler.dialects.loop import (
     TensorUser,
     check_dynamic_write,
     check_tensor_uses,
+    checked_rule,
     dtype_type,
     type_dtype,
 )
 from solar_compiler.loopir.ast import Origin
+from solar_compiler.loopir.rules import index_dtype
 
 REDUCE_OPS = ("none", "add", "mul", "max", "min")
 ITERATOR_TYPES = ("parallel", "reduction", "sequential")
@@ -380,8 +382,7 @@ class GatherOp(LocatedOp, TensorUser):
             raise VerifyException(f"gather of '{self.tensor_name}': the map must be over the node's loop "
                                   "variables with one symbol per index operand")
         for v in self.indices:
-            if type_dtype(v.type) not in ("i64", "i32", "i8"):
-                raise VerifyException(f"indirect index into '{self.tensor_name}' must be an integer")
+            checked_rule(index_dtype, self.tensor_name, type_dtype(v.type))
 
 
 @irdl_op_definition

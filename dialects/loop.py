@@ -540,7 +540,7 @@ def check_dynamic_write(name: str, rank: int, dynamic: Attribute | None, pos: Se
             raise VerifyException(f"write of '{name}': dynamic position {p} must hold the "
                                   "placeholder index 0")
     for v in values:
-        _checked(index_dtype, name, type_dtype(v.type))
+        checked_rule(index_dtype, name, type_dtype(v.type))
 
 
 # ---- scalar ops -------------------------------------------------------------------------------------
@@ -585,7 +585,7 @@ class ReadOp(_ScalarOp, TensorUser):
                 any(not 0 <= p < rank for p in pos):
             raise VerifyException("dynamic index positions do not match the dynamic operands")
         for v in self.dyn_indices:
-            _checked(index_dtype, self.tensor.data, type_dtype(v.type))
+            checked_rule(index_dtype, self.tensor.data, type_dtype(v.type))
         _check_vars([a.expr for a in self.indices.data], _ivs_in_scope(self),
                     f"index of '{self.tensor.data}'")
 
@@ -645,7 +645,7 @@ class UnaryOp(_ScalarOp):
 
     def verify_(self) -> None:
         xt = type_dtype(self.x.type)
-        _result_is(self, _checked(unary_result, self.fn.data, xt), f"'{self.fn.data}' of {xt}")
+        _result_is(self, checked_rule(unary_result, self.fn.data, xt), f"'{self.fn.data}' of {xt}")
 
 
 @irdl_op_definition
@@ -663,7 +663,7 @@ class BinaryOp(_ScalarOp):
 
     def verify_(self) -> None:
         xt = type_dtype(self.lhs.type)
-        _result_is(self, _checked(binary_result, self.fn.data, xt, type_dtype(self.rhs.type)),
+        _result_is(self, checked_rule(binary_result, self.fn.data, xt, type_dtype(self.rhs.type)),
                    f"'{self.fn.data}' of {xt}")
 
 
@@ -682,7 +682,7 @@ class CmpOp(_ScalarOp):
                          properties={"pred": StringAttr(pred)})
 
     def verify_(self) -> None:
-        _checked(cmp_result, self.pred.data, type_dtype(self.lhs.type), type_dtype(self.rhs.type))
+        checked_rule(cmp_result, self.pred.data, type_dtype(self.lhs.type), type_dtype(self.rhs.type))
 
 
 @irdl_op_definition
@@ -700,7 +700,7 @@ class SelectOp(_ScalarOp):
 
     def verify_(self) -> None:
         xt = type_dtype(self.a.type)
-        _result_is(self, _checked(select_result, type_dtype(self.cond.type), xt, type_dtype(self.b.type)),
+        _result_is(self, checked_rule(select_result, type_dtype(self.cond.type), xt, type_dtype(self.b.type)),
                    f"select of {xt}")
 
 
@@ -716,10 +716,10 @@ class CastOp(_ScalarOp):
         super().__init__(operands=[x], result_types=[dtype_type(dtype)])
 
     def verify_(self) -> None:
-        _checked(cast_result, type_dtype(self.x.type), type_dtype(self.result.type))
+        checked_rule(cast_result, type_dtype(self.x.type), type_dtype(self.result.type))
 
 
-def _checked(rule: object, *args: str) -> str:
+def checked_rule(rule: object, *args: str) -> str:
     """The result dtype a `rules.py` check gives, or a verification error with its message."""
     try:
         return rule(*args)  # type: ignore[operator]

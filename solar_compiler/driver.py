@@ -80,16 +80,31 @@ class LocatedMLIRFrontend(MLIRFrontend):
 
 
 class _LocatingParser(Parser):
-    """Statements and nodes keep only the user-source positions written in the input (they are
-    what the loop text form prints); every other op gets its MLIR line."""
+    """An op written without a location gets its MLIR position; one written with `loc(...)` (even
+    `loc(unknown)`) keeps it. Statements and nodes keep only what the input says: their location is
+    the user's source position, which the loop text form prints."""
+
+    _wrote_loc: list[bool]
+
+    def parse_optional_location(self):  # noqa: ANN201 - xDSL's signature
+        loc = super().parse_optional_location()
+        if loc is not None and getattr(self, "_wrote_loc", None):
+            self._wrote_loc[-1] = True
+        return loc
 
     def parse_operation(self) -> Operation:
         from solar_compiler.dialects.einsum import NodeOp
         from solar_compiler.dialects.loop import StmtOp
 
+        if not hasattr(self, "_wrote_loc"):
+            self._wrote_loc = []
         start = self._current_token.span
-        op = super().parse_operation()
-        if isinstance(op.location, UnknownLoc) and not isinstance(op, StmtOp | NodeOp):
+        self._wrote_loc.append(False)
+        try:
+            op = super().parse_operation()
+        finally:
+            wrote = self._wrote_loc.pop()
+        if not wrote and isinstance(op.location, UnknownLoc) and not isinstance(op, StmtOp | NodeOp):
             loc = start.get_location()
             op.location = FileLineColLoc(StringAttr(loc.file), IntAttr(loc.line), IntAttr(loc.col))
         return op
@@ -109,13 +124,6 @@ class LoopTextTarget(Target):
         if not kernels:
             raise SolarError("no loop.kernel to print (is the input translated?)")
         output.write(print_kernels(kernels))
-
-
-TARGETS: dict[str, str] = {
-    "loop": "solar_compiler.driver:LoopTextTarget",
-    "report": "solar_compiler.report:TextReportTarget",
-    "json": "solar_compiler.report:JsonReportTarget",
-}
 
 
 class _DeferredOutput(io.StringIO):
@@ -161,33 +169,22 @@ class SolarOptMain(xDSLOptMain):
 
     version_format = "solar-opt (xdsl {xdsl_version})"
 
+    # solar-opt's own constructs come from its xDSL universe (`universe.py`); when the package's
+    # `xdsl.universe` entry point is installed, xDSL's multiverse already holds them.
     def register_all_dialects(self) -> None:
+        from solar_compiler.universe import SOLAR_UNIVERSE
+
         super().register_all_dialects()
-
-        def loop():
-            from solar_compiler.dialects.loop import Loop
-
-            return Loop
-
-        def einsum():
-            from solar_compiler.dialects.einsum import Einsum
-
-            return Einsum
-
-        def solar():
-            from solar_compiler.dialects.solar import Solar
-
-            return Solar
-
-        self.ctx.register_dialect("loop", loop)
-        self.ctx.register_dialect("einsum", einsum)
-        self.ctx.register_dialect("solar", solar)
+        for name, factory in SOLAR_UNIVERSE.all_dialects.items():
+            if name not in self.ctx.registered_dialect_names:
+                self.ctx.register_dialect(name, factory)
 
     def register_all_frontends(self) -> None:
-        super().register_all_frontends()
-        self.available_frontends["loop"] = lambda: LoopTextFrontend
-        self.available_frontends["py"] = lambda: SourceFileFrontend
+        from solar_compiler.universe import SOLAR_UNIVERSE
+
         self.available_frontends["mlir"] = lambda: LocatedMLIRFrontend
+        self.available_frontends.update(SOLAR_UNIVERSE.all_frontends)
+        super().register_all_frontends()
 
     def register_all_passes(self) -> None:
         from solar_compiler.passes import all_passes
@@ -197,15 +194,10 @@ class SolarOptMain(xDSLOptMain):
             self.register_pass(name, factory)
 
     def register_all_targets(self) -> None:
-        import importlib
+        from solar_compiler.universe import SOLAR_UNIVERSE
 
+        self.available_targets.update(SOLAR_UNIVERSE.all_targets)
         super().register_all_targets()
-        def lazy(path: str):
-            mod, _, cls = path.partition(":")
-            return lambda: getattr(importlib.import_module(mod), cls)
-
-        for name, path in TARGETS.items():
-            self.available_targets[name] = lazy(path)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)

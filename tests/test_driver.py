@@ -93,7 +93,8 @@ def test_bad_mlir_inputs_give_one_line(capsys, tmp_path: Path, text: str, messag
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["/nonexistent/x.loop"], "/nonexistent/x.loop: cannot read the input: No such file or directory"),
-    ([MATMUL, "-p", "no-such-pass"], "bad pass pipeline 'no-such-pass': Unrecognized passes: ['no-such-pass']"),
+    ([MATMUL, "-p", "no-such-pass"],
+     "bad pass pipeline 'no-such-pass': Unrecognized passes: ['no-such-pass']"),
     ([MATMUL, "-p", "loop-stats{x=1}"],
      'bad pass pipeline \'loop-stats{x=1}\': Provided arguments ["x"] not found in expected arguments []'),
     ([MATMUL, "--rooflin=all"], "unknown option '--rooflin' (did you mean '--roofline'?)"),
@@ -158,3 +159,13 @@ def test_output_is_written_on_success_and_never_over_the_input(capsys, tmp_path:
     rc, _, err = run_main(capsys, str(src), "-t", "loop", "-o", str(src))
     assert rc == 1 and "refusing to overwrite the input file" in err
     assert src.read_text() == before
+
+
+def test_plain_xdsl_opt_loads_the_universe() -> None:
+    """The `xdsl.universe` entry point: xdsl-opt knows the loop and einsum dialects and the passes."""
+    xdsl_opt = str(Path(SOLAR_OPT).with_name("xdsl-opt"))
+    mlir = subprocess.run([SOLAR_OPT, MATMUL], capture_output=True, text=True, check=True).stdout
+    r = subprocess.run([xdsl_opt, "-p", "lift-einsum,annotate-costs"], input=mlir, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert "einsum.graph @matmul attributes {cost.compulsory_bytes = 14336 : i64}" in r.stdout

@@ -67,6 +67,7 @@ from solar_compiler.loopir.ast import (
     StmtContext,
     Unary,
     expr_vars,
+    product_factors,
     reads,
     stmt_reads,
 )
@@ -352,16 +353,6 @@ def _ops(e: SExpr) -> tuple[int, int]:
     return n, t
 
 
-def _factors(e: SExpr) -> list[SExpr]:
-    if isinstance(e, Cast) or (isinstance(e, Unary) and e.fn == "neg"):
-        return _factors(e.x)
-    if isinstance(e, Binary) and e.fn == "mul":
-        return _factors(e.a) + _factors(e.b)
-    if isinstance(e, Binary) and e.fn == "div":
-        return _factors(e.a)
-    return [e]
-
-
 def _dtype_before_cast(e: SExpr) -> str:
     while isinstance(e, Cast):
         e = e.x
@@ -374,7 +365,7 @@ def contraction_dtype(ctx: StmtContext) -> str | None:
     if s.kind != "+=":
         return None
     reduced = set(ctx.ivs) - s.target_vars
-    dep = [f for f in _factors(s.value) if expr_vars(f) & reduced]
+    dep = [f for f in product_factors(s.value) if expr_vars(f) & reduced]
     if len(dep) < 2:
         return None
     a, b = _dtype_before_cast(dep[0]), _dtype_before_cast(dep[1])
@@ -394,7 +385,7 @@ def contraction_flops(ctx: StmtContext, iterations: int) -> tuple[int, int]:
     """
     s = ctx.stmt
     reduced = set(ctx.ivs) - s.target_vars
-    factors = list(dict.fromkeys(_factors(s.value)))
+    factors = list(dict.fromkeys(product_factors(s.value)))
     dep = [f for f in factors if expr_vars(f) & reduced]
     vector = 0
     for f in factors:

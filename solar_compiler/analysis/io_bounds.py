@@ -46,13 +46,10 @@ from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import (
     DTYPES,
-    Binary,
-    Cast,
     Kernel,
     Read,
-    SExpr,
     StmtContext,
-    Unary,
+    product_factors,
     reads,
     stmt_reads,
 )
@@ -122,7 +119,7 @@ def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False,
     s = ctx.stmt
     if s.kind != "+=" or s.indirect or any(r.tensor == s.target for r in reads(s.value)):
         return None  # an indirect write (a scatter) gets compulsory traffic only
-    cands = [f for f in _factors(s.value) if isinstance(f, Read) and not f.indirect]
+    cands = [f for f in product_factors(s.value) if isinstance(f, Read) and not f.indirect]
     if len(cands) < 2:
         return None
     c = Operand(s.target, tuple(s.indices), DTYPES[kernel.tensor(s.target).dtype])
@@ -157,17 +154,6 @@ def _determines(ivs: Sequence[str], accs: Sequence[Operand]) -> bool:
                 known |= left
                 grew = True
     return known >= set(ivs)
-
-
-def _factors(e: SExpr) -> list[SExpr]:
-    """Multiplicative factors, through casts, negation and the numerator of a division."""
-    if isinstance(e, Cast) or (isinstance(e, Unary) and e.fn == "neg"):
-        return _factors(e.x)
-    if isinstance(e, Binary) and e.fn == "mul":
-        return _factors(e.a) + _factors(e.b)
-    if isinstance(e, Binary) and e.fn == "div":
-        return _factors(e.a)
-    return [e]
 
 
 def _slice_choices(ctx: StmtContext, accs: Sequence[Operand]) -> list[tuple[str, ...]]:

@@ -19,6 +19,7 @@ from solar_compiler.loopir.rules import (  # noqa: F401  (re-exported: the IR's 
     DTYPES,
     FLOAT_DTYPES,
     INT_DTYPES,
+    REDUCTION_IDENTITY,
     TRANSCENDENTAL,
     UNARY_FNS,
     RuleError,
@@ -32,7 +33,6 @@ from solar_compiler.loopir.rules import (  # noqa: F401  (re-exported: the IR's 
 
 ROLES = ("input", "weight", "output", "local")
 REDUCTIONS = ("=", "+=", "*=", "max=", "min=")
-REDUCTION_IDENTITY = {"+=": 0.0, "*=": 1.0, "max=": -math.inf, "min=": math.inf}
 
 
 class LoopIRError(SolarError, ValueError):
@@ -282,6 +282,18 @@ def reads(e: SExpr) -> list[Read]:
 def stmt_reads(a: Assign) -> list[Read]:
     """Every read of a statement: those of its value, then those of its dynamic target indices."""
     return reads(a.value) + [r for i in a.dynamic_indices for r in reads(i)]
+
+
+def product_factors(e: SExpr) -> list[SExpr]:
+    """Multiplicative factors of an expression, through casts, negation and the numerator of a
+    division (what a contraction multiplies)."""
+    if isinstance(e, Cast) or (isinstance(e, Unary) and e.fn == "neg"):
+        return product_factors(e.x)
+    if isinstance(e, Binary) and e.fn == "mul":
+        return product_factors(e.a) + product_factors(e.b)
+    if isinstance(e, Binary) and e.fn == "div":
+        return product_factors(e.a)
+    return [e]
 
 
 def expr_vars(e: SExpr) -> set[str]:

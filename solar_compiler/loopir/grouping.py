@@ -12,9 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from solar_compiler.loopir.ast import (
-    DTYPES,
-    FLOAT_DTYPES,
-    REDUCTION_IDENTITY,
     Assign,
     Const,
     For,
@@ -24,6 +21,7 @@ from solar_compiler.loopir.ast import (
     StmtContext,
     statements,
 )
+from solar_compiler.loopir.rules import reduction_identity
 
 
 @dataclass(frozen=True)
@@ -47,16 +45,6 @@ class NodeGroup:
         return self.label or f"S{self.main.index}"
 
 
-def identity(kind: str, dtype: str) -> float | int | None:
-    """The identity of a reduction kind in a dtype (None for `=`)."""
-    if kind == "=":
-        return None
-    if dtype in FLOAT_DTYPES:
-        return REDUCTION_IDENTITY[kind]
-    bits = DTYPES[dtype] * 8
-    return {"+=": 0, "*=": 1, "max=": -(2 ** (bits - 1)), "min=": 2 ** (bits - 1) - 1}[kind]
-
-
 def folds(kernel: Kernel, init: StmtContext, red: StmtContext) -> bool:
     """Whether `init` is an identity store that `red` (the next statement) can absorb."""
     a, b = init.stmt, red.stmt
@@ -71,7 +59,7 @@ def folds(kernel: Kernel, init: StmtContext, red: StmtContext) -> bool:
         return False
     if red.guards[:g] != init.guards:
         return False
-    return a.value.value == identity(b.kind, kernel.tensor(b.target).dtype)
+    return a.value.value == reduction_identity(b.kind, kernel.tensor(b.target).dtype)
 
 
 def group_statements(kernel: Kernel) -> list[NodeGroup]:

@@ -9,6 +9,8 @@ message. Each function returns the result dtype or raises `RuleError`.
 
 from __future__ import annotations
 
+import math
+
 from solar_compiler.errors import SolarError
 
 DTYPES: dict[str, int] = {  # name -> bytes per element
@@ -25,6 +27,20 @@ TRANSCENDENTAL = frozenset({"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "e
                             "expm1", "pow"})
 LOGICAL_FNS = ("and", "or", "xor")   # bool or integer operands
 BOOL_RESULT_UNARY = ("not", "isnan")
+
+
+REDUCTION_IDENTITY = {"+=": 0.0, "*=": 1.0, "max=": -math.inf, "min=": math.inf}
+
+
+def reduction_identity(kind: str, dtype: str) -> float | int | None:
+    """The identity of a reduction kind in a dtype (None for `=`): what a masked-out iteration
+    contributes, and the init that folds into a reduction."""
+    if kind == "=":
+        return None
+    if dtype in FLOAT_DTYPES:
+        return REDUCTION_IDENTITY[kind]
+    bits = DTYPES[dtype] * 8
+    return {"+=": 0, "*=": 1, "max=": -(2 ** (bits - 1)), "min=": 2 ** (bits - 1) - 1}[kind]
 
 
 class RuleError(SolarError):
