@@ -19,7 +19,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from solar_compiler.loopir.affine import AffExpr, FloorDiv
-from solar_compiler.loopir.ast import Binary, Cast, Cmp, Const, IndexValue, Read, Select, SExpr, Unary
+from solar_compiler.loopir.ast import (
+    INT_DTYPES,
+    Binary,
+    Cast,
+    Cmp,
+    Const,
+    IndexValue,
+    Read,
+    Select,
+    SExpr,
+    Unary,
+)
 
 Ranges = Mapping[str, tuple[int, int]]  # loop variable -> (lowest, highest) value, inclusive
 Literal = float | int | bool
@@ -172,6 +183,6 @@ def literal(value: Literal, dtype: str) -> Const:
     """A literal of `dtype`, its Python value converted to that dtype's kind (bool, int or float)."""
     if dtype == "bool":
         return Const(bool(value), "bool")
-    if dtype in ("i64", "i32", "i8"):
+    if dtype in INT_DTYPES:
         return Const(int(value), dtype)
     return Const(float(value), dtype)

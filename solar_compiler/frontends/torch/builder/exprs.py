@@ -115,10 +115,6 @@ def scale(x: SExpr, k: float | int) -> SExpr:
     return x if k == 1 else mul(x, c(k, x))
 
 
-def sq(x: SExpr) -> SExpr:
-    return mul(x, x)
-
-
 # ---- literal folding -------------------------------------------------------------------------------
 def fold(e: SExpr) -> SExpr:
     """`loopir.simplify.fold` with the executor's arithmetic on literals: a folded literal has

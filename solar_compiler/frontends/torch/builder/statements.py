@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import Index, Read, SExpr, TensorDecl
+from solar_compiler.loopir.ast import INT_DTYPES, Index, Read, SExpr, TensorDecl
 from solar_compiler.loopir.simplify import index_only, literal
 
-from ..capture.program import AtenNode, TensorRef
+from ..capture.program import TensorRef
 from .exprs import INF, c, cast, fold
 from .index_maps import bcast_index
 from .translator import Translator
@@ -65,11 +65,6 @@ def store_or_inline(tr: Translator, out: int, value: Callable[[tuple[Index, ...]
     return stored(decl)
 
 
-def cast_op(tr: Translator, node: AtenNode) -> Val:
-    """The node's input converted to the output dtype (a map; inlined when index-valued)."""
-    return map_op(tr, lambda x: x, [node.args[0]], tr.val(node.args[0]).dtype)
-
-
 def copy_into(tr: Translator, target: TensorDecl, v: Val) -> None:
     """target[idx] = v[idx] converted to the target's dtype, over `v`'s shape."""
     lps = loops("i", v.shape)
@@ -108,7 +103,7 @@ def accumulate(tr: Translator, target: TensorDecl, x: Val, dims: list[int], keep
                value: Callable[[list[AffExpr]], SExpr] | None = None) -> None:
     """target = identity; target kind= value(x at full index) (default: x cast to target dtype)."""
     ident = {"+=": 0, "*=": 1, "max=": -INF, "min=": INF}[kind]
-    if target.dtype in ("i64", "i32", "i8") and kind in ("max=", "min="):
+    if target.dtype in INT_DTYPES and kind in ("max=", "min="):
         ident = -(2 ** 63) if kind == "max=" else 2 ** 63 - 1
     body = value or (lambda full: cast(x.read(full), target.dtype))
     reduce_into(tr, target, x.shape, dims, keepdim, kind, c(ident, target.dtype), body)

@@ -53,10 +53,6 @@ def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> Ca
         source=spec.path,
         mode=mode,
         method="export",
-        inputs=[],
-        weights=[],
-        nodes=[],
-        outputs=[],
         size_constants=dict(spec.size_constants),
     )
     sig = ep.graph_signature

@@ -45,10 +45,10 @@ class CapturedProgram:
     source: str  # the model file path as given
     mode: str  # "eval" | "train"
     method: str  # "export" | "dispatch"
-    inputs: list[TensorMeta]
-    weights: list[TensorMeta]
-    nodes: list[AtenNode]
-    outputs: list[str]
+    inputs: list[TensorMeta] = field(default_factory=list)
+    weights: list[TensorMeta] = field(default_factory=list)
+    nodes: list[AtenNode] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
     random_tensors: list[TensorMeta] = field(default_factory=list)
     value_dependent: list[str] = field(default_factory=list)
     #: why export was not used (first line of the exception), when method == "dispatch"

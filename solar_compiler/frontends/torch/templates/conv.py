@@ -40,20 +40,18 @@ def convolution(tr: Translator, x: Val, w: Val, b: Val | None, stride: Sequence[
     init_lps = [Loop("n", 0, N), Loop("o", 0, Cout)] + [Loop(f"p{d}", 0, s) for d, s in enumerate(osp)]
     iidx = ivars(init_lps)
     tr.emit(out, iidx, "=", cast(b.read([iidx[1]]), dt) if b is not None else c(0, dt), init_lps)
+    # direct: loop over output positions p, read the input window; transposed: loop over input
+    # positions, scatter to the output window
+    sp = osp if not transposed else isp
+    p_lps = [Loop(f"p{d}", 0, s) for d, s in enumerate(sp)]
+    p = ivars(p_lps)
+    win, guards = window_index(p, r, sp, isp if not transposed else osp, ksp, stride, padding, dilation)
     if not transposed:
-        p_lps = [Loop(f"p{d}", 0, s) for d, s in enumerate(osp)]
-        p = ivars(p_lps)
-        xsp, guards = window_index(p, r, osp, isp, ksp, stride, padding, dilation)
-        value = mul(cast(x.read([n, ich, *xsp]), dt), cast(w.read([och, ci, *r]), dt))
-        lps = [n_l, *g_lps, o_l, *p_lps, c_l, *r_lps]
-        tr.emit(out, [n, och, *p], "+=", value, lps, guards)
-        return stored(out)
-    i_lps = [Loop(f"p{d}", 0, s) for d, s in enumerate(isp)]
-    i = ivars(i_lps)
-    osp_idx, guards = window_index(i, r, isp, osp, ksp, stride, padding, dilation)
-    value = mul(cast(x.read([n, ich, *i]), dt), cast(w.read([ich, o, *r]), dt))
-    lps = [n_l, *g_lps, o_l, *i_lps, c_l, *r_lps]
-    tr.emit(out, [n, och, *osp_idx], "+=", value, lps, guards)
+        x_idx, w_idx, out_idx = [n, ich, *win], [och, ci, *r], [n, och, *p]
+    else:
+        x_idx, w_idx, out_idx = [n, ich, *p], [ich, o, *r], [n, och, *win]
+    value = mul(cast(x.read(x_idx), dt), cast(w.read(w_idx), dt))
+    tr.emit(out, out_idx, "+=", value, [n_l, *g_lps, o_l, *p_lps, c_l, *r_lps], guards)
     return stored(out)
 
 

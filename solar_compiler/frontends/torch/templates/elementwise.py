@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from solar_compiler.loopir.ast import SExpr
+from solar_compiler.loopir.ast import INT_DTYPES, SExpr
 
 from ..builder.exprs import (
     add,
@@ -108,7 +108,7 @@ def trunc(x: SExpr) -> SExpr:
 
 
 def fmod(a: SExpr, b: SExpr) -> SExpr:
-    if dtype_of(a) in ("i64", "i32", "i8"):
+    if dtype_of(a) in INT_DTYPES:
         r = bin_("mod", a, b)  # python-style; fix the sign to follow the dividend like C fmod
         fix = cmp("ne", r, c(0, r))
         sign_diff = cmp("lt", mul(un("sign", a), un("sign", b)), c(0, a))
@@ -267,7 +267,7 @@ def _div_mode(tr: Translator, node: AtenNode) -> Val:
     a, b = node.args[0], node.args[1]
     if mode is None:
         return map_op(tr, div, [a, b], out)
-    if out in ("i64", "i32", "i8"):
+    if out in INT_DTYPES:
         if mode == "floor":
             return map_op(tr, floordiv, [a, b], out)
         # trunc toward zero: floor division, plus one where the signs differ and it is inexact

@@ -49,6 +49,13 @@ class _Seq:
         return Read(self.decl.name, tuple(self.idx(t, b, f)), self.decl.dtype)
 
 
+def _state(tr: Translator, kind: str, arg: object) -> tuple[Val, Val | None]:
+    """(h, c) of the state argument: a pair for LSTM, h alone otherwise."""
+    if kind == "lstm":
+        return tr.val(arg[0]), tr.val(arg[1])  # type: ignore[index]
+    return tr.val(arg), None
+
+
 def _is_zero(v: Val, idx: list[AffExpr]) -> bool:
     e = v.read(idx)
     return isinstance(e, Const) and e.value == 0
@@ -131,11 +138,7 @@ def _layer(tr: Translator, kind: str, x: _Seq, in_size: int, T: int, B: int, H: 
 def _rnn(tr: Translator, node: AtenNode, kind: str):
     a = list(node.args)
     x_in = tr.val(a[0])
-    if kind == "lstm":
-        h0 = tr.val(a[1][0])
-        c0 = tr.val(a[1][1])
-    else:
-        h0, c0 = tr.val(a[1]), None
+    h0, c0 = _state(tr, kind, a[1])
     params = [tr.val(p) for p in a[2]]
     has_b, L, dropout, train, bidir, bf = bool(a[3]), int(a[4]), float(a[5]), bool(a[6]), bool(a[7]), \
         bool(a[8])
@@ -203,10 +206,7 @@ def _cell(tr: Translator, node: AtenNode, kind: str):
     """lstm_cell / gru_cell / rnn_*_cell (input [B, I], hx [B, H]) via the layer template with T = 1."""
     a = list(node.args)
     x = tr.val(a[0])
-    if kind == "lstm":
-        hx, cx = tr.val(a[1][0]), tr.val(a[1][1])
-    else:
-        hx, cx = tr.val(a[1]), None
+    hx, cx = _state(tr, kind, a[1])
     w_ih, w_hh = tr.val(a[2]), tr.val(a[3])
     b_ih = tr.opt_val(a[4]) if len(a) > 4 else None
     b_hh = tr.opt_val(a[5]) if len(a) > 5 else None

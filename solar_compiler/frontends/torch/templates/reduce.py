@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
 
-from ..builder.exprs import bin_, c, cast, cmp, div, index_value, mul, select, sq, sub, un
+from ..builder.exprs import bin_, c, cast, cmp, div, index_value, mul, select, sub, un
 from ..builder.index_maps import count, kept_shape, norm_dims, reshape_map
 from ..builder.statements import accumulate, copy_into, finalize, reduce_into
 from ..builder.translator import Translator
@@ -20,9 +20,10 @@ from ..capture.program import AtenNode
 from ..registry import template
 
 
-def _dims_keep(tr: Translator, x: Val, dim_pos: int = 1, keep_pos: int = 2) -> tuple[list[int], bool]:
-    dims = norm_dims(tr.arg(dim_pos, "dim", None), x.ndim)
-    return dims, bool(tr.arg(keep_pos, "keepdim", False))
+def _dims_keep(tr: Translator, x: Val) -> tuple[list[int], bool]:
+    """The `dim` (None or []: all dims) and `keepdim` arguments of a reduction."""
+    dims = norm_dims(tr.arg(1, "dim", None), x.ndim)
+    return dims, bool(tr.arg(2, "keepdim", False))
 
 
 def _kept_read(target: TensorDecl, x: Val, dims: Sequence[int], keepdim: bool, full: list[AffExpr]) -> SExpr:
@@ -185,13 +186,17 @@ def _vector_norm(tr: Translator, node: AtenNode) -> Val:
         accumulate(tr, out, x, dims, keepdim, "+=", lambda f: un("abs", cast(x.read(f), dt)))
         return stored(out)
     if p == 2:
-        accumulate(tr, out, x, dims, keepdim, "+=", lambda f: sq(cast(x.read(f), dt)))
+        accumulate(tr, out, x, dims, keepdim, "+=", lambda f: _sq(cast(x.read(f), dt)))
         finalize(tr, out, lambda v: un("sqrt", v))
         return stored(out)
     accumulate(tr, out, x, dims, keepdim, "+=",
                lambda f: bin_("pow", un("abs", cast(x.read(f), dt)), c(p, dt)))
     finalize(tr, out, lambda v: bin_("pow", v, c(1.0 / p, v)))
     return stored(out)
+
+
+def _sq(v: SExpr) -> SExpr:
+    return mul(v, v)
 
 
 @template("aten.any.default", "aten.any.dim", "aten.any.dims", kind="max=")

@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Index, SExpr
+from solar_compiler.loopir.ast import INT_DTYPES, Index, SExpr
 from solar_compiler.loopir.simplify import literal
 
 from ..builder.exprs import add, c, cast, cmp, index_value, mul, select
@@ -58,7 +58,7 @@ def _arange(tr: Translator, node: AtenNode) -> Val:
     def gen(idx: tuple[Index, ...]) -> SExpr:
         (i,) = idx
         assert isinstance(i, AffExpr)
-        if dtype in ("i64", "i32", "i8") or (isinstance(start, int) and isinstance(step, int)):
+        if dtype in INT_DTYPES or (isinstance(start, int) and isinstance(step, int)):
             return cast(index_value(i * int(step) + int(start)), dtype)
         v = index_value(i, dtype)
         return add(mul(v, literal(step, dtype)), literal(start, dtype)) if step != 1 or start != 0 else v

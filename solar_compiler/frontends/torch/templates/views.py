@@ -16,7 +16,7 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Index
 
 from ..builder.index_maps import Term, iadd, imul, indirect_reshape, norm_dim, reshape_map, unflatten
-from ..builder.statements import cast_op
+from ..builder.statements import map_op
 from ..builder.translator import Translator
 from ..builder.values import Val, view
 from ..capture.program import AtenNode
@@ -156,5 +156,5 @@ def _to_same(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
     if x.dtype == tr.out_meta().dtype:
         return x
-    return cast_op(tr, node)
+    return map_op(tr, lambda v: v, [node.args[0]], x.dtype)
 
