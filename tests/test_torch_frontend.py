@@ -7,6 +7,7 @@ in-process on each file; the sandboxed child path itself is exercised by the cac
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import textwrap
@@ -98,9 +99,10 @@ def test_moe_with_nonzero_validates_on_the_traced_sample(monkeypatch):
 
 
 def test_a_wrong_template_fails_validation_with_the_first_mismatch(tmp_path, monkeypatch):
-    from solar_compiler.frontends.torch.templates import TEMPLATES, elementwise
+    from solar_compiler.frontends.torch.registry import templates
+    from solar_compiler.frontends.torch.templates import elementwise
 
-    monkeypatch.setitem(TEMPLATES, "aten.relu.default", elementwise.unary(lambda x: x))
+    monkeypatch.setitem(templates(), "aten.relu.default", functools.partial(elementwise.unary, f=lambda x: x))
     p = tmp_path / "tiny.py"
     p.write_text(TINY)
     with pytest.raises(SolarError) as e:

@@ -194,9 +194,11 @@ def shrink(value: int, factor: int) -> int:
 def reduce_instance(spec, prog, tt, options: FrontendOptions):
     """(overrides, spec, program, translation) of the mildest reduction that fits the budget and is
     the same program as the full-size one, or a string saying why there is none."""
+    from solar_compiler.loopir.same_program import same_program
+
     from .capture import CaptureError, capture
     from .model_file import ModelFileError
-    from .translate import same_program, translate_program
+    from .translate import translate_program
 
     sizes = dict(spec.size_constants)
     if not any(v >= REDUCIBLE for v in sizes.values()):
@@ -235,13 +237,23 @@ def cache_dir() -> Path:
     return Path(base) / "solar-opt" / "translations"
 
 
+# loop-IR modules whose code shapes a translation (simplification, random-draw stripping, the
+# reduced-size check), relative to the solar_compiler package
+_SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py")
+
+
 def _frontend_fingerprint() -> str:
-    """FRONTEND_VERSION plus the frontend's own source, so an edited template invalidates the cache."""
+    """FRONTEND_VERSION plus the frontend's own source and the loop-IR rewrites it uses, so an edited
+    template or simplification invalidates the cache."""
     h = hashlib.sha256(FRONTEND_VERSION.encode())
     root = Path(__file__).parent
     for p in sorted(root.rglob("*.py")):
         h.update(p.relative_to(root).as_posix().encode())
         h.update(p.read_bytes())
+    package = root.parent.parent
+    for rel in _SHARED_SOURCES:
+        h.update(rel.encode())
+        h.update((package / rel).read_bytes())
     return h.hexdigest()
 
 
