@@ -284,6 +284,22 @@ def test_unknown_target_lists_available() -> None:
         load_target("does/not/exist.yaml")
 
 
+def test_unknown_target_names_the_closest() -> None:
+    with pytest.raises(HwTargetError, match=r"target 'H100'; did you mean H100_PCIe or H100_SXM\?"):
+        load_target("H100")
+    with pytest.raises(HwTargetError, match=r"'h100sxm'; did you mean H100_SXM\?"):
+        load_target("h100sxm")
+    with pytest.raises(HwTargetError) as info:
+        load_target("TPUv9")
+    assert "did you mean" not in str(info.value)
+
+
+def test_errors_are_user_facing_solar_errors() -> None:
+    from solar_compiler.errors import SolarError
+
+    assert issubclass(HwTargetError, SolarError)
+
+
 def test_names_are_case_insensitive_and_lists_parse() -> None:
     assert load_target("h100_sxm").name == "H100_SXM"
     targets = hw.parse_hw_list("H100_SXM,H200")
@@ -325,14 +341,14 @@ def test_load_host_uses_cache_and_calibrates_when_missing(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert hw.host_cache_path() == tmp_path / "solar-opt" / "host.yaml"
     quick = functools.partial(hw.calibrate_host, quick=True, use_torch=False)
-    monkeypatch.setattr(hw, "calibrate_host", quick)
+    monkeypatch.setattr(hw.host, "calibrate_host", quick)
     first = load_target("host")
     assert hw.host_cache_path().is_file()
 
     def fail(*_a: object, **_k: object) -> hw.HwTarget:
         raise AssertionError("cache ignored")
 
-    monkeypatch.setattr(hw, "calibrate_host", fail)
+    monkeypatch.setattr(hw.host, "calibrate_host", fail)
     assert load_target("host") == first
 
 
