@@ -35,6 +35,7 @@ from solar_compiler.bounds import GraphBounds, graph_bounds, inverse_roofline
 from solar_compiler.costs import GraphCosts
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import Figure, HwTarget
+from solar_compiler.hw.model import describe_storage
 from solar_compiler.unfused import UnfusedKernel, node_kernels
 
 if TYPE_CHECKING:
@@ -123,7 +124,8 @@ def _cache_aware_record(b: GraphBounds) -> dict[str, Any]:
     return {"cache_aware_s": ca.time_s, "cache_aware_bottleneck": ca.bottleneck,
             "bytes_cache_aware": ca.bytes_dram, "cache_aware_terms_s": dict(ca.terms_s),
             "levels": [{"name": lv.name, "capacity": lv.capacity, "bandwidth": lv.bandwidth,
-                        "units": lv.units, "bytes": lv.bytes, "time_s": lv.time_s} for lv in ca.levels]}
+                        "units": lv.units, "per": lv.level.per, "bytes": lv.bytes, "time_s": lv.time_s}
+                       for lv in ca.levels]}
 
 
 def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str) -> dict[str, Any]:
@@ -351,9 +353,9 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
                      f"{hw['precision']}")
     if cache_aware:
         for h in hws:
-            lv = "; ".join(f"{x['name']} {fmt_bytes(x['capacity'])} B x {x['units']} at "
+            lv = "; ".join(f"{x['name']}: {describe_storage(x['per'], x['capacity'], x['units'])} at "
                            f"{fmt_rate(x['bandwidth'], 'B/s')}" for x in r["bounds"][h]["levels"])
-            lines.append(f"levels:     {h}: {lv}  (capacity per unit, boundary bandwidth)")
+            lines.append(f"levels:     {h}: {lv}")
     if r["cache_size"] is not None:
         lines.append(f"cache size: {r['cache_size']:,} bytes at the outermost (DRAM) level: overridden by "
                      "--cache-size (what-if study, not the targets' figures)")

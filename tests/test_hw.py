@@ -40,16 +40,17 @@ def test_bundled_target_loads_and_is_consistent(name: str) -> None:
         assert fig.unit in hw.UNITS, field
         assert fig.value > 0, field
         assert fig.source.startswith("https://"), field
-    # Levels: dram boundary (all on-chip storage, more than L2 alone) then one SM's storage.
-    assert [lvl.name for lvl in t.levels] == ["dram", "l2"]
-    dram, l2 = t.levels
-    assert dram.bandwidth.value == t.dram_bw.value
-    assert t.l2_size is not None and dram.capacity.value > t.l2_size.value
-    assert t.l2_bw is not None and l2.bandwidth.value == t.l2_bw.value
+    # Levels, named for what they hold: all on-chip storage behind the DRAM boundary (more than L2
+    # alone, one unit), then one SM's own storage behind the L2 boundary (one unit per SM).
+    assert [(lvl.name, lvl.per) for lvl in t.levels] == [("chip", "chip"), ("sm", "sm")]
+    chip, sm = t.levels
+    assert t.sm_count is not None and (chip.units, sm.units) == (1, t.sm_count.value)
+    assert chip.bandwidth.value == t.dram_bw.value
+    assert t.l2_size is not None and chip.capacity.value > t.l2_size.value
+    assert t.l2_bw is not None and sm.bandwidth.value == t.l2_bw.value
     assert t.smem_per_sm is not None and t.regfile_per_sm is not None
-    assert l2.capacity.value >= t.smem_per_sm.value + t.regfile_per_sm.value
-    assert t.sm_count is not None
-    assert dram.capacity.value >= t.l2_size.value + t.sm_count.value * l2.capacity.value
+    assert sm.capacity.value >= t.smem_per_sm.value + t.regfile_per_sm.value
+    assert chip.capacity.value >= t.l2_size.value + t.sm_count.value * sm.capacity.value
     # Dense peaks keep the tensor-core ladder: a sparse figure slipped into one field breaks a ratio.
     m = {k: f.value for k, f in t.matrix.items()}
     assert m["bf16"] == m["fp16"]
@@ -95,8 +96,10 @@ def test_h100_sxm_datasheet_figures() -> None:
     assert t.dram_bw.value == 3.35e12 and t.dram_bw.unit == "bytes/s"
     assert t.l2_size is not None and t.l2_size.value == 50 * 2**20
     assert t.sm_count is not None and t.sm_count.value == 132
-    assert t.levels[0].capacity.value == pytest.approx(121.6e6, rel=0.01)  # ~120 MB on chip
+    assert t.levels[0].capacity.value == 121634816  # ~120 MB on chip
     assert t.levels[1].capacity.value == 512 * 1024
+    assert t.levels[0].describe() == "on-chip capacity 121.6 MB"
+    assert t.levels[1].describe() == "per-SM storage 512 KiB x 132"
     assert not t.matrix["tf32"].estimate and not t.dram_bw.estimate
     assert t.l2_bw is not None and t.l2_bw.estimate
     assert "l2.bandwidth" in t.estimated_fields() and "matrix.bf16" not in t.estimated_fields()
@@ -201,6 +204,20 @@ def test_user_target_file(tmp_path: Path) -> None:
     assert hw.parse_hw_list(f"H100_SXM, {path}")[1].name == "MyGPU"
 
 
+def test_level_units_resolve_from_the_targets_own_figures(tmp_path: Path) -> None:
+    doc = _h100_doc()
+    doc["sm"]["cluster_size"] = {"value": 16, "unit": "count", "source": "x", "estimate": True}
+    doc["levels"][1]["units"] = "cluster"
+    doc["levels"][1]["capacity"]["value"] = 16 * 524288
+    t = load_target(str(_write(tmp_path, doc, "c.yaml")))
+    assert (t.levels[1].per, t.levels[1].units) == ("cluster", 9)  # ceil(132 / 16): never fewer units
+    assert t.levels[1].describe() == "per-cluster storage 8.389 MB x 9"
+    del doc["sm"]["count"]
+    doc["levels"][1]["units"] = "sm"
+    with pytest.raises(HwTargetError, match=r"field 'levels\[1\].units': 'sm' needs sm.count"):
+        load_target(str(_write(tmp_path, doc, "d.yaml")))
+
+
 def test_yaml12_exponents_are_numbers(tmp_path: Path) -> None:
     text = (REPO / "hw_targets" / "H100_SXM.yaml").read_text().replace("3.35e+12", "3.35e12")
     assert "value: 3.35e12" in text
@@ -241,6 +258,10 @@ _DELETE = object()
         ),
         ("dram.bandwith", 1, "dram.bandwith", "unknown key"),
         ("levels.1.capacity.value", 2e9, "levels[1].capacity.value", "outermost first"),
+        ("levels.1.units", _DELETE, "levels[1].units", "missing"),
+        ("levels.1.units", "warp", "levels[1].units", "expected 1, sm, core or cluster, got 'warp'"),
+        ("levels.1.units", 132, "levels[1].units", "expected 1, sm, core or cluster, got 132"),
+        ("levels.1.units", "cluster", "levels[1].units", "'cluster' needs sm.cluster_size"),
         ("sm.count.value", 13.5, "sm.count.value", "whole number"),
     ],
 )

@@ -302,7 +302,8 @@ def calibrate_host(path: Path | None = None, *, quick: bool = False, use_torch: 
     if llc:
         levels.append(
             {
-                "name": "dram",
+                "name": "chip",
+                "units": 1,
                 "capacity": fig(llc, "bytes", "last-level cache"),
                 "bandwidth": fig(dram_bw, "bytes/s", "DRAM copy bandwidth"),
             }
@@ -310,7 +311,8 @@ def calibrate_host(path: Path | None = None, *, quick: bool = False, use_torch: 
         if l2_core and llc_bw and l2_core < llc:
             levels.append(
                 {
-                    "name": "l2",
+                    "name": "core",
+                    "units": "core",
                     "capacity": fig(l2_core, "bytes", "per-core L2"),
                     "bandwidth": fig(llc_bw, "bytes/s", "last-level-cache copy bandwidth"),
                 }
@@ -321,7 +323,7 @@ def calibrate_host(path: Path | None = None, *, quick: bool = False, use_torch: 
     header = (
         "# Host target measured by solar-opt --calibrate-host; regenerate with that flag.\n"
         "# Rates are the best observed dense FLOP/s (never MAC/s); bandwidths count bytes read + written.\n"
-        "# 'l2' here is the last-level cache; levels: dram boundary = LLC size, l2 boundary = per-core L2.\n"
+        "# 'l2' here is the last-level cache; levels: chip = LLC size, core = per-core L2.\n"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + f".{os.getpid()}.tmp")

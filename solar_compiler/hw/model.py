@@ -86,21 +86,71 @@ class Figure:
 
 @dataclass(frozen=True)
 class MemoryLevel:
-    """A boundary for cache-aware bounds: data crossing it moves at ``bandwidth``, and at most
-    ``capacity`` bytes can live on the fast side (so reuse beyond that must be re-fetched)."""
+    """A boundary for cache-aware bounds, named for the storage on its fast side: data crossing it
+    moves at ``bandwidth`` (all units together), and the fast side is ``units`` independent memories
+    of at most ``capacity`` bytes each (so reuse beyond that must be re-fetched). ``per`` says what one
+    unit is, as the YAML's ``units`` field wrote it: ``chip`` (``units: 1``, the whole chip), ``sm``
+    (one per SM/CU), ``core`` (one per CPU core) or ``cluster`` (one per thread-block cluster); the
+    count was resolved from the target's own figures when it was loaded."""
 
     name: str
     capacity: Figure
     bandwidth: Figure
+    units: int = 1
+    per: str = "chip"
+
+    @classmethod
+    def given(cls, name: str, capacity: float, bandwidth: float, units: int = 1, per: str | None = None,
+              source: str = "given") -> MemoryLevel:
+        """A level from plain numbers (tests, what-if studies): figures sourced as ``source``."""
+        def fig(value: float, unit: str) -> Figure:
+            return Figure(value=value, unit=unit, source=source, estimate=True)
+
+        return cls(name, fig(capacity, "bytes"), fig(bandwidth, "bytes/s"), units,
+                   per or ("chip" if units == 1 else "unit"))
+
+    def with_capacity(self, nbytes: float, source: str) -> MemoryLevel:
+        """The same boundary with another capacity per unit (``--cache-size`` what-ifs)."""
+        fig = Figure(value=nbytes, unit="bytes", source=source, estimate=True)
+        return MemoryLevel(self.name, fig, self.bandwidth, self.units, self.per)
+
+    def describe(self) -> str:
+        """'on-chip capacity 121.6 MB' or 'per-SM storage 512 KiB x 132' (report headers)."""
+        return describe_storage(self.per, self.capacity.value, self.units)
+
+
+#: Words for what one unit of a memory level is (``MemoryLevel.per``).
+UNIT_KINDS = ("chip", "sm", "core", "cluster")
+
+
+def describe_storage(per: str, capacity: float, units: int) -> str:
+    """How a report names a level's fast side: 'on-chip capacity 121.6 MB' for the whole chip,
+    'per-SM storage 512 KiB x 132' for per-SM (per-core, per-cluster) copies."""
+    size = fmt_size(capacity)
+    if per == "chip":
+        return f"on-chip capacity {size}"
+    who = {"sm": "SM", "core": "core", "cluster": "cluster"}.get(per, per)
+    return f"per-{who} storage {size} x {units}"
+
+
+def fmt_size(nbytes: float) -> str:
+    """Bytes for humans: binary units below 1 MiB when exact (512 KiB), else decimal (121.6 MB)."""
+    if nbytes < 1 << 20 and nbytes == int(nbytes) and int(nbytes) % 1024 == 0:
+        return f"{int(nbytes) // 1024} KiB"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.4g} {unit}"
+    return f"{nbytes:g} B"
 
 
 @dataclass(frozen=True)
 class HwTarget:
     """A hardware target: dense peak rates per unit and dtype, memory figures and memory levels.
 
-    ``levels`` run outermost first (``dram`` boundary: capacity = all on-chip storage; ``l2``
-    boundary: capacity = one SM's storage). ``path`` is the file it was loaded from;
-    ``measured_on`` is set for measured (host) targets.
+    ``levels`` run outermost first, each named for the storage on its fast side (bundled GPUs:
+    ``chip``, all on-chip storage behind the DRAM boundary; ``sm``, one SM's own storage behind the L2
+    boundary, one unit per SM). ``path`` is the file it was loaded from; ``measured_on`` is set for
+    measured (host) targets.
     """
 
     name: str
@@ -119,6 +169,7 @@ class HwTarget:
     levels: tuple[MemoryLevel, ...]
     path: str
     measured_on: str | None = None
+    cluster_size: Figure | None = None
 
     def __hash__(self) -> int:  # dict fields are unhashable; identity is name + file
         return hash((self.name, self.path))
@@ -181,6 +232,7 @@ class HwTarget:
             "sm.count": self.sm_count,
             "sm.smem_per_sm": self.smem_per_sm,
             "sm.regfile_per_sm": self.regfile_per_sm,
+            "sm.cluster_size": self.cluster_size,
             "clock_hz": self.clock_hz,
         }
         for k, f in simple.items():

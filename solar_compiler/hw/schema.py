@@ -24,6 +24,7 @@ from solar_compiler.hw.model import (
 )
 
 _INT_FORMATS = ("int8", "int32")
+_LEVEL_KEYS = ("name", "capacity", "bandwidth", "units")
 
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -162,7 +163,9 @@ class _Validator:
         l2 = self.mapping(doc.get("l2", {}), "l2")
         self.keys(l2, "l2", ("size", "bandwidth"))
         sm = self.mapping(doc.get("sm", {}), "sm")
-        self.keys(sm, "sm", ("count", "smem_per_sm", "regfile_per_sm"))
+        self.keys(sm, "sm", ("count", "smem_per_sm", "regfile_per_sm", "cluster_size"))
+        sm_count = self.opt_figure(sm, "count", "sm.count", ("count",))
+        cluster = self.opt_figure(sm, "cluster_size", "sm.cluster_size", ("count",))
         measured_on = doc.get("measured_on")
         if isinstance(measured_on, datetime.date):
             measured_on = measured_on.isoformat()
@@ -178,16 +181,17 @@ class _Validator:
             dram_capacity=self.opt_figure(dram, "capacity", "dram.capacity", ("bytes",)),
             l2_size=self.opt_figure(l2, "size", "l2.size", ("bytes",)),
             l2_bw=self.opt_figure(l2, "bandwidth", "l2.bandwidth", ("bytes/s",)),
-            sm_count=self.opt_figure(sm, "count", "sm.count", ("count",)),
+            sm_count=sm_count,
             smem_per_sm=self.opt_figure(sm, "smem_per_sm", "sm.smem_per_sm", ("bytes",)),
             regfile_per_sm=self.opt_figure(sm, "regfile_per_sm", "sm.regfile_per_sm", ("bytes",)),
             clock_hz=self.figure(doc["clock_hz"], "clock_hz", ("Hz",)) if "clock_hz" in doc else None,
-            levels=self.levels(doc["levels"]),
+            levels=self.levels(doc["levels"], sm_count, cluster),
+            cluster_size=cluster,
             path=path,
             measured_on=measured_on,
         )
 
-    def levels(self, data: Any) -> tuple[MemoryLevel, ...]:
+    def levels(self, data: Any, sm_count: Figure | None, cluster: Figure | None) -> tuple[MemoryLevel, ...]:
         if not isinstance(data, list):
             raise self.fail(
                 "levels", f"expected a list (outermost level first, may be empty), got {_show(data)}"
@@ -196,13 +200,14 @@ class _Validator:
         for i, item in enumerate(data):
             field = f"levels[{i}]"
             item = self.mapping(item, field)
-            self.keys(
-                item, field, ("name", "capacity", "bandwidth"), required=("name", "capacity", "bandwidth")
-            )
+            self.keys(item, field, _LEVEL_KEYS, required=_LEVEL_KEYS)
+            per, units = self.units(item["units"], f"{field}.units", sm_count, cluster)
             lvl = MemoryLevel(
                 name=self.text(item["name"], f"{field}.name"),
                 capacity=self.figure(item["capacity"], f"{field}.capacity", ("bytes",)),
                 bandwidth=self.figure(item["bandwidth"], f"{field}.bandwidth", ("bytes/s",)),
+                units=units,
+                per=per,
             )
             if any(prev.name == lvl.name for prev in out):
                 raise self.fail(f"{field}.name", f"duplicate level name {lvl.name!r}")
@@ -213,6 +218,24 @@ class _Validator:
                 )
             out.append(lvl)
         return tuple(out)
+
+    def units(
+        self, value: Any, field: str, sm_count: Figure | None, cluster: Figure | None
+    ) -> tuple[str, int]:
+        """(what one unit is, how many): ``1`` is the whole chip; ``sm`` and ``core`` count ``sm.count``
+        copies; ``cluster`` counts ceil(sm.count / sm.cluster_size) (rounded up: more units only
+        weaken a reuse bound)."""
+        if value == 1 and not isinstance(value, bool):
+            return "chip", 1
+        if value in ("sm", "core", "cluster"):
+            if sm_count is None:
+                raise self.fail(field, f"{value!r} needs sm.count (how many units the chip has)")
+            if value != "cluster":
+                return value, int(sm_count.value)
+            if cluster is None:
+                raise self.fail(field, "'cluster' needs sm.cluster_size (SMs per cluster)")
+            return value, -(-int(sm_count.value) // int(cluster.value))
+        raise self.fail(field, f"expected 1, sm, core or cluster, got {_show(value)}")
 
 
 def _show(x: Any) -> str:
