@@ -34,7 +34,7 @@ from xdsl.utils.target import Target
 from solar_compiler.bounds import GraphBounds, graph_bounds, inverse_roofline
 from solar_compiler.costs import GraphCosts
 from solar_compiler.errors import SolarError
-from solar_compiler.hw import Figure, HwTarget
+from solar_compiler.hw import HwTarget, Priced
 from solar_compiler.hw.model import describe_storage
 from solar_compiler.unfused import UnfusedKernel, node_kernels
 
@@ -81,16 +81,9 @@ def module_validation(module: ModuleOp) -> dict[str, Any]:
     return record
 
 
-def _figure(hw: HwTarget, rate: float, sections: Sequence[str]) -> dict[str, Any]:
-    """The sourced figure a rate came from (hw's pricing picks one listed figure; equal rates share a
-    datasheet line, so the first match names it)."""
-    for section in sections:
-        table: dict[str, Figure] = getattr(hw, section)
-        for fmt, fig in table.items():
-            if float(fig.value) == rate:
-                return {"value": rate, "figure": f"{section}.{fmt}", "source": fig.source,
-                        "estimate": fig.estimate}
-    return {"value": rate, "figure": None, "source": hw.path, "estimate": False}
+def _figure(p: Priced) -> dict[str, Any]:
+    """The rate a dtype was priced at and the figure it came from (`HwTarget.price_*` name it)."""
+    return {"value": p.rate, "figure": p.key, "source": p.source, "estimate": p.estimate}
 
 
 def _as_written(graphs: Sequence[GraphCosts], unfused: Sequence[Sequence[UnfusedKernel]],
@@ -138,8 +131,8 @@ def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str) -> di
         "precision": hw.describe_precision(precision),
         "dram_bw": {"value": bw.value, "figure": "dram.bandwidth", "source": bw.source,
                     "estimate": bw.estimate},
-        "matrix": {d: _figure(hw, hw.matrix_peak(d, precision), ("matrix", "vector")) for d in mdt},
-        "vector": {d: _figure(hw, hw.vector_peak(d), ("vector",)) for d in vdt},
+        "matrix": {d: _figure(hw.price_matrix(d, precision)) for d in mdt},
+        "vector": {d: _figure(hw.price_vector(d)) for d in vdt},
     }
 
 

@@ -171,6 +171,16 @@ def test_vector_peak() -> None:
         load_target("Jetson_Thor").vector_peak("f64")
 
 
+def test_figure_keys_name_the_figure_priced() -> None:
+    t = load_target("H100_SXM")
+    assert t.vector_figure("bf16") == "vector.bf16" and t.vector_figure("f16") == "vector.fp16"
+    assert t.vector_figure("f32") == "vector.fp32" and t.vector_figure("i32") == "vector.fp32"
+    assert t.matrix_figure("f32") == "matrix.tf32" and t.matrix_figure("bf16") == "matrix.bf16"
+    assert t.matrix_figure("f8e5m2") == "matrix.fp8" and t.matrix_figure("i8") == "matrix.int8"
+    p = t.price_vector("bf16")
+    assert (p.rate, p.key, p.label, p.estimate) == (133.8e12, "vector.bf16", "BF16 vector", True)
+
+
 def test_describe_precision() -> None:
     t = load_target("H100_SXM")
     assert t.describe_precision("auto") == "auto: f32 contractions at TF32 tensor rate (494.7 TFLOP/s)"

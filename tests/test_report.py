@@ -107,6 +107,16 @@ def test_json_shape_exact_keys():
     assert r["value_dependent"] == [] and r["fidelity"] == ["unfused", "fused", "cache-aware"]
 
 
+def test_hw_record_labels_name_the_figure_used():
+    """A bf16 vector op on H100 (vector.fp16 = vector.bf16 = 133.8 TFLOP/s) is labelled vector.bf16:
+    matching rates by value used to name the first equal figure, vector.fp16."""
+    ex = OpCost("S0", "Y[i] = exp(X[i])", "i->i", "e.py:1", "vector", 0, N, N, None, "bf16", N,
+                (Access("X", "bf16", N, 2 * N),), (Access("Y", "bf16", N, 2 * N),))
+    h = report(graphs=[GraphCosts("e", [ex], 4 * N)])["hw"]["H100_SXM"]
+    assert h["vector"]["bf16"] == {"value": 133.8e12, "figure": "vector.bf16", "estimate": True,
+                                   "source": "https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper"}
+
+
 def test_report_numbers_by_hand():
     r = report("H100_SXM,A100_SXM", latency=2e-3)
     h = r["bounds"]["H100_SXM"]

@@ -1,7 +1,8 @@
 """Hardware targets: sourced peak rates and memory levels that speed-of-light bounds divide by.
 
-* ``model``: ``HwTarget``, ``Figure``, ``MemoryLevel`` and how a dtype is priced under a precision
-  policy (the fastest legal unit);
+* ``model``: ``HwTarget``, ``Figure``, ``MemoryLevel``, ``Emulation``;
+* ``pricing``: how a dtype is priced under a precision policy (the fastest method that meets its
+  accuracy contract), naming the figure it used;
 * ``schema``: the YAML loader and validator (one-line errors naming file and field);
 * ``registry``: the bundled ``hw_targets/*.yaml``, ``load_target`` and ``parse_hw_list``;
 * ``host``: the ``host`` target, calibrated on this machine and cached.
@@ -10,18 +11,10 @@ Importing this package is cheap: numpy and torch are imported only inside ``cali
 See docs/hw-targets.md.
 """
 
+from solar_compiler.hw.errors import HwTargetError
 from solar_compiler.hw.host import calibrate_host, host_cache_path
-from solar_compiler.hw.model import (
-    DTYPES,
-    HOST,
-    HOST_SOURCE,
-    PRECISIONS,
-    UNITS,
-    Figure,
-    HwTarget,
-    HwTargetError,
-    MemoryLevel,
-)
+from solar_compiler.hw.model import HOST, HOST_SOURCE, UNITS, Emulation, Figure, HwTarget, MemoryLevel
+from solar_compiler.hw.pricing import DTYPES, PRECISIONS, Priced
 from solar_compiler.hw.registry import available_targets, load_target, parse_hw_list
 
 __all__ = [
@@ -30,10 +23,12 @@ __all__ = [
     "HOST_SOURCE",
     "PRECISIONS",
     "UNITS",
+    "Emulation",
     "Figure",
     "HwTarget",
     "HwTargetError",
     "MemoryLevel",
+    "Priced",
     "available_targets",
     "calibrate_host",
     "host_cache_path",

@@ -12,14 +12,10 @@ convolutions in TF32). Loading and validation live in ``schema``, the bundled ta
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from solar_compiler.errors import SolarError
-
-
-class HwTargetError(SolarError):
-    """A target cannot be found, is malformed, or lacks the rate a query needs (one-line message)."""
-
+from solar_compiler.hw import pricing
+from solar_compiler.hw.pricing import Priced
 
 #: Units a figure may carry. MAC/s is deliberately absent: 1 MAC = 2 FLOP, and storing MAC/s is the
 #: classic 2x error. Sparse-vs-dense cannot be detected from a number; the files' headers say "dense".
@@ -28,49 +24,9 @@ UNITS = ("FLOP/s", "OP/s", "bytes", "bytes/s", "Hz", "count")
 MATRIX_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 #: Vector (CUDA-core / SIMD) formats a target may list.
 VECTOR_KEYS = ("fp64", "fp32", "bf16", "fp16", "int32")
-#: Precision policies for f32 contractions (see ``HwTarget.matrix_peak``).
-PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16", "fp8")
-#: Loop-IR dtypes (solar_compiler/text/loop.lark).
-DTYPES = ("f64", "f32", "bf16", "f16", "f8e4m3", "f8e5m2", "i64", "i32", "i8", "bool")
 #: Name of the measured host target.
 HOST = "host"
 HOST_SOURCE = "measured by solar-opt --calibrate-host"
-
-_F8_EXACT = ("fp8", "fp16", "bf16", "tf32", "fp32", "fp64")
-# Formats that represent EVERY value of a dtype exactly, own format first. Running a contraction in
-# any of them is a legal implementation (inputs converted losslessly, products accumulated at >= the
-# dtype's precision), so the fastest of them is the rate a lower bound must assume. Examples: f16 fits
-# TF32 (8-bit exponent, 10-bit mantissa); i8 fits fp16/bf16 (integers up to 2048/256 are exact); f32
-# fits fp64. i64 fits nothing narrower.
-_EXACT: dict[str, tuple[str, ...]] = {
-    "f64": ("fp64",),
-    "f32": ("fp32", "fp64"),
-    "f16": ("fp16", "tf32", "fp32", "fp64"),
-    "bf16": ("bf16", "tf32", "fp32", "fp64"),
-    "f8e4m3": _F8_EXACT,
-    "f8e5m2": _F8_EXACT,
-    "i8": ("int8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
-    "i32": ("int32", "fp64"),
-    "i64": (),
-    "bool": ("int8", "fp8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
-}
-# Integer ALU throughput is taken to be at most the fp32 lane rate (true of every target here: H100
-# runs INT32 at half its FP32 rate), so integer/bool work is also priced at the fp32 vector rate.
-_INT_DTYPES = ("i64", "i32", "i8", "bool")
-# The reduced-precision format each policy lets an f32 contraction use ("fp32": none).
-_POLICY_FORMAT = {"auto": "tf32", "fp32": None, "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
-_LABEL = {
-    "fp64": "FP64",
-    "fp32": "FP32",
-    "tf32": "TF32",
-    "bf16": "BF16",
-    "fp16": "FP16",
-    "fp8": "FP8",
-    "int8": "INT8",
-    "int32": "INT32",
-}
-_SECTION_LABEL = {"matrix": "tensor", "vector": "vector"}
-
 
 @dataclass(frozen=True)
 class Figure:
@@ -117,6 +73,22 @@ class MemoryLevel:
     def describe(self) -> str:
         """'on-chip capacity 121.6 MB' or 'per-SM storage 512 KiB x 132' (report headers)."""
         return describe_storage(self.per, self.capacity.value, self.units)
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """A method that computes contractions to the accuracy of format ``computes`` (``fp32``, ``fp64``)
+    on another unit ``on`` (a figure key, ``matrix.bf16``), with ``products`` products on that unit
+    per emulated product: its rate is rate(on) / products, an upper estimate (splitting and
+    accumulation cost extra). Sourced like a figure."""
+
+    name: str
+    computes: str
+    on: str
+    products: float
+    source: str
+    estimate: bool
+    note: str | None = None
 
 
 #: Words for what one unit of a memory level is (``MemoryLevel.per``).
@@ -171,50 +143,63 @@ class HwTarget:
     measured_on: str | None = None
     cluster_size: Figure | None = None
 
+    emulation: dict[str, Emulation] = field(default_factory=dict)
+    measured: dict[str, Figure] = field(default_factory=dict)
+
     def __hash__(self) -> int:  # dict fields are unhashable; identity is name + file
         return hash((self.name, self.path))
 
-    # -- rates ---------------------------------------------------------------------------------
+    # -- rates (solar_compiler.hw.pricing) -----------------------------------------------------------
 
     def matrix_peak(self, dtype: str, precision: str = "auto") -> float:
-        """Peak FLOP/s for a contraction (matmul/conv/einsum) whose operands have loop-IR ``dtype``.
-
-        The rate is the fastest of every matrix or vector unit whose format holds all values of
-        ``dtype`` exactly (own format first, e.g. f16 -> FP16, else TF32, FP32, FP64), because any of
-        them is a legal implementation and a lower bound must assume the fastest. Integer and bool
+        """Peak FLOP/s for a contraction (matmul/conv/einsum) whose operands have loop-IR ``dtype``:
+        the fastest method that meets the dtype's accuracy contract, because any of them is a legal
+        implementation and a lower bound must assume the fastest. That is the fastest matrix or
+        vector unit whose format holds all values of ``dtype`` exactly (f16 -> FP16, TF32, FP32,
+        FP64), or an emulation the target lists that reaches such a format's accuracy on another
+        unit (fp32 as 9 BF16 or 3 FP16 products, fp64 as Ozaki-II on INT8). Integer and bool
         contractions may also use the fp32 vector rate. ``precision`` only affects f32:
 
-        * ``auto`` (default): f32 may also use TF32 (cuDNN/PyTorch default for fp32 convolutions);
-        * ``fp32``: exact units only (FP32 vector/matrix, FP64);
-        * ``tf32`` / ``bf16`` / ``fp16`` / ``fp8``: f32 may also use that format.
+        * ``fp32``: fp32 accuracy: FP32/FP64 units and the fp32 (or fp64) emulations;
+        * ``auto`` (default): as ``fp32``, and TF32 (cuDNN/PyTorch default for fp32 convolutions);
+        * ``tf32`` / ``bf16`` / ``fp16`` / ``fp8``: as ``fp32``, and that format.
 
-        A target without the policy's format falls back to the exact units (``describe_precision``
+        A target without the policy's format falls back to the fp32 contract (``describe_precision``
         says so). Raises ``HwTargetError`` naming target and dtype when no unit applies.
         """
-        return self._matrix_choice(dtype, precision)[0]
+        return self.price_matrix(dtype, precision).rate
 
     def vector_peak(self, dtype: str) -> float:
         """Peak FLOP/s of non-tensor (elementwise/reduction) work on ``dtype``: the fastest vector unit
         whose format holds ``dtype`` exactly (so f16 uses max(FP16, FP32) vector), integer and bool
         work at max(INT32 if listed, FP32 vector)."""
-        return self._vector_choice(dtype)[0]
+        return self.price_vector(dtype).rate
+
+    def price_matrix(self, dtype: str, precision: str = "auto") -> Priced:
+        """``matrix_peak`` with the figure it came from (key, words, source, estimate flag)."""
+        return pricing.price_matrix(self, dtype, precision)
+
+    def price_vector(self, dtype: str) -> Priced:
+        """``vector_peak`` with the figure it came from."""
+        return pricing.price_vector(self, dtype)
+
+    def matrix_figure(self, dtype: str, precision: str = "auto") -> str:
+        """The key of the figure a contraction on ``dtype`` is priced with: ``matrix.tf32``,
+        ``vector.fp32`` or ``emulation.<name>`` (report labels name the figure actually used)."""
+        return self.price_matrix(dtype, precision).key
+
+    def vector_figure(self, dtype: str) -> str:
+        """The key of the figure vector work on ``dtype`` is priced with (``vector.bf16``)."""
+        return self.price_vector(dtype).key
 
     def describe_precision(self, precision: str = "auto") -> str:
         """One line for reports saying how f32 contractions are priced under ``precision``."""
-        rate, section, fmt = self._matrix_choice("f32", precision)
-        unit = f"{_LABEL[fmt]} {_SECTION_LABEL[section]}"
-        text = f"{precision}: f32 contractions at {unit} rate ({_fmt_rate(rate)})"
-        wanted = _POLICY_FORMAT[precision]
-        if wanted is not None and fmt != wanted:
-            text += f"; {self.name} lists no {_LABEL[wanted]} rate"
-        return text
+        return pricing.describe_precision(self, precision)
 
     def estimated_fields(self) -> tuple[str, ...]:
         """Dotted names of the figures marked ``estimate: true`` (for report footnotes)."""
-        out: list[str] = []
-        for key, fig in self._named_figures():
-            if fig.estimate:
-                out.append(key)
+        out: list[str] = [key for key, fig in self._named_figures() if fig.estimate]
+        out += [f"emulation.{name}" for name, e in self.emulation.items() if e.estimate]
         return tuple(out)
 
     # -- internals -------------------------------------------------------------------------------
@@ -241,50 +226,3 @@ class HwTarget:
         for i, lvl in enumerate(self.levels):
             yield f"levels[{i}].capacity", lvl.capacity
             yield f"levels[{i}].bandwidth", lvl.bandwidth
-
-    def _check_dtype(self, dtype: str) -> None:
-        if dtype not in _EXACT:
-            raise HwTargetError(f"{self.name}: unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
-
-    def _pick(self, dtype: str, kind: str, candidates: list[tuple[str, str]]) -> tuple[float, str, str]:
-        best: tuple[float, str, str] | None = None
-        for section, fmt in candidates:
-            fig = (self.matrix if section == "matrix" else self.vector).get(fmt)
-            if fig is not None and (best is None or fig.value > best[0]):
-                best = (float(fig.value), section, fmt)
-        if best is None:
-            tried = ", ".join(dict.fromkeys(f"{s}.{f}" for s, f in candidates)) or "none"
-            raise HwTargetError(
-                f"{self.name}: no rate for {dtype} {kind} (would use one of: {tried}); add one to {self.path}"
-            )
-        return best
-
-    def _matrix_choice(self, dtype: str, precision: str) -> tuple[float, str, str]:
-        self._check_dtype(dtype)
-        if precision not in _POLICY_FORMAT:
-            raise HwTargetError(
-                f"{self.name}: unknown precision policy {precision!r}; known: {', '.join(PRECISIONS)}"
-            )
-        formats = list(_EXACT[dtype])
-        extra = _POLICY_FORMAT[precision]
-        if dtype == "f32" and extra is not None:
-            formats.insert(0, extra)
-        candidates = [(section, fmt) for fmt in formats for section in ("matrix", "vector")]
-        if dtype in _INT_DTYPES:
-            candidates.append(("vector", "fp32"))
-        return self._pick(dtype, "contractions", candidates)
-
-    def _vector_choice(self, dtype: str) -> tuple[float, str, str]:
-        self._check_dtype(dtype)
-        candidates = [("vector", fmt) for fmt in _EXACT[dtype]]
-        if dtype in _INT_DTYPES:
-            candidates.append(("vector", "fp32"))
-        return self._pick(dtype, "vector work", candidates)
-
-
-def _fmt_rate(rate: float) -> str:
-    if rate >= 1e12:
-        return f"{rate / 1e12:.1f} TFLOP/s"
-    return f"{rate / 1e9:.1f} GFLOP/s"
-
-

@@ -11,7 +11,8 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from solar_compiler.hw import host
-from solar_compiler.hw.model import HOST, HwTarget, HwTargetError
+from solar_compiler.hw.errors import HwTargetError
+from solar_compiler.hw.model import HOST, HwTarget
 from solar_compiler.hw.schema import load_file, parse
 
 log = logging.getLogger(__name__)

@@ -13,13 +13,14 @@ from typing import Any
 
 import yaml
 
+from solar_compiler.hw.errors import HwTargetError
 from solar_compiler.hw.model import (
     MATRIX_KEYS,
     UNITS,
     VECTOR_KEYS,
+    Emulation,
     Figure,
     HwTarget,
-    HwTargetError,
     MemoryLevel,
 )
 
@@ -53,8 +54,13 @@ _TOP_KEYS = (
     "sm",
     "clock_hz",
     "levels",
+    "emulation",
+    "measured",
     "measured_on",
 )
+_EMULATION_KEYS = ("computes", "on", "products", "source", "estimate", "note")
+#: Figures a calibrated target may keep a measured value of, beside its ceiling, and their units.
+_MEASURED_UNITS = {"dram.bandwidth": ("bytes/s",), "l2.bandwidth": ("bytes/s",), "clock_hz": ("Hz",)}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
@@ -158,6 +164,8 @@ class _Validator:
         vector = self.rates(doc["vector"], "vector", VECTOR_KEYS)
         if "fp32" not in vector:
             raise self.fail("vector.fp32", "missing (required: integer and fallback work is priced at it)")
+        emulation = self.emulation(doc.get("emulation"), matrix, vector)
+        measured = self.measured(doc.get("measured"))
         dram = self.mapping(doc["dram"], "dram")
         self.keys(dram, "dram", ("bandwidth", "capacity"), required=("bandwidth",))
         l2 = self.mapping(doc.get("l2", {}), "l2")
@@ -187,9 +195,63 @@ class _Validator:
             clock_hz=self.figure(doc["clock_hz"], "clock_hz", ("Hz",)) if "clock_hz" in doc else None,
             levels=self.levels(doc["levels"], sm_count, cluster),
             cluster_size=cluster,
+            emulation=emulation,
+            measured=measured,
             path=path,
             measured_on=measured_on,
         )
+
+    def emulation(
+        self, data: Any, matrix: Mapping[str, Figure], vector: Mapping[str, Figure]
+    ) -> dict[str, Emulation]:
+        """``emulation: {name: {computes, on, products, source, estimate[, note]}}``: a method reaching
+        format ``computes``'s accuracy with ``products`` products on the listed figure ``on``."""
+        data = {} if data is None else self.mapping(data, "emulation")
+        out: dict[str, Emulation] = {}
+        for name, item in data.items():
+            field = f"emulation.{name}"
+            if not isinstance(name, str) or not _NAME_RE.match(name):
+                raise self.fail(field, "expected a name of letters, digits and _.+-")
+            item = self.mapping(item, field)
+            self.keys(item, field, _EMULATION_KEYS, required=_EMULATION_KEYS[:-1])
+            computes = item["computes"]
+            if computes not in (*MATRIX_KEYS, *VECTOR_KEYS):
+                got = _show(computes)
+                raise self.fail(f"{field}.computes", f"expected a format (fp32, fp64, ...), got {got}")
+            on = item["on"]
+            section, _, fmt = str(on).partition(".")
+            if (section, fmt) not in [("matrix", k) for k in matrix] + [("vector", k) for k in vector]:
+                raise self.fail(f"{field}.on", f"expected a rate the target lists, got {on!r}")
+            products = item["products"]
+            if isinstance(products, bool) or not isinstance(products, (int, float)) or not products >= 1:
+                raise self.fail(f"{field}.products", f"expected a number >= 1, got {_show(products)}")
+            estimate = item["estimate"]
+            if not isinstance(estimate, bool):
+                raise self.fail(f"{field}.estimate", f"expected true or false, got {_show(estimate)}")
+            note = item.get("note")
+            if note is not None and not isinstance(note, str):
+                raise self.fail(f"{field}.note", f"expected a string, got {_show(note)}")
+            source = self.text(item["source"], f"{field}.source")
+            out[name] = Emulation(name, computes, str(on), products, source, estimate, note)
+        return out
+
+    def measured(self, data: Any) -> dict[str, Figure]:
+        """``measured: {matrix.fp32: FIGURE, dram.bandwidth: FIGURE, ...}``: rates observed on a
+        calibrated machine, kept beside its ceilings (reported, never used as a peak)."""
+        data = {} if data is None else self.mapping(data, "measured")
+        out: dict[str, Figure] = {}
+        for key, fig in data.items():
+            section, _, fmt = str(key).partition(".")
+            formats = {"matrix": MATRIX_KEYS, "vector": VECTOR_KEYS}.get(section, ())
+            if fmt in formats:
+                units: tuple[str, ...] = ("OP/s",) if fmt in _INT_FORMATS else ("FLOP/s",)
+            elif key in _MEASURED_UNITS:
+                units = _MEASURED_UNITS[key]
+            else:
+                raise self.fail(f"measured.{key}", "expected matrix.<format>, vector.<format>, "
+                                "dram.bandwidth, l2.bandwidth or clock_hz")
+            out[str(key)] = self.figure(fig, f"measured.{key}", units)
+        return out
 
     def levels(self, data: Any, sm_count: Figure | None, cluster: Figure | None) -> tuple[MemoryLevel, ...]:
         if not isinstance(data, list):
