@@ -15,7 +15,8 @@ import yaml
 from solar_compiler import hw
 from solar_compiler.hw import HwTargetError, load_target
 
-BUNDLED = ["A100_SXM", "B200", "H100_PCIe", "H100_SXM", "H200", "Jetson_Thor", "L40S", "MI300X"]
+BUNDLED = ["A100_SXM", "B200", "GB200", "H100_NVL", "H100_PCIe", "H100_SXM", "H200", "Jetson_Thor", "L40S",
+           "MI300X"]
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -104,6 +105,25 @@ def test_h100_sxm_datasheet_figures() -> None:
     assert t.l2_bw is not None and t.l2_bw.estimate
     assert "l2.bandwidth" in t.estimated_fields() and "matrix.bf16" not in t.estimated_fields()
     assert load_target("H200").dram_bw.value == 4.8e12
+
+
+def test_datasheet_fixes_and_new_targets() -> None:
+    # H100 PCIe: 5120-bit HBM2e at 1593 MHz DDR = 2.039 TB/s (the datasheet rounds to 2.0)
+    pcie = load_target("H100_PCIe")
+    assert pcie.dram_bw.value == pytest.approx(5120 / 8 * 2 * 1.593e9, rel=1e-4)
+    assert pcie.dram_bw.value == 2.039e12 == pcie.levels[0].bandwidth.value
+    # B200 is the HGX (1000 W) part; GB200 is the same GPU at 1200 W: 1.25 / 2.5 / 5.0 PFLOP/s dense
+    assert "HGX" in load_target("B200").description and "1000 W" in load_target("B200").description
+    gb = load_target("GB200")
+    assert [gb.matrix[k].value for k in ("tf32", "bf16", "fp16", "fp8")] == [1.25e15, 2.5e15, 2.5e15, 5.0e15]
+    assert gb.matrix["int8"].value == 5.0e15 and gb.dram_bw.value == 8.0e12 and "1200 W" in gb.description
+    nvl = load_target("H100_NVL")
+    assert (nvl.dram_bw.value, nvl.matrix["bf16"].value) == (3.9e12, 835.5e12)
+    assert nvl.matrix["tf32"].value == 417.5e12
+    # Jetson Thor: 16-bit vector work at 2 x fp32 (packed), as on every other Blackwell part
+    thor = load_target("Jetson_Thor")
+    assert thor.vector_peak("bf16") == thor.vector_peak("f16") == 2 * thor.vector["fp32"].value
+    assert thor.vector_figure("bf16") == "vector.bf16"
 
 
 def test_jetson_thor_rates_are_all_estimates() -> None:
@@ -316,7 +336,7 @@ def test_unknown_target_lists_available() -> None:
 
 
 def test_unknown_target_names_the_closest() -> None:
-    with pytest.raises(HwTargetError, match=r"target 'H100'; did you mean H100_PCIe or H100_SXM\?"):
+    with pytest.raises(HwTargetError, match=r"target 'H100'; did you mean H100_NVL, H100_PCIe or H100_SXM\?"):
         load_target("H100")
     with pytest.raises(HwTargetError, match=r"'h100sxm'; did you mean H100_SXM\?"):
         load_target("h100sxm")

@@ -78,7 +78,10 @@ def _closest(text: str) -> str:
     close = [n for n in names if n.startswith(text.lower())]
     if not close:
         close = difflib.get_close_matches(text.lower(), list(names), n=1, cutoff=0.5)
-    return f"; did you mean {' or '.join(names[c] for c in close)}?" if close else ""
+    if not close:
+        return ""
+    words = [names[c] for c in close]
+    return f"; did you mean {', '.join(words[:-1]) + ' or ' if len(words) > 1 else ''}{words[-1]}?"
 
 
 def parse_hw_list(spec: str) -> list[HwTarget]:
