@@ -58,6 +58,10 @@ def test_bundled_target_loads_and_is_consistent(name: str) -> None:
     assert m["bf16"] / m["tf32"] == pytest.approx(2.0, rel=0.02)
     if "fp8" in m:
         assert m["fp8"] / m["bf16"] == pytest.approx(2.0, rel=0.02)
+    for e in t.emulation.values():  # every method sourced, on a unit the target lists
+        assert e.source.startswith("https://") and e.computes in ("fp32", "fp64") and e.products >= 1
+        assert t.price_matrix("f32" if e.computes == "fp32" else "f64", "fp32").rate >= t.matrix[
+            e.via.split(".")[1]].value / e.products
     assert t.matrix["int8"].unit == "OP/s"
     assert all(f.unit == "FLOP/s" for k, f in t.matrix.items() if k != "int8")
     assert hash(t) == hash(load_target(name))
@@ -140,7 +144,9 @@ def test_matrix_peak_f32_policies() -> None:
     assert t.matrix_peak("f32") == 494.7e12  # auto = TF32
     assert t.matrix_peak("f32", "auto") == 494.7e12
     assert t.matrix_peak("f32", "tf32") == 494.7e12
-    assert t.matrix_peak("f32", "fp32") == 66.9e12
+    # fp32 accuracy: the fastest method is Ozaki-II on INT8 (6 INT8 products per fp32 product)
+    assert t.matrix_peak("f32", "fp32") == 1978.9e12 / 6
+    assert t.matrix_figure("f32", "fp32") == "emulation.ozaki2_int8_fp32"
     assert t.matrix_peak("f32", "bf16") == 989.4e12
     assert t.matrix_peak("f32", "fp16") == 989.4e12
     assert t.matrix_peak("f32", "fp8") == 1978.9e12
@@ -156,20 +162,38 @@ def test_matrix_peak_other_dtypes_ignore_policy(precision: str) -> None:
     assert t.matrix_peak("f8e4m3", precision) == 1978.9e12
     assert t.matrix_peak("f8e5m2", precision) == 1978.9e12
     assert t.matrix_peak("i8", precision) == 1978.9e12
-    assert t.matrix_peak("f64", precision) == 66.9e12
-    assert t.matrix_peak("i32", precision) == 66.9e12  # integer work at the fp32 lane rate
+    assert t.matrix_peak("f64", precision) == 1978.9e12 / 14  # Ozaki-II on INT8, 14 products
+    assert t.matrix_peak("i32", precision) == 1978.9e12 / 14  # i32 fits fp64: an fp64-accurate method
+
+
+# Published measurements of accurate emulation (GEMMul8 README and result CSVs; Ootomo & Yokota 2022):
+# (target, dtype, measured FLOP/s). No implementation the policy allows may beat its bound, so the
+# ceiling of the fp32 policy (f32) and of f64 must stay above each.
+MEASURED_EMULATION = [
+    ("B200", "f32", 259e12),       # Ozaki-II SGEMM emulation, fast mode, 16384^3 (native SGEMM 67.2)
+    ("B200", "f64", 123e12),       # Ozaki-II DGEMM emulation, 14-17 moduli (native DGEMM 36.0)
+    ("H100_SXM", "f64", 80.2e12),  # Ozaki-II DGEMM emulation on GH200 (native FP64 peak 66.9)
+    ("A100_SXM", "f32", 51e12),    # FP16x3 with error correction (native FP32 peak 19.5)
+]
+
+
+@pytest.mark.parametrize(("name", "dtype", "measured"), MEASURED_EMULATION)
+def test_published_emulation_never_beats_the_ceiling(name: str, dtype: str, measured: float) -> None:
+    t = load_target(name)
+    native = max(f.value for k, f in [*t.matrix.items(), *t.vector.items()] if k == dtype.replace("f", "fp"))
+    assert measured > native  # each of these beats the native peak the policy used to price at
+    assert t.matrix_peak(dtype, "fp32") >= measured
 
 
 def test_matrix_peak_fallbacks() -> None:
     # A100 has no FP8 unit: f8 values are exact in fp16/bf16, so f8 runs at the FP16 tensor rate.
     assert load_target("A100_SXM").matrix_peak("f8e4m3") == 312e12
-    # L40S has no FP64 tensor unit: f64 contractions at the FP64 vector rate.
-    assert load_target("L40S").matrix_peak("f64") == 1.43e12
-    # MI300X lists an FP32 matrix rate; the fp32 policy may use it.
-    assert load_target("MI300X").matrix_peak("f32", "fp32") == 163.4e12
-    # No FP64 figure at all: an error naming target and dtype, not a guess.
-    with pytest.raises(HwTargetError, match=r"Jetson_Thor.*f64"):
-        load_target("Jetson_Thor").matrix_peak("f64")
+    # L40S has no FP64 tensor unit and 1/64-rate FP64 lanes (1.43): Ozaki-II on INT8 is 36x faster.
+    assert load_target("L40S").matrix_peak("f64") == 733e12 / 14
+    # MI300X lists an FP32 matrix rate (163.4); Ozaki-II on its INT8 matrix cores beats it.
+    assert load_target("MI300X").matrix_peak("f32", "fp32") == 2614.9e12 / 6
+    # Jetson Thor publishes no FP64 figure: f64 contractions only through the emulation ...
+    assert load_target("Jetson_Thor").matrix_peak("f64") == 517.5e12 / 14
     with pytest.raises(HwTargetError, match="unknown dtype 'f128'"):
         load_target("H100_SXM").matrix_peak("f128")
 
@@ -204,7 +228,8 @@ def test_figure_keys_name_the_figure_priced() -> None:
 def test_describe_precision() -> None:
     t = load_target("H100_SXM")
     assert t.describe_precision("auto") == "auto: f32 contractions at TF32 tensor rate (494.7 TFLOP/s)"
-    assert t.describe_precision("fp32") == "fp32: f32 contractions at FP32 vector rate (66.9 TFLOP/s)"
+    assert t.describe_precision("fp32") == ("fp32: f32 contractions at ozaki2_int8_fp32 emulation "
+                                            "(6 INT8 tensor products each) rate (329.8 TFLOP/s)")
     assert t.describe_precision("bf16") == "bf16: f32 contractions at BF16 tensor rate (989.4 TFLOP/s)"
 
 
@@ -228,10 +253,24 @@ def test_user_target_file(tmp_path: Path) -> None:
     path = _write(tmp_path, doc, "mine.yaml")
     t = load_target(str(path))
     assert t.name == "MyGPU" and t.path == str(path)
-    # No TF32: the auto policy falls back to the exact f32 units, and says so.
-    assert t.matrix_peak("f32") == 66.9e12
+    # No TF32: the auto policy falls back to the fp32 contract (its fastest method), and says so.
+    assert t.matrix_peak("f32") == 1978.9e12 / 6
     assert t.describe_precision("auto").endswith("MyGPU lists no TF32 rate")
     assert hw.parse_hw_list(f"H100_SXM, {path}")[1].name == "MyGPU"
+    # Without emulation methods only native units remain: FP32 lanes = FP64 tensor = 66.9.
+    del doc["emulation"]
+    bare = load_target(str(_write(tmp_path, doc, "bare.yaml")))
+    assert bare.matrix_peak("f32") == 66.9e12 and bare.matrix_peak("f64") == 66.9e12
+    assert bare.estimated_fields() == tuple(k for k in t.estimated_fields() if not k.startswith("emulation."))
+
+
+def test_no_unit_for_a_dtype_is_an_error_not_a_guess(tmp_path: Path) -> None:
+    doc = yaml.safe_load((REPO / "hw_targets" / "Jetson_Thor.yaml").read_text())
+    del doc["emulation"]["ozaki2_int8_fp64"]
+    t = load_target(str(_write(tmp_path, doc, "thor.yaml")))
+    with pytest.raises(HwTargetError, match=r"Jetson_Thor: no rate for f64 contractions \(would use one of: "
+                       r"matrix.fp64, vector.fp64\)"):
+        t.matrix_peak("f64")
 
 
 def test_level_units_resolve_from_the_targets_own_figures(tmp_path: Path) -> None:
@@ -289,6 +328,10 @@ _DELETE = object()
         ("dram.bandwith", 1, "dram.bandwith", "unknown key"),
         ("levels.1.capacity.value", 2e9, "levels[1].capacity.value", "outermost first"),
         ("levels.1.units", _DELETE, "levels[1].units", "missing"),
+        ("emulation.bf16x9.via", "matrix.fp4", "emulation.bf16x9.via", "expected a rate the target lists"),
+        ("emulation.bf16x9.products", 0.5, "emulation.bf16x9.products", "expected a number >= 1"),
+        ("emulation.bf16x9.computes", "fp128", "emulation.bf16x9.computes", "expected a format"),
+        ("emulation.bf16x9.source", _DELETE, "emulation.bf16x9.source", "missing"),
         ("levels.1.units", "warp", "levels[1].units", "expected 1, sm, core or cluster, got 'warp'"),
         ("levels.1.units", 132, "levels[1].units", "expected 1, sm, core or cluster, got 132"),
         ("levels.1.units", "cluster", "levels[1].units", "'cluster' needs sm.cluster_size"),

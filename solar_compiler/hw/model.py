@@ -78,13 +78,13 @@ class MemoryLevel:
 @dataclass(frozen=True)
 class Emulation:
     """A method that computes contractions to the accuracy of format ``computes`` (``fp32``, ``fp64``)
-    on another unit ``on`` (a figure key, ``matrix.bf16``), with ``products`` products on that unit
-    per emulated product: its rate is rate(on) / products, an upper estimate (splitting and
+    on another unit ``via`` (a figure key, ``matrix.bf16``), with ``products`` products on that unit
+    per emulated product: its rate is rate(via) / products, an upper estimate (splitting and
     accumulation cost extra). Sourced like a figure."""
 
     name: str
     computes: str
-    on: str
+    via: str
     products: float
     source: str
     estimate: bool

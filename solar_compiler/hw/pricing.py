@@ -123,9 +123,9 @@ def priced(t: HwTarget, key: str) -> Priced | None:
         e = t.emulation.get(name)
         if e is None:
             return None
-        base = priced(t, e.on)
-        if base is None:  # the loader checks ``on``; a hand-built target may not
-            raise HwTargetError(f"{t.name}: emulation {name} runs on {e.on}, which the target does not list")
+        base = priced(t, e.via)
+        if base is None:  # the loader checks ``via``; a hand-built target may not
+            raise HwTargetError(f"{t.name}: emulation {name} runs on {e.via}, which the target does not list")
         label = f"{name} emulation ({e.products:g} {base.label} products each)"
         return Priced(base.rate / e.products, key, label, e.source, e.estimate or base.estimate)
     fig = {"matrix": t.matrix, "vector": t.vector}[section].get(name)

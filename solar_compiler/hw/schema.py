@@ -58,7 +58,7 @@ _TOP_KEYS = (
     "measured",
     "measured_on",
 )
-_EMULATION_KEYS = ("computes", "on", "products", "source", "estimate", "note")
+_EMULATION_KEYS = ("computes", "via", "products", "source", "estimate", "note")
 #: Figures a calibrated target may keep a measured value of, beside its ceiling, and their units.
 _MEASURED_UNITS = {"dram.bandwidth": ("bytes/s",), "l2.bandwidth": ("bytes/s",), "clock_hz": ("Hz",)}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -204,8 +204,9 @@ class _Validator:
     def emulation(
         self, data: Any, matrix: Mapping[str, Figure], vector: Mapping[str, Figure]
     ) -> dict[str, Emulation]:
-        """``emulation: {name: {computes, on, products, source, estimate[, note]}}``: a method reaching
-        format ``computes``'s accuracy with ``products`` products on the listed figure ``on``."""
+        """``emulation: {name: {computes, via, products, source, estimate[, note]}}``: a method reaching
+        format ``computes``'s accuracy with ``products`` products on the listed figure ``via`` (not
+        ``on``, which YAML 1.1 reads as true)."""
         data = {} if data is None else self.mapping(data, "emulation")
         out: dict[str, Emulation] = {}
         for name, item in data.items():
@@ -218,10 +219,10 @@ class _Validator:
             if computes not in (*MATRIX_KEYS, *VECTOR_KEYS):
                 got = _show(computes)
                 raise self.fail(f"{field}.computes", f"expected a format (fp32, fp64, ...), got {got}")
-            on = item["on"]
-            section, _, fmt = str(on).partition(".")
+            via = item["via"]
+            section, _, fmt = str(via).partition(".")
             if (section, fmt) not in [("matrix", k) for k in matrix] + [("vector", k) for k in vector]:
-                raise self.fail(f"{field}.on", f"expected a rate the target lists, got {on!r}")
+                raise self.fail(f"{field}.via", f"expected a rate the target lists, got {via!r}")
             products = item["products"]
             if isinstance(products, bool) or not isinstance(products, (int, float)) or not products >= 1:
                 raise self.fail(f"{field}.products", f"expected a number >= 1, got {_show(products)}")
@@ -232,7 +233,7 @@ class _Validator:
             if note is not None and not isinstance(note, str):
                 raise self.fail(f"{field}.note", f"expected a string, got {_show(note)}")
             source = self.text(item["source"], f"{field}.source")
-            out[name] = Emulation(name, computes, str(on), products, source, estimate, note)
+            out[name] = Emulation(name, computes, str(via), products, source, estimate, note)
         return out
 
     def measured(self, data: Any) -> dict[str, Figure]:
