@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -403,47 +401,6 @@ def test_names_are_case_insensitive_and_lists_parse() -> None:
         hw.parse_hw_list(" , ")
     with pytest.raises(HwTargetError, match="available: A100_SXM"):
         hw.parse_hw_list("H100_SXM,TPUv9")
-
-
-# ------------------------------------------------------------------------------------------------ host
-
-
-def test_calibrate_host_writes_loadable_yaml(tmp_path: Path) -> None:
-    path = tmp_path / "host.yaml"
-    start = time.perf_counter()
-    t = hw.calibrate_host(path, quick=True, use_torch=False)
-    assert time.perf_counter() - start < 3.0
-    assert path.is_file()
-    again = load_target(str(path))
-    assert again == t
-    assert t.name == "host" and t.measured_on
-    assert t.matrix["fp32"].value > 0 and t.matrix["fp64"].value > 0
-    assert t.vector["fp32"].value > 0 and t.dram_bw.value > 0
-    for field, fig in _figures(t):
-        assert fig.value > 0, field
-        assert fig.source == hw.HOST_SOURCE and not fig.estimate, field
-    assert t.matrix_peak("f32") == t.matrix["fp32"].value  # no TF32 on a CPU: exact fp32 rate
-    assert t.vector_peak("f16") >= t.vector["fp32"].value
-    assert "lists no TF32 rate" in t.describe_precision("auto")
-    caps = [lvl.capacity.value for lvl in t.levels]
-    assert caps == sorted(caps, reverse=True)
-
-
-def test_load_host_uses_cache_and_calibrates_when_missing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert hw.host_cache_path() == tmp_path / "solar-opt" / "host.yaml"
-    quick = functools.partial(hw.calibrate_host, quick=True, use_torch=False)
-    monkeypatch.setattr(hw.host, "calibrate_host", quick)
-    first = load_target("host")
-    assert hw.host_cache_path().is_file()
-
-    def fail(*_a: object, **_k: object) -> hw.HwTarget:
-        raise AssertionError("cache ignored")
-
-    monkeypatch.setattr(hw.host, "calibrate_host", fail)
-    assert load_target("host") == first
 
 
 def test_import_is_cheap() -> None:

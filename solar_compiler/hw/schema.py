@@ -57,6 +57,7 @@ _TOP_KEYS = (
     "emulation",
     "measured",
     "measured_on",
+    "machine",
 )
 _EMULATION_KEYS = ("computes", "via", "products", "source", "estimate", "note")
 #: Figures a calibrated target may keep a measured value of, beside its ceiling, and their units.
