@@ -87,18 +87,19 @@ class CpuSpec:
         out = {}
         for fmt, n in self.per_cycle().items():
             flag = next(f for f, r in _MATRIX_RATES if f in self.flags and r.get(fmt) == n)
-            out[fmt] = (self.cores * n * self.clock_hz, self._how(n, flag))
+            out[fmt] = (self.cores * n * self.clock_hz, self._how(n, flag, fmt))
         return out
 
     def vector_peaks(self) -> dict[str, tuple[float, str]]:
         out = {fmt: v for fmt, v in self.matrix_peaks().items() if fmt in _VECTOR_FORMATS}
         for flag, n in _VECTOR_FP16_FLAGS.items():
             if flag in self.flags and "fp16" not in out:
-                out["fp16"] = (self.cores * n * self.clock_hz, self._how(n, flag))
+                out["fp16"] = (self.cores * n * self.clock_hz, self._how(n, flag, "fp16"))
         return out
 
-    def _how(self, n: int, flag: str) -> str:
-        return f"{self.cores} cores x {n} FLOP/cycle ({flag}) x {self.clock_hz / 1e9:.4g} GHz"
+    def _how(self, n: int, flag: str, fmt: str) -> str:
+        op = "OP" if fmt.startswith("int") else "FLOP"
+        return f"{self.cores} cores x {n} {op}/cycle ({flag}) x {self.clock_hz / 1e9:.4g} GHz"
 
     def cache_bandwidth(self) -> tuple[float, str]:
         """Ceiling on the bandwidth from the shared cache into the cores' private caches."""
