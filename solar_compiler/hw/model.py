@@ -3,10 +3,11 @@
 A bound is only as good as its peaks. A peak that is too HIGH merely loosens a bound; one that is too
 LOW (a sparse/dense or MAC/FLOP mix-up, a dtype priced at a slower unit than an implementation may
 legally use) makes "bounds" that real kernels beat. So every number is a ``Figure`` with its unit,
-source and an ``estimate`` flag, and a contraction is priced at the FASTEST unit whose input format
-holds every value of the operand dtype exactly (``HwTarget.matrix_peak``), plus, for f32, the
-reduced-precision format of the chosen precision policy (TF32 by default, as cuDNN/PyTorch run fp32
-convolutions in TF32). Loading and validation live in ``schema``, the bundled targets in ``registry``.
+source and an ``estimate`` flag, and a dtype is priced at the FASTEST method that meets its accuracy
+contract (``pricing``): a unit whose format holds every value exactly, a sourced ``Emulation`` on a
+faster unit, and for f32 the reduced-precision format of the precision policy (TF32 by default, as
+cuDNN/PyTorch run fp32 convolutions in TF32). Loading and validation live in ``schema``, the bundled
+targets in ``registry``.
 """
 
 from __future__ import annotations
