@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import logging
+import math
 import os
 import platform
 from dataclasses import dataclass
@@ -205,8 +206,16 @@ def _refuse_if_busy(reasons: list[str], force: bool) -> None:
 
 def _fig(value: float, unit: str, source: str, note: str | None = None,
          estimate: bool = True) -> dict[str, Any]:
-    d: dict[str, Any] = {"value": float(f"{value:.4g}") if unit not in ("count", "bytes") else int(value),
-                         "unit": unit, "source": source, "estimate": estimate}
+    """A figure for the YAML: bytes and counts whole; rates to 4 significant digits, rounded UP for
+    ceilings (``estimate``) so that rounding never lowers one, to the nearest for measurements."""
+    if unit in ("count", "bytes"):
+        shown: float = int(value)
+    elif estimate and value > 0:
+        exp = math.floor(math.log10(value)) - 3
+        shown = float(f"{math.ceil(round(value / 10**exp, 9))}e{exp}")
+    else:
+        shown = float(f"{value:.4g}")
+    d: dict[str, Any] = {"value": shown, "unit": unit, "source": source, "estimate": estimate}
     if note:
         d["note"] = note
     return d
