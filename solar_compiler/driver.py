@@ -225,7 +225,9 @@ class SolarOptMain(xDSLOptMain):
                        help="required hardware for a target latency, e.g. 2ms or 500Hz")
         g.add_argument("--format", choices=("text", "json"), default=None, help="report format")
         g.add_argument("--plot", default=None, metavar="FILE", help="roofline chart (.png or .svg)")
-        g.add_argument("--calibrate-host", action="store_true", help="measure this machine as target 'host'")
+        g.add_argument("--calibrate-host", action="store_true",
+                       help="derive this machine's ceilings as target 'host' (docs/hw-targets.md)")
+        g.add_argument("--force", action="store_true", help="with --calibrate-host: even on a busy machine")
         g.add_argument("--debug", action="store_true", help="show Python tracebacks")
 
     def setup_pipeline(self) -> None:
@@ -331,9 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     try:
         if "--calibrate-host" in argv:
-            from solar_compiler.hw import calibrate_host
+            from solar_compiler.hw.host import calibrate_host, summary
 
-            print(f"host calibrated: {calibrate_host()}")
+            target = calibrate_host(force="--force" in argv)
+            print("\n".join([*summary(target), f"host calibrated: {target.path}"]))
             return 0
         SolarOptMain(args=argv).run()
     except SystemExit:

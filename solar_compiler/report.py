@@ -18,6 +18,7 @@ from xdsl.utils.target import Target
 
 from solar_compiler.errors import SolarError
 from solar_compiler.records import load_report
+from solar_compiler.hw.model import describe_storage
 
 # ---- reading back ---------------------------------------------------------------------------------
 
@@ -128,9 +129,9 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
                      f"{hw['precision']}")
     if cache_aware:
         for h in hws:
-            lv = "; ".join(f"{x['name']} {fmt_bytes(x['capacity'])} B x {x['units']} at "
+            lv = "; ".join(f"{x['name']}: {describe_storage(x['per'], x['capacity'], x['units'])} at "
                            f"{fmt_rate(x['bandwidth'], 'B/s')}" for x in r["bounds"][h]["levels"])
-            lines.append(f"levels:     {h}: {lv}  (capacity per unit, boundary bandwidth)")
+            lines.append(f"levels:     {h}: {lv}")
     if r["cache_size"] is not None:
         lines.append(f"cache size: {r['cache_size']:,} bytes at the outermost (DRAM) level: overridden by "
                      "--cache-size (what-if study, not the targets' figures)")
