@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from solar_compiler.errors import SolarError
-from solar_compiler.frontends import FrontendOptions, Translation
+from solar_compiler.frontends import CaptureFailed, FrontendOptions, Translation
 
 FRONTEND_VERSION = "1"
 SAMPLE_SEEDS = (1, 2)   # fresh samples besides get_inputs()
@@ -48,23 +48,26 @@ class TorchFrontend:
                 hit.notes.append("translation cache hit")
                 return hit
         try:
-            result = run_in_child(sandboxed_job, path, options, timeout_s=options.timeout,
+            result = run_in_child(sandboxed_job, path, options,
+                                  timeout_s=options.timeout + _llm_allowance(options),
                                   memory_limit_gb=options.memory_gb, user_file=path)
         except SandboxError as e:
             raise SolarError(str(e)) from None
         if isinstance(result, str):
             raise SolarError(result)
+        if isinstance(result, SolarError):  # its class says what failed (CaptureFailed, LLM exit 3)
+            raise result
         if not options.no_cache:
             cache_store(key, result)
         return result
 
 
 # ---- the job (runs in the child) ------------------------------------------------------------------
-def sandboxed_job(path: str, options: FrontendOptions) -> Translation | str:
+def sandboxed_job(path: str, options: FrontendOptions) -> Translation | SolarError | str:
     """`translate_job`, with its diagnostics (SolarError, LoopIRError) returned as the one-line
-    message itself, so that the parent shows them unchanged. A diagnostic caused by a failed
-    allocation (the capture reports it as "forward raised RuntimeError: ... can't allocate memory")
-    is the sandbox's memory limit at work, and says so."""
+    message itself (a SolarError keeps its class), so that the parent shows them unchanged. A
+    diagnostic caused by a failed allocation (the capture reports it as "forward raised
+    RuntimeError: ... can't allocate memory") is the sandbox's memory limit at work, and says so."""
     from solar_compiler.loopir.ast import LoopIRError
 
     from .sandbox import memory_limit_message
@@ -72,7 +75,10 @@ def sandboxed_job(path: str, options: FrontendOptions) -> Translation | str:
     try:
         return translate_job(path, options)
     except (SolarError, LoopIRError) as e:
-        return memory_limit_message(e, path, options.memory_gb) or " ".join(str(e).split())
+        mem = memory_limit_message(e, path, options.memory_gb)
+        if mem is None and isinstance(e, SolarError):
+            return type(e)(" ".join(str(e).split()))
+        return mem or " ".join(str(e).split())
 
 
 def translate_job(path: str, options: FrontendOptions) -> Translation:
@@ -87,10 +93,13 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     try:
         spec = load_model_file(path)
         prog = capture(spec, mode=options.mode)
-    except (ModelFileError, CaptureError) as e:
+    except ModelFileError as e:
         raise SolarError(str(e)) from None
+    except CaptureError as e:
+        raise CaptureFailed(str(e)) from None
     t1 = time.perf_counter()
-    tt = translate_program(prog, kernel_name=Path(path).stem)
+    filler = op_filler(spec, prog, options)
+    tt = translate_program(prog, kernel_name=Path(path).stem, filler=filler)
     check_bounds(tt.kernel)
     t2 = time.perf_counter()
     if options.validate:
@@ -105,7 +114,25 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     if prog.fallback_reason:
         record["export_failed"] = prog.fallback_reason
     notes = list(tt.notes)
+    if filler is not None and filler.filled:
+        record["translated_by"] = filler.attribution(tt.source_ops)
+        notes += filler.notes()
     return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops)
+
+
+def op_filler(spec, prog, options: FrontendOptions):
+    """The LLM's per-op fill-in for ops without a template, when the LLM path is enabled."""
+    if options.llm is None:
+        return None
+    from solar_compiler.frontends.llm.ops import TorchOpFiller
+
+    return TorchOpFiller(spec, prog, options)
+
+
+def _llm_allowance(options: FrontendOptions) -> float:
+    """Extra sandbox seconds for LLM requests made inside the child (two ops' worth of attempts)."""
+    llm = options.llm
+    return 0.0 if llm is None or not llm.available else 2 * llm.attempts * llm.timeout
 
 
 # ---- validation -----------------------------------------------------------------------------------
@@ -145,8 +172,8 @@ def run_samples(spec, prog, tt, mode: str) -> dict[str, Any]:
         ref = {k: outs[n] for k, n in zip(tt.outputs, prog.outputs, strict=True)}
         cmp = compare(ref, got, dtypes)
         what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
-        if not cmp.ok:
-            raise SolarError(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
+        if not cmp.ok:  # the captured program is not the source program (or a template is wrong)
+            raise CaptureFailed(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
         worst = max(worst, cmp.max_rel_err)
     record: dict[str, Any] = {"validated": True, "max_rel_err": worst, "samples": len(seeds)}
     if prog.value_dependent:
@@ -214,7 +241,8 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions):
         try:
             spec_r = spec.with_sizes(ov)
             prog_r = capture(spec_r, mode=options.mode)
-            tt_r = translate_program(prog_r, kernel_name=tt.kernel.name)
+            tt_r = translate_program(prog_r, kernel_name=tt.kernel.name,
+                                     filler=op_filler(spec_r, prog_r, options))
         except (ModelFileError, CaptureError, SolarError) as e:
             why = f"the reduced instance {ov} does not build ({' '.join(str(e).split())[:160]})"
             continue
@@ -253,7 +281,8 @@ def cache_key(path: str, options: FrontendOptions) -> str:
     except OSError as e:
         raise SolarError(f"{path}:1: cannot read file: {e.strerror}") from None
     h = hashlib.sha256()
-    opts = (options.mode, options.validate, options.time_budget, options.memory_budget_gb)
+    opts = (options.mode, options.validate, options.time_budget, options.memory_budget_gb,
+            options.llm.cache_tag() if options.llm is not None else None)
     for part in (source, path.encode(), version("torch").encode(), _frontend_fingerprint().encode(),
                  repr(opts).encode()):
         h.update(hashlib.sha256(part).digest())

@@ -14,6 +14,7 @@ import keyword
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr, FloorDiv
@@ -42,6 +43,18 @@ RESERVED = frozenset({
 
 class TranslateError(SolarError):
     """An ATen program the translator cannot express: `<file>:<line>: what`, one line."""
+
+
+class NoTemplate(TranslateError):
+    """An op (or this use of it) has no template: an `OpFiller` may translate it instead. Templates
+    raise it through `tr.error("no loop-IR template for ...")`, before emitting any statement."""
+
+
+class OpFiller(Protocol):
+    """Translates an op that has no template (the LLM frontend's per-op fill-in): emits its
+    statements through the translator (`declare`, `append`, ...) and returns one value per output."""
+
+    def fill(self, tr: Translator, node: AtenNode, why: NoTemplate) -> Val | tuple[Val | None, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -241,6 +254,13 @@ class Translator:
             self._bodies.pop()
             self._ranges.pop()
 
+    def append(self, nodes: Sequence[Node]) -> None:
+        """Splice nodes built elsewhere (a per-op kernel body) at the current point."""
+        from solar_compiler.loopir.ast import statements
+
+        self._bodies[-1].extend(nodes)
+        self.n_statements += len(statements(Kernel("_", [], list(nodes))))
+
     def materialize(self, v: Val, hint: str, role: str = "local") -> TensorDecl:
         decl = self.declare(hint, v.shape, v.dtype, role)
         lps = loops("i", v.shape)
@@ -251,7 +271,8 @@ class Translator:
     # ---- errors -----------------------------------------------------------------------------
     def error(self, what: str) -> TranslateError:
         op = self.node.op if self.node is not None else "program"
-        return TranslateError(f"{self.loc or self.program.source}: {what} (in {op})")
+        cls = NoTemplate if what.startswith("no loop-IR template") else TranslateError
+        return cls(f"{self.loc or self.program.source}: {what} (in {op})")
 
 
 @dataclass(frozen=True)
@@ -355,7 +376,9 @@ def _fold_index_arith(e: SExpr, kids: list[SExpr]) -> SExpr | None:
 
 
 # ---- the translation driver ---------------------------------------------------------------------
-def translate_program(program: CapturedProgram, kernel_name: str = "forward") -> TorchTranslation:
+def translate_program(program: CapturedProgram, kernel_name: str = "forward",
+                      filler: OpFiller | None = None) -> TorchTranslation:
+    """The kernel of `program`; an op without a template goes to `filler` when one is given."""
     from .templates import TEMPLATES
 
     tr = Translator(program, kernel_name)
@@ -370,11 +393,16 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward") ->
         tr.loc = node.loc or last_loc or f"{program.source}:1"
         last_loc = tr.loc
         fn = TEMPLATES.get(node.op)
-        if fn is None:
-            raise TranslateError(f"{tr.loc}: no loop-IR template for {node.op} "
-                                 f"({_describe(node)})")
-        first = tr.n_statements
-        result = fn(tr, node)
+        first, declared = tr.n_statements, len(tr.tensors)
+        try:
+            if fn is None:
+                raise NoTemplate(f"{tr.loc}: no loop-IR template for {node.op} ({_describe(node)})")
+            result = fn(tr, node)
+        except NoTemplate as e:
+            if filler is None or tr.n_statements != first:
+                raise
+            del tr.tensors[declared:]  # what the template declared before giving up
+            result = filler.fill(tr, node, e)
         _record_group(tr, node.op, first)
         vals = result if isinstance(result, tuple) else (result,)
         for meta, v in zip(node.outputs, vals, strict=False):
