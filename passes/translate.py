@@ -78,7 +78,8 @@ class TranslatePass(ModulePass):
         op.attributes["solar.frontend"] = StringAttr(fe.name)
         op.attributes["solar.validation"] = StringAttr(json.dumps(result.validation))
         op.attributes["solar.value_dependent"] = StringAttr(json.dumps(result.value_dependent))
-        op.attributes["solar.source_ops"] = StringAttr(json.dumps(result.source_ops))
+        if result.source_ops:  # none (a whole-program LLM translation): one unfused kernel per node
+            op.attributes["solar.source_ops"] = StringAttr(json.dumps(result.source_ops))
         op.attributes["solar.notes"] = StringAttr(json.dumps(result.notes))
 
     def _llm_config(self):

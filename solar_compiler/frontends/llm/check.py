@@ -92,13 +92,17 @@ def check_signature(kernel: Kernel, params: Sequence[Param]) -> None:
 
 
 def verify(kernel: Kernel) -> None:
-    """What a `.loop` file gets when it is read: affine bounds (islpy) and the dialect verifier."""
+    """What a `.loop` file gets when it is read (affine bounds with islpy, the dialect verifier), and
+    the executor's legality check (a dependence carried by a non-scan loop)."""
+    from solar_compiler.executor.legality import check_distributable
+    from solar_compiler.loopir.ast import typecheck
     from solar_compiler.loopir.convert import kernels_to_module
     from solar_compiler.polyhedral import check_bounds
 
     try:
         check_bounds(kernel)
         kernels_to_module([kernel]).verify()
+        check_distributable(typecheck(kernel))
     except LoopIRError as e:
         raise Rejected(f"verifier: {e}") from None
     except Exception as e:  # noqa: BLE001 - xDSL's VerifyException and friends: one line back to the model
