@@ -67,7 +67,7 @@ def parse(text: str) -> Kernel:
     try:
         kernels = parse_kernels(text, RESPONSE)
     except LoopIRError as e:
-        raise Rejected(f"parse error at {e}") from None
+        raise Rejected(f"parse error: {e}") from None
     if len(kernels) != 1:
         raise Rejected(f"expected exactly one kernel, found {len(kernels)}")
     return kernels[0]

@@ -85,9 +85,7 @@ def translate_whole(path: str, options: FrontendOptions) -> Translation:
                                  "cost": full.cost}]}
     if sizes != "full":
         record["full_size_same_program"] = True
-    notes = [f"{WHOLE} translated by LLM {full.model} ({full.attempts} attempt(s)"
-             f"{', cached' if full.cached else ''})"]
-    return Translation([full.kernel], record, [], notes, [])
+    return Translation([full.kernel], record, [], [], [])
 
 
 def _ask(session: Session, spec, name: str, options: FrontendOptions,
@@ -118,7 +116,7 @@ def _ask(session: Session, spec, name: str, options: FrontendOptions,
         errors[id(kernel)] = err
         return kernel, err
 
-    task = Task(key if key != "program" else f"program {spec.path}", text,
+    task = Task(f"program {Path(spec.path).name}" + ("" if key == "program" else f" {key}"), text,
                 fingerprint("program", text), check)
     outcome = session.solve(task)
     return outcome, errors.get(id(outcome.kernel), outcome.max_rel_err)
@@ -141,7 +139,7 @@ def _reduced(session: Session, spec, name: str, options: FrontendOptions, full: 
         if ov and fits:
             break
         factor *= 2
-    reduced, err = _ask(session, spec.with_sizes(ov), name, options, f"program {spec.path} reduced")
+    reduced, err = _ask(session, spec.with_sizes(ov), name, options, "reduced")
     if err is None:
         raise SolarError(f"{spec.path}:1: even the reduced instance {ov} is too large to validate "
                          "within budget")

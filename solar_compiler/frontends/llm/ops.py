@@ -16,6 +16,7 @@ import inspect
 import math
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -113,13 +114,9 @@ class TorchOpFiller:
                 out.append({"op": o["op"], "loc": o["loc"], "by": "template"})
         return out
 
-    def notes(self) -> list[str]:
-        return [f"{f.op} at {f.loc} translated by LLM {f.model} ({f.attempts} attempt(s)"
-                f"{', cached' if f.cached else ''})" for f in self.filled]
-
     # ---- inputs of the op -------------------------------------------------------------------------
     def _task_key(self, op: str, loc: str) -> str:
-        base = f"{op} at {loc}"
+        base = f"{op} at {Path(loc).name}"  # the file's name only: a replay works from any folder
         n = self._keys[base] = self._keys.get(base, 0) + 1
         return base if n == 1 else f"{base} #{n}"
 
