@@ -62,6 +62,7 @@ class TorchOpFiller:
         from solar_compiler.frontends.torch.translate import stored
 
         self.cfg.require(str(why))
+        start = tr.n_statements  # the op's statements: materialised views, then the spliced kernel
         op = _resolve(node.op)
         schema = op._schema
         ins, call_args, call_kwargs = self._inputs(tr, node, schema)
@@ -94,9 +95,8 @@ class TorchOpFiller:
         for t in outcome.kernel.tensors:
             if t.role == "local":
                 names[t.name] = tr.declare(f"{kernel_name}_{t.name}", t.shape, t.dtype).name
-        first = tr.n_statements
         tr.append(rename_nodes(outcome.kernel.body, names, tr.loc))
-        self.filled.append(Filled(node.op, tr.loc, first, tr.n_statements - first, outcome.model,
+        self.filled.append(Filled(node.op, tr.loc, start, tr.n_statements - start, outcome.model,
                                   outcome.attempts, outcome.cached, outcome.tokens, outcome.cost))
         return tuple(results) if len(results) > 1 else results[0]
 

@@ -58,6 +58,7 @@ class LiteLLMProvider:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         import litellm
 
+        litellm.suppress_debug_info = True   # no "Provider List" banners on stdout
         kw: dict = {"model": self.cfg.model, "messages": messages, "timeout": self.cfg.timeout,
                     "num_retries": 0, "max_tokens": max_tokens}
         if self.cfg.api_base:
