@@ -101,8 +101,9 @@ def test_cache_hit_makes_no_request_and_failures_are_not_cached(tmp_path):
 
 def test_token_budget_stops_before_the_next_request(tmp_path):
     with ScriptedServer([WRONG, RIGHT]) as server:
-        with pytest.raises(LLMLimitError, match=r"LLM token budget exhausted before a request for affine "
-                                                r"at m.py:3: 1,200 of 1,000 tokens used \(--llm-max-tokens\)"):
+        with pytest.raises(LLMLimitError, match=r"LLM token budget exhausted before a request for "
+                                                r"affine at m.py:3: 1,200 of 1,000 tokens used "
+                                                r"\(--llm-max-tokens\)"):
             _session(server, tmp_path, max_tokens=1000).solve(_task())
         assert len(server.requests) == 1
 
@@ -129,7 +130,8 @@ def test_response_size_cap(tmp_path):
 
 def test_request_timeout(tmp_path):
     with ScriptedServer([("sleep", 5)]) as server:
-        cfg = LLMConfig.resolve("openai/local-model", api_base=server.url, transcript_dir=str(tmp_path), timeout=1)
+        cfg = LLMConfig.resolve("openai/local-model", api_base=server.url, transcript_dir=str(tmp_path),
+                                timeout=1)
         with pytest.raises(LLMLimitError, match=r"timed out after 1 s \(--llm-timeout\)"):
             Session(cfg, "m.py").solve(_task())
 
@@ -146,7 +148,8 @@ def test_extract_and_signature_diagnostics():
          "signature mismatch: unexpected parameter 'z: f32[4] input'"),
         (local, "signature mismatch: parameter 'y: f32[4] output' is declared local"),
         (RIGHT.replace("x[i] +", "x[i + 1] +"),
-         "verifier: response:3:9: index 0 of 'x' (i + 1) leaves the range [0, 4) in the statement writing 'y'"),
+         "verifier: response:3:9: index 0 of 'x' (i + 1) leaves the range [0, 4) in the statement "
+         "writing 'y'"),
     ]:
         with pytest.raises(Rejected) as e:
             check_response(text, PARAMS, [SAMPLE])
@@ -156,8 +159,9 @@ def test_extract_and_signature_diagnostics():
 def test_no_model_configured_says_how(monkeypatch):
     monkeypatch.delenv("SOLAR_LLM_MODEL", raising=False)
     cfg = LLMConfig.resolve("")
-    with pytest.raises(LLMError, match=r"m.py:3: no template for x; an LLM can translate it, but no model is "
-                                       r"configured: configure a model with --llm-model MODEL .* SOLAR_LLM_MODEL"):
+    with pytest.raises(LLMError, match=r"m.py:3: no template for x; an LLM can translate it, but no model "
+                                       r"is configured: configure a model with --llm-model MODEL .* "
+                                       r"SOLAR_LLM_MODEL"):
         cfg.require("m.py:3: no template for x")
     monkeypatch.setenv("SOLAR_LLM_MODEL", "openai/gpt-4o-mini")
     assert LLMConfig.resolve("").model == "openai/gpt-4o-mini"
