@@ -193,3 +193,26 @@ def test_whole_program_without_a_model_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"solar-opt: error: {src}:1: the whole program is to be translated by an LLM; "
                           "an LLM can translate it, but no model is configured")
+
+
+def test_accuracy_benchmark_with_the_manual_provider(tmp_path):
+    import subprocess
+    import sys
+
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "add.py").write_text(ADD)
+    answer = tmp_path / "tr" / "add" / "001.response.md"
+    answer.parent.mkdir(parents=True)
+    answer.write_text("```loop\nkernel add(x: f32[4, 8] input, y: f32[4, 8] input, scale: f32[8] weight, "
+                      "out: f32[4, 8] output):\n    for i in range(4):\n        for j in range(8):\n"
+                      "            out[i, j] = x[i, j] * scale[j] + y[i, j]\n```\n")
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "llm_accuracy.py"
+    p = subprocess.run([sys.executable, str(bench), str(models), "--llm-model", "manual", "--transcripts",
+                        str(tmp_path / "tr"), "--json", str(tmp_path / "rows.json")],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    assert [(r["validated"], r["attempts"], r["flops_llm"], r["flops_deterministic"], r["flops_equal"])
+            for r in rows] == [(True, 1, 64, 64, True)]
+    assert "validated 1/1; FLOPs equal to the deterministic path's 1/1 comparable" in p.stdout
