@@ -96,7 +96,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     except ModelFileError as e:
         raise SolarError(str(e)) from None
     except CaptureError as e:
-        raise CaptureFailed(str(e)) from None
+        raise capture_failure(spec, options, str(e)) from None
     t1 = time.perf_counter()
     filler = op_filler(spec, prog, options)
     tt = translate_program(prog, kernel_name=Path(path).stem, filler=filler)
@@ -117,6 +117,28 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     if filler is not None and filler.filled:
         record["translated_by"] = filler.attribution(tt.source_ops)
     return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops)
+
+
+def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
+    """`CaptureFailed` (the whole program may go to the LLM) when the capture is what failed: the
+    program itself runs eagerly. When forward raises eagerly too, the program is wrong, not the
+    capture: a plain error. (Checked only when an LLM fallback is possible.)"""
+    if options.llm is None:
+        return CaptureFailed(message)
+    import torch
+
+    from .capture import _quiet
+
+    try:
+        torch.manual_seed(0)
+        model, sample = spec.build_model(), spec.sample_inputs()
+        if options.mode == "eval":
+            model.eval()
+        with torch.no_grad(), _quiet():
+            model(*sample)
+    except Exception:  # noqa: BLE001 - any failure of the program itself
+        return SolarError(message)
+    return CaptureFailed(message)
 
 
 def op_filler(spec, prog, options: FrontendOptions):
