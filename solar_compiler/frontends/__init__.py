@@ -8,7 +8,7 @@ when a file needs it, so `solar-opt` on `.loop` input never imports torch.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -115,7 +115,9 @@ class AutoFrontend:
             options.llm.require(str(e))
             fallback = _load(LLM_FRONTEND, path)
             self.name = fallback.name
-            result = fallback.translate(path, options)
+            # its own transcript folder: per-op requests of the failed attempt may already be there
+            llm = options.llm.in_subfolder(path, "whole-program")
+            result = fallback.translate(path, replace(options, llm=llm))
             result.validation["deterministic_failed"] = str(e)
             result.notes.append(f"{self.deterministic.name} frontend failed ({e}); whole program "
                                 "translated by the LLM frontend")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from solar_compiler.errors import SolarError
@@ -80,6 +80,10 @@ class LLMConfig:
         """Raise the one-line 'no model configured' error for `what` (an op or a file) that needs one."""
         if not self.available:
             raise LLMError(f"{what}; an LLM can translate it, but no model is configured: {CONFIGURE_HINT}")
+
+    def in_subfolder(self, source_path: str, name: str) -> LLMConfig:
+        """The same config with transcripts (and manual prompts) in a subfolder of its folder."""
+        return replace(self, transcript_dir=str(transcript_dir(self, source_path) / name))
 
     def cache_tag(self) -> str:
         """What a cached translation made with this config depends on (model or replayed transcript)."""

@@ -49,10 +49,10 @@ class Filled:
 class TorchOpFiller:
     """The `OpFiller` the torch translator calls where an op has no template."""
 
-    def __init__(self, spec, program, options):
+    def __init__(self, spec, program, options, session: Session | None = None):
         self.spec, self.program, self.options = spec, program, options
         self.cfg = options.llm
-        self.session = Session(self.cfg, spec.path)
+        self.session = session or Session(self.cfg, spec.path)
         self.filled: list[Filled] = []
         self._reference: dict[str, np.ndarray] | None = None
         self._keys: dict[str, int] = {}

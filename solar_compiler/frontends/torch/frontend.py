@@ -103,7 +103,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     check_bounds(tt.kernel)
     t2 = time.perf_counter()
     if options.validate:
-        record = validate(spec, prog, tt, options)
+        record = validate(spec, prog, tt, options, filler)
     else:
         record = {"validated": False, "reason": "validation disabled (validate=false)", "max_rel_err": None,
                   "samples": 0, "sizes": None}
@@ -141,13 +141,14 @@ def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
     return CaptureFailed(message)
 
 
-def op_filler(spec, prog, options: FrontendOptions):
-    """The LLM's per-op fill-in for ops without a template, when the LLM path is enabled."""
+def op_filler(spec, prog, options: FrontendOptions, parent=None):
+    """The LLM's per-op fill-in for ops without a template, when the LLM path is enabled (a reduced
+    instance's filler continues the run of its full-size `parent`: one budget, one transcript)."""
     if options.llm is None:
         return None
     from solar_compiler.frontends.llm.ops import TorchOpFiller
 
-    return TorchOpFiller(spec, prog, options)
+    return TorchOpFiller(spec, prog, options, session=parent.session if parent is not None else None)
 
 
 def _llm_allowance(options: FrontendOptions) -> float:
@@ -157,12 +158,12 @@ def _llm_allowance(options: FrontendOptions) -> float:
 
 
 # ---- validation -----------------------------------------------------------------------------------
-def validate(spec, prog, tt, options: FrontendOptions) -> dict[str, Any]:
+def validate(spec, prog, tt, options: FrontendOptions, filler=None) -> dict[str, Any]:
     """Execute and compare at full size when the budget allows, else on a reduced instance."""
     seconds, nbytes = estimate(tt.kernel)
     if seconds <= options.time_budget and nbytes <= options.memory_budget_gb * 2**30:
         return {**run_samples(spec, prog, tt, options.mode), "sizes": "full"}
-    reduced = reduce_instance(spec, prog, tt, options)
+    reduced = reduce_instance(spec, prog, tt, options, filler)
     if isinstance(reduced, str):
         return {"validated": False, "max_rel_err": None, "samples": 0, "sizes": None,
                 "reason": f"too large to validate within budget (estimated {seconds:.1f} s, "
@@ -239,7 +240,7 @@ def shrink(value: int, factor: int) -> int:
     return value // g
 
 
-def reduce_instance(spec, prog, tt, options: FrontendOptions):
+def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
     """(overrides, spec, program, translation) of the mildest reduction that fits the budget and is
     the same program as the full-size one, or a string saying why there is none."""
     from .capture import CaptureError, capture
@@ -263,7 +264,7 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions):
             spec_r = spec.with_sizes(ov)
             prog_r = capture(spec_r, mode=options.mode)
             tt_r = translate_program(prog_r, kernel_name=tt.kernel.name,
-                                     filler=op_filler(spec_r, prog_r, options))
+                                     filler=op_filler(spec_r, prog_r, options, filler))
         except (ModelFileError, CaptureError, SolarError) as e:
             why = f"the reduced instance {ov} does not build ({' '.join(str(e).split())[:160]})"
             continue
