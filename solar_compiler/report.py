@@ -88,6 +88,13 @@ def _validation_lines(v: dict[str, Any]) -> list[str]:
         out = ["NOT validated: loop-text input; nothing was executed against a reference"]
     else:
         out = [f"NOT validated ({v['frontend']} frontend)"]
+    by = v.get("translated_by") or []
+    llm = [t for t in by if t.get("by") == "llm"]
+    if llm:  # which path produced each op: template, or LLM with model and attempts
+        n = len(by) - len(llm)
+        out.append((f"translated: {n} op(s) by template; " if n else "translated: ") + "; ".join(
+            f"{t['op']} ({t['loc']}) by LLM {t['model']}, {t['attempts']} attempt(s)"
+            + (", cached" if t.get("cached") else "") for t in llm))
     if v.get("reason"):
         out.append(f"note: {v['reason']}")
     if v.get("export_failed"):
