@@ -33,6 +33,7 @@ class TranslatePass(ModulePass):
     validate: bool = True
     time_budget: int | float = 2.0
     memory_budget_gb: int | float = 2.0
+    sandboxed: bool = False  # the caller isolates this process already (solar-bench's forked workers)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from solar_compiler.frontends import FrontendOptions, get_frontend
@@ -50,7 +51,7 @@ class TranslatePass(ModulePass):
         options = FrontendOptions(mode=self.mode, no_cache=self.no_cache, timeout=float(self.timeout),
                                   memory_gb=float(self.memory_gb), validate=self.validate,
                                   time_budget=float(self.time_budget),
-                                  memory_budget_gb=float(self.memory_budget_gb))
+                                  memory_budget_gb=float(self.memory_budget_gb), sandboxed=self.sandboxed)
         result = fe.translate(path, options)
         new = kernels_to_module(result.kernels)
         for old in list(op.body.block.ops):

@@ -15,10 +15,11 @@ import argparse
 import io
 import json
 import os
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import IO, ClassVar
+from typing import IO, Any, ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -27,6 +28,7 @@ from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from solar_compiler.errors import SolarError
+from solar_compiler.lifetime import Cancelled, cancel_on_signals
 
 ROOFLINE_CHOICES = ("unfused", "fused", "cache-aware", "all")
 
@@ -110,6 +112,13 @@ class _DeferredOutput(io.StringIO):
 
 class SolarOptMain(xDSLOptMain):
     _deferred: _DeferredOutput | None = None
+    json_report: dict[str, Any] | None = None  # the last chunk's report, when the output is JSON
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        text = super().output_resulting_program(prog)
+        if self.args.target == "json":
+            self.json_report = json.loads(text)
+        return text
 
     def prepare_output(self) -> IO[str]:
         out = self.args.output_file
@@ -262,22 +271,38 @@ def _quote(value: str) -> str:
     return json.dumps(value)
 
 
+def run_pipeline(argv: list[str]) -> dict[str, Any] | None:
+    """Run `solar-opt` for the command line `argv` in this process: the output goes where `argv` says
+    (stdout, or `-o FILE`, written only on success); returns the report dict (schema
+    `solar-report/1`) when the output is the JSON report (`--format=json`), else None. Errors raise
+    (SolarError and others); `main` turns them into one line. `solar-bench` calls this in its
+    sandboxed workers, so both tools build the same pipeline."""
+    opt = SolarOptMain(args=argv)
+    opt.run()
+    return opt.json_report
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     debug = "--debug" in argv
-    if "--calibrate-host" in argv:
-        from solar_compiler.hw import calibrate_host
-
-        path = calibrate_host()
-        print(f"host calibrated: {path}")
-        return 0
     try:
-        SolarOptMain(args=argv).run()
+        with cancel_on_signals():  # SIGTERM/SIGINT: children killed in `finally`s, one line, 128+N
+            if "--calibrate-host" in argv:
+                from solar_compiler.hw import calibrate_host
+
+                path = calibrate_host()
+                print(f"host calibrated: {path}")
+                return 0
+            run_pipeline(argv)
     except SystemExit:
         raise
+    except KeyboardInterrupt as e:
+        sig = e if isinstance(e, Cancelled) else Cancelled(signal.SIGINT)
+        print(f"solar-opt: cancelled by {sig.name}", file=sys.stderr)
+        return sig.exit_code
     except BaseException as e:  # every failure is one line on stderr unless --debug
-        if debug or isinstance(e, KeyboardInterrupt):
+        if debug:
             raise
         print(f"solar-opt: error: {one_line(e)}", file=sys.stderr)
         return 1

@@ -27,6 +27,8 @@ class FrontendOptions:
     validate: bool = True            # execute the loop IR and compare with the framework
     time_budget: float = 2.0         # validate at full size only if the reference runs within this
     memory_budget_gb: float = 2.0    # ... and all tensors fit in this; else a size-reduced instance
+    sandboxed: bool = False          # the caller already isolates this process (time and memory
+                                     # limits, crash containment): run in-process, no child of our own
 
 
 @dataclass
