@@ -13,7 +13,6 @@ error, 128+N when cancelled by signal N.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -27,7 +26,7 @@ from .forked import Outcome
 from .jobs import BoundsConfig
 from .store import Store, fingerprint
 from .suite import Unit, discover
-from .timing import TimingConfig, env_for_device, load_timings, lookup_timing
+from .timing import TimingConfig, env_for_device, load_timings
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

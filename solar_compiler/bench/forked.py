@@ -10,6 +10,7 @@ The worker watches the fork with a deadline and classifies how it ended (`Outcom
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import resource
@@ -56,6 +57,9 @@ def _child(fn: Callable, args: tuple, wfd: int, worker_pid: int, memory_gb: floa
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
+        sys.stdout = open(1, "w", closefd=False, buffering=1)  # noqa: SIM115 - the fork's own streams
+        sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
+        faulthandler.enable(file=sys.stderr)  # a crash's Python traceback goes to the model's log
         os.environ.update(env)
         if cwd:
             os.chdir(cwd)
@@ -67,8 +71,9 @@ def _child(fn: Callable, args: tuple, wfd: int, worker_pid: int, memory_gb: floa
         except BaseException as exc:  # noqa: BLE001 - every failure is one line with its class
             traceback.print_exc()
             msg = _describe(exc)
-            cls = "memory" if isinstance(exc, MemoryError) else classify(msg)
-            result = ("error", cls, msg)
+            if isinstance(exc, MemoryError):
+                msg = f"exceeded memory limit of {memory_gb:g} GB (MemoryError)"
+            result = ("error", classify(msg), msg)
         try:
             body = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001
