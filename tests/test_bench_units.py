@@ -19,15 +19,18 @@ from solar_compiler.errors import SolarError
 
 
 # ---- error classes ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("msg, cls", [
-    ("m.py:7: no loop-IR template for aten._linalg_det.default (%x)", "unsupported op"),
-    ("m.py: validation failed on get_inputs(): out[0, 1] 1.5 vs 2.0", "validate"),
-    ("m.py: exceeded memory limit of 1 GB", "memory"),
-    ("m.py:4: forward raised RuntimeError: DefaultCPUAllocator: can't allocate memory", "memory"),
-    ("m.py: timed out after 120 s", "timeout"),
-    ("m.py:3: syntax error: invalid syntax", "translate"),
-    ("m.py: lift-einsum: statement S3 is not affine", "translate"),
-])
+@pytest.mark.parametrize(
+    "msg, cls",
+    [
+        ("m.py:7: no loop-IR template for aten._linalg_det.default (%x)", "unsupported op"),
+        ("m.py: validation failed on get_inputs(): out[0, 1] 1.5 vs 2.0", "validate"),
+        ("m.py: exceeded memory limit of 1 GB", "memory"),
+        ("m.py:4: forward raised RuntimeError: DefaultCPUAllocator: can't allocate memory", "memory"),
+        ("m.py: timed out after 120 s", "timeout"),
+        ("m.py:3: syntax error: invalid syntax", "translate"),
+        ("m.py: lift-einsum: statement S3 is not affine", "translate"),
+    ],
+)
 def test_classify(msg, cls):
     assert classify(msg) == cls
 
@@ -36,13 +39,22 @@ def test_classify(msg, cls):
 def test_discover_groups(tmp_path):
     (tmp_path / "suite" / "level1").mkdir(parents=True)
     (tmp_path / "suite" / "level2").mkdir()
-    for p in ("suite/top.py", "suite/level1/b.py", "suite/level1/a.py", "suite/level2/c.py",
-              "suite/level1/__init__.py", "suite/level2/notes.txt"):
+    for p in (
+        "suite/top.py",
+        "suite/level1/b.py",
+        "suite/level1/a.py",
+        "suite/level2/c.py",
+        "suite/level1/__init__.py",
+        "suite/level2/notes.txt",
+    ):
         (tmp_path / p).write_text("x = 1\n")
     units = discover(["suite", "suite/level1/a.py"], cwd=str(tmp_path))
     assert [(u.group, u.name, u.path) for u in units] == [
-        ("suite", "top.py", "suite/top.py"), ("level1", "a.py", "suite/level1/a.py"),
-        ("level1", "b.py", "suite/level1/b.py"), ("level2", "c.py", "suite/level2/c.py")]
+        ("suite", "top.py", "suite/top.py"),
+        ("level1", "a.py", "suite/level1/a.py"),
+        ("level1", "b.py", "suite/level1/b.py"),
+        ("level2", "c.py", "suite/level2/c.py"),
+    ]
     with pytest.raises(SolarError, match="nope: no such file"):
         discover(["nope"], cwd=str(tmp_path))
 
@@ -74,19 +86,23 @@ def _exits(x):
     os._exit(3)
 
 
-@pytest.mark.parametrize("fn, arg, ok, cls, msg", [
-    (_ok, 21, True, None, None),
-    (_raises, 7, False, "translate", "bad value 7"),
-    (_segfault, 0, False, "crash", "the interpreter died with signal SIGSEGV"),
-    (_sleeps, 60, False, "timeout", "timed out after 1.5 s"),
-    (_hog, 4, False, "memory", "exceeded memory limit of 1 GB (MemoryError)"),
-    (_exits, 0, False, "crash", "the sandbox exited (code 3) without a result"),
-])
+@pytest.mark.parametrize(
+    "fn, arg, ok, cls, msg",
+    [
+        (_ok, 21, True, None, None),
+        (_raises, 7, False, "translate", "bad value 7"),
+        (_segfault, 0, False, "crash", "the interpreter died with signal SIGSEGV"),
+        (_sleeps, 60, False, "timeout", "timed out after 1.5 s"),
+        (_hog, 4, False, "memory", "exceeded memory limit of 1 GB (MemoryError)"),
+        (_exits, 0, False, "crash", "the sandbox exited (code 3) without a result"),
+    ],
+)
 def test_forked_outcomes(fn, arg, ok, cls, msg, tmp_path):
     t0 = time.monotonic()
     started = []
-    o = run_forked(fn, (arg,), timeout_s=1.5, memory_gb=1, log_path=str(tmp_path / "log"),
-                   on_start=started.append)
+    o = run_forked(
+        fn, (arg,), timeout_s=1.5, memory_gb=1, log_path=str(tmp_path / "log"), on_start=started.append
+    )
     assert (o.ok, o.error_class) == (ok, cls)
     assert time.monotonic() - t0 < 10 and len(started) == 1
     if ok:
@@ -124,12 +140,18 @@ def test_time_calls_protocol():
     calls = []
     clock = FakeClock()
     times = time_calls(lambda x: calls.append(x), [5], clock, warmup=3, trials=4, min_trials=1, cap_s=None)
-    assert len(calls) == 3 + 1 + 4                       # warm-up, one discarded, timed
-    assert times == [2.0, 3.0, 4.0, 5.0]                 # the first timed call (1.0) is discarded
+    assert len(calls) == 3 + 1 + 4  # warm-up, one discarded, timed
+    assert times == [2.0, 3.0, 4.0, 5.0]  # the first timed call (1.0) is discarded
     trial = ["sync", "flush", "start", "stop"]
     assert clock.log == ["sync"] * 3 + ["warm-done"] + trial * 5
-    assert stats([1.0, 2.0, 3.0, 6.0]) == {"mean": 3.0, "std": pytest.approx(math.sqrt(3.5)), "min": 1.0,
-                                           "max": 6.0, "median": 2.5, "num_trials": 4}
+    assert stats([1.0, 2.0, 3.0, 6.0]) == {
+        "mean": 3.0,
+        "std": pytest.approx(math.sqrt(3.5)),
+        "min": 1.0,
+        "max": 6.0,
+        "median": 2.5,
+        "num_trials": 4,
+    }
 
 
 def test_time_calls_cap_cuts_trials_on_cpu():
@@ -181,8 +203,9 @@ class _FakeCudaTorch:
 def test_cuda_clock_follows_kernelbench_order():
     _Event.log = []
     clock = CudaClock(_FakeCudaTorch, "cuda:0")
-    times = time_calls(lambda: _Event.log.append("call"), [], clock, warmup=2, trials=2, min_trials=1,
-                       cap_s=None)
+    times = time_calls(
+        lambda: _Event.log.append("call"), [], clock, warmup=2, trials=2, min_trials=1, cap_s=None
+    )
     trial = ["sync:cuda:0", "fill:42", "record", "call", "record", "sync:cuda:0"]
     assert _Event.log == ["call", "sync:cuda:0"] * 2 + ["empty_cache"] + trial * 3
     assert times == [2.0, 2.0]  # events record, call, record: elapsed = 2 log entries
@@ -204,15 +227,39 @@ def test_timing_file_lookup(tmp_path):
 
 # ---- rows, headroom, violations ------------------------------------------------------------------------
 def _report(fused, cache_aware, unfused, validated=True):
-    return {"validation": {"validated": validated},
-            "totals": {"flops": 1000, "bytes_unfused": 800, "bytes_fused": 400, "bytes_cache_aware": 400},
-            "bounds": {"T": {"unfused_s": unfused, "fused_s": fused, "cache_aware_s": cache_aware,
-                             "fused_bottleneck": "memory", "fused_terms_s": {"memory": fused}}},
-            "kernels_unfused": [
-                {"op": "aten.mm", "loc": "m.py:3", "flops_matrix": 900, "flops_vector": 0, "bytes": 500,
-                 "bound_s": {"T": 3e-6}, "bottleneck": {"T": "memory"}},
-                {"op": "aten.relu", "loc": "m.py:4", "flops_matrix": 0, "flops_vector": 100, "bytes": 300,
-                 "bound_s": {"T": 1e-6}, "bottleneck": {"T": "memory"}}]}
+    return {
+        "validation": {"validated": validated},
+        "totals": {"flops": 1000, "bytes_unfused": 800, "bytes_fused": 400, "bytes_cache_aware": 400},
+        "bounds": {
+            "T": {
+                "unfused_s": unfused,
+                "fused_s": fused,
+                "cache_aware_s": cache_aware,
+                "fused_bottleneck": "memory",
+                "fused_terms_s": {"memory": fused},
+            }
+        },
+        "kernels_unfused": [
+            {
+                "op": "aten.mm",
+                "loc": "m.py:3",
+                "flops_matrix": 900,
+                "flops_vector": 0,
+                "bytes": 500,
+                "bound_s": {"T": 3e-6},
+                "bottleneck": {"T": "memory"},
+            },
+            {
+                "op": "aten.relu",
+                "loc": "m.py:4",
+                "flops_matrix": 0,
+                "flops_vector": 100,
+                "bytes": 300,
+                "bound_s": {"T": 1e-6},
+                "bottleneck": {"T": "memory"},
+            },
+        ],
+    }
 
 
 def _unit(name, group="g"):
@@ -220,23 +267,55 @@ def _unit(name, group="g"):
 
 
 def test_rows_headroom_and_violation():
-    ok = rows_for(_unit("a.py"), ["T"], {"status": "ok", "seconds": 1.0}, _report(2e-6, 3e-6, 4e-6),
-                  Measured(12e-6, 6e-6, "test"), "a.html")
+    ok = rows_for(
+        _unit("a.py"),
+        ["T"],
+        {"status": "ok", "seconds": 1.0},
+        _report(2e-6, 3e-6, 4e-6),
+        Measured(12e-6, 6e-6, "test"),
+        "a.html",
+    )
     (r,) = ok
-    assert (r["headroom_unfused"], r["headroom_fused"], r["headroom_cache_aware"]) == \
-        pytest.approx((3.0, 6.0, 4.0))
+    assert (r["headroom_unfused"], r["headroom_fused"], r["headroom_cache_aware"]) == pytest.approx(
+        (3.0, 6.0, 4.0)
+    )
     assert r["violation"] is False
     # fastest call 2.5 us beats the cache-aware bound 3 us (the tighter one), though not the fused 2 us
-    (v,) = rows_for(_unit("b.py"), ["T"], {"status": "ok"}, _report(2e-6, 3e-6, 4e-6),
-                    Measured(12e-6, 2.5e-6, "test"), "b.html")
+    (v,) = rows_for(
+        _unit("b.py"),
+        ["T"],
+        {"status": "ok"},
+        _report(2e-6, 3e-6, 4e-6),
+        Measured(12e-6, 2.5e-6, "test"),
+        "b.html",
+    )
     assert (v["violation"], v["violation_bound"]) == (True, "cache-aware")
-    (f,) = rows_for(_unit("c.py"), ["T"], {"status": "failed", "error_class": "crash", "error": "SIGSEGV"},
-                    None, None, "c.html")
+    (f,) = rows_for(
+        _unit("c.py"),
+        ["T"],
+        {"status": "failed", "error_class": "crash", "error": "SIGSEGV"},
+        None,
+        None,
+        "c.html",
+    )
     assert (f["status"], f["error_class"], f["validated"]) == ("failed", "crash", False)
-    un = rows_for(_unit("d.py"), ["T"], {"status": "ok"}, _report(1e-6, None, 2e-6, validated=False),
-                  Measured(8e-6, 8e-6, "test"), "d.html")
-    g, = group_stats(ok + [v, f] + un)
-    assert (g.models, g.bounded, g.validated, g.measured, g.violations, g.failed) == (4, 3, 2, 3, 1, {"crash": 1})
+    un = rows_for(
+        _unit("d.py"),
+        ["T"],
+        {"status": "ok"},
+        _report(1e-6, None, 2e-6, validated=False),
+        Measured(8e-6, 8e-6, "test"),
+        "d.html",
+    )
+    (g,) = group_stats(ok + [v, f] + un)
+    assert (g.models, g.bounded, g.validated, g.measured, g.violations, g.failed) == (
+        4,
+        3,
+        2,
+        3,
+        1,
+        {"crash": 1},
+    )
     assert g.coverage == 0.5
     # headroom over validated and measured rows only: fused 6 (a) and 6 (b)
     assert g.geomean["fused"] == pytest.approx(6.0)
@@ -245,4 +324,7 @@ def test_rows_headroom_and_violation():
 
 def test_op_breakdown_orders_by_bound():
     ops = op_breakdown(_report(2e-6, 3e-6, 4e-6), "T")
-    assert [(o["op"], o["flops"], o["share"]) for o in ops] == [("aten.mm", 900, 0.75), ("aten.relu", 100, 0.25)]
+    assert [(o["op"], o["flops"], o["share"]) for o in ops] == [
+        ("aten.mm", 900, 0.75),
+        ("aten.relu", 100, 0.25),
+    ]

@@ -33,14 +33,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="solar-bench", description=__doc__.split("\n\n")[0])
     p.add_argument("paths", nargs="+", help="model files or folders (a sub-folder is a group)")
     p.add_argument("--hw", default="H100_SXM", help="target(s), as solar-opt --hw (default H100_SXM)")
-    p.add_argument("--mode", choices=("eval", "train"), default=None,
-                   help="eval() or train() semantics (default eval; train with --timings)")
+    p.add_argument(
+        "--mode",
+        choices=("eval", "train"),
+        default=None,
+        help="eval() or train() semantics (default eval; train with --timings)",
+    )
     p.add_argument("--precision", default=None, help="precision policy, as solar-opt --precision")
     p.add_argument("--no-narrow", action="store_true", help="price the programs as written")
     p.add_argument("--no-validate", action="store_true", help="skip validation (coverage will be 0)")
     p.add_argument("--no-cache", action="store_true", help="bypass the translation cache")
-    p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
-                   help="warm worker processes (default: usable cores)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="warm worker processes (default: usable cores)",
+    )
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per model (bounds)")
     p.add_argument("--memory-gb", type=float, default=8.0, help="address-space limit per model (GiB)")
     p.add_argument("--out", type=Path, default=Path("solar-bench-out"), help="output folder")
@@ -48,17 +56,35 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     m = p.add_argument_group("measured runtimes")
     m.add_argument("--measure", action="store_true", help="time each model's forward in this run")
     m.add_argument("--compile", action="store_true", help="with --measure: also time torch.compile(model)")
-    m.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                   help="timing device (auto: cuda when available)")
+    m.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="timing device (auto: cuda when available)",
+    )
     m.add_argument("--trials", type=int, default=100, help="timed calls (KernelBench: 100)")
     m.add_argument("--warmup", type=int, default=3, help="warm-up calls (KernelBench: 3)")
-    m.add_argument("--measure-cap-s", type=float, default=2.0,
-                   help="CPU: cut the timed calls to about this many seconds (at least 5 calls)")
+    m.add_argument(
+        "--measure-cap-s",
+        type=float,
+        default=2.0,
+        help="CPU: cut the timed calls to about this many seconds (at least 5 calls)",
+    )
     m.add_argument("--measure-timeout", type=float, default=600.0, help="seconds per model (timing)")
-    m.add_argument("--timings", default=None, metavar="FILE.json",
-                   help='times taken elsewhere, KernelBench format {"level1": {"<file>.py": {"mean": ms}}}')
-    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                   help="run the jobs as Ray tasks on a cluster (default: a local Ray started here)")
+    m.add_argument(
+        "--timings",
+        default=None,
+        metavar="FILE.json",
+        help='times taken elsewhere, KernelBench format {"level1": {"<file>.py": {"mean": ms}}}',
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="run the jobs as Ray tasks on a cluster (default: a local Ray started here)",
+    )
     a = p.parse_args(argv)
     if a.measure and a.timings:
         p.error("--measure and --timings are exclusive (one measured time per model)")
@@ -83,9 +109,15 @@ class Progress:
         if self.console.is_terminal and total:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self.bar = Progress(TextColumn(f"{what}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("failed {task.fields[failed]}  remaining {task.fields[left]}"),
-                                TimeRemainingColumn(), console=self.console, transient=True)
+            self.bar = Progress(
+                TextColumn(f"{what}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("failed {task.fields[failed]}  remaining {task.fields[left]}"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
             self.task = self.bar.add_task(what, total=total, failed=0, left=total)
             self.bar.start()
 
@@ -120,10 +152,23 @@ def run(a: argparse.Namespace) -> int:
     store = Store(a.out)
     a.out.mkdir(parents=True, exist_ok=True)
     run_id = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
-    bcfg = BoundsConfig(hw=a.hw, mode=a.mode, precision=a.precision, no_narrow=a.no_narrow,
-                        validate=not a.no_validate, no_cache=a.no_cache, memory_gb=a.memory_gb)
-    tcfg = TimingConfig(device=a.device, mode=a.mode, compile=a.compile, warmup=a.warmup, trials=a.trials,
-                        cap_s=a.measure_cap_s)
+    bcfg = BoundsConfig(
+        hw=a.hw,
+        mode=a.mode,
+        precision=a.precision,
+        no_narrow=a.no_narrow,
+        validate=not a.no_validate,
+        no_cache=a.no_cache,
+        memory_gb=a.memory_gb,
+    )
+    tcfg = TimingConfig(
+        device=a.device,
+        mode=a.mode,
+        compile=a.compile,
+        warmup=a.warmup,
+        trials=a.trials,
+        cap_s=a.measure_cap_s,
+    )
     bfp = {u.key: fingerprint(bcfg.fingerprint_fields(), u) for u in units}
     mfp = {u.key: fingerprint(tcfg.fingerprint_fields(), u) for u in units}
     cores = len(os.sched_getaffinity(0))
@@ -134,9 +179,19 @@ def run(a: argparse.Namespace) -> int:
     by_id = {}
 
     def job(u: Unit, kind: str, cfg, timeout: float, threads: int) -> dict[str, Any]:
-        j = {"id": f"{kind}:{u.key}", "kind": kind, "path": u.path, "cwd": u.cwd, "config": cfg,
-             "timeout_s": timeout, "memory_gb": a.memory_gb, "threads": threads,
-             "log": str(store.path(u, f"{kind}.log")), "env": env_for_device(), "unit": u}
+        j = {
+            "id": f"{kind}:{u.key}",
+            "kind": kind,
+            "path": u.path,
+            "cwd": u.cwd,
+            "config": cfg,
+            "timeout_s": timeout,
+            "memory_gb": a.memory_gb,
+            "threads": threads,
+            "log": str(store.path(u, f"{kind}.log")),
+            "env": env_for_device(),
+            "unit": u,
+        }
         store.path(u, "log").parent.mkdir(parents=True, exist_ok=True)
         by_id[j["id"]] = u
         return j
@@ -147,10 +202,18 @@ def run(a: argparse.Namespace) -> int:
     def on_done(j: dict[str, Any], o: Outcome) -> None:
         u: Unit = j["unit"]
         kind = j["kind"]
-        rec = {"fingerprint": (bfp if kind == "bounds" else mfp)[u.key], "unit": u.as_dict(),
-               "status": "ok" if o.ok else "failed", "error_class": o.error_class, "error": o.error,
-               "seconds": o.seconds, "peak_rss_kb": o.peak_rss_kb, "worker_rss_kb": o.extra.get("worker_rss_kb"),
-               "run_id": run_id, "backend": "ray" if a.ray else "pool"}
+        rec = {
+            "fingerprint": (bfp if kind == "bounds" else mfp)[u.key],
+            "unit": u.as_dict(),
+            "status": "ok" if o.ok else "failed",
+            "error_class": o.error_class,
+            "error": o.error,
+            "seconds": o.seconds,
+            "peak_rss_kb": o.peak_rss_kb,
+            "worker_rss_kb": o.extra.get("worker_rss_kb"),
+            "run_id": run_id,
+            "backend": "ray" if a.ray else "pool",
+        }
         report = None
         if o.ok and kind == "bounds":
             report = o.value["report"]
@@ -160,8 +223,9 @@ def run(a: argparse.Namespace) -> int:
         store.save(u, kind, rec, report)
         computed[kind] += 1
         assert prog is not None
-        prog.update(u, o.ok, f"{kind} ok {o.seconds:.1f} s" if o.ok else
-                    f"{kind} failed ({o.error_class}): {o.error}")
+        prog.update(
+            u, o.ok, f"{kind} ok {o.seconds:.1f} s" if o.ok else f"{kind} failed ({o.error_class}): {o.error}"
+        )
 
     interrupted: Cancelled | None = None
     try:
@@ -172,12 +236,17 @@ def run(a: argparse.Namespace) -> int:
                 backend.run([job(u, "bounds", bcfg, a.timeout, threads) for u in todo], on_done)
                 prog.stop()
                 if a.measure:
-                    ok = [u for u in units if (store.load(u, "bounds", bfp[u.key]) or {}).get("status") == "ok"]
+                    ok = [
+                        u for u in units if (store.load(u, "bounds", bfp[u.key]) or {}).get("status") == "ok"
+                    ]
                     mtodo = [u for u in ok if a.force or store.load(u, "measure", mfp[u.key]) is None]
                     prog = Progress(len(mtodo), "timing")
                     # one at a time: timings must not share the machine (or the GPU) with other work
-                    backend.run([job(u, "measure", tcfg, a.measure_timeout, cores) for u in mtodo], on_done,
-                                max_parallel=1)
+                    backend.run(
+                        [job(u, "measure", tcfg, a.measure_timeout, cores) for u in mtodo],
+                        on_done,
+                        max_parallel=1,
+                    )
                     prog.stop()
                 backend.close()
             except BaseException:
@@ -189,21 +258,36 @@ def run(a: argparse.Namespace) -> int:
         interrupted = e
     if interrupted is not None:
         done = sum(store.load(u, "bounds", bfp[u.key]) is not None for u in units)
-        print(f"solar-bench: cancelled by {interrupted.name}: {done} of {len(units)} models stored in "
-              f"{a.out}; rerun to resume", file=sys.stderr)
+        print(
+            f"solar-bench: cancelled by {interrupted.name}: {done} of {len(units)} models stored in "
+            f"{a.out}; rerun to resume",
+            file=sys.stderr,
+        )
         return interrupted.exit_code
 
     from .outputs import write_outputs
 
-    meta = {"command": ["solar-bench", *sys.argv[1:]] if sys.argv else [], "run_id": run_id, "hw": a.hw,
-            "mode": a.mode, "precision": a.precision or "auto", "workers": a.workers,
-            "backend": "ray" if a.ray else "pool", "models": len(units),
-            "computed": computed, "reused": len(units) - len(todo), "wall_s": round(time.time() - t_start, 2),
-            "worker_info": getattr(backend, "infos", []), "timings_file": a.timings,
-            "measure": tcfg.fingerprint_fields() if a.measure else None}
+    meta = {
+        "command": ["solar-bench", *sys.argv[1:]] if sys.argv else [],
+        "run_id": run_id,
+        "hw": a.hw,
+        "mode": a.mode,
+        "precision": a.precision or "auto",
+        "workers": a.workers,
+        "backend": "ray" if a.ray else "pool",
+        "models": len(units),
+        "computed": computed,
+        "reused": len(units) - len(todo),
+        "wall_s": round(time.time() - t_start, 2),
+        "worker_info": getattr(backend, "infos", []),
+        "timings_file": a.timings,
+        "measure": tcfg.fingerprint_fields() if a.measure else None,
+    }
     if a.timings:
-        meta["timings_note"] = (f"measured times from {a.timings} (taken on another machine; KernelBench "
-                                f"times are in train mode: no .eval()); bounds computed in mode {a.mode}")
+        meta["timings_note"] = (
+            f"measured times from {a.timings} (taken on another machine; KernelBench "
+            f"times are in train mode: no .eval()); bounds computed in mode {a.mode}"
+        )
     violations = write_outputs(a.out, units, store, bfp, mfp if a.measure else None, timings, a, meta)
     return 1 if violations else 0
 

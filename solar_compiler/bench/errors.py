@@ -17,8 +17,11 @@ import re
 
 CLASSES = ("translate", "validate", "unsupported op", "timeout", "memory", "crash")
 
-_MEMORY = re.compile(r"exceeded memory limit|can't allocate memory|cannot allocate memory|out of memory|"
-                     r"bad_alloc|MemoryError", re.IGNORECASE)
+_MEMORY = re.compile(
+    r"exceeded memory limit|can't allocate memory|cannot allocate memory|out of memory|"
+    r"bad_alloc|MemoryError",
+    re.IGNORECASE,
+)
 _UNSUPPORTED = re.compile(r"no loop-IR template for|\bunsupported\b|\bnot supported\b", re.IGNORECASE)
 _VALIDATE = re.compile(r"validation failed", re.IGNORECASE)
 _TIMEOUT = re.compile(r"timed out after", re.IGNORECASE)

@@ -31,11 +31,11 @@ from .errors import classify
 @dataclass
 class Outcome:
     ok: bool
-    value: Any = None                 # the job's return value when ok
+    value: Any = None  # the job's return value when ok
     error_class: str | None = None
-    error: str | None = None          # one line
+    error: str | None = None  # one line
     seconds: float = 0.0
-    peak_rss_kb: int = 0              # the fork's peak resident set (includes pages shared with the worker)
+    peak_rss_kb: int = 0  # the fork's peak resident set (includes pages shared with the worker)
     extra: dict = field(default_factory=dict)
 
 
@@ -45,8 +45,17 @@ def _describe(exc: BaseException) -> str:
     return one_line(exc)
 
 
-def _child(fn: Callable, args: tuple, wfd: int, worker_pid: int, memory_gb: float, threads: int,
-           log_path: str | None, env: dict[str, str], cwd: str | None) -> None:
+def _child(
+    fn: Callable,
+    args: tuple,
+    wfd: int,
+    worker_pid: int,
+    memory_gb: float,
+    threads: int,
+    log_path: str | None,
+    env: dict[str, str],
+    cwd: str | None,
+) -> None:
     try:
         os.setpgid(0, 0)
         die_with_parent(worker_pid)
@@ -77,17 +86,28 @@ def _child(fn: Callable, args: tuple, wfd: int, worker_pid: int, memory_gb: floa
         try:
             body = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001
-            body = pickle.dumps(("error", "crash", f"result cannot be returned ({type(exc).__name__}: {exc})"))
+            body = pickle.dumps(
+                ("error", "crash", f"result cannot be returned ({type(exc).__name__}: {exc})")
+            )
         view = memoryview(body)
         while view:
-            view = view[os.write(wfd, view):]
+            view = view[os.write(wfd, view) :]
     finally:
         os._exit(0)
 
 
-def run_forked(fn: Callable, args: tuple, *, timeout_s: float, memory_gb: float, threads: int = 0,
-               log_path: str | None = None, env: dict[str, str] | None = None, cwd: str | None = None,
-               on_start: Callable[[int], None] | None = None) -> Outcome:
+def run_forked(
+    fn: Callable,
+    args: tuple,
+    *,
+    timeout_s: float,
+    memory_gb: float,
+    threads: int = 0,
+    log_path: str | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> Outcome:
     """`fn(*args)` in a fork of this process; never raises for the job's failures."""
     rfd, wfd = os.pipe()
     t0 = time.monotonic()
@@ -133,7 +153,10 @@ def run_forked(fn: Callable, args: tuple, *, timeout_s: float, memory_gb: float,
     if os.WIFSIGNALED(status):
         sig = signal.Signals(os.WTERMSIG(status))
         if sig == signal.SIGKILL:
-            out.error_class, out.error = "memory", "killed by SIGKILL (out of memory: the kernel's OOM killer)"
+            out.error_class, out.error = (
+                "memory",
+                "killed by SIGKILL (out of memory: the kernel's OOM killer)",
+            )
         else:
             out.error_class, out.error = "crash", f"the interpreter died with signal {sig.name}"
         return out

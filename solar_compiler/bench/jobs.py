@@ -38,8 +38,18 @@ def solar_opt_argv(path: str, cfg: BoundsConfig, out_json: str) -> list[str]:
     fe = ["sandboxed=true", f"memory-gb={cfg.memory_gb:g}"]
     if not cfg.validate:
         fe.append("validate=false")
-    argv = [path, "--translate", "--roofline=all", f"--hw={cfg.hw}", f"--mode={cfg.mode}",
-            "--frontend-options", " ".join(fe), "--format=json", "-o", out_json]
+    argv = [
+        path,
+        "--translate",
+        "--roofline=all",
+        f"--hw={cfg.hw}",
+        f"--mode={cfg.mode}",
+        "--frontend-options",
+        " ".join(fe),
+        "--format=json",
+        "-o",
+        out_json,
+    ]
     if cfg.precision:
         argv.append(f"--precision={cfg.precision}")
     if cfg.no_narrow:

@@ -23,8 +23,9 @@ from .suite import Unit
 from .timing import lookup_timing
 
 
-def _measured(unit: Unit, store: Store, mfp: dict[str, str] | None, timings: dict | None,
-              timings_name: str | None) -> Measured | None:
+def _measured(
+    unit: Unit, store: Store, mfp: dict[str, str] | None, timings: dict | None, timings_name: str | None
+) -> Measured | None:
     if timings is not None:
         entry = lookup_timing(timings, unit.group, unit.name)
         if entry is None:
@@ -40,8 +41,15 @@ def _measured(unit: Unit, store: Store, mfp: dict[str, str] | None, timings: dic
     return None
 
 
-def collect(units: list[Unit], store: Store, bfp: dict[str, str], mfp: dict[str, str] | None,
-            timings: dict | None, timings_name: str | None, targets: list[str]):
+def collect(
+    units: list[Unit],
+    store: Store,
+    bfp: dict[str, str],
+    mfp: dict[str, str] | None,
+    timings: dict | None,
+    timings_name: str | None,
+    targets: list[str],
+):
     rows: list[dict[str, Any]] = []
     reports: dict[str, dict] = {}
     measure_errors: dict[str, str] = {}
@@ -65,16 +73,34 @@ def violation_details(rows: list[dict[str, Any]], reports: dict[str, dict]) -> l
         if not r["violation"]:
             continue
         rep = reports[f"{r['group']}/{r['model']}"]
-        out.append({"group": r["group"], "model": r["model"], "target": r["target"],
-                    "measured_min_s": min(x for x in (r["measured_min_s"], r["measured_compile_min_s"])
-                                          if x is not None),
-                    "bound": r["violation_bound"], "fused_s": r["fused_s"], "cache_aware_s": r["cache_aware_s"],
-                    **fused_terms(rep, r["target"]), "ops": op_breakdown(rep, r["target"])})
+        out.append(
+            {
+                "group": r["group"],
+                "model": r["model"],
+                "target": r["target"],
+                "measured_min_s": min(
+                    x for x in (r["measured_min_s"], r["measured_compile_min_s"]) if x is not None
+                ),
+                "bound": r["violation_bound"],
+                "fused_s": r["fused_s"],
+                "cache_aware_s": r["cache_aware_s"],
+                **fused_terms(rep, r["target"]),
+                "ops": op_breakdown(rep, r["target"]),
+            }
+        )
     return out
 
 
-def write_outputs(out: Path, units: list[Unit], store: Store, bfp: dict[str, str], mfp: dict[str, str] | None,
-                  timings: dict | None, args, meta: dict[str, Any]) -> int:
+def write_outputs(
+    out: Path,
+    units: list[Unit],
+    store: Store,
+    bfp: dict[str, str],
+    mfp: dict[str, str] | None,
+    timings: dict | None,
+    args,
+    meta: dict[str, Any],
+) -> int:
     """Write everything; print the summary; return the number of violations."""
     from .html import write_html
     from .summary import print_summary
@@ -88,8 +114,14 @@ def write_outputs(out: Path, units: list[Unit], store: Store, bfp: dict[str, str
         w.writeheader()
         for r in rows:
             w.writerow({k: "" if r[k] is None else r[k] for k in COLUMNS})
-    data = {"schema": "solar-bench/1", "meta": meta, "groups": [g.as_dict() for g in groups],
-            "violations": viol, "measure_errors": measure_errors, "rows": rows}
+    data = {
+        "schema": "solar-bench/1",
+        "meta": meta,
+        "groups": [g.as_dict() for g in groups],
+        "violations": viol,
+        "measure_errors": measure_errors,
+        "rows": rows,
+    }
     write_json(out / "results.json", data)
     write_html(out, data, units, store, reports)
     print_summary(data)

@@ -100,7 +100,8 @@ class RayPool:
         full = Path(u.path) if os.path.isabs(u.path) else Path(u.cwd) / u.path
         source = full.read_bytes()
         ref = self.task.options(num_cpus=1, num_gpus=self._gpus(job)).remote(
-            {k: v for k, v in job.items() if k != "unit"}, source, u.sha256, self.init)
+            {k: v for k, v in job.items() if k != "unit"}, source, u.sha256, self.init
+        )
         self.pending[ref] = job
 
     def run(self, jobs: list[dict[str, Any]], on_done, max_parallel: int | None = None) -> None:
@@ -116,8 +117,11 @@ class RayPool:
                     try:
                         outcome = self.ray.get(ref)
                     except Exception as e:  # noqa: BLE001 - the task itself failed (worker lost, ...)
-                        outcome = Outcome(False, error_class="crash",
-                                          error=" ".join(f"ray task failed: {type(e).__name__}: {e}".split())[:300])
+                        outcome = Outcome(
+                            False,
+                            error_class="crash",
+                            error=" ".join(f"ray task failed: {type(e).__name__}: {e}".split())[:300],
+                        )
                     on_done(job, outcome)
         except BaseException:
             self.kill()

@@ -22,7 +22,7 @@ class Unit:
     that reports show it as the user wrote it; `sha256` is the file's content at discovery."""
 
     group: str
-    name: str          # file name, e.g. 1_Square_matrix_multiplication_.py
+    name: str  # file name, e.g. 1_Square_matrix_multiplication_.py
     path: str
     cwd: str
     sha256: str
@@ -40,8 +40,9 @@ class Unit:
 
 
 def _model_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir()
-                  if p.is_file() and p.suffix == ".py" and not p.name.startswith(("_", ".")))
+    return sorted(
+        p for p in folder.iterdir() if p.is_file() and p.suffix == ".py" and not p.name.startswith(("_", "."))
+    )
 
 
 def _sha(path: Path) -> str:

@@ -33,20 +33,20 @@ from typing import Any, Protocol
 
 from solar_compiler.errors import SolarError
 
-CUDA_FLUSH_BYTES = 256 * 2**20   # KernelBench: torch.empty((32, 1024, 1024), dtype=torch.int64)
+CUDA_FLUSH_BYTES = 256 * 2**20  # KernelBench: torch.empty((32, 1024, 1024), dtype=torch.int64)
 CPU_FLUSH_MIN_BYTES = 64 * 2**20
 _COUNTER = itertools.count()
 
 
 @dataclass(frozen=True)
 class TimingConfig:
-    device: str = "auto"       # auto (cuda when available) | cpu | cuda
-    mode: str = "train"        # KernelBench: no .eval()
-    compile: bool = False      # also time torch.compile(model) (inductor, mode "default")
+    device: str = "auto"  # auto (cuda when available) | cpu | cuda
+    mode: str = "train"  # KernelBench: no .eval()
+    compile: bool = False  # also time torch.compile(model) (inductor, mode "default")
     warmup: int = 3
     trials: int = 100
     min_trials: int = 5
-    cap_s: float = 2.0         # CPU only: cut the timed calls to about this long
+    cap_s: float = 2.0  # CPU only: cut the timed calls to about this long
     seed: int = 42
 
     def fingerprint_fields(self) -> dict[str, Any]:
@@ -57,7 +57,7 @@ class Clock(Protocol):
     def sync(self) -> None: ...
     def flush(self) -> None: ...
     def start(self) -> None: ...
-    def stop(self) -> float: ...   # ms since start()
+    def stop(self) -> float: ...  # ms since start()
     def after_warmup(self) -> None: ...
 
 
@@ -112,8 +112,17 @@ class CudaClock:
         self.torch.cuda.empty_cache()
 
 
-def time_calls(fn, args: list, clock: Clock, *, warmup: int, trials: int, min_trials: int,
-               cap_s: float | None, discard_first: int = 1) -> list[float]:
+def time_calls(
+    fn,
+    args: list,
+    clock: Clock,
+    *,
+    warmup: int,
+    trials: int,
+    min_trials: int,
+    cap_s: float | None,
+    discard_first: int = 1,
+) -> list[float]:
     """ms of `trials` calls (cut to about `cap_s` of calls when given, at least `min_trials`), after
     `warmup` calls and `discard_first` discarded ones; each call is preceded by sync and flush."""
     last = 0.0
@@ -139,8 +148,14 @@ def time_calls(fn, args: list, clock: Clock, *, warmup: int, trials: int, min_tr
 
 
 def stats(times_ms: list[float]) -> dict[str, Any]:
-    return {"mean": statistics.fmean(times_ms), "std": statistics.pstdev(times_ms), "min": min(times_ms),
-            "max": max(times_ms), "median": statistics.median(times_ms), "num_trials": len(times_ms)}
+    return {
+        "mean": statistics.fmean(times_ms),
+        "std": statistics.pstdev(times_ms),
+        "min": min(times_ms),
+        "max": max(times_ms),
+        "median": statistics.median(times_ms),
+        "num_trials": len(times_ms),
+    }
 
 
 def llc_bytes() -> int:
@@ -203,14 +218,18 @@ def measure_job(path: str, cfg: TimingConfig) -> dict[str, Any]:
         model = mod.Model(*init).to(dev)
         if cfg.mode == "eval":
             model.eval()
-        clock: Clock = CudaClock(torch, dev) if cuda else CpuClock(torch, max(CPU_FLUSH_MIN_BYTES,
-                                                                              4 * llc_bytes()))
+        clock: Clock = (
+            CudaClock(torch, dev) if cuda else CpuClock(torch, max(CPU_FLUSH_MIN_BYTES, 4 * llc_bytes()))
+        )
         out: dict[str, Any] = {
             "device": "cuda" if cuda else "cpu",
             "hardware": torch.cuda.get_device_name(dev) if cuda else cpu_name(),
-            "clock": "cuda-events, L2 flushed (256 MB write)" if cuda else
-                     "perf_counter, caches flushed (4x LLC write)",
-            "threads": torch.get_num_threads(), "torch": torch.__version__, "mode": cfg.mode,
+            "clock": "cuda-events, L2 flushed (256 MB write)"
+            if cuda
+            else "perf_counter, caches flushed (4x LLC write)",
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "mode": cfg.mode,
         }
         cap = None if cuda else cfg.cap_s
         kw = {"warmup": cfg.warmup, "trials": cfg.trials, "min_trials": cfg.min_trials, "cap_s": cap}
@@ -243,6 +262,7 @@ def _timed(torch, fn, inputs, dev, clock: Clock, kw: dict, out: dict) -> dict[st
 
 
 # ---- timing files ---------------------------------------------------------------------------------
+
 
 def load_timings(path: str) -> dict[str, dict[str, dict[str, Any]]]:
     """A KernelBench timing file: `{"level1": {"<file>.py": {"mean": ms, "min": ms, ...}}}`."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from solar_compiler.lifetime import Cancelled, cancel_on_signals, die_with_parent, kill_group
 
-WARMUP_MODEL = '''\
+WARMUP_MODEL = """\
 import torch
 import torch.nn as nn
 N = 8
@@ -38,14 +38,14 @@ def get_inputs():
     return [torch.randn(N, N)]
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def write_frame(fd: int, obj: Any) -> None:
     body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     view = memoryview(struct.pack("<Q", len(body)) + body)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def read_frame(fd: int) -> Any | None:
@@ -99,8 +99,12 @@ def warm_up(init: dict[str, Any]) -> dict[str, Any]:
             f.write(WARMUP_MODEL)
         bounds_job(path, BoundsConfig(hw=init["hw"], mode=init.get("mode", "eval"), no_cache=True))
     t2 = time.perf_counter()
-    return {"pid": os.getpid(), "import_s": round(t1 - t0, 3), "warmup_s": round(t2 - t1, 3),
-            "rss_kb": _rss_kb()}
+    return {
+        "pid": os.getpid(),
+        "import_s": round(t1 - t0, 3),
+        "warmup_s": round(t2 - t1, 3),
+        "rss_kb": _rss_kb(),
+    }
 
 
 def run_job(job: dict[str, Any], out_fd: int):
@@ -109,10 +113,17 @@ def run_job(job: dict[str, Any], out_fd: int):
     from .timing import measure_job
 
     fn = {"bounds": bounds_job, "measure": measure_job}[job["kind"]]
-    return run_forked(fn, (job["path"], job["config"]), timeout_s=job["timeout_s"],
-                      memory_gb=job["memory_gb"], threads=job.get("threads", 0), log_path=job.get("log"),
-                      env=job.get("env") or {}, cwd=job.get("cwd"),
-                      on_start=lambda pid: write_frame(out_fd, ("started", job["id"], pid)))
+    return run_forked(
+        fn,
+        (job["path"], job["config"]),
+        timeout_s=job["timeout_s"],
+        memory_gb=job["memory_gb"],
+        threads=job.get("threads", 0),
+        log_path=job.get("log"),
+        env=job.get("env") or {},
+        cwd=job.get("cwd"),
+        on_start=lambda pid: write_frame(out_fd, ("started", job["id"], pid)),
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -154,10 +165,19 @@ class WorkerProcess:
     def __init__(self, init: dict[str, Any], log: str):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from solar_compiler.bench.worker import main; "
-             "sys.exit(main(sys.argv[1:]))", str(os.getpid()), log],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            start_new_session=True, env=env)
+            [
+                sys.executable,
+                "-c",
+                "import sys; from solar_compiler.bench.worker import main; sys.exit(main(sys.argv[1:]))",
+                str(os.getpid()),
+                log,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
         self.ready = False
         self.info: dict[str, Any] = {}
         self.job: dict[str, Any] | None = None
