@@ -209,6 +209,7 @@ def run(a: argparse.Namespace) -> int:
             "error_class": o.error_class,
             "error": o.error,
             "seconds": o.seconds,
+            "cpu_s": o.cpu_s,
             "peak_rss_kb": o.peak_rss_kb,
             "worker_rss_kb": o.extra.get("worker_rss_kb"),
             "run_id": run_id,

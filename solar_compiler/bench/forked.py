@@ -36,6 +36,7 @@ class Outcome:
     error: str | None = None  # one line
     seconds: float = 0.0
     peak_rss_kb: int = 0  # the fork's peak resident set (includes pages shared with the worker)
+    cpu_s: float = 0.0  # user + system CPU seconds of the fork (its cost, whatever the machine's load)
     extra: dict = field(default_factory=dict)
 
 
@@ -145,7 +146,8 @@ def run_forked(
     _, status, usage = os.wait4(pid, 0)
     kill_group(pid)  # anything the job started and left behind in its group
     seconds = time.monotonic() - t0
-    out = Outcome(False, seconds=round(seconds, 3), peak_rss_kb=int(usage.ru_maxrss))
+    out = Outcome(False, seconds=round(seconds, 3), peak_rss_kb=int(usage.ru_maxrss),
+                  cpu_s=round(usage.ru_utime + usage.ru_stime, 3))
     if timed_out:
         out.error_class, out.error = "timeout", f"timed out after {timeout_s:g} s"
         return out
