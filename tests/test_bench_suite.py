@@ -270,6 +270,7 @@ def test_measure_headroom_is_measured_over_bound(tmp_path):
             "--workers",
             "1",
             "--measure",
+            "--compile",
             "--trials",
             "5",
             "--measure-cap-s",
@@ -287,6 +288,9 @@ def test_measure_headroom_is_measured_over_bound(tmp_path):
     assert r["measured_s"] == pytest.approx(t["eager"]["median"] / 1e3)
     assert r["measured_min_s"] == pytest.approx(t["eager"]["min"] / 1e3)
     assert r["headroom_fused"] == pytest.approx(r["measured_s"] / r["fused_s"])
+    c = t["compile"]  # torch.compile (inductor) timed in the same sandbox
+    assert c["num_trials"] >= 5 and r["measured_compile_s"] == pytest.approx(c["median"] / 1e3)
+    assert r["headroom_compile_fused"] == pytest.approx(r["measured_compile_s"] / r["fused_s"])
     assert r["violation"] is False  # a CPU is far slower than an H100 bound
 
 
