@@ -30,10 +30,9 @@ class Pool:
         self.serial_warmup = serial_warmup  # e.g. the first warm-up calibrates the host target
         self.workers: list[WorkerProcess] = []
         self.sel = selectors.DefaultSelector()
+        self.infos = []
 
-    @property
-    def infos(self) -> list[dict[str, Any]]:
-        return [w.info for w in self.workers if w.ready]
+    infos: list[dict[str, Any]]  # each worker's start-up figures (import, warm-up seconds; RSS)
 
     def _spawn(self) -> WorkerProcess:
         w = WorkerProcess(self.init, self.log)
@@ -58,6 +57,7 @@ class Pool:
             self._spawn()
         elif msg[0] == "ready":
             w.ready, w.info = True, msg[1]
+            self.infos.append(msg[1])
         elif msg[0] == "failed":
             raise SolarError(f"worker start-up failed: {msg[1]}")
         elif msg[0] == "started":

@@ -87,7 +87,7 @@ class RayPool:
         self.started_local = address is None
         self.task = ray.remote(max_retries=0)(ray_task)
         self.pending: dict[Any, dict[str, Any]] = {}
-        self.infos: list[dict[str, Any]] = []
+        self.infos: list[dict[str, Any]] = []  # start-up figures stay on the Ray workers
 
     def _gpus(self, job: dict[str, Any]) -> float:
         dev = getattr(job["config"], "device", None)
