@@ -291,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
             if "--calibrate-host" in argv:
                 from solar_compiler.hw import calibrate_host
 
-                path = calibrate_host()
-                print(f"host calibrated: {path}")
+                target = calibrate_host()
+                print(f"host calibrated: {target.path}")
                 return 0
             run_pipeline(argv)
     except SystemExit:

@@ -134,15 +134,54 @@ class Progress:
             self.bar.stop()
 
 
+def target_files_sha(hw: str) -> dict[str, str | None]:
+    """The content of each target that is a file outside the code (a YAML path, or the calibrated
+    `host`), so that a recalibrated host or an edited YAML recomputes stored bounds."""
+    import hashlib
+
+    out: dict[str, str | None] = {}
+    for name in (t.strip() for t in hw.split(",") if t.strip()):
+        if name.lower() == "host":
+            path: Path | None = host_file()
+        else:
+            path = Path(name) if name.endswith((".yaml", ".yml")) else None
+        if path is not None:
+            try:
+                out[name] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+            except OSError:
+                out[name] = None
+    return out
+
+
+def host_file() -> Path | None:
+    try:
+        from solar_compiler.hw import host_cache_path
+    except ImportError:
+        return None
+    return Path(host_cache_path())
+
+
+def calibrate_host_once(hw: str) -> None:
+    """`--hw host` on a machine not calibrated yet: calibrate here, once, before the workers start
+    (not in each warm-up at the same time, and the stored bounds' fingerprint names the result)."""
+    if "host" in [t.strip().lower() for t in hw.split(",")]:
+        path = host_file()
+        if path is not None and not path.exists():
+            from solar_compiler.driver import main as solar_opt
+
+            print("solar-bench: calibrating the host target (once)", file=sys.stderr, flush=True)
+            if solar_opt(["--calibrate-host"]) != 0:
+                raise SolarError("host calibration failed")
+
+
 def make_backend(a: argparse.Namespace, init: dict[str, Any], log: str):
-    serial = "host" in [t.strip().lower() for t in a.hw.split(",")]  # the first warm-up calibrates it
     if a.ray:
         from .ray_backend import RayPool
 
         return RayPool(None if a.ray == "local" else a.ray, a.workers, init, log)
     from .pool import Pool
 
-    return Pool(a.workers, init, log, serial_warmup=serial)
+    return Pool(a.workers, init, log)
 
 
 def run(a: argparse.Namespace) -> int:
@@ -169,7 +208,9 @@ def run(a: argparse.Namespace) -> int:
         trials=a.trials,
         cap_s=a.measure_cap_s,
     )
-    bfp = {u.key: fingerprint(bcfg.fingerprint_fields(), u) for u in units}
+    calibrate_host_once(a.hw)
+    bfields = {**bcfg.fingerprint_fields(), "hw_files": target_files_sha(a.hw)}
+    bfp = {u.key: fingerprint(bfields, u) for u in units}
     mfp = {u.key: fingerprint(tcfg.fingerprint_fields(), u) for u in units}
     cores = len(os.sched_getaffinity(0))
     todo = [u for u in units if a.force or store.load(u, "bounds", bfp[u.key]) is None]

@@ -23,11 +23,10 @@ OnDone = Callable[[dict[str, Any], Outcome], None]
 
 
 class Pool:
-    def __init__(self, workers: int, init: dict[str, Any], log: str, serial_warmup: bool = False):
+    def __init__(self, workers: int, init: dict[str, Any], log: str):
         self.n = max(1, workers)
         self.init = init
         self.log = log
-        self.serial_warmup = serial_warmup  # e.g. the first warm-up calibrates the host target
         self.workers: list[WorkerProcess] = []
         self.sel = selectors.DefaultSelector()
         self.infos = []
@@ -71,15 +70,9 @@ class Pool:
         queue = deque(jobs)
         limit = min(self.n, max_parallel or self.n)
         try:
-            if not self.workers and queue:
+            while len(self.workers) < min(limit, len(queue)):
                 self._spawn()
-                if not self.serial_warmup:
-                    while len(self.workers) < min(self.n, len(queue)):
-                        self._spawn()
             while queue or any(w.job is not None for w in self.workers):
-                if self.serial_warmup and self.workers and all(w.ready for w in self.workers):
-                    while len(self.workers) < min(self.n, len(queue) + self._busy()):
-                        self._spawn()
                 for w in list(self.workers):
                     if queue and w.ready and w.job is None and self._busy() < limit:
                         w.job = queue.popleft()
