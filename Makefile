@@ -12,13 +12,13 @@ $(BIN)/python:
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,llm]'
 	touch $@
 
 # Test-only extras: Ray (the --ray backend test) and playwright driving Debian's chromium (the
 # report.html browser test); chromium comes from apt (CI runs as root on Debian).
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/python -m pip install -q -e '.[dev,ray,browser]'
+	$(BIN)/python -m pip install -q -e '.[dev,llm,ray,browser]'
 	command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 	touch $@
 

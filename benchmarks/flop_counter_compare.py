@@ -31,12 +31,12 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from solar_compiler.costs import kernel_costs
+from solar_compiler.analysis.costs import kernel_costs
+from solar_compiler.analysis.narrowing import narrow
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends import FrontendOptions
 from solar_compiler.frontends.torch.frontend import translate_job
 from solar_compiler.frontends.torch.model_file import load_model_file
-from solar_compiler.narrowing import narrow
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = {"big_elementwise_6gb.py"}  # inputs too large to allocate: count on fake tensors

@@ -62,11 +62,11 @@ def program(blocks: int) -> str:
 
 
 def run_once(text: str) -> float:
-    from solar_compiler.costs import module_costs  # noqa: F401  (imported before timing)
+    from solar_compiler.analysis.costs import module_costs  # noqa: F401  (imported before timing)
     from solar_compiler.passes import all_passes
 
     passes = all_passes()
-    from solar_compiler import costs, polyhedral
+    from solar_compiler.analysis import costs, polyhedral
 
     for module in (costs, polyhedral):  # cold counting caches: each run counts every domain afresh
         for obj in vars(module).values():

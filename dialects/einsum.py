@@ -1,117 +1,113 @@
-"""The `einsum` dialect: a kernel as a dataflow graph of extended einsum nodes.
+"""The `einsum` dialect: a kernel as a graph of structured einsum nodes, the IR the analyses read
+after `lift-einsum`.
 
-An `einsum.graph` holds `einsum.tensor` declarations, then one `einsum.node` per loop-IR statement
-in program order (an identity init folded into the reduction after it shares that node). Edges are
-by tensor name in program order: a node reads the value of a tensor left by the last node before it
-that wrote it. A node is the einsum of its operands with affine (or, for gathers, loaded) index
-expressions, over an exact iteration domain written as an islpy set:
+An `einsum.graph @k` is the symbol table of its tensors (`einsum.tensor`) and holds one
+`einsum.node` per loop-IR statement (an identity init folded into the reduction after it shares the
+node), in program order. A node is a structured op in the manner of MLIR's `linalg.generic`:
 
-    einsum.node "S1" "n c (2*p + r - 1) (2*q + s - 1), o c r s -> n o p q"
-        ins(["X", "W"] : [f32, f32]) outs("Y" : f32) combine "mul" reduce "add" init "0.0"
-        expr "X[n, c, 2*p + r - 1, 2*q + s - 1] * W[o, c, r, s]" domain "{ S1[n, o, p, q, c, r, s] : ... }"
-        stmts array<i64: 0, 1> loc ["conv.py:3"]
+    einsum.node @S1 ins([@X, @W]) outs(@Y) reduce "add" init 0.0 <{
+        ivs = ["n", "o", "p", "q", "c", "r", "s"],
+        iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", ...],
+        lower_bounds = affine_map<(d0, ..., d6) -> (0, 0, 0, 0, 0, 0, 0)>,
+        upper_bounds = affine_map<(d0, ..., d6) -> (2, 4, 4, 4, 3, 3, 3)>, steps = array<i64: 1, ...>,
+        guards = affine_set<(d0, ..., d6) : (d2 * 2 + d5 - 1 >= 0, ...)>,
+        indexing_maps = [affine_map<(d0, ..., d6) -> (d0, d4, d2 * 2 + d5 - 1, d3 * 2 + d6 - 1)>,
+                         affine_map<...-> (d1, d4, d5, d6)>, affine_map<...-> (d0, d1, d2, d3)>], ...}> {
+      ^0(%x : f32, %w : f32):
+        %m = loop.binary "mul" %x, %w : f32, f32 -> f32
+        einsum.yield %m : f32
+    } loc("conv.py":3:0)
 
-Equation syntax: operands separated by `,`, indices by spaces; an index is a loop variable, an
-affine expression in parentheses, or a loaded index in brackets (`[idx[i]]`: a gather on the left,
-a scatter on the right, as in `v k d, token k -> [token[k]] d`). A node with a loaded index carries
-the `indirect` flag (the verifier checks it).
-`combine` names the elementwise op when the body is one op on tensor reads (`mul`, `add`, `exp`,
-`gt`, `select`, `cast`), `copy` / `fill` / `iota` when there is no op, `expr` otherwise; `expr` is
-the body in loop-IR text syntax either way. `stmts` lists the loop-IR statement indices the node
-came from (see `passes/lift_einsum.py`).
+Semantics: for every point of the iteration domain (the loop bounds, steps and guards over `ivs`),
+in lexicographic order, the body computes a value from one scalar per input (the input tensor
+element at its indexing map) and the output element at the output map is combined with it by
+`reduce` (`none` stores it). `init` is a folded identity store of the output before the reduction,
+at the loop depth `init_depth` gives. Edges are by tensor name in program order: a node reads what
+the last earlier node wrote, which is why tensors are named symbols and not SSA values (the loop IR
+writes tensors in place: partial writes such as the two halves of a concat, scatters, and scans
+whose statements read each other's previous step).
+
+Loaded (indirect) indices: `einsum.gather @E affine_map<(d0, d1)[s0] -> (s0, d1)> (%idx)` reads an
+element whose dimensions at the map's symbols come from body values (an embedding lookup); an
+output map with symbols is an indirect write (a scatter), its symbols bound by the extra values of
+`einsum.yield`. `einsum.index` is the value of an affine function of the loop variables (iota).
+
+`scopes` and `guard_scopes` number the loops and `if` blocks of the original loop nest (with
+`guard_depths`, how many loops enclose each guard constraint), so that nodes that shared a loop in
+the loop IR (the statements of one LSTM time step) lower back to one loop (`graph_to_kernel`). A
+folded init runs in the node's outer `init_depth[0]` loops under its first `init_depth[1]` guard
+constraints, placed by `init_guard_scopes` / `init_guard_depths`.
+A node's source position is its op location; `origin` (and `init_origin`) name the source-level op.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from functools import lru_cache
 
-from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, StringAttr, UnitAttr, i64
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region, TypeAttribute
-from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_prop_def, prop_def, region_def, traits_def
-from xdsl.traits import HasParent, NoTerminator
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    AffineSetAttr,
+    ArrayAttr,
+    DenseArrayBase,
+    FlatSymbolRefAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    LocationAttr,
+    StringAttr,
+    SymbolNameConstraint,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import HasParent, IsTerminator, NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
-from solar_compiler.dialects.loop import TensorDeclOp, dtype_type, type_dtype
-from solar_compiler.loopir.ast import BINARY_FNS, CMP_PREDS, UNARY_FNS
+from solar_compiler.dialects.loop import (
+    LocatedOp,
+    OpVerifyError,
+    OriginAttr,
+    ScalarBodyOwner,
+    TensorDeclOp,
+    TensorUser,
+    check_dynamic_write,
+    check_tensor_uses,
+    checked_rule,
+    dtype_type,
+    type_dtype,
+)
+from solar_compiler.loopir.ast import Origin
+from solar_compiler.loopir.rules import index_dtype
 
 REDUCE_OPS = ("none", "add", "mul", "max", "min")
-COMBINE_OPS = frozenset(UNARY_FNS) | frozenset(BINARY_FNS) | frozenset(CMP_PREDS) | \
-    {"copy", "fill", "iota", "cast", "select", "expr"}
-_DOMAIN = re.compile(r"^\{ (S\d+)\[([^\]]*)\](?: : .*)? \}$", re.S)
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ITERATOR_TYPES = ("parallel", "reduction", "sequential")
 
 
-# ---- equation text ---------------------------------------------------------------------------------
-def _split_top(text: str, seps: str) -> list[str]:
-    """Split at separator characters outside (), [] nesting."""
-    out, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        if depth < 0:
-            raise VerifyException(f"unbalanced brackets in '{text}'")
-        if depth == 0 and ch in seps:
-            out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if depth:
-        raise VerifyException(f"unbalanced brackets in '{text}'")
-    out.append("".join(cur))
-    return out
-
-
-def index_tokens(operand: str) -> list[str]:
-    return [t for t in _split_top(operand.strip(), " ") if t]
-
-
-def split_equation(equation: str, n_inputs: int) -> tuple[list[list[str]], list[str]]:
-    """(index tokens per operand, output index tokens). With no inputs the left side is empty."""
-    if equation.count("->") != 1:
-        raise VerifyException(f"equation '{equation}' must contain exactly one '->'")
-    lhs, rhs = equation.split("->")
-    operands = [] if not lhs.strip() and n_inputs == 0 else _split_top(lhs, ",")
-    return [index_tokens(o) for o in operands], index_tokens(rhs)
-
-
-def _token_vars(token: str) -> set[str]:
-    """Names in an affine index token (a loaded `[..]` index names tensors: not checked here)."""
-    return set() if token.startswith("[") else set(_IDENT.findall(token))
-
-
-@lru_cache(maxsize=65536)
-def domain_vars(domain: str) -> tuple[str, tuple[str, ...]]:
-    """(statement name, loop variables) of a domain set. Only the form is checked here: islpy takes
-    ~0.3 ms to read a 7-deep conv domain, too slow for every verification of every node; the tests
-    check that every domain `lift-einsum` writes reads in islpy to the exact iteration count."""
-    m = _DOMAIN.match(domain)
-    if m is None:
-        raise VerifyException(f"domain '{domain}' is not of the form '{{ S<n>[vars] : constraints }}'")
-    names = tuple(v.strip() for v in m.group(2).split(",") if v.strip())
-    if any(not _NAME.match(v) for v in names) or len(set(names)) != len(names):
-        raise VerifyException(f"domain '{domain}': the variables must be distinct names")
-    return m.group(1), names
-
-
-# ---- ops ---------------------------------------------------------------------------------------------
 @irdl_op_definition
-class GraphOp(IRDLOperation):
-    """The einsum graph of one kernel; `kernel` names the `loop.kernel` it came from (not a symbol:
-    the kernel and its graph share the name)."""
+class GraphOp(LocatedOp):
+    """The einsum graph of one kernel: its tensors (symbols), then its nodes in program order."""
 
     name = "einsum.graph"
-    kernel = prop_def(StringAttr)
+    sym_name = prop_def(SymbolNameConstraint())
     body = region_def("single_block")
-    traits = traits_def(NoTerminator())
-    assembly_format = "$kernel attr-dict-with-keyword $body"
+    traits = traits_def(NoTerminator(), SymbolTable(), SymbolOpInterface())
+    assembly_format = "$sym_name attr-dict-with-keyword $body"
 
     def __init__(self, kernel: str, ops: Sequence[Operation] = ()):
-        super().__init__(properties={"kernel": StringAttr(kernel)}, regions=[Region(Block(ops))])
+        super().__init__(properties={"sym_name": StringAttr(kernel)}, regions=[Region(Block(ops))])
+
+    @property
+    def kernel_name(self) -> str:
+        return self.sym_name.data
 
     def tensor_ops(self) -> dict[str, TensorOp]:
         return {o.sym_name.data: o for o in self.body.block.ops if isinstance(o, TensorOp)}
@@ -120,137 +116,319 @@ class GraphOp(IRDLOperation):
         return [o for o in self.body.block.ops if isinstance(o, NodeOp)]
 
     def verify_(self) -> None:
-        tensors: set[str] = set()
+        decls: dict[str, TensorDeclOp] = {}
         nodes: set[str] = set()
         for o in self.body.block.ops:
             if isinstance(o, TensorOp):
                 if nodes:
                     raise VerifyException("tensor declarations must precede the nodes")
-                if o.sym_name.data in tensors:
+                if o.sym_name.data in decls:
                     raise VerifyException(f"tensor '{o.sym_name.data}' declared twice")
-                tensors.add(o.sym_name.data)
+                decls[o.sym_name.data] = o
             elif isinstance(o, NodeOp):
-                if o.sym_name.data in nodes:
-                    raise VerifyException(f"node '{o.sym_name.data}' defined twice")
+                if o.sym_name.data in nodes or o.sym_name.data in decls:
+                    raise VerifyException(f"symbol '{o.sym_name.data}' defined twice")
                 nodes.add(o.sym_name.data)
             else:
                 raise VerifyException(f"'{o.name}' cannot appear in an einsum.graph")
+        check_tensor_uses(decls, self.nodes())
+        for n in self.nodes():
+            if n.body.block.args and any(a.type != decls[t].element_type for t, a in
+                                         zip(n.input_names, n.body.block.args, strict=True)):
+                raise OpVerifyError(f"node {n.sym_name.data}: block argument types must be the element "
+                                    "types of its inputs", n)
 
 
 @irdl_op_definition
 class TensorOp(TensorDeclOp):
-    """A tensor of the graph (same fields and checks as `loop.tensor`)."""
+    """A tensor of the graph (same fields and checks as `loop.tensor`), a symbol."""
 
     name = "einsum.tensor"
-    traits = traits_def(HasParent(GraphOp))
+    sym_name = prop_def(SymbolNameConstraint())
+    traits = traits_def(HasParent(GraphOp), SymbolOpInterface())
 
 
 @irdl_op_definition
-class NodeOp(IRDLOperation):
-    """One einsum node: `output[out idx] reduce= combine(inputs[idx]...)` over `domain`."""
+class NodeOp(LocatedOp, TensorUser):
+    """One structured einsum node (see the module docstring)."""
 
     name = "einsum.node"
-    sym_name = prop_def(StringAttr)
-    equation = prop_def(StringAttr)
-    inputs = prop_def(ArrayAttr[StringAttr])
-    input_types = prop_def(ArrayAttr[TypeAttribute])
-    output = prop_def(StringAttr)
-    output_type = prop_def(TypeAttribute)
-    combine = prop_def(StringAttr)
+    sym_name = prop_def(SymbolNameConstraint())
+    inputs = prop_def(ArrayAttr[FlatSymbolRefAttr])
+    output = prop_def(FlatSymbolRefAttr)
     reduce = prop_def(StringAttr)
-    init = opt_prop_def(StringAttr)
-    expr = prop_def(StringAttr)
-    domain = prop_def(StringAttr)
-    stmts = prop_def(DenseArrayBase)
-    locs = opt_prop_def(ArrayAttr[StringAttr])
-    indirect = opt_prop_def(UnitAttr)
-    sequential = opt_prop_def(UnitAttr)
-    traits = traits_def(HasParent(GraphOp))
-    assembly_format = (
-        "$sym_name $equation `ins` `(` $inputs `:` $input_types `)` `outs` `(` $output `:` $output_type `)` "
-        "`combine` $combine `reduce` $reduce (`init` $init^)? `expr` $expr `domain` $domain "
-        "`stmts` qualified($stmts) (`loc` $locs^)? (`indirect` $indirect^)? (`sequential` $sequential^)? "
-        "attr-dict")
+    init = opt_prop_def(FloatAttr | IntegerAttr)
+    ivs = prop_def(ArrayAttr[StringAttr])
+    iterator_types = prop_def(ArrayAttr[StringAttr])
+    lower_bounds = prop_def(AffineMapAttr)
+    upper_bounds = prop_def(AffineMapAttr)
+    steps = prop_def(DenseArrayBase)
+    guards = opt_prop_def(AffineSetAttr)
+    indexing_maps = prop_def(ArrayAttr[AffineMapAttr])
+    output_dynamic = opt_prop_def(DenseArrayBase)
+    scopes = prop_def(DenseArrayBase)
+    guard_scopes = opt_prop_def(DenseArrayBase)
+    guard_depths = opt_prop_def(DenseArrayBase)
+    init_depth = opt_prop_def(DenseArrayBase)
+    init_guard_scopes = opt_prop_def(DenseArrayBase)
+    init_guard_depths = opt_prop_def(DenseArrayBase)
+    origin = opt_prop_def(OriginAttr)
+    init_origin = opt_prop_def(OriginAttr)
+    body = region_def("single_block")
+    traits = traits_def(HasParent(GraphOp), SymbolOpInterface(), ScalarBodyOwner())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = ("$sym_name `ins` `(` $inputs `)` `outs` `(` $output `)` `reduce` $reduce "
+                       "(`init` $init^)? attr-dict-with-keyword $body")
 
-    def __init__(self, *, name: str, equation: str, inputs: Sequence[tuple[str, str]],
-                 output: tuple[str, str], combine: str, reduce: str, expr: str, domain: str,
-                 stmts: Sequence[int], init: str | None = None, locs: Sequence[str] = (),
-                 indirect: bool = False, sequential: bool = False):
+    def __init__(self, *, name: str, inputs: Sequence[str], output: str, reduce: str,
+                 ivs: Sequence[str], iterator_types: Sequence[str], lower_bounds: AffineMapAttr,
+                 upper_bounds: AffineMapAttr, steps: Sequence[int], indexing_maps: Sequence[AffineMapAttr],
+                 body: Region, scopes: Sequence[int], guards: AffineSetAttr | None = None,
+                 guard_scopes: Sequence[int] = (), guard_depths: Sequence[int] = (),
+                 output_dynamic: Sequence[int] = (), init: Attribute | None = None,
+                 init_depth: tuple[int, int] | None = None, init_guard_scopes: Sequence[int] = (),
+                 init_guard_depths: Sequence[int] = (), origin: Origin | None = None,
+                 init_origin: Origin | None = None, location: LocationAttr | None = None):
         props: dict[str, Attribute] = {
-            "sym_name": StringAttr(name), "equation": StringAttr(equation),
-            "inputs": ArrayAttr([StringAttr(t) for t, _ in inputs]),
-            "input_types": ArrayAttr([dtype_type(d) for _, d in inputs]),
-            "output": StringAttr(output[0]), "output_type": dtype_type(output[1]),
-            "combine": StringAttr(combine), "reduce": StringAttr(reduce), "expr": StringAttr(expr),
-            "domain": StringAttr(domain), "stmts": DenseArrayBase.from_list(i64, list(stmts))}
+            "sym_name": StringAttr(name), "inputs": ArrayAttr([FlatSymbolRefAttr(t) for t in inputs]),
+            "output": FlatSymbolRefAttr(output), "reduce": StringAttr(reduce),
+            "ivs": ArrayAttr([StringAttr(v) for v in ivs]),
+            "iterator_types": ArrayAttr([StringAttr(k) for k in iterator_types]),
+            "lower_bounds": lower_bounds, "upper_bounds": upper_bounds,
+            "steps": DenseArrayBase.from_list(i64, list(steps)), "indexing_maps": ArrayAttr(indexing_maps),
+            "scopes": DenseArrayBase.from_list(i64, list(scopes))}
+        if guards is not None and guards.data.constraints:
+            props["guards"] = guards
+            props["guard_scopes"] = DenseArrayBase.from_list(i64, list(guard_scopes))
+            props["guard_depths"] = DenseArrayBase.from_list(i64, list(guard_depths))
+        if output_dynamic:
+            props["output_dynamic"] = DenseArrayBase.from_list(i64, list(output_dynamic))
         if init is not None:
-            props["init"] = StringAttr(init)
-        if locs:
-            props["locs"] = ArrayAttr([StringAttr(x) for x in locs])
-        if indirect:
-            props["indirect"] = UnitAttr()
-        if sequential:
-            props["sequential"] = UnitAttr()
-        super().__init__(properties=props)
+            props["init"] = init
+            assert init_depth is not None
+            props["init_depth"] = DenseArrayBase.from_list(i64, list(init_depth))
+            if init_depth[1]:
+                props["init_guard_scopes"] = DenseArrayBase.from_list(i64, list(init_guard_scopes))
+                props["init_guard_depths"] = DenseArrayBase.from_list(i64, list(init_guard_depths))
+        if origin is not None:
+            props["origin"] = OriginAttr(origin)
+        if init_origin is not None:
+            props["init_origin"] = OriginAttr(init_origin)
+        super().__init__(properties=props, regions=[body])
+        if location is not None:
+            self.location = location
 
+    # ---- views ---------------------------------------------------------------------------------------
     @property
     def input_names(self) -> list[str]:
-        return [s.data for s in self.inputs.data]
+        return [r.root_reference.data for r in self.inputs.data]
 
     @property
-    def statement_indices(self) -> tuple[int, ...]:
-        return tuple(int(x) for x in self.stmts.get_values())
+    def output_name(self) -> str:
+        return self.output.root_reference.data
+
+    @property
+    def iv_names(self) -> list[str]:
+        return [s.data for s in self.ivs.data]
+
+    @property
+    def dynamic_positions(self) -> tuple[int, ...]:
+        return () if self.output_dynamic is None else tuple(int(x) for x in self.output_dynamic.get_values())
+
+    @staticmethod
+    def ints(a: DenseArrayBase | None) -> tuple[int, ...]:
+        return () if a is None else tuple(int(x) for x in a.get_values())
+
+    def tensor_uses(self) -> list[tuple[str, int, Attribute | None, bool]]:
+        maps = self.indexing_maps.data
+        y = self.body.block.last_op
+        out: list[tuple[str, int, Attribute | None, bool]] = [
+            (t, len(m.data.results), None, False) for t, m in zip(self.input_names, maps, strict=False)]
+        out.append((self.output_name, len(maps[-1].data.results),
+                    y.stored.type if isinstance(y, YieldOp) else None, True))
+        return out
 
     def verify_(self) -> None:
-        graph = self.parent_op()
-        assert isinstance(graph, GraphOp)
-        decls = graph.tensor_ops()
         name = self.sym_name.data
-        ins = self.input_names
-        if len(self.input_types.data) != len(ins):
-            raise VerifyException(f"node {name}: {len(ins)} inputs but {len(self.input_types.data)} types")
-        operands, out_idx = split_equation(self.equation.data, len(ins))
-        if len(operands) != len(ins):
-            raise VerifyException(f"node {name}: equation has {len(operands)} operands but the node has "
-                                  f"{len(ins)} inputs")
-        stmt, ivs = domain_vars(self.domain.data)
-        if stmt != name:
-            raise VerifyException(f"node {name}: domain names statement '{stmt}'")
-        pairs = [*zip(ins, self.input_types.data, operands, strict=True),
-                 (self.output.data, self.output_type, out_idx)]
-        for t, ty, idx in pairs:
-            d = decls.get(t)
-            if d is None:
-                raise VerifyException(f"node {name}: unknown tensor '{t}'")
-            if ty != d.element_type:
-                raise VerifyException(f"node {name}: '{t}' is {d.dtype}, not {type_dtype(ty)}")
-            if len(idx) != len(d.dims):
-                raise VerifyException(f"node {name}: '{t}' has rank {len(d.dims)} but the equation gives "
-                                      f"{len(idx)} indices")
-            for tok in idx:
-                if tok.startswith("[") and self.indirect is None:
-                    raise VerifyException(f"node {name}: loaded index '{tok}' of '{t}' needs the "
-                                          "'indirect' flag")
-                free = _token_vars(tok) - set(ivs)
-                if free:
-                    raise VerifyException(f"node {name}: index '{tok}' uses '{sorted(free)[0]}', which is "
-                                          "not a variable of the domain")
-        if decls[self.output.data].role.data in ("input", "weight"):
-            raise VerifyException(f"node {name}: cannot write {decls[self.output.data].role.data} tensor "
-                                  f"'{self.output.data}'")
+        n = len(self.ivs.data)
+
+        def bad(msg: str) -> VerifyException:
+            return VerifyException(f"node {name}: {msg}")
+
+        if len(set(self.iv_names)) != n:
+            raise bad("loop variables must be distinct")
+        if len(self.iterator_types.data) != n or any(k.data not in ITERATOR_TYPES
+                                                     for k in self.iterator_types.data):
+            raise bad(f"iterator_types must give one of {', '.join(ITERATOR_TYPES)} per loop variable")
+        for what, m in (("lower_bounds", self.lower_bounds), ("upper_bounds", self.upper_bounds)):
+            mp = m.data
+            if mp.num_dims != n or mp.num_symbols or len(mp.results) != n:
+                raise bad(f"{what} must map the {n} loop variables to {n} bounds")
+            for i, r in enumerate(mp.results):
+                if any(d >= i for d in _dims_used(r)):
+                    raise bad(f"{what}: the bound of '{self.iv_names[i]}' may only use outer loop variables")
+        steps = self.ints(self.steps)
+        if len(steps) != n or any(s <= 0 for s in steps):
+            raise bad("steps must give one positive step per loop variable")
+        if len(self.ints(self.scopes)) != n:
+            raise bad("scopes must number every loop")
+        ng = 0
+        if self.guards is not None:
+            g = self.guards.data
+            ng = len(g.constraints)
+            if g.num_dims != n or g.num_symbols:
+                raise bad(f"guards must be a set over the {n} loop variables")
+            depths = self.ints(self.guard_depths)
+            if len(self.ints(self.guard_scopes)) != ng or len(depths) != ng:
+                raise bad("guard_scopes and guard_depths must give one entry per guard constraint")
+            if list(depths) != sorted(depths) or any(not 0 <= d <= n for d in depths):
+                raise bad("guard_depths must be loop depths in nest order")
+            for c, d in zip(g.constraints, depths, strict=True):
+                if any(x >= d for x in _dims_used(c.lhs) | _dims_used(c.rhs)):
+                    raise bad("a guard may only use the loop variables that enclose it")
+        maps = self.indexing_maps.data
+        if len(maps) != len(self.inputs.data) + 1:
+            raise bad(f"{len(self.inputs.data)} inputs need {len(self.inputs.data) + 1} indexing maps "
+                      f"(the output's last), got {len(maps)}")
+        for t, m in zip(self.input_names, maps, strict=False):
+            if m.data.num_dims != n or m.data.num_symbols:
+                raise bad(f"the map of input '{t}' must be over the {n} loop variables, without symbols")
+        pos = self.dynamic_positions
+        out_map = maps[-1].data
+        if out_map.num_dims != n or out_map.num_symbols != len(pos):
+            raise bad(f"the output map must be over the {n} loop variables with one symbol per dynamic "
+                      "position")
+        for k, p in enumerate(pos):
+            if p >= len(out_map.results) or _sym_only(out_map.results[p]) != k:
+                raise bad(f"output position {p} must be the map's symbol s{k}")
+        block = self.body.block
+        if len(block.args) != len(self.inputs.data):
+            raise bad(f"the body takes one scalar per input ({len(self.inputs.data)}), got {len(block.args)}")
+        y = block.last_op
+        if not isinstance(y, YieldOp):
+            raise bad("the body must end with einsum.yield")
         if self.reduce.data not in REDUCE_OPS:
-            raise VerifyException(f"node {name}: reduce must be one of {', '.join(REDUCE_OPS)}")
-        if self.combine.data not in COMBINE_OPS:
-            raise VerifyException(f"node {name}: unknown combine op '{self.combine.data}'")
+            raise bad(f"reduce must be one of {', '.join(REDUCE_OPS)}")
+        if self.reduce.data != "none" and type_dtype(y.stored.type) == "bool":
+            raise bad(f"'{self.reduce.data}' reduction into a bool tensor")
+        check_dynamic_write(self.output_name, len(out_map.results), self.output_dynamic, pos,
+                            [_static(r) for r in out_map.results], y.dyn_indices, "einsum.yield")
         if self.init is not None:
             if self.reduce.data == "none":
-                raise VerifyException(f"node {name}: an init needs a reduction")
-            try:
-                float(self.init.data)
-            except ValueError:
-                raise VerifyException(f"node {name}: init '{self.init.data}' is not a literal") from None
-        if not self.statement_indices:
-            raise VerifyException(f"node {name}: stmts must list at least one statement")
+                raise bad("an init needs a reduction")
+            depth = self.ints(self.init_depth)
+            if len(depth) != 2 or not 0 <= depth[0] <= n or not 0 <= depth[1] <= ng:
+                raise bad("init_depth must give the loops and guards that enclose the init")
+            idepths = self.ints(self.init_guard_depths)
+            if len(self.ints(self.init_guard_scopes)) != depth[1] or len(idepths) != depth[1] or \
+                    list(idepths) != sorted(idepths) or any(not 0 <= d <= depth[0] for d in idepths):
+                raise bad("init_guard_scopes and init_guard_depths must place each guard of the init")
+        elif self.init_depth is not None or self.init_origin is not None:
+            raise bad("init_depth and init_origin need an init")
 
 
-Einsum = Dialect("einsum", [GraphOp, TensorOp, NodeOp], [])
+def _dims_used(e: object) -> set[int]:
+    from xdsl.ir.affine import AffineBinaryOpExpr, AffineDimExpr
+
+    if isinstance(e, AffineDimExpr):
+        return {e.position}
+    if isinstance(e, AffineBinaryOpExpr):
+        return _dims_used(e.lhs) | _dims_used(e.rhs)
+    return set()
+
+
+def _sym_only(e: object) -> int | None:
+    from xdsl.ir.affine import AffineSymExpr
+
+    return e.position if isinstance(e, AffineSymExpr) else None
+
+
+def _static(e: object):  # noqa: ANN202 - the placeholder check of check_dynamic_write
+    """A symbol result reads as the placeholder index 0 (its value comes from the body)."""
+    from solar_compiler.loopir.affine import AffExpr
+
+    return AffExpr.lit(0) if _sym_only(e) is not None else AffExpr.lit(-1)
+
+
+@irdl_op_definition
+class GatherOp(LocatedOp, TensorUser):
+    """An indirect read in a node body: the element of `tensor` at `map`, whose symbols are the
+    loaded index values (an embedding lookup, a gather)."""
+
+    name = "einsum.gather"
+    tensor = prop_def(FlatSymbolRefAttr)
+    map = prop_def(AffineMapAttr)
+    indices = var_operand_def()
+    result = result_def()
+    traits = traits_def(HasParent(NodeOp))
+    assembly_format = "$tensor $map `(` $indices `)` attr-dict `:` functional-type($indices, $result)"
+
+    def __init__(self, tensor: str, amap: AffineMapAttr, indices: Sequence[SSAValue], dtype: str):
+        super().__init__(operands=[list(indices)], result_types=[dtype_type(dtype)],
+                         properties={"tensor": FlatSymbolRefAttr(tensor), "map": amap})
+
+    @property
+    def tensor_name(self) -> str:
+        return self.tensor.root_reference.data
+
+    def tensor_uses(self) -> list[tuple[str, int, Attribute | None, bool]]:
+        return [(self.tensor_name, len(self.map.data.results), self.result.type, False)]
+
+    def verify_(self) -> None:
+        node = self.parent_op()
+        assert isinstance(node, NodeOp)
+        m = self.map.data
+        if m.num_dims != len(node.ivs.data) or m.num_symbols != len(self.indices) or not self.indices:
+            raise VerifyException(f"gather of '{self.tensor_name}': the map must be over the node's loop "
+                                  "variables with one symbol per index operand")
+        for v in self.indices:
+            checked_rule(index_dtype, self.tensor_name, type_dtype(v.type))
+
+
+@irdl_op_definition
+class IndexOp(LocatedOp):
+    """The value (i64) of an affine function of the node's loop variables."""
+
+    name = "einsum.index"
+    map = prop_def(AffineMapAttr)
+    result = result_def(IntegerType(64))
+    traits = traits_def(HasParent(NodeOp))
+    assembly_format = "$map attr-dict `:` type($result)"
+
+    def __init__(self, amap: AffineMapAttr):
+        super().__init__(result_types=[IntegerType(64)], properties={"map": amap})
+
+    def verify_(self) -> None:
+        node = self.parent_op()
+        assert isinstance(node, NodeOp)
+        m = self.map.data
+        if m.num_dims != len(node.ivs.data) or m.num_symbols or len(m.results) != 1:
+            raise VerifyException("einsum.index: the map must give one value of the node's loop variables")
+
+
+@irdl_op_definition
+class YieldOp(LocatedOp):
+    """Ends a node body: the value combined into the output, then the dynamic output indices."""
+
+    name = "einsum.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator(), HasParent(NodeOp))
+    assembly_format = "$values attr-dict `:` type($values)"
+
+    def __init__(self, value: SSAValue, dyn_indices: Sequence[SSAValue] = ()):
+        super().__init__(operands=[[value, *dyn_indices]])
+
+    @property
+    def stored(self) -> SSAValue:
+        return self.operands[0]
+
+    @property
+    def dyn_indices(self) -> tuple[SSAValue, ...]:
+        return tuple(self.operands[1:])
+
+    def verify_(self) -> None:
+        if not self.operands:
+            raise VerifyException("einsum.yield needs the value to store")
+
+
+Einsum = Dialect("einsum", [GraphOp, TensorOp, NodeOp, GatherOp, IndexOp, YieldOp], [])

@@ -3,13 +3,14 @@
 A `loop.kernel` holds `loop.tensor` declarations and a body of `loop.for` / `loop.if` /
 `loop.stmt`. Loop variables, bounds, guards and indices are affine expressions over named
 induction variables (`#loop.aff<"2*p + r - 1">`), stored in canonical form so that islpy can build
-iteration domains and access relations directly (`solar_compiler.polyhedral`). A statement's
+iteration domains and access relations directly (`solar_compiler.analysis.polyhedral`). A statement's
 region computes one scalar with the closed op set below and yields it; its `kind` says how it is
 stored (`=`, `+=`, `*=`, `max=`, `min=`): the reduction kind is explicit, never a load-add-store.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -17,16 +18,23 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     BFloat16Type,
     DenseArrayBase,
+    FileLineColLoc,
     Float8E4M3FNType,
     Float8E5M2Type,
     Float16Type,
     Float32Type,
     Float64Type,
     FloatAttr,
+    FusedLoc,
+    IntAttr,
     IntegerAttr,
     IntegerType,
+    LocationAttr,
+    NameLoc,
+    NoneAttr,
     StringAttr,
     UnitAttr,
+    UnknownLoc,
     i64,
 )
 from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue, TypeAttribute
@@ -44,21 +52,19 @@ from xdsl.irdl import (
 )
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
-from xdsl.traits import HasParent, IsTerminator, NoTerminator
+from xdsl.traits import HasParent, IsTerminator, NoTerminator, OpTrait
 from xdsl.utils.exceptions import VerifyException
 
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import (
-    BINARY_FNS,
-    CMP_PREDS,
-    DTYPES,
-    FLOAT_DTYPES,
-    INT_DTYPES,
-    REDUCTIONS,
-    ROLES,
-    TRANSCENDENTAL,
-    UNARY_FNS,
-    LoopIRError,
+from solar_compiler.loopir.ast import DTYPES, FLOAT_DTYPES, REDUCTIONS, ROLES, LoopIRError, Origin
+from solar_compiler.loopir.rules import (
+    RuleError,
+    binary_result,
+    cast_result,
+    cmp_result,
+    index_dtype,
+    select_result,
+    unary_result,
 )
 
 # ---- dtypes ------------------------------------------------------------------------------------
@@ -135,6 +141,40 @@ class AffAttr(_TextAttr):
 
 
 @irdl_attr_definition
+class OriginAttr(ParametrizedAttribute):
+    """`#loop.origin<7, "aten.softmax.int", "attn.c_attn">`: the source-level op a statement
+    implements (its instance number, its name, its module path or "" at top level)."""
+
+    name = "loop.origin"
+    instance: IntAttr
+    op: StringAttr
+    module: StringAttr
+
+    def __init__(self, origin: Origin):
+        super().__init__(IntAttr(origin.id), StringAttr(origin.op), StringAttr(origin.module or ""))
+
+    @property
+    def origin(self) -> Origin:
+        return Origin(self.instance.data, self.op.data, self.module.data or None)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(f"{self.instance.data}, ")
+            printer.print_string_literal(self.op.data)
+            printer.print_string(", ")
+            printer.print_string_literal(self.module.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            n = parser.parse_integer()
+            parser.parse_punctuation(",")
+            op = parser.parse_str_literal()
+            parser.parse_punctuation(",")
+            return (IntAttr(n), StringAttr(op), StringAttr(parser.parse_str_literal()))
+
+
+@irdl_attr_definition
 class CondAttr(_TextAttr):
     """`#loop.cond<"i >= j">`: one affine constraint (`>=` or `==`)."""
 
@@ -186,17 +226,116 @@ def _check_vars(exprs: Sequence[AffExpr], scope: set[str], what: str) -> None:
             raise VerifyException(f"{what} uses '{sorted(free)[0]}', which is not an enclosing loop variable")
 
 
-def _decl(op: Operation, name: str) -> TensorOp:
-    t = _kernel_of(op).tensor_ops().get(name)
-    if t is None:
-        raise VerifyException(f"unknown tensor '{name}'")
-    return t
+class ScalarBodyOwner(OpTrait):
+    """An op whose region computes one scalar with the loop dialect's scalar ops (`loop.stmt`,
+    `einsum.node`)."""
+
+
+class InScalarBody(OpTrait):
+    """A scalar op: its parent owns a scalar body (`ScalarBodyOwner`)."""
+
+    def verify(self, op: Operation) -> None:
+        p = op.parent_op()
+        if p is None or not p.has_trait(ScalarBodyOwner):
+            raise VerifyException(f"'{op.name}' must be inside a scalar body (loop.stmt or einsum.node)")
+
+
+def check_tensor_uses(decls: dict[str, TensorDeclOp], ops: Sequence[Operation]) -> None:
+    """Symbol checks of every tensor reference under `ops` against one table of declarations, built
+    once by the enclosing kernel or graph (MLIR's SymbolTable): rebuilding the table per use made
+    verification quadratic in the program size."""
+    for root in ops:
+        for o in root.walk():
+            if isinstance(o, TensorUser):
+                for name, rank, elem, written in o.tensor_uses():
+                    d = decls.get(name)
+                    if d is None:
+                        _fail(o, f"unknown tensor '{name}'")
+                    elif len(d.dims) != rank:
+                        _fail(o, f"'{name}' has rank {len(d.dims)} but is indexed with {rank} indices")
+                    elif elem is not None and elem != d.element_type:
+                        _fail(o, f"read of '{name}' must have type {d.dtype}" if not written else
+                              f"type mismatch: '{name}' is {d.dtype} but the value is {type_dtype(elem)}")
+                    elif written and d.role.data in ("input", "weight"):
+                        _fail(o, f"cannot write to {d.role.data} tensor '{name}'")
+
+
+class OpVerifyError(VerifyException):
+    """A verification error that knows the op it is about (the driver prints that op's location)."""
+
+    def __init__(self, message: str, op: Operation):
+        super().__init__(message)
+        self.op = op
+
+
+def _fail(op: Operation, message: str) -> None:
+    """A verification error reported at the op that uses the tensor, not at its kernel."""
+    raise OpVerifyError(message, op)
+
+
+class LocatedOp(IRDLOperation):
+    """Base of the dialect's ops: a verification error raised by `verify_` remembers its op."""
+
+    def emit_error(self, message: str, underlying_error: Exception):  # type: ignore[override]
+        if not hasattr(underlying_error, "op"):
+            underlying_error.op = self  # type: ignore[attr-defined]
+        return super().emit_error(message, underlying_error)
+
+
+class TensorUser(ABC):
+    """Ops that name tensors: `tensor_uses()` lists (name, rank, element type or None, written) for
+    `check_tensor_uses`."""
+
+    @abstractmethod
+    def tensor_uses(self) -> list[tuple[str, int, Attribute | None, bool]]: ...
+
+
+# ---- locations ---------------------------------------------------------------------------------------
+def location_of(loc: str | None) -> LocationAttr:
+    """The op location of a `file:line` (or `file:line:col`) source position; unknown for None."""
+    if not loc:
+        return UnknownLoc()
+    parts = loc.rsplit(":", 2)
+    nums = [p for p in parts[1:] if p.isdigit()]
+    if len(parts) == 3 and len(nums) == 2:
+        return FileLineColLoc(StringAttr(parts[0]), IntAttr(int(parts[1])), IntAttr(int(parts[2])))
+    head, _, line = loc.rpartition(":")
+    if head and line.isdigit():
+        return FileLineColLoc(StringAttr(head), IntAttr(int(line)), IntAttr(0))
+    return NameLoc(StringAttr(loc), UnknownLoc())
+
+
+def location_text(loc: Attribute) -> str | None:
+    """`file:line` of an op location (column 0 is omitted: statements carry lines); None if unknown.
+    A fused location gives its first known part."""
+    if isinstance(loc, FileLineColLoc):
+        col = loc.column.data
+        return f"{loc.filename.data}:{loc.line.data}" + (f":{col}" if col else "")
+    if isinstance(loc, NameLoc):
+        return loc.desc.data
+    if isinstance(loc, FusedLoc):
+        for part in loc.locations.data:
+            t = location_text(part)
+            if t:
+                return t
+    return None
+
+
+def fused_location(locs: Sequence[str | None]) -> LocationAttr:
+    """One location for several source positions (a folded init and its reduction)."""
+    known = list(dict.fromkeys(x for x in locs if x))
+    if not known:
+        return UnknownLoc()
+    if len(known) == 1:
+        return location_of(known[0])
+    return FusedLoc(tuple(location_of(x) for x in known), NoneAttr())
 
 
 # ---- structure ops ----------------------------------------------------------------------------------
 @irdl_op_definition
-class KernelOp(IRDLOperation):
-    """A loop-IR program: tensor declarations, then loops and statements."""
+class KernelOp(LocatedOp):
+    """A loop-IR program: tensor declarations, then loops and statements. It is the symbol table of
+    its tensors: every tensor reference below it is checked against one table (`check_tensor_uses`)."""
 
     name = "loop.kernel"
     sym_name = prop_def(StringAttr)
@@ -213,22 +352,23 @@ class KernelOp(IRDLOperation):
         return {o.sym_name.data: o for o in self.body.block.ops if isinstance(o, TensorOp)}
 
     def verify_(self) -> None:
-        seen: set[str] = set()
-        body_started = False
+        decls: dict[str, TensorDeclOp] = {}
+        body: list[Operation] = []
         for o in self.body.block.ops:
             if isinstance(o, TensorOp):
-                if body_started:
+                if body:
                     raise VerifyException("tensor declarations must precede the kernel body")
-                if o.sym_name.data in seen:
+                if o.sym_name.data in decls:
                     raise VerifyException(f"tensor '{o.sym_name.data}' declared twice")
-                seen.add(o.sym_name.data)
+                decls[o.sym_name.data] = o
             elif isinstance(o, ForOp | IfOp | StmtOp):
-                body_started = True
+                body.append(o)
             else:
                 raise VerifyException(f"'{o.name}' cannot appear directly in a loop.kernel")
+        check_tensor_uses(decls, body)
 
 
-class TensorDeclOp(IRDLOperation):
+class TensorDeclOp(LocatedOp):
     """Shared definition of a tensor declaration (`loop.tensor`, `einsum.tensor`): name, shape,
     dtype and role (input, weight, output, local). Subclasses add the op name and parent trait."""
 
@@ -268,7 +408,7 @@ class TensorOp(TensorDeclOp):
 
 
 @irdl_op_definition
-class ForOp(IRDLOperation):
+class ForOp(LocatedOp):
     """`for iv in range(lb, ub, step)`; `sequential` marks a loop-carried dependence (a scan)."""
 
     name = "loop.for"
@@ -302,7 +442,7 @@ class ForOp(IRDLOperation):
 
 
 @irdl_op_definition
-class IfOp(IRDLOperation):
+class IfOp(LocatedOp):
     """An affine guard: the body runs where every constraint holds (padding, masks, boundaries)."""
 
     name = "loop.if"
@@ -324,25 +464,28 @@ class IfOp(IRDLOperation):
 
 
 @irdl_op_definition
-class StmtOp(IRDLOperation):
+class StmtOp(LocatedOp, TensorUser):
     """`target[indices] kind value`: the region computes the value and ends in `loop.yield`.
 
     Positions listed in `dynamic` (an indirect write, a scatter) take their index from the values
     the yield passes after the stored value, in position order; `indices` holds the placeholder 0
-    there. Analyses treat such a dimension as reaching any element of the target."""
+    there. Analyses treat such a dimension as reaching any element of the target. The source
+    position is the op's location; `origin` names the source-level op (one eager kernel) the
+    statement implements."""
 
     name = "loop.stmt"
     target = prop_def(StringAttr)
     indices = prop_def(ArrayAttr[AffAttr])
     kind = prop_def(StringAttr)
     dynamic = opt_prop_def(DenseArrayBase)
-    loc = opt_prop_def(StringAttr)
+    origin = opt_prop_def(OriginAttr)
     body = region_def("single_block")
-    assembly_format = "$target $indices $kind (`dynamic` qualified($dynamic)^)? (`loc` $loc^)? " \
+    traits = traits_def(ScalarBodyOwner())
+    assembly_format = "$target $indices $kind (`dynamic` qualified($dynamic)^)? (`origin` $origin^)? " \
                       "attr-dict-with-keyword $body"
 
     def __init__(self, target: str, indices: Sequence[AffExpr], kind: str, ops: Sequence[Operation],
-                 loc: str | None = None, dynamic: Sequence[int] = ()):
+                 loc: str | None = None, dynamic: Sequence[int] = (), origin: Origin | None = None):
         from xdsl.ir import Block, Region
 
         props: dict[str, Attribute] = {"target": StringAttr(target),
@@ -350,22 +493,22 @@ class StmtOp(IRDLOperation):
                                        "kind": StringAttr(kind)}
         if dynamic:
             props["dynamic"] = DenseArrayBase.from_list(i64, sorted(dynamic))
-        if loc:
-            props["loc"] = StringAttr(loc)
+        if origin is not None:
+            props["origin"] = OriginAttr(origin)
         super().__init__(properties=props, regions=[Region(Block(ops))])
+        self.location = location_of(loc)
 
     @property
     def dynamic_positions(self) -> tuple[int, ...]:
         return () if self.dynamic is None else tuple(int(x) for x in self.dynamic.get_values())
 
+    def tensor_uses(self) -> list[tuple[str, int, Attribute | None, bool]]:
+        last = self.body.block.last_op
+        elem = last.value.type if isinstance(last, YieldOp) else None
+        return [(self.target.data, len(self.indices.data), elem, True)]
+
     def verify_(self) -> None:
         name = self.target.data
-        decl = _decl(self, name)
-        if decl.role.data in ("input", "weight"):
-            raise VerifyException(f"cannot write to {decl.role.data} tensor '{name}'")
-        if len(self.indices.data) != len(decl.dims):
-            raise VerifyException(f"'{name}' has rank {len(decl.dims)} but is indexed with "
-                                  f"{len(self.indices.data)} indices")
         _check_vars([a.expr for a in self.indices.data], _ivs_in_scope(self), f"index of '{name}'")
         if self.kind.data not in REDUCTIONS:
             raise VerifyException(f"unknown statement kind '{self.kind.data}' "
@@ -373,37 +516,41 @@ class StmtOp(IRDLOperation):
         last = self.body.block.last_op
         if not isinstance(last, YieldOp):
             raise VerifyException("loop.stmt body must end with loop.yield")
-        if last.value.type != decl.element_type:
-            raise VerifyException(f"type mismatch: '{name}' is {decl.dtype} but the value is "
-                                  f"{type_dtype(last.value.type)}")
-        if self.kind.data != "=" and decl.dtype == "bool":
+        if self.kind.data != "=" and type_dtype(last.value.type) == "bool":
             raise VerifyException(f"'{self.kind.data}' reduction into bool tensor '{name}'")
-        pos = self.dynamic_positions
-        if self.dynamic is not None and not pos:
-            raise VerifyException(f"write of '{name}': an empty dynamic list is written by omitting it")
-        if list(pos) != sorted(set(pos)) or any(not 0 <= p < len(decl.dims) for p in pos):
-            raise VerifyException(f"write of '{name}': dynamic positions must be distinct dimensions "
-                                  f"in increasing order, got {list(pos)}")
-        if len(pos) != len(last.dyn_indices):
-            raise VerifyException(f"write of '{name}': {len(pos)} dynamic positions but loop.yield "
-                                  f"passes {len(last.dyn_indices)} index values")
-        for p in pos:
-            if self.indices.data[p].expr != AffExpr.lit(0):
-                raise VerifyException(f"write of '{name}': dynamic position {p} must hold the "
-                                      "placeholder index 0")
-        for v in last.dyn_indices:
-            if type_dtype(v.type) not in INT_DTYPES:
-                raise VerifyException(f"indirect index into '{name}' must be an integer")
+        check_dynamic_write(name, len(self.indices.data), self.dynamic, self.dynamic_positions,
+                            [a.expr for a in self.indices.data], last.dyn_indices)
+
+
+def check_dynamic_write(name: str, rank: int, dynamic: Attribute | None, pos: Sequence[int],
+                        indices: Sequence[AffExpr], values: Sequence[SSAValue],
+                        yield_name: str = "loop.yield") -> None:
+    """An indirect write's dynamic positions against the values its yield passes (shared with
+    `einsum.node`)."""
+    if dynamic is not None and not pos:
+        raise VerifyException(f"write of '{name}': an empty dynamic list is written by omitting it")
+    if list(pos) != sorted(set(pos)) or any(not 0 <= p < rank for p in pos):
+        raise VerifyException(f"write of '{name}': dynamic positions must be distinct dimensions "
+                              f"in increasing order, got {list(pos)}")
+    if len(pos) != len(values):
+        raise VerifyException(f"write of '{name}': {len(pos)} dynamic positions but {yield_name} "
+                              f"passes {len(values)} index values")
+    for p in pos:
+        if indices[p] != AffExpr.lit(0):
+            raise VerifyException(f"write of '{name}': dynamic position {p} must hold the "
+                                  "placeholder index 0")
+    for v in values:
+        checked_rule(index_dtype, name, type_dtype(v.type))
 
 
 # ---- scalar ops -------------------------------------------------------------------------------------
-class _ScalarOp(IRDLOperation):
+class _ScalarOp(LocatedOp):
     def dtype(self) -> str:
         return type_dtype(self.results[0].type)
 
 
 @irdl_op_definition
-class ReadOp(_ScalarOp):
+class ReadOp(_ScalarOp, TensorUser):
     """`tensor[indices]`; positions listed in `dynamic` take their index from an operand (a loaded
     integer: gather / embedding), which makes the read indirect (non-affine) for analyses."""
 
@@ -428,20 +575,17 @@ class ReadOp(_ScalarOp):
     def dynamic_positions(self) -> tuple[int, ...]:
         return tuple(int(x) for x in self.dynamic.get_values())
 
+    def tensor_uses(self) -> list[tuple[str, int, Attribute | None, bool]]:
+        return [(self.tensor.data, len(self.indices.data), self.result.type, False)]
+
     def verify_(self) -> None:
-        decl = _decl(self, self.tensor.data)
-        if len(self.indices.data) != len(decl.dims):
-            raise VerifyException(f"'{self.tensor.data}' has rank {len(decl.dims)} but is indexed with "
-                                  f"{len(self.indices.data)} indices")
-        if self.result.type != decl.element_type:
-            raise VerifyException(f"read of '{self.tensor.data}' must have type {decl.dtype}")
         pos = self.dynamic_positions
+        rank = len(self.indices.data)
         if len(pos) != len(self.dyn_indices) or len(set(pos)) != len(pos) or \
-                any(not 0 <= p < len(decl.dims) for p in pos):
+                any(not 0 <= p < rank for p in pos):
             raise VerifyException("dynamic index positions do not match the dynamic operands")
         for v in self.dyn_indices:
-            if type_dtype(v.type) not in INT_DTYPES:
-                raise VerifyException(f"indirect index into '{self.tensor.data}' must be an integer")
+            checked_rule(index_dtype, self.tensor.data, type_dtype(v.type))
         _check_vars([a.expr for a in self.indices.data], _ivs_in_scope(self),
                     f"index of '{self.tensor.data}'")
 
@@ -471,7 +615,7 @@ class ConstOp(_ScalarOp):
     name = "loop.const"
     value = prop_def(FloatAttr | IntegerAttr)
     result = result_def()
-    traits = traits_def(HasParent(StmtOp))
+    traits = traits_def(InScalarBody())
     assembly_format = "$value attr-dict `:` type($result)"
 
     def __init__(self, value: float | int | bool, dtype: str):
@@ -493,24 +637,15 @@ class UnaryOp(_ScalarOp):
     fn = prop_def(StringAttr)
     x = operand_def()
     result = result_def()
-    traits = traits_def(HasParent(StmtOp))
+    traits = traits_def(InScalarBody())
     assembly_format = "$fn $x attr-dict `:` type($x) `->` type($result)"
 
     def __init__(self, fn: str, x: SSAValue, dtype: str):
         super().__init__(operands=[x], result_types=[dtype_type(dtype)], properties={"fn": StringAttr(fn)})
 
     def verify_(self) -> None:
-        fn = self.fn.data
-        if fn not in UNARY_FNS:
-            raise VerifyException(f"unknown scalar operation '{fn}' (known: {', '.join(UNARY_FNS)})")
         xt = type_dtype(self.x.type)
-        want = "bool" if fn in ("not", "isnan") else xt
-        if type_dtype(self.result.type) != want:
-            raise VerifyException(f"'{fn}' of {xt} must give {want}")
-        if fn == "not" and xt != "bool":
-            raise VerifyException(f"'not' needs a bool operand, got {xt}")
-        if fn in TRANSCENDENTAL and xt not in FLOAT_DTYPES:
-            raise VerifyException(f"'{fn}' needs a floating-point operand, got {xt}")
+        _result_is(self, checked_rule(unary_result, self.fn.data, xt), f"'{self.fn.data}' of {xt}")
 
 
 @irdl_op_definition
@@ -520,19 +655,16 @@ class BinaryOp(_ScalarOp):
     lhs = operand_def()
     rhs = operand_def()
     result = result_def()
-    traits = traits_def(HasParent(StmtOp))
+    traits = traits_def(InScalarBody())
     assembly_format = "$fn $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
 
     def __init__(self, fn: str, a: SSAValue, b: SSAValue):
         super().__init__(operands=[a, b], result_types=[a.type], properties={"fn": StringAttr(fn)})
 
     def verify_(self) -> None:
-        fn = self.fn.data
-        if fn not in BINARY_FNS:
-            raise VerifyException(f"unknown scalar operation '{fn}' (known: {', '.join(BINARY_FNS)})")
-        if self.lhs.type != self.rhs.type or self.result.type != self.lhs.type:
-            raise VerifyException(f"type mismatch in '{fn}': {type_dtype(self.lhs.type)} vs "
-                                  f"{type_dtype(self.rhs.type)} -> {type_dtype(self.result.type)}")
+        xt = type_dtype(self.lhs.type)
+        _result_is(self, checked_rule(binary_result, self.fn.data, xt, type_dtype(self.rhs.type)),
+                   f"'{self.fn.data}' of {xt}")
 
 
 @irdl_op_definition
@@ -542,7 +674,7 @@ class CmpOp(_ScalarOp):
     lhs = operand_def()
     rhs = operand_def()
     result = result_def(IntegerType(1))
-    traits = traits_def(HasParent(StmtOp))
+    traits = traits_def(InScalarBody())
     assembly_format = "$pred $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)"
 
     def __init__(self, pred: str, a: SSAValue, b: SSAValue):
@@ -550,11 +682,7 @@ class CmpOp(_ScalarOp):
                          properties={"pred": StringAttr(pred)})
 
     def verify_(self) -> None:
-        if self.pred.data not in CMP_PREDS:
-            raise VerifyException(f"unknown comparison '{self.pred.data}' (known: {', '.join(CMP_PREDS)})")
-        if self.lhs.type != self.rhs.type:
-            raise VerifyException(f"type mismatch in comparison: {type_dtype(self.lhs.type)} vs "
-                                  f"{type_dtype(self.rhs.type)}")
+        checked_rule(cmp_result, self.pred.data, type_dtype(self.lhs.type), type_dtype(self.rhs.type))
 
 
 @irdl_op_definition
@@ -564,16 +692,16 @@ class SelectOp(_ScalarOp):
     a = operand_def()
     b = operand_def()
     result = result_def()
-    traits = traits_def(HasParent(StmtOp))
+    traits = traits_def(InScalarBody())
     assembly_format = "$cond `,` $a `,` $b attr-dict `:` type($a) `,` type($b) `->` type($result)"
 
     def __init__(self, cond: SSAValue, a: SSAValue, b: SSAValue):
         super().__init__(operands=[cond, a, b], result_types=[a.type])
 
     def verify_(self) -> None:
-        if self.a.type != self.b.type or self.result.type != self.a.type:
-            raise VerifyException(f"type mismatch in select: {type_dtype(self.a.type)} vs "
-                                  f"{type_dtype(self.b.type)}")
+        xt = type_dtype(self.a.type)
+        _result_is(self, checked_rule(select_result, type_dtype(self.cond.type), xt, type_dtype(self.b.type)),
+                   f"select of {xt}")
 
 
 @irdl_op_definition
@@ -581,19 +709,31 @@ class CastOp(_ScalarOp):
     name = "loop.cast"
     x = operand_def()
     result = result_def()
-    traits = traits_def(HasParent(StmtOp))
+    traits = traits_def(InScalarBody())
     assembly_format = "$x attr-dict `:` type($x) `->` type($result)"
 
     def __init__(self, x: SSAValue, dtype: str):
         super().__init__(operands=[x], result_types=[dtype_type(dtype)])
 
     def verify_(self) -> None:
-        type_dtype(self.x.type)
-        type_dtype(self.result.type)
+        checked_rule(cast_result, type_dtype(self.x.type), type_dtype(self.result.type))
+
+
+def checked_rule(rule: object, *args: str) -> str:
+    """The result dtype a `rules.py` check gives, or a verification error with its message."""
+    try:
+        return rule(*args)  # type: ignore[operator]
+    except RuleError as err:
+        raise VerifyException(str(err)) from None
+
+
+def _result_is(op: _ScalarOp, want: str, what: str) -> None:
+    if type_dtype(op.results[0].type) != want:
+        raise VerifyException(f"{what} must give {want}")
 
 
 @irdl_op_definition
-class YieldOp(IRDLOperation):
+class YieldOp(LocatedOp):
     """Ends a statement: the stored value, then the dynamic target indices (an indirect write)."""
 
     name = "loop.yield"
@@ -608,4 +748,4 @@ class YieldOp(IRDLOperation):
 
 
 Loop = Dialect("loop", [KernelOp, TensorOp, ForOp, IfOp, StmtOp, ReadOp, IndexOp, ConstOp, UnaryOp,
-                        BinaryOp, CmpOp, SelectOp, CastOp, YieldOp], [AffAttr, CondAttr])
+                        BinaryOp, CmpOp, SelectOp, CastOp, YieldOp], [AffAttr, CondAttr, OriginAttr])

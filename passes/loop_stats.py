@@ -4,26 +4,29 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from solar_compiler.analysis.polyhedral import iteration_count
+from solar_compiler.analysis.program import module_programs
 from solar_compiler.loopir.ast import statements
-from solar_compiler.loopir.convert import module_kernels
-from solar_compiler.polyhedral import iteration_count
 from solar_compiler.text.printer import print_assign
 
 
 @dataclass(frozen=True)
 class LoopStatsPass(ModulePass):
-    """Analysis only: the IR is unchanged. One line per statement:
+    """Analysis only: the IR is unchanged (loop kernels, or einsum graphs lowered to their
+    statements). One line per statement:
     `// loop-stats: <kernel> S<n> <count> <statement>`, then the kernel total."""
 
     name = "loop-stats"
+    preserves_analyses: ClassVar[bool] = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for k in module_kernels(op):
+        for k in (p.kernel for p in module_programs(op)):
             total = 0
             for s in statements(k):
                 n = iteration_count(s)

@@ -1,22 +1,31 @@
-"""`translate`: a source program (the module names it in `solar.source`) -> loop-IR kernels.
+"""`translate`: a source program (the module names it in its `solar.program` record) -> loop-IR
+kernels.
 
-The module body is replaced by the translated `loop.kernel`s. Attributes set: `solar.frontend`
-(the frontend's name), `solar.validation` (JSON: validated, frontend, max_rel_err, samples,
-sizes, ...; see docs/torch-frontend.md), `solar.value_dependent` (JSON list of the ops whose
-work depends on input values: the bound holds for the traced sample) and `solar.source_ops` (JSON:
-which source op, i.e. which eager kernel, each run of statements implements).
+The module body is replaced by the translated `loop.kernel`s, and the record is completed
+(`records.ProgramInfo`): the frontend's name, its validation record (validated, frontend,
+max_rel_err, samples, sizes, ...; see docs/torch-frontend.md), the ops whose work depends on input
+values (the bound holds for the traced sample) and notes. Each statement gets its `origin`: which
+source op, i.e. which eager kernel, it implements.
+
+`frontend` is `auto` (the deterministic frontend for the file, with per-op LLM fill-in where an op
+has no template and the whole program through the LLM when capture fails), a deterministic
+frontend by name (`torch`: no LLM at all), or `llm` (the whole program through the LLM). The
+`llm-*` options configure the LLM path (docs/llm-frontend.md); an empty `llm-model` means
+$SOLAR_LLM_MODEL.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.errors import SolarError
+from solar_compiler.loopir.ast import Kernel, Origin, statements
+from solar_compiler.records import ProgramInfo
 
 
 @dataclass(frozen=True)
@@ -33,26 +42,38 @@ class TranslatePass(ModulePass):
     validate: bool = True
     time_budget: int | float = 2.0
     memory_budget_gb: int | float = 2.0
+    llm_model: str = ""
+    llm_api_base: str = ""
+    llm_attempts: int = 4
+    llm_transcript_dir: str = ""
+    llm_replay: str = ""
+    llm_timeout: int | float = 120.0
+    llm_max_tokens: int = 200_000
+    llm_max_cost: int | float = 2.0
+    llm_max_response: int = 64_000
     sandboxed: bool = False  # the caller isolates this process already (solar-bench's forked workers)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from solar_compiler.frontends import FrontendOptions, get_frontend
+        from solar_compiler.frontends import LLM_FRONTEND, FrontendOptions, get_frontend
         from solar_compiler.loopir.convert import kernels_to_module
 
-        src = op.attributes.get("solar.source")
-        if not isinstance(src, StringAttr):
-            raise SolarError("translate: the module names no source program (solar.source)")
-        path = src.data
+        info = ProgramInfo.load(op)
+        if info is None:
+            raise SolarError("translate: the module names no source program (solar.program)")
+        path = info.source
         if self.mode not in ("eval", "train"):
             raise SolarError(f"translate: mode must be eval or train, got '{self.mode}'")
-        if any(op.body.block.ops) and op.attributes.get("solar.frontend") is not None:
+        if any(op.body.block.ops) and info.frontend is not None:
             raise SolarError(f"{path}: translate: the module is already translated")
         fe = get_frontend(self.frontend, path)
         options = FrontendOptions(mode=self.mode, no_cache=self.no_cache, timeout=float(self.timeout),
                                   memory_gb=float(self.memory_gb), validate=self.validate,
                                   time_budget=float(self.time_budget),
-                                  memory_budget_gb=float(self.memory_budget_gb), sandboxed=self.sandboxed)
+                                  memory_budget_gb=float(self.memory_budget_gb),
+                                  llm=self._llm_config() if self.frontend in ("auto", LLM_FRONTEND) else None,
+                                  sandboxed=self.sandboxed)
         result = fe.translate(path, options)
+        stamp_origins(result.kernels, result.source_ops)
         new = kernels_to_module(result.kernels)
         for old in list(op.body.block.ops):
             old.detach()
@@ -60,8 +81,40 @@ class TranslatePass(ModulePass):
         for k in list(new.body.block.ops):
             k.detach()
             op.body.block.add_op(k)
-        op.attributes["solar.frontend"] = StringAttr(fe.name)
-        op.attributes["solar.validation"] = StringAttr(json.dumps(result.validation))
-        op.attributes["solar.value_dependent"] = StringAttr(json.dumps(result.value_dependent))
-        op.attributes["solar.source_ops"] = StringAttr(json.dumps(result.source_ops))
-        op.attributes["solar.notes"] = StringAttr(json.dumps(result.notes))
+        ProgramInfo(path, fe.name, result.validation, list(result.value_dependent),
+                    list(result.notes)).store(op)
+        invalidate_analyses(op)
+
+    def _llm_config(self):
+        from solar_compiler.frontends.llm.config import LLMConfig
+
+        return LLMConfig.resolve(self.llm_model, api_base=self.llm_api_base or None,
+                                 attempts=int(self.llm_attempts),
+                                 transcript_dir=self.llm_transcript_dir or None,
+                                 replay=self.llm_replay or None, timeout=float(self.llm_timeout),
+                                 max_tokens=int(self.llm_max_tokens), max_cost=float(self.llm_max_cost),
+                                 max_response=int(self.llm_max_response), use_cache=not self.no_cache)
+
+
+
+def stamp_origins(kernels: list[Kernel], source_ops: list[dict]) -> None:
+    """Give every statement the source op it implements (`Assign.origin`), from the frontend's
+    record of runs of statements (`Translation.source_ops`: `{"op", "loc", "first", "count"}` over
+    the statements of its single kernel, optionally `"module"`). A record that does not cover the
+    statements exactly, in order, is an error: the kernels of the unfused bound would be wrong."""
+    if not source_ops:
+        return
+    if len(kernels) != 1:
+        raise SolarError(f"translate: a source-op record describes one kernel, the frontend gave "
+                         f"{len(kernels)}")
+    ctxs = statements(kernels[0])
+    at = 0
+    for i, o in enumerate(source_ops):
+        if o.get("first") != at or not isinstance(o.get("count"), int) or o["count"] <= 0:
+            break
+        for c in ctxs[at:at + o["count"]]:
+            c.stmt.origin = Origin(i, str(o["op"]), o.get("module"))
+        at += o["count"]
+    if at != len(ctxs):
+        raise SolarError(f"kernel {kernels[0].name}: the frontend's source-op record does not cover its "
+                         f"{len(ctxs)} statements in order")

@@ -12,6 +12,7 @@ just before the first `lift-einsum` unless `--no-narrow` or `-p` has it, and `ro
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import os
@@ -19,16 +20,26 @@ import signal
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import IO, Any, ClassVar
+from functools import partial
+from typing import IO, Any, ClassVar, NoReturn
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
+from xdsl.frontend.mlir import MLIRFrontend
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.utils.frontend import Frontend
 from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.errors import SolarError
 from solar_compiler.lifetime import Cancelled, cancel_on_signals
+from solar_compiler.records import ProgramInfo
+
+MODEL_ENV = "SOLAR_LLM_MODEL"
 
 ROOFLINE_CHOICES = ("unfused", "fused", "cache-aware", "all")
 
@@ -38,16 +49,15 @@ class LoopTextFrontend(Frontend):
     name: ClassVar[str] = "loop"
 
     def parse(self, ctx: Context, input: IO[bytes], input_name: str = "input") -> ModuleOp:
+        from solar_compiler.analysis.polyhedral import check_bounds
         from solar_compiler.loopir.convert import kernels_to_module
-        from solar_compiler.polyhedral import check_bounds
         from solar_compiler.text.parser import parse_kernels
 
         kernels = parse_kernels(input.read().decode(), input_name)
         for k in kernels:
             check_bounds(k)
         module = kernels_to_module(kernels)
-        module.attributes["solar.source"] = StringAttr(input_name)
-        module.attributes["solar.frontend"] = StringAttr("loop-text")
+        ProgramInfo(input_name, "loop-text").store(module)
         return module
 
 
@@ -60,8 +70,48 @@ class SourceFileFrontend(Frontend):
     def parse(self, ctx: Context, input: IO[bytes], input_name: str = "input") -> ModuleOp:
         input.read()
         module = ModuleOp([])
-        module.attributes["solar.source"] = StringAttr(input_name)
+        ProgramInfo(input_name).store(module)
         return module
+
+
+@dataclass(frozen=True)
+class LocatedMLIRFrontend(MLIRFrontend):
+    """MLIR input whose ops without an explicit `loc(...)` get their position in the input file, so
+    that a verification error names the line it is about (as mlir-opt's do)."""
+
+    def parse(self, ctx: Context, input: IO[bytes], input_name: str = "input") -> ModuleOp:
+        return _LocatingParser(ctx, input.read(), input_name).parse_module(not self.no_implicit_module)
+
+
+class _LocatingParser(Parser):
+    """An op written without a location gets its MLIR position; one written with `loc(...)` (even
+    `loc(unknown)`) keeps it. Statements and nodes keep only what the input says: their location is
+    the user's source position, which the loop text form prints."""
+
+    _wrote_loc: list[bool]
+
+    def parse_optional_location(self):  # noqa: ANN201 - xDSL's signature
+        loc = super().parse_optional_location()
+        if loc is not None and getattr(self, "_wrote_loc", None):
+            self._wrote_loc[-1] = True
+        return loc
+
+    def parse_operation(self) -> Operation:
+        from solar_compiler.dialects.einsum import NodeOp
+        from solar_compiler.dialects.loop import StmtOp
+
+        if not hasattr(self, "_wrote_loc"):
+            self._wrote_loc = []
+        start = self._current_token.span
+        self._wrote_loc.append(False)
+        try:
+            op = super().parse_operation()
+        finally:
+            wrote = self._wrote_loc.pop()
+        if not wrote and isinstance(op.location, UnknownLoc) and not isinstance(op, StmtOp | NodeOp):
+            loc = start.get_location()
+            op.location = FileLineColLoc(StringAttr(loc.file), IntAttr(loc.line), IntAttr(loc.col))
+        return op
 
 
 @dataclass(frozen=True)
@@ -71,20 +121,13 @@ class LoopTextTarget(Target):
     name: ClassVar[str] = "loop"
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from solar_compiler.loopir.convert import module_kernels
+        from solar_compiler.analysis.program import module_programs
         from solar_compiler.text.printer import print_kernels
 
-        kernels = module_kernels(module)
+        kernels = [p.kernel for p in module_programs(module)]
         if not kernels:
             raise SolarError("no loop.kernel to print (is the input translated?)")
         output.write(print_kernels(kernels))
-
-
-TARGETS: dict[str, str] = {
-    "loop": "solar_compiler.driver:LoopTextTarget",
-    "report": "solar_compiler.report:TextReportTarget",
-    "json": "solar_compiler.report:JsonReportTarget",
-}
 
 
 class _DeferredOutput(io.StringIO):
@@ -114,12 +157,6 @@ class SolarOptMain(xDSLOptMain):
     _deferred: _DeferredOutput | None = None
     json_report: dict[str, Any] | None = None  # the last chunk's report, when the output is JSON
 
-    def output_resulting_program(self, prog: ModuleOp) -> str:
-        text = super().output_resulting_program(prog)
-        if self.args.target == "json":
-            self.json_report = json.loads(text)
-        return text
-
     def prepare_output(self) -> IO[str]:
         out = self.args.output_file
         if out is None:
@@ -137,26 +174,22 @@ class SolarOptMain(xDSLOptMain):
 
     version_format = "solar-opt (xdsl {xdsl_version})"
 
+    # solar-opt's own constructs come from its xDSL universe (`universe.py`); when the package's
+    # `xdsl.universe` entry point is installed, xDSL's multiverse already holds them.
     def register_all_dialects(self) -> None:
+        from solar_compiler.universe import SOLAR_UNIVERSE
+
         super().register_all_dialects()
-
-        def loop():
-            from solar_compiler.dialects.loop import Loop
-
-            return Loop
-
-        def einsum():
-            from solar_compiler.dialects.einsum import Einsum
-
-            return Einsum
-
-        self.ctx.register_dialect("loop", loop)
-        self.ctx.register_dialect("einsum", einsum)
+        for name, factory in SOLAR_UNIVERSE.all_dialects.items():
+            if name not in self.ctx.registered_dialect_names:
+                self.ctx.register_dialect(name, factory)
 
     def register_all_frontends(self) -> None:
+        from solar_compiler.universe import SOLAR_UNIVERSE
+
+        self.available_frontends["mlir"] = lambda: LocatedMLIRFrontend
+        self.available_frontends.update(SOLAR_UNIVERSE.all_frontends)
         super().register_all_frontends()
-        self.available_frontends["loop"] = lambda: LoopTextFrontend
-        self.available_frontends["py"] = lambda: SourceFileFrontend
 
     def register_all_passes(self) -> None:
         from solar_compiler.passes import all_passes
@@ -166,21 +199,40 @@ class SolarOptMain(xDSLOptMain):
             self.register_pass(name, factory)
 
     def register_all_targets(self) -> None:
-        import importlib
+        from solar_compiler.universe import SOLAR_UNIVERSE
 
+        self.available_targets.update(SOLAR_UNIVERSE.all_targets)
         super().register_all_targets()
-        def lazy(path: str):
-            mod, _, cls = path.partition(":")
-            return lambda: getattr(importlib.import_module(mod), cls)
-
-        for name, path in TARGETS.items():
-            self.available_targets[name] = lazy(path)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+        arg_parser.error = partial(_usage_error, arg_parser)  # type: ignore[method-assign]
+        arg_parser.allow_abbrev = False  # a typo must not silently select another option
+        _input_format_is_short_only(arg_parser)
         g = arg_parser.add_argument_group("solar-opt")
         g.add_argument("--translate", action="store_true",
                        help="translate a source program (.py) into loop IR (pass 'translate')")
+        g.add_argument("--frontend", dest="translate_frontend", default=None, metavar="NAME",
+                       help="with --translate: auto (default: deterministic, LLM where it cannot), "
+                            "torch, jax, or llm (the whole program through the LLM)")
+        g.add_argument("--llm-model", default=None, metavar="MODEL",
+                       help=f"litellm model string, or 'manual' (default: ${MODEL_ENV})")
+        g.add_argument("--llm-api-base", default=None, metavar="URL",
+                       help="OpenAI-compatible server for the model (Ollama, vLLM: http://127.0.0.1:8000/v1)")
+        g.add_argument("--llm-attempts", type=int, default=None, metavar="N",
+                       help="attempts per translation, repairs included (default 4)")
+        g.add_argument("--llm-transcript-dir", default=None, metavar="DIR",
+                       help="transcript and manual prompts (default .solar-llm/<source hash>/)")
+        g.add_argument("--llm-replay", default=None, metavar="FILE",
+                       help="replay a recorded JSON-lines transcript instead of asking a model")
+        g.add_argument("--llm-timeout", type=float, default=None, metavar="S",
+                       help="seconds per LLM request (default 120)")
+        g.add_argument("--llm-max-tokens", type=int, default=None, metavar="N",
+                       help="token budget of the run (default 200000)")
+        g.add_argument("--llm-max-cost", type=float, default=None, metavar="USD",
+                       help="cost budget of the run, as litellm prices it (default 2)")
+        g.add_argument("--llm-max-response", type=int, default=None, metavar="CHARS",
+                       help="largest response accepted (default 64000 characters)")
         g.add_argument("--frontend-options", default="", metavar="OPTS",
                        help="options of the translate pass, e.g. 'mode=train no-cache=true'")
         g.add_argument("--mode", choices=("eval", "train"), default=None, help="torch frontend mode")
@@ -200,7 +252,9 @@ class SolarOptMain(xDSLOptMain):
                        help="required hardware for a target latency, e.g. 2ms or 500Hz")
         g.add_argument("--format", choices=("text", "json"), default=None, help="report format")
         g.add_argument("--plot", default=None, metavar="FILE", help="roofline chart (.png or .svg)")
-        g.add_argument("--calibrate-host", action="store_true", help="measure this machine as target 'host'")
+        g.add_argument("--calibrate-host", action="store_true",
+                       help="derive this machine's ceilings as target 'host' (docs/hw-targets.md)")
+        g.add_argument("--force", action="store_true", help="with --calibrate-host: even on a busy machine")
         g.add_argument("--debug", action="store_true", help="show Python tracebacks")
 
     def setup_pipeline(self) -> None:
@@ -212,6 +266,13 @@ class SolarOptMain(xDSLOptMain):
                 opts.append(f"mode={a.mode}")
             if a.no_cache:
                 opts.append("no-cache=true")
+            if a.translate_frontend:
+                opts.append(f"frontend={_quote(a.translate_frontend)}")
+            for flag in LLM_FLAGS:
+                value = getattr(a, flag)
+                if value is not None:
+                    text = _quote(value) if isinstance(value, str) else value
+                    opts.append(f"{flag.replace('_', '-')}={text}")
             pre.append("translate" + (f"{{{' '.join(opts)}}}" if opts else ""))
         passes = pre + ([a.passes] if a.passes else [])
         if a.lift_einsum:
@@ -227,8 +288,6 @@ class SolarOptMain(xDSLOptMain):
                 opts.append(f"cache-size={_quote(a.cache_size)}")
             if a.inverse_roofline:
                 opts.append(f"inverse={_quote(a.inverse_roofline)}")
-            if a.plot:
-                opts.append(f"plot={_quote(a.plot)}")
             passes = roofline_pipeline(passes, narrow=not a.no_narrow)
             post.append(f"roofline{{{' '.join(opts)}}}")
             if a.target == "mlir":
@@ -236,7 +295,50 @@ class SolarOptMain(xDSLOptMain):
         elif a.format:
             a.target = "json" if a.format == "json" else "report"
         a.passes = ",".join(passes + post)
-        super().setup_pipeline()
+        try:
+            super().setup_pipeline()
+        except ValueError as e:  # xDSL's pipeline parser: an unknown pass or pass option
+            raise SolarError(f"bad pass pipeline '{a.passes}': {' '.join(str(e).split())}") from None
+        checked = self.pipeline.callback
+
+        def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
+            if previous is not None and not getattr(previous, "preserves_analyses", False):
+                invalidate_analyses(module)
+            if checked is not None:
+                checked(previous, module, following)
+
+        self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
+
+    def prepare_input(self):  # noqa: ANN201 - xDSL's signature
+        try:
+            return super().prepare_input()
+        except OSError as e:
+            raise SolarError(f"{self.args.input_file}: cannot read the input: {e.strerror}") from None
+        except ValueError as e:  # an unknown file extension
+            raise SolarError(f"{self.args.input_file}: {e}; use -f loop|mlir|py") from None
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        if self.args.plot:
+            from solar_compiler.plot import write_plot
+            from solar_compiler.report import module_report
+
+            write_plot(module_report(prog), self.args.plot)
+        text = super().output_resulting_program(prog)
+        if self.args.target == "json":  # for run_pipeline's caller (solar-bench)
+            self.json_report = json.loads(text)
+        return text
+
+
+LLM_FLAGS = ("llm_model", "llm_api_base", "llm_attempts", "llm_transcript_dir", "llm_replay", "llm_timeout",
+             "llm_max_tokens", "llm_max_cost", "llm_max_response")
+
+
+def _input_format_is_short_only(parser: argparse.ArgumentParser) -> None:
+    """xDSL spells its input-format option `-f/--frontend`; here `--frontend` picks the translation
+    frontend (auto|torch|jax|llm), so the input format keeps `-f` and gets `--input-format`."""
+    action = parser._option_string_actions.pop("--frontend")
+    action.option_strings = ["-f", "--input-format"]
+    parser._option_string_actions["--input-format"] = action
 
 
 def split_pipeline(pipeline: str) -> list[str]:
@@ -283,16 +385,19 @@ def run_pipeline(argv: list[str]) -> dict[str, Any] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run `solar-opt`. A user error (SolarError, a parse or verification error) is one line on stderr
+    and exit 1; anything else is a bug, reported as one line saying so (the traceback with --debug)
+    and exit 70."""
     if argv is None:
         argv = sys.argv[1:]
     debug = "--debug" in argv
     try:
         with cancel_on_signals():  # SIGTERM/SIGINT: children killed in `finally`s, one line, 128+N
             if "--calibrate-host" in argv:
-                from solar_compiler.hw import calibrate_host
+                from solar_compiler.hw.host import calibrate_host, summary
 
-                target = calibrate_host()
-                print(f"host calibrated: {target.path}")
+                target = calibrate_host(force="--force" in argv)
+                print("\n".join([*summary(target), f"host calibrated: {target.path}"]))
                 return 0
             run_pipeline(argv)
     except SystemExit:
@@ -301,27 +406,61 @@ def main(argv: list[str] | None = None) -> int:
         sig = e if isinstance(e, Cancelled) else Cancelled(signal.SIGINT)
         print(f"solar-opt: cancelled by {sig.name}", file=sys.stderr)
         return sig.exit_code
-    except BaseException as e:  # every failure is one line on stderr unless --debug
+    except BrokenPipeError:  # the reader of our output went away (`| head`): nothing to report
+        return 1
+    except (SolarError, ParseError, VerifyException, DiagnosticException) as e:
         if debug:
             raise
         print(f"solar-opt: error: {one_line(e)}", file=sys.stderr)
-        return 1
+        return int(getattr(e, "exit_code", 1))  # 3: the manual LLM provider waits for a response
+    except Exception as e:
+        if debug:
+            raise
+        text = " ".join(str(e).split())
+        print(f"solar-opt: internal error (a bug in solar-opt, not in the input): {type(e).__name__}: "
+              f"{text} (rerun with --debug for the traceback)", file=sys.stderr)
+        return 70
     return 0
 
 
 def one_line(e: BaseException) -> str:
-    from xdsl.utils.exceptions import ParseError
-
+    """The one-line form of a user error: `file:line:col: what` where the position is known."""
     if isinstance(e, ParseError):
         loc = e.span.get_location()  # Location(file, line, col)
         what = " ".join(str(e.msg).split()) or "parse error"
         return f"{loc.file}:{loc.line}:{loc.col}: {what}"
-    text = " ".join(str(e).split()) or type(e).__name__
-    if type(e).__name__ in ("VerifyException", "DiagnosticException"):
-        return f"verification failed: {text}"
-    if isinstance(e, (SolarError, ValueError, OSError)):
-        return text
-    return f"{type(e).__name__}: {text}"
+    if isinstance(e, VerifyException | DiagnosticException):
+        text = " ".join(str(e.args[0] if e.args else e).split()) or type(e).__name__
+        at = _op_position(getattr(e, "op", None))
+        return f"{at}: {text}" if at else f"verification failed: {text}"
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _op_position(op: Operation | None) -> str | None:
+    """The source position of an op, or of the nearest enclosing op that has one."""
+    from solar_compiler.dialects.loop import location_text
+
+    while op is not None:
+        text = location_text(op.location)
+        if text:
+            return text
+        op = op.parent_op()
+    return None
+
+
+def _usage_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    """argparse's error, as one line with a suggestion instead of the whole usage text."""
+    import difflib
+    import re
+
+    m = re.match(r"unrecognized arguments: (\S+)", message)
+    if m:
+        flag = m.group(1).split("=")[0]
+        known = [o for a in parser._actions for o in a.option_strings]
+        close = difflib.get_close_matches(flag, known, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else " (solar-opt --help lists the options)"
+        raise SolarError(f"unknown option '{flag}'{hint}")
+    raise SolarError(" ".join(message.split()))
 
 
 if __name__ == "__main__":

@@ -1,21 +1,6 @@
-"""Roofline reports: the `solar-report/1` dict (built by the `roofline` pass, stored on the module as
-the JSON string attribute `solar.report`) and the two output targets, `report` (text) and `json`.
-
-Units everywhere: FLOPs, bytes, seconds. Several kernels in one module are reported as one program
-(ops named `<kernel>.<op>`, bounds as in `solar_compiler.bounds`); `kernels` lists their names.
-Unfused and fused bounds are always computed (cheap) and stored under their fixed JSON keys; the
-cache-aware ones (polyhedral analysis) only when asked for and the kernels are given, else `null`.
-`fidelity` lists the fidelities asked for, which the text report shows.
-
-Counts are those of the kernels as costed: the needed work when `narrow-needed` ran. `narrowed` says
-whether it did; `totals.*_as_written` are the counts before narrowing (equal to the others when it
-did not run). `cache_size` is the DRAM-level capacity override (bytes) or `null`.
-
-`ops` are the einsum nodes, each with its own bound; `kernels_unfused` are the kernels the unfused
-bound sums (`solar_compiler.unfused`: one per source op when the frontend recorded them, else one
-per node), each with its statements, external traffic and bound; `totals.bytes_unfused` is their
-traffic. The validation record is the frontend's (`solar.validation`), plus `value_dependent`, the
-frontend's list of value-dependent ops (`solar.value_dependent`) when it is not empty.
+"""Rendering of roofline reports: the `report` (text) and `json` output targets, over the
+`solar-report/1` data the `roofline` pass leaves on the module (`records.REPORT_ATTR`; built by
+`analysis/summary.py`, whose docstring describes every field). Nothing here computes a figure.
 """
 
 from __future__ import annotations
@@ -25,231 +10,24 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, ClassVar
+from typing import IO, Any, ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.target import Target
 
-from solar_compiler.bounds import GraphBounds, graph_bounds, inverse_roofline
-from solar_compiler.costs import GraphCosts
 from solar_compiler.errors import SolarError
-from solar_compiler.hw import Figure, HwTarget
-from solar_compiler.unfused import UnfusedKernel, node_kernels
-
-if TYPE_CHECKING:
-    from solar_compiler.loopir.ast import Kernel
-
-SCHEMA = "solar-report/1"
-REPORT_ATTR = "solar.report"
-VALIDATION_KEYS = ("validated", "frontend", "max_rel_err", "samples")
-
-
-# ---- building -------------------------------------------------------------------------------------
-
-def module_validation(module: ModuleOp) -> dict[str, Any]:
-    """The frontend's validation record (`solar.validation`), or an explicit "not validated" one."""
-    attr = module.attributes.get("solar.validation")
-    frontend = module.attributes.get("solar.frontend")
-    if attr is None:
-        name = frontend.data if isinstance(frontend, StringAttr) else "unknown"
-        return {"validated": False, "frontend": name, "max_rel_err": None, "samples": 0}
-    if not isinstance(attr, StringAttr):
-        raise SolarError("module attribute solar.validation: expected a JSON string")
-    try:
-        record = json.loads(attr.data)
-    except json.JSONDecodeError as e:
-        raise SolarError(f"module attribute solar.validation: invalid JSON ({e.msg})") from None
-    missing = [k for k in VALIDATION_KEYS if not isinstance(record, dict) or k not in record]
-    if missing:
-        raise SolarError(f"module attribute solar.validation: missing {', '.join(missing)}")
-    vd = module.attributes.get("solar.value_dependent")
-    if vd is not None:
-        ops = json.loads(vd.data) if isinstance(vd, StringAttr) else None
-        if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
-            raise SolarError("module attribute solar.value_dependent: expected a JSON list of strings")
-        if ops:
-            record = {**record, "value_dependent": ops}
-    notes = module.attributes.get("solar.notes")
-    if notes is not None:
-        lst = json.loads(notes.data) if isinstance(notes, StringAttr) else None
-        if not isinstance(lst, list) or not all(isinstance(n, str) for n in lst):
-            raise SolarError("module attribute solar.notes: expected a JSON list of strings")
-        if lst:
-            record = {**record, "notes": lst}
-    return record
-
-
-def _figure(hw: HwTarget, rate: float, sections: Sequence[str]) -> dict[str, Any]:
-    """The sourced figure a rate came from (hw's pricing picks one listed figure; equal rates share a
-    datasheet line, so the first match names it)."""
-    for section in sections:
-        table: dict[str, Figure] = getattr(hw, section)
-        for fmt, fig in table.items():
-            if float(fig.value) == rate:
-                return {"value": rate, "figure": f"{section}.{fmt}", "source": fig.source,
-                        "estimate": fig.estimate}
-    return {"value": rate, "figure": None, "source": hw.path, "estimate": False}
-
-
-def _as_written(graphs: Sequence[GraphCosts], unfused: Sequence[Sequence[UnfusedKernel]],
-                record: dict[str, dict] | None) -> dict[str, int]:
-    """Totals before narrowing: from `narrow-needed`'s record where it has the kernel, else the
-    kernel's own counts (it was not narrowed)."""
-    out = {"flops_as_written": 0, "flops_matrix_as_written": 0, "flops_vector_as_written": 0,
-           "bytes_unfused_as_written": 0, "bytes_fused_as_written": 0}
-    for g, u in zip(graphs, unfused, strict=True):
-        rec = (record or {}).get(g.kernel)
-        if rec is None:
-            rec = {"flops_matrix": g.flops_matrix, "flops_vector": g.flops_vector,
-                   "bytes_unfused": sum(k.bytes for k in u), "compulsory_bytes": g.compulsory_bytes}
-        try:
-            out["flops_matrix_as_written"] += int(rec["flops_matrix"])
-            out["flops_vector_as_written"] += int(rec["flops_vector"])
-            out["bytes_unfused_as_written"] += int(rec["bytes_unfused"])
-            out["bytes_fused_as_written"] += int(rec["compulsory_bytes"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise SolarError(f"module attribute solar.as_written: kernel {g.kernel}: bad or missing "
-                             f"field ({e})") from None
-    out["flops_as_written"] = out["flops_matrix_as_written"] + out["flops_vector_as_written"]
-    return out
-
-
-def _cache_aware_record(b: GraphBounds) -> dict[str, Any]:
-    ca = b.cache_aware
-    if ca is None:
-        return {"cache_aware_s": None, "cache_aware_bottleneck": None, "bytes_cache_aware": None,
-                "cache_aware_terms_s": None, "levels": None}
-    return {"cache_aware_s": ca.time_s, "cache_aware_bottleneck": ca.bottleneck,
-            "bytes_cache_aware": ca.bytes_dram, "cache_aware_terms_s": dict(ca.terms_s),
-            "levels": [{"name": lv.name, "capacity": lv.capacity, "bandwidth": lv.bandwidth,
-                        "units": lv.units, "bytes": lv.bytes, "time_s": lv.time_s} for lv in ca.levels]}
-
-
-def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str) -> dict[str, Any]:
-    ops = [o for g in graphs for o in g.ops]
-    mdt = sorted({o.matrix_dtype for o in ops if o.flops_matrix and o.matrix_dtype})
-    vdt = sorted({o.vector_dtype for o in ops if o.flops_vector})
-    bw = hw.dram_bw
-    return {
-        "description": hw.description, "path": hw.path,
-        "precision": hw.describe_precision(precision),
-        "dram_bw": {"value": bw.value, "figure": "dram.bandwidth", "source": bw.source,
-                    "estimate": bw.estimate},
-        "matrix": {d: _figure(hw, hw.matrix_peak(d, precision), ("matrix", "vector")) for d in mdt},
-        "vector": {d: _figure(hw, hw.vector_peak(d), ("vector",)) for d in vdt},
-    }
-
-
-def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, source: str,
-                 validation: dict[str, Any], precision: str = "auto",
-                 fidelity: Sequence[str] = ("unfused", "fused", "cache-aware"),
-                 latency_s: float | None = None, kernels: Sequence[Kernel] | None = None,
-                 cache_size: int | None = None, as_written: dict[str, dict] | None = None,
-                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None) -> dict[str, Any]:
-    """The report dict (schema `solar-report/1`) for the given costs on every target. Cache-aware
-    bounds need `kernels` (those the costs came from, same order); `as_written` is `narrow-needed`'s
-    record (None: not narrowed); `unfused` the kernels of the unfused bound per graph (None: one per
-    node)."""
-    if not graphs:
-        raise SolarError(f"{source}: no kernel to bound")
-    ca_kernels = kernels if "cache-aware" in fidelity else None
-    groups = [node_kernels(g) for g in graphs] if unfused is None else [list(u) for u in unfused]
-    bounds: dict[str, GraphBounds] = {
-        t.name: graph_bounds(graphs, t, precision, ca_kernels, cache_size, groups) for t in targets}
-    multi = len(graphs) > 1
-    ops = [(g, o) for g in graphs for o in g.ops]
-    op_rows = []
-    for i, (g, o) in enumerate(ops):
-        op_rows.append({
-            "name": f"{g.kernel}.{o.name}" if multi else o.name, "kernel": g.kernel,
-            "equation": o.equation, "label": o.label, "loc": o.loc,
-            "flops": o.flops, "flops_matrix": o.flops_matrix, "flops_vector": o.flops_vector,
-            "flops_transcendental": o.flops_transcendental, "bytes": o.bytes, "unit": o.unit,
-            "matrix_dtype": o.matrix_dtype, "vector_dtype": o.vector_dtype,
-            "intensity": o.flops / o.bytes if o.bytes else None,
-            "sequential": o.sequential, "indirect": o.indirect,
-            "bound_s": {h: b.ops[i].bound_s for h, b in bounds.items()},
-            "bottleneck": {h: b.ops[i].bottleneck for h, b in bounds.items()},
-            "cache_aware_s": {h: b.cache_aware.ops[i].bound_s if b.cache_aware else None
-                              for h, b in bounds.items()},
-            "cache_aware_bottleneck": {h: b.cache_aware.ops[i].bottleneck if b.cache_aware else None
-                                       for h, b in bounds.items()},
-            "bytes_cache_aware": {h: dict(b.cache_aware.ops[i].bytes) if b.cache_aware else None
-                                  for h, b in bounds.items()},
-            "bytes_tiled": {h: b.cache_aware.ops[i].tiled_bytes if b.cache_aware else None
-                            for h, b in bounds.items()},
-        })
-    first = bounds[targets[0].name].cache_aware if targets else None
-    kernel_rows = _kernel_rows(graphs, groups, op_rows, bounds)
-    report: dict[str, Any] = {
-        "schema": SCHEMA, "source": source, "validation": validation,
-        "precision": precision, "fidelity": list(fidelity),
-        "kernels": [g.kernel for g in graphs],
-        "narrowed": as_written is not None,
-        "cache_size": cache_size,
-        "totals": {
-            "flops": sum(o.flops for _, o in ops),
-            "flops_matrix": sum(g.flops_matrix for g in graphs),
-            "flops_vector": sum(g.flops_vector for g in graphs),
-            "bytes_unfused": sum(k["bytes"] for k in kernel_rows),
-            "bytes_fused": sum(g.compulsory_bytes for g in graphs),
-            "bytes_cache_aware": first.bytes_dram if first else None,
-            **_as_written(graphs, groups, as_written),
-        },
-        "bounds": {h: {"unfused_s": b.unfused_s, "fused_s": b.fused_s,
-                       "fused_bottleneck": b.fused_bottleneck,
-                       "fused_terms_s": {"matrix": b.fused_matrix_s, "vector": b.fused_vector_s,
-                                         "memory": b.fused_memory_s},
-                       **_cache_aware_record(b)}
-                   for h, b in bounds.items()},
-        "ops": op_rows,
-        "kernels_unfused": kernel_rows,
-        "hw": {t.name: _hw_record(t, graphs, precision) for t in targets},
-        "value_dependent": [{"op": r["name"], "loc": r["loc"],
-                             "tensors": [a.tensor for a in (*o.reads, *o.writes) if a.indirect]}
-                            for r, (_, o) in zip(op_rows, ops, strict=True) if o.indirect],
-        "inverse": None,
-    }
-    if latency_s is not None:
-        inv: dict[str, Any] = {"latency_s": latency_s}
-        for h, b in bounds.items():
-            inv[h] = inverse_roofline(b, graphs, latency_s)
-        report["inverse"] = inv
-    return report
-
-
-def _kernel_rows(graphs: Sequence[GraphCosts], groups: Sequence[Sequence[UnfusedKernel]],
-                 op_rows: Sequence[dict[str, Any]], bounds: dict[str, GraphBounds]) -> list[dict[str, Any]]:
-    """One row per kernel of the unfused bound (bounds' `kernels`, in the same order)."""
-    multi = len(graphs) > 1
-    rows = []
-    base = 0
-    for g, u in zip(graphs, groups, strict=True):
-        for k in u:
-            rows.append({"name": f"{g.kernel}.{k.name}" if multi else k.name, "kernel": g.kernel,
-                         "op": k.op, "loc": k.loc, "stmts": list(k.stmts),
-                         "ops": [op_rows[base + i]["name"] for i in k.ops],
-                         "flops_matrix": sum(g.ops[i].flops_matrix for i in k.ops),
-                         "flops_vector": sum(g.ops[i].flops_vector for i in k.ops),
-                         "bytes": k.bytes, "reads": {a.tensor: a.bytes for a in k.reads},
-                         "writes": {a.tensor: a.bytes for a in k.writes}, "bound_s": {}, "bottleneck": {}})
-        base += len(g.ops)
-    for h, b in bounds.items():
-        for row, kb in zip(rows, b.kernels, strict=True):
-            row["bound_s"][h] = kb.bound_s
-            row["bottleneck"][h] = kb.bottleneck
-    return rows
-
+from solar_compiler.hw.model import describe_storage
+from solar_compiler.records import load_report
 
 # ---- reading back ---------------------------------------------------------------------------------
 
 def module_report(module: ModuleOp) -> dict[str, Any]:
-    attr = module.attributes.get(REPORT_ATTR)
-    if not isinstance(attr, StringAttr):
+    report = load_report(module)
+    if report is None:
         raise SolarError("no roofline report on the module: run the roofline pass first "
                          "(--roofline=all or -p roofline)")
-    return json.loads(attr.data)
+    return report
 
 
 @dataclass(frozen=True)
@@ -310,6 +88,13 @@ def _validation_lines(v: dict[str, Any]) -> list[str]:
         out = ["NOT validated: loop-text input; nothing was executed against a reference"]
     else:
         out = [f"NOT validated ({v['frontend']} frontend)"]
+    by = v.get("translated_by") or []
+    llm = [t for t in by if t.get("by") == "llm"]
+    if llm:  # which path produced each op: template, or LLM with model and attempts
+        n = len(by) - len(llm)
+        out.append((f"translated: {n} op(s) by template; " if n else "translated: ") + "; ".join(
+            f"{t['op']} ({t['loc']}) by LLM {t['model']}, {t['attempts']} attempt(s)"
+            + (", cached" if t.get("cached") else "") for t in llm))
     if v.get("reason"):
         out.append(f"note: {v['reason']}")
     if v.get("export_failed"):
@@ -351,9 +136,9 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
                      f"{hw['precision']}")
     if cache_aware:
         for h in hws:
-            lv = "; ".join(f"{x['name']} {fmt_bytes(x['capacity'])} B x {x['units']} at "
+            lv = "; ".join(f"{x['name']}: {describe_storage(x['per'], x['capacity'], x['units'])} at "
                            f"{fmt_rate(x['bandwidth'], 'B/s')}" for x in r["bounds"][h]["levels"])
-            lines.append(f"levels:     {h}: {lv}  (capacity per unit, boundary bandwidth)")
+            lines.append(f"levels:     {h}: {lv}")
     if r["cache_size"] is not None:
         lines.append(f"cache size: {r['cache_size']:,} bytes at the outermost (DRAM) level: overridden by "
                      "--cache-size (what-if study, not the targets' figures)")

@@ -90,7 +90,7 @@ def _exits(x):
     "fn, arg, ok, cls, msg",
     [
         (_ok, 21, True, None, None),
-        (_raises, 7, False, "translate", "bad value 7"),
+        (_raises, 7, False, "translate", "ValueError: bad value 7"),
         (_segfault, 0, False, "crash", "the interpreter died with signal SIGSEGV"),
         (_sleeps, 60, False, "timeout", "timed out after 1.5 s"),
         (_hog, 4, False, "memory", "exceeded memory limit of 1 GB (MemoryError)"),

@@ -44,7 +44,7 @@ def _ctx() -> Context:
 
 def _print(op, generic: bool) -> str:
     buf = io.StringIO()
-    Printer(stream=buf, print_generic_format=generic).print_op(op)
+    Printer(stream=buf, print_generic_format=generic, print_debuginfo=True).print_op(op)
     return buf.getvalue()
 
 
@@ -176,7 +176,7 @@ def test_attribute_verifiers() -> None:
     ('%0 = loop.unary "frobnicate" %a : f32 -> f32', "unknown scalar operation 'frobnicate'"),
     ('%0 = loop.unary "exp" %n : i64 -> i64', "'exp' needs a floating-point operand, got i64"),
     ('%0 = loop.unary "isnan" %a : f32 -> f32', "'isnan' of f32 must give bool"),
-    ('%0 = loop.binary "add" %a, %n : f32, i64 -> f32', "type mismatch in 'add': f32 vs i64 -> f32"),
+    ('%0 = loop.binary "add" %a, %n : f32, i64 -> f32', "type mismatch in 'add': f32 vs i64"),
     ('%0 = loop.binary "hypot" %a, %a : f32, f32 -> f32', "unknown scalar operation 'hypot'"),
     ('%0 = loop.cmp "approx" %a, %a : f32, f32', "unknown comparison 'approx'"),
     ('%0 = loop.read "A" [#loop.aff<"i">] dynamic array<i64> : f16', "read of 'A' must have type f32"),

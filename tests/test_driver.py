@@ -35,8 +35,9 @@ def test_loop_stats_and_text_output(capsys) -> None:
 def test_mlir_output_names_the_source(capsys) -> None:
     rc, out, _ = run_main(capsys, MATMUL)
     assert rc == 0
-    assert out.splitlines()[0] == (f'builtin.module attributes {{solar.source = "{MATMUL}", '
-                                   'solar.frontend = "loop-text"} {')
+    assert out.splitlines()[0] == (f'builtin.module attributes {{solar.program = {{source = "{MATMUL}", '
+                                   'frontend = "loop-text", validation = none, value_dependent = [], '
+                                   'notes = []}} {')
 
 
 def test_mlir_input_round_trip(capsys, tmp_path: Path) -> None:
@@ -76,7 +77,7 @@ def test_bad_loop_inputs_give_one_line(capsys, path: Path) -> None:
      '  loop.for "i" = <"0"> to <"4"> step 1 : i64 {\n'
      '    loop.stmt "C" [#loop.aff<"i">] "=" {\n      %0 = loop.const 1 : i64 : i64\n'
      '      loop.yield %0 : i64\n    }\n  }\n}\n',
-     "verification failed: type mismatch: 'C' is f32 but the value is i64"),
+     "bad.mlir:3:3: type mismatch: 'C' is f32 but the value is i64"),  # at the enclosing loop's line
     ('loop.kernel "k" {\n  loop.tensor "C" : f32 array<i64: 4> "output"\n'
      '  loop.for "i" = <"0"> to <"i * i"> step 1 : i64 {\n  }\n}\n',
      "verification failed: bad affine expression 'i * i': non-affine expression: product of two non-constant "
@@ -86,14 +87,18 @@ def test_bad_mlir_inputs_give_one_line(capsys, tmp_path: Path, text: str, messag
     f = tmp_path / "bad.mlir"
     f.write_text(text)
     line = _one_line_error(*run_main(capsys, str(f)))
-    where = f"{f.parent}/" if message.startswith("bad.mlir") else ""
+    where = f"{f.parent}/" if message.startswith("bad.mlir") else ""  # the file's full path
     assert line == f"solar-opt: error: {where}{message}"
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["/nonexistent/x.loop"], "[Errno 2] No such file or directory: '/nonexistent/x.loop'"),
-    ([MATMUL, "-p", "no-such-pass"], "Unrecognized passes: ['no-such-pass']"),
-    ([MATMUL, "-p", "loop-stats{x=1}"], 'Provided arguments ["x"] not found in expected arguments []'),
+    (["/nonexistent/x.loop"], "/nonexistent/x.loop: cannot read the input: No such file or directory"),
+    ([MATMUL, "-p", "no-such-pass"],
+     "bad pass pipeline 'no-such-pass': Unrecognized passes: ['no-such-pass']"),
+    ([MATMUL, "-p", "loop-stats{x=1}"],
+     'bad pass pipeline \'loop-stats{x=1}\': Provided arguments ["x"] not found in expected arguments []'),
+    ([MATMUL, "--rooflin=all"], "unknown option '--rooflin' (did you mean '--roofline'?)"),
+    ([MATMUL, "--zzz"], "unknown option '--zzz' (solar-opt --help lists the options)"),
 ])
 def test_bad_invocations_give_one_line(capsys, argv: list[str], message: str) -> None:
     assert _one_line_error(*run_main(capsys, *argv)) == f"solar-opt: error: {message}"
@@ -154,3 +159,13 @@ def test_output_is_written_on_success_and_never_over_the_input(capsys, tmp_path:
     rc, _, err = run_main(capsys, str(src), "-t", "loop", "-o", str(src))
     assert rc == 1 and "refusing to overwrite the input file" in err
     assert src.read_text() == before
+
+
+def test_plain_xdsl_opt_loads_the_universe() -> None:
+    """The `xdsl.universe` entry point: xdsl-opt knows the loop and einsum dialects and the passes."""
+    xdsl_opt = str(Path(SOLAR_OPT).with_name("xdsl-opt"))
+    mlir = subprocess.run([SOLAR_OPT, MATMUL], capture_output=True, text=True, check=True).stdout
+    r = subprocess.run([xdsl_opt, "-p", "lift-einsum,annotate-costs"], input=mlir, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert "einsum.graph @matmul attributes {cost.compulsory_bytes = 14336 : i64}" in r.stdout

@@ -3,24 +3,24 @@ narrowed kernels, and the outputs of original and narrowed kernels on random inp
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from programs import TRIL
 from xdsl.context import Context
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import ModuleOp
 
-from solar_compiler.costs import kernel_costs
-from solar_compiler.errors import SolarError
+from solar_compiler.analysis.costs import kernel_costs, module_costs
+from solar_compiler.analysis.narrowing import narrow
+from solar_compiler.analysis.polyhedral import iteration_count
+from solar_compiler.analysis.program import module_programs
+from solar_compiler.analysis.summary import as_written_record
+from solar_compiler.dialects.solar import AsWrittenOp
 from solar_compiler.executor.run import execute
 from solar_compiler.loopir.ast import Kernel, LoopIRError, statements
-from solar_compiler.loopir.convert import kernels_to_module
-from solar_compiler.narrowing import narrow
+from solar_compiler.loopir.convert import kernels_to_module, op_to_kernel
 from solar_compiler.passes import all_passes
-from solar_compiler.polyhedral import iteration_count
 from solar_compiler.text.parser import parse_kernel
 from solar_compiler.text.printer import print_assign, print_kernel
 
@@ -221,25 +221,32 @@ def test_loop_carried_dependence_is_rejected():
 
 
 # ---- the pass ----------------------------------------------------------------------------------------
-def run_pass(text: str, passes: str) -> str:
+def run_pass(text: str, passes: str) -> ModuleOp:
     module = kernels_to_module([parse_kernel(text, "t.loop")])
     for name in passes.split(","):
         all_passes()[name]()().apply(Context(), module)
-    attr = module.attributes.get("solar.as_written")
-    return attr.data if isinstance(attr, StringAttr) else ""
+    return module
 
 
-def test_pass_records_as_written_counts():
-    rec = json.loads(run_pass(TRIL, "narrow-needed,narrow-needed"))["tril"]
-    assert rec["flops_matrix"] == 640 and rec["flops_vector"] == 128 and rec["flops"] == 768
-    assert rec["iterations"] == 64 * 5 + 64           # contraction node (init folded) + select
+def test_pass_keeps_the_program_as_written_beside_it():
+    m = run_pass(TRIL, "narrow-needed,narrow-needed")
+    (snap,) = [o for o in m.body.block.ops if isinstance(o, AsWrittenOp)]  # a second run keeps the first
+    (written,) = [op_to_kernel(k) for k in snap.body.block.ops]
+    assert print_kernel(written) == print_kernel(parse_kernel(TRIL, "t.loop"))
+    rec = as_written_record(m)["tril"]
+    assert rec["flops_matrix"] == 640 and rec["flops_vector"] == 128
     assert rec["compulsory_bytes"] == (40 + 40 + 64) * 4
-    assert rec["loop"] == print_kernel(parse_kernel(TRIL, "t.loop"))
+    assert [p.name for p in module_programs(m)] == ["tril"]  # the snapshot is not a program
 
 
-def test_pass_after_lift_einsum_is_an_error():
-    with pytest.raises(SolarError, match="before lift-einsum"):
-        run_pass(TRIL, "lift-einsum,narrow-needed")
+def test_pass_after_lift_einsum_narrows_the_graph():
+    lifted_first = run_pass(TRIL, "lift-einsum,narrow-needed")
+    narrowed_first = run_pass(TRIL, "narrow-needed,lift-einsum")
+    assert [type(o).__name__ for o in lifted_first.body.block.ops] == ["AsWrittenOp", "GraphOp"]
+    a, b = module_costs(lifted_first)[0], module_costs(narrowed_first)[0]
+    assert (a.flops_matrix, a.flops_vector) == (b.flops_matrix, b.flops_vector) == (360, 0)
+    assert [(o.flops, o.bytes) for o in a.ops] == [(o.flops, o.bytes) for o in b.ops]
+    assert as_written_record(lifted_first) == as_written_record(narrowed_first)
 
 
 def test_reduction_is_never_split():

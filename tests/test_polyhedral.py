@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from solar_compiler.analysis.polyhedral import access_map, check_bounds, domain, footprint, iteration_count
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
@@ -21,7 +22,6 @@ from solar_compiler.loopir.ast import (
     TensorDecl,
     statements,
 )
-from solar_compiler.polyhedral import access_map, check_bounds, domain, footprint, iteration_count
 from solar_compiler.text.parser import parse_kernel
 
 REPO = Path(__file__).resolve().parent.parent

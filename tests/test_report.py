@@ -9,18 +9,13 @@ import pytest
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
-from solar_compiler.costs import Access, GraphCosts, OpCost
+from solar_compiler.analysis.costs import Access, GraphCosts, OpCost
+from solar_compiler.analysis.summary import build_report, module_validation
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import parse_hw_list
 from solar_compiler.passes.roofline import RooflinePass, parse_fidelity
-from solar_compiler.report import (
-    REPORT_ATTR,
-    JsonReportTarget,
-    TextReportTarget,
-    build_report,
-    fmt_time,
-    module_validation,
-)
+from solar_compiler.records import ProgramInfo, store_report
+from solar_compiler.report import JsonReportTarget, TextReportTarget, fmt_time
 
 N = 4096
 NOT_VALIDATED = {"validated": False, "frontend": "loop-text", "max_rel_err": None, "samples": 0}
@@ -47,12 +42,12 @@ def report(hw: str = "H100_SXM", latency: float | None = None,
                         latency_s=latency)
 
 
-def module_with(r: dict | None, **attrs: str) -> ModuleOp:
+def module_with(r: dict | None, info: ProgramInfo | None = None) -> ModuleOp:
     m = ModuleOp([])
-    for k, v in attrs.items():
-        m.attributes[k.replace("_", ".")] = StringAttr(v)
+    if info is not None:
+        info.store(m)
     if r is not None:
-        m.attributes[REPORT_ATTR] = StringAttr(json.dumps(r))
+        store_report(m, r)
     return m
 
 
@@ -107,6 +102,16 @@ def test_json_shape_exact_keys():
     assert r["value_dependent"] == [] and r["fidelity"] == ["unfused", "fused", "cache-aware"]
 
 
+def test_hw_record_labels_name_the_figure_used():
+    """A bf16 vector op on H100 (vector.fp16 = vector.bf16 = 133.8 TFLOP/s) is labelled vector.bf16:
+    matching rates by value used to name the first equal figure, vector.fp16."""
+    ex = OpCost("S0", "Y[i] = exp(X[i])", "i->i", "e.py:1", "vector", 0, N, N, None, "bf16", N,
+                (Access("X", "bf16", N, 2 * N),), (Access("Y", "bf16", N, 2 * N),))
+    h = report(graphs=[GraphCosts("e", [ex], 4 * N)])["hw"]["H100_SXM"]
+    assert h["vector"]["bf16"] == {"value": 133.8e12, "figure": "vector.bf16", "estimate": True,
+                                   "source": "https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper"}
+
+
 def test_report_numbers_by_hand():
     r = report("H100_SXM,A100_SXM", latency=2e-3)
     h = r["bounds"]["H100_SXM"]
@@ -159,14 +164,17 @@ def test_value_dependent_ops_listed():
 
 
 def test_validation_record():
-    assert module_validation(module_with(None, solar_frontend="loop-text")) == NOT_VALIDATED
+    assert module_validation(module_with(None, ProgramInfo("m.loop", "loop-text"))) == NOT_VALIDATED
     rec = {"validated": True, "frontend": "torch", "max_rel_err": 1.5e-6, "samples": 3}
-    assert module_validation(module_with(None, solar_validation=json.dumps(rec))) == rec
-    with pytest.raises(SolarError, match="missing samples"):
-        module_validation(module_with(None, solar_validation='{"validated": true, "frontend": "torch", '
-                                                             '"max_rel_err": 0.0}'))
-    with pytest.raises(SolarError, match="invalid JSON"):
-        module_validation(module_with(None, solar_validation="{"))
+    assert module_validation(module_with(None, ProgramInfo("m.py", "torch", rec))) == rec
+    with pytest.raises(SolarError, match="validation record misses samples"):
+        module_validation(module_with(None, ProgramInfo("m.py", "torch", {
+            "validated": True, "frontend": "torch", "max_rel_err": 0.0})))
+    # a malformed record on the module is a one-line error naming the attribute
+    m = ModuleOp([])
+    m.attributes["solar.program"] = StringAttr("{")
+    with pytest.raises(SolarError, match="module attribute solar.program"):
+        module_validation(m)
     r = report()
     r["validation"] = rec
     assert "validated (torch frontend): 3 sample(s), max relative error 1.50e-06" in emit(
@@ -207,7 +215,7 @@ def test_pass_options_rejected():
         parse_fidelity("fast")
     assert parse_fidelity("cache-aware") == ("cache-aware",)
     assert parse_fidelity("all") == ("unfused", "fused", "cache-aware")
-    m = module_with(None, solar_frontend="loop-text")
+    m = module_with(None, ProgramInfo("m.loop", "loop-text"))
     with pytest.raises(SolarError, match="unknown precision policy 'fp4'"):
         RooflinePass(precision="fp4").apply(Context(), m)
     with pytest.raises(SolarError, match="--cache-size sets the on-chip capacity of cache-aware bounds; ask"):
@@ -268,9 +276,12 @@ def test_e2e_precision_fp32_and_pass_pipeline(capsys, tmp_path):
     assert rc == 0
     r = json.loads(out)
     assert list(r["bounds"]) == ["H100_SXM", "A100_SXM"]
-    assert r["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(2 * N**3 / 66.9e12, rel=1e-12)
-    assert r["bounds"]["A100_SXM"]["fused_s"] == pytest.approx(2 * N**3 / 19.5e12, rel=1e-12)
-    assert r["hw"]["H100_SXM"]["precision"].startswith("fp32: f32 contractions at")
+    # fp32 accuracy at its fastest method: Ozaki-II on INT8 (H100: 1978.9 / 6), FP16x3 (A100: 312 / 3)
+    assert r["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(2 * N**3 / (1978.9e12 / 6), rel=1e-12)
+    assert r["bounds"]["A100_SXM"]["fused_s"] == pytest.approx(2 * N**3 / (312e12 / 3), rel=1e-12)
+    assert r["hw"]["H100_SXM"]["precision"].startswith("fp32: f32 contractions at ozaki2_int8_fp32 emulation")
+    assert r["hw"]["H100_SXM"]["matrix"]["f32"]["figure"] == "emulation.ozaki2_int8_fp32"
+    assert r["hw"]["A100_SXM"]["matrix"]["f32"]["figure"] == "emulation.fp16x3"
 
 
 def test_e2e_example_text_and_plot(capsys, tmp_path):

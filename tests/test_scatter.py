@@ -14,11 +14,14 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from solar_compiler.costs import kernel_costs
+from solar_compiler.analysis.costs import kernel_costs
+from solar_compiler.analysis.io_bounds import view
+from solar_compiler.analysis.narrowing import narrow
+from solar_compiler.analysis.polyhedral import check_bounds
+from solar_compiler.analysis.program import program_of
 from solar_compiler.dialects.einsum import Einsum
 from solar_compiler.dialects.loop import Loop, StmtOp
 from solar_compiler.executor import execute
-from solar_compiler.io_bounds import view
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
@@ -34,10 +37,9 @@ from solar_compiler.loopir.ast import (
     typecheck,
 )
 from solar_compiler.loopir.convert import kernels_to_module, module_kernels
+from solar_compiler.loopir.graph_convert import lift_kernel
 from solar_compiler.mutate import mutants
-from solar_compiler.narrowing import narrow
-from solar_compiler.passes.lift_einsum import lift_kernel
-from solar_compiler.polyhedral import check_bounds
+from solar_compiler.text.equation import equation
 from solar_compiler.text.parser import parse_kernel
 from solar_compiler.text.printer import print_kernel
 
@@ -84,7 +86,7 @@ def _ctx() -> Context:
 
 def _print(op, generic: bool = False) -> str:
     buf = io.StringIO()
-    Printer(stream=buf, print_generic_format=generic).print_op(op)
+    Printer(stream=buf, print_generic_format=generic, print_debuginfo=True).print_op(op)
     return buf.getvalue()
 
 
@@ -315,10 +317,15 @@ def test_lift_shows_the_loaded_index_and_never_folds_an_init_into_a_scatter():
     for i in range(8):
         C[i] = 0.0
 """
-    nodes = lift_kernel(typecheck(k_of(src))).nodes()
-    assert [(n.sym_name.data, n.equation.data, n.indirect is not None, n.init) for n in nodes] == [
-        ("S0", "i -> [I[i]]", True, None), ("S1", "i, i -> [I[i]]", True, None), ("S2", "-> i", False, None)]
+    graph = lift_kernel(typecheck(k_of(src)))
+    nodes = graph.nodes()
+    p = program_of(graph)
+    got = [(n.sym_name.data, equation(p.kernel, g.main), n.dynamic_positions, n.init)
+           for n, g in zip(nodes, p.nodes, strict=True)]
+    assert got == [("S0", "i -> [I[i]]", (0,), None), ("S1", "i, i -> [I[i]]", (0,), None),
+                   ("S2", "-> i", (), None)]
     assert nodes[1].input_names == ["A", "I"]
+    assert str(nodes[1].indexing_maps.data[-1].data) == "(d0)[s0] -> (s0)"  # the scatter's symbol
 
 
 # ---- narrowing --------------------------------------------------------------------------------------------

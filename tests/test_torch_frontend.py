@@ -7,7 +7,7 @@ in-process on each file; the sandboxed child path itself is exercised by the cac
 
 from __future__ import annotations
 
-import json
+import functools
 import multiprocessing
 import os
 import textwrap
@@ -18,7 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from xdsl.dialects.builtin import ModuleOp, StringAttr  # noqa: E402
+from xdsl.dialects.builtin import ModuleOp  # noqa: E402
 
 from solar_compiler.driver import main  # noqa: E402
 from solar_compiler.errors import SolarError  # noqa: E402
@@ -99,9 +99,10 @@ def test_moe_with_nonzero_validates_on_the_traced_sample(monkeypatch):
 
 
 def test_a_wrong_template_fails_validation_with_the_first_mismatch(tmp_path, monkeypatch):
-    from solar_compiler.frontends.torch.templates import TEMPLATES, elementwise
+    from solar_compiler.frontends.torch.registry import templates
+    from solar_compiler.frontends.torch.templates import elementwise
 
-    monkeypatch.setitem(TEMPLATES, "aten.relu.default", elementwise.unary(lambda x: x))
+    monkeypatch.setitem(templates(), "aten.relu.default", functools.partial(elementwise.unary, f=lambda x: x))
     p = tmp_path / "tiny.py"
     p.write_text(TINY)
     with pytest.raises(SolarError) as e:
@@ -152,23 +153,26 @@ def test_frontend_registry_errors():
 
 # ---- the pass ------------------------------------------------------------------------------------------
 def test_translate_pass_sets_the_module_attributes(tmp_path, cache):
+    from solar_compiler.loopir.ast import statements
     from solar_compiler.loopir.convert import module_kernels
     from solar_compiler.passes.translate import TranslatePass
+    from solar_compiler.records import ProgramInfo
 
     p = tmp_path / "tiny.py"
     p.write_text(TINY)
     module = ModuleOp([])
-    module.attributes["solar.source"] = StringAttr(str(p))
+    ProgramInfo(str(p)).store(module)
     TranslatePass(time_budget=1.0).apply(None, module)
-    assert module.attributes["solar.frontend"].data == "torch"
-    v = json.loads(module.attributes["solar.validation"].data)
+    info = ProgramInfo.load(module)
+    assert info.frontend == "torch"
+    v = info.validation
     assert (v["validated"], v["frontend"], v["samples"], v["sizes"]) == (True, "torch-export", 3, "full")
-    assert json.loads(module.attributes["solar.value_dependent"].data) == []
-    ops = json.loads(module.attributes["solar.source_ops"].data)
-    assert [(o["op"], o["first"], o["count"]) for o in ops] == [("aten.relu.default", 0, 1),
-                                                              ("aten.mul.Tensor", 1, 1)]
+    assert info.value_dependent == []
     (k,) = module_kernels(module)
     assert k.name == "tiny" and [t.role for t in k.tensors] == ["input", "local", "output"]
+    # every statement says which ATen op (one eager kernel) it implements
+    assert [(c.stmt.origin.id, c.stmt.origin.op) for c in statements(k)] == [
+        (0, "aten.relu.default"), (1, "aten.mul.Tensor")]
 
 
 # ---- every example through solar-opt ----------------------------------------------------------------------

@@ -11,15 +11,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from solar_compiler.analysis.polyhedral import check_bounds, iteration_count  # noqa: E402
 from solar_compiler.errors import SolarError  # noqa: E402
+from solar_compiler.frontends.torch.builder.index_maps import reshape_map  # noqa: E402
 from solar_compiler.frontends.torch.capture import capture  # noqa: E402
 from solar_compiler.frontends.torch.frontend import run_samples  # noqa: E402
 from solar_compiler.frontends.torch.model_file import load_model_file  # noqa: E402
-from solar_compiler.frontends.torch.templates.views import reshape_map  # noqa: E402
-from solar_compiler.frontends.torch.translate import same_program, simplify, translate_program  # noqa: E402
+from solar_compiler.frontends.torch.translate import translate_program  # noqa: E402
 from solar_compiler.loopir.affine import AffExpr  # noqa: E402
 from solar_compiler.loopir.ast import Assign, Read, reads, statements, typecheck  # noqa: E402
-from solar_compiler.polyhedral import check_bounds, iteration_count  # noqa: E402
+from solar_compiler.loopir.same_program import same_program  # noqa: E402
+from solar_compiler.loopir.simplify import simplify_affine  # noqa: E402
 from solar_compiler.text.parser import parse_kernel  # noqa: E402
 from solar_compiler.text.printer import print_kernel  # noqa: E402
 
@@ -372,9 +374,9 @@ def test_reshape_maps_simplify_exactly():
     # flatten then unflatten composes back to the plain indices once the loop ranges are known
     back = merge(tuple(split((i, j, k))))
     ranges = {"i": (0, 3), "j": (0, 5), "k": (0, 4)}
-    assert [str(simplify(e, ranges)) for e in back] == ["i", "j", "k"]
+    assert [str(simplify_affine(e, ranges)) for e in back] == ["i", "j", "k"]
     # a pair-wise view of a 64-wide row: (2*i + k) // 64 is i // 32 when k < 2
-    assert str(simplify((AffExpr.var("i") * 2 + k) // 64, {"i": (0, 2047), "k": (0, 1)})) == "i // 32"
+    assert str(simplify_affine((AffExpr.var("i") * 2 + k) // 64, {"i": (0, 2047), "k": (0, 1)})) == "i // 32"
 
 
 # ---- errors and program identity ----------------------------------------------------------------------

@@ -1,9 +1,10 @@
-"""The unfused bound priced per source op (one eager kernel each): grouping from `solar.source_ops`,
-external traffic, the record surviving `narrow-needed`, the per-kernel report, and the invariants
-unfused >= fused and "a coarser grouping never raises the unfused bound"."""
+"""The unfused bound priced per source op (one eager kernel each): grouping by the statements'
+origins, external traffic, the origins surviving `narrow-needed`, the per-kernel report, and the
+invariants unfused >= fused and "a coarser grouping never raises the unfused bound"."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from functools import cache
@@ -14,21 +15,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from programs import TRIL
 from xdsl.context import Context
-from xdsl.dialects.builtin import StringAttr
 
-from solar_compiler.bounds import graph_bounds
-from solar_compiler.costs import kernel_costs
+from solar_compiler.analysis.bounds import graph_bounds
+from solar_compiler.analysis.costs import kernel_costs
+from solar_compiler.analysis.narrowing import narrow
+from solar_compiler.analysis.program import program_from_kernel
+from solar_compiler.analysis.summary import build_report, module_validation
+from solar_compiler.analysis.unfused import source_kernels
 from solar_compiler.driver import main
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import load_target
 from solar_compiler.loopir.ast import Kernel, statements
 from solar_compiler.loopir.convert import kernels_to_module, module_kernels
-from solar_compiler.narrowing import narrow
 from solar_compiler.passes.narrow_needed import NarrowNeededPass
 from solar_compiler.passes.roofline import RooflinePass
-from solar_compiler.report import REPORT_ATTR, render_text
+from solar_compiler.passes.translate import stamp_origins
+from solar_compiler.records import ProgramInfo, load_report
+from solar_compiler.report import render_text
 from solar_compiler.text.parser import parse_kernel
-from solar_compiler.unfused import remap_source_ops, source_kernels
 
 ROOT = Path(__file__).resolve().parent.parent
 BW, VEC_F32, TF32 = 3.35e12, 66.9e12, 494.7e12  # H100 SXM: DRAM B/s, f32 vector and TF32 FLOP/s
@@ -178,31 +182,42 @@ AFTER_NARROWING = {
 }
 
 
+def origin_runs(k: Kernel) -> list[tuple[str, int, int]]:
+    """(op, first statement, count) of each run of statements with the same origin."""
+    out: list[list] = []
+    last = None
+    for c in statements(k):
+        o = c.stmt.origin
+        if out and o is not None and last is not None and o.id == last.id:
+            out[-1][2] += 1
+        else:
+            out.append([o.op if o else None, c.index, 1])
+        last = o
+    return [tuple(x) for x in out]
+
+
 @pytest.mark.parametrize("name", sorted(AFTER_NARROWING))
 def test_grouping_after_narrowing_follows_the_statements(name, torch_files):
-    """The record after `narrow-needed`: every statement of the narrowed kernel lies in the entry of
-    the statement it came from and writes the same tensor from the same source line. (Narrowing
-    keeps every statement with its source op; the masked selects split into guarded pieces.)"""
+    """After `narrow-needed` every statement keeps the origin of the statement it came from (and
+    writes the same tensor from the same source line), so the kernels of the unfused bound are the
+    runs of equal origins. (The masked selects split into guarded pieces.)"""
     from solar_compiler.frontends import FrontendOptions
     from solar_compiler.frontends.torch import frontend as fe
 
     t = fe.translate_job(torch_files[name], FrontendOptions(validate=False))
     (k,) = t.kernels
+    stamp_origins([k], t.source_ops)
     m = kernels_to_module([k])
-    m.attributes["solar.source_ops"] = StringAttr(json.dumps(t.source_ops))
     NarrowNeededPass().apply(Context(), m)
-    new = json.loads(m.attributes["solar.source_ops"].data)
-    assert [(e["op"], e["first"], e["count"]) for e in new] == AFTER_NARROWING[name]
+    narrowed = module_kernels(m)[0]
+    assert origin_runs(narrowed) == AFTER_NARROWING[name]
     res = narrow(k)
-    assert new == remap_source_ops(t.source_ops, res.origin)
-    before, after = statements(k), statements(module_kernels(m)[0])
+    before, after = statements(k), statements(narrowed)
     assert len(after) == len(res.origin)
-    old_entry = [i for i, e in enumerate(t.source_ops) for _ in range(e["count"])]
-    for e in new:
-        for j in range(e["first"], e["first"] + e["count"]):
-            src = before[res.origin[j]]
-            assert t.source_ops[old_entry[src.index]]["op"] == e["op"]
-            assert (after[j].stmt.target, after[j].stmt.loc) == (src.stmt.target, src.stmt.loc)
+    for j, c in enumerate(after):
+        src = before[res.origin[j]]
+        assert c.stmt.origin == src.stmt.origin
+        assert (c.stmt.target, c.stmt.loc) == (src.stmt.target, src.stmt.loc)
 
 
 def test_tril_matmul_kernels_by_hand(capsys, torch_files):
@@ -263,12 +278,11 @@ def test_transformer_encoder_kernels(capsys, torch_files):
 SOFTMAX = (ROOT / "examples/loop/softmax.loop").read_text()
 
 
-def module_with_ops(text: str, ops: object):
+def module_with_ops(text: str, ops: list[dict]):
     k = parse_kernel(text, "k.loop")
+    stamp_origins([k], ops)
     m = kernels_to_module([k])
-    m.attributes["solar.source"] = StringAttr("k.loop")
-    m.attributes["solar.frontend"] = StringAttr("loop-text")
-    m.attributes["solar.source_ops"] = StringAttr(json.dumps(ops))
+    ProgramInfo("k.loop", "loop-text").store(m)
     return m
 
 
@@ -276,12 +290,12 @@ def test_bad_records_are_errors():
     short = [{"op": "a", "loc": "k.py:1", "first": 0, "count": 3},
              {"op": "b", "loc": None, "first": 3, "count": 2}]
     with pytest.raises(SolarError, match="does not cover its 6 statements in order"):
-        RooflinePass(fidelity="unfused").apply(Context(), module_with_ops(SOFTMAX, short))
-    with pytest.raises(SolarError, match="expected a list of"):
-        RooflinePass(fidelity="unfused").apply(Context(), module_with_ops(SOFTMAX, [{"op": "a"}]))
+        module_with_ops(SOFTMAX, short)
+    with pytest.raises(SolarError, match="does not cover"):
+        module_with_ops(SOFTMAX, [{"op": "a"}])
     gap = [{"op": "a", "loc": None, "first": 0, "count": 3}, {"op": "b", "loc": None, "first": 4, "count": 3}]
     with pytest.raises(SolarError, match="does not cover"):
-        RooflinePass(fidelity="unfused").apply(Context(), module_with_ops(SOFTMAX, gap))
+        module_with_ops(SOFTMAX, gap)
 
 
 def test_loop_record_prices_groups_and_survives_narrow_needed():
@@ -292,29 +306,16 @@ def test_loop_record_prices_groups_and_survives_narrow_needed():
            {"op": "div", "loc": "k.py:3", "first": 5, "count": 1}]
     m = module_with_ops(SOFTMAX, ops)
     NarrowNeededPass().apply(Context(), m)
-    assert json.loads(m.attributes["solar.source_ops"].data) == ops  # nothing to narrow here
+    assert origin_runs(module_kernels(m)[0]) == [("max", 0, 2), ("exp-sum", 2, 3), ("div", 5, 1)]
     RooflinePass(fidelity="all").apply(Context(), m)
-    r = json.loads(m.attributes[REPORT_ATTR].data)
+    r = load_report(m)
     x, y, row = 8 * 16 * 4, 8 * 16 * 4, 8 * 4
+    # (the statements of softmax.loop carry no source position, so a kernel is named by its op alone)
     assert [(k["name"], k["bytes"]) for k in r["kernels_unfused"]] == [
-        ("max @ k.py:1", x + row), ("exp-sum @ k.py:2", x + row + y + row), ("div @ k.py:3", y + row + y)]
+        ("max", x + row), ("exp-sum", x + row + y + row), ("div", y + row + y)]
     assert [k["reads"] for k in r["kernels_unfused"]] == [{"X": x}, {"X": x, "M": row}, {"Y": y, "S": row}]
     text = render_text(r)
     assert "| max " in text and "per kernel" in text
-
-
-def test_remap_source_ops():
-    ops = [{"op": "a", "loc": None, "first": 0, "count": 2},
-           {"op": "b", "loc": "f:1", "first": 2, "count": 1},
-           {"op": "c", "loc": None, "first": 3, "count": 1}]
-    # statement 0 removed, statement 2 split in three, statement 3 kept
-    assert remap_source_ops(ops, (1, 2, 2, 2, 3)) == [
-        {"op": "a", "loc": None, "first": 0, "count": 1}, {"op": "b", "loc": "f:1", "first": 1, "count": 3},
-        {"op": "c", "loc": None, "first": 4, "count": 1}]
-    assert remap_source_ops(ops, (2, 3)) == [{"op": "b", "loc": "f:1", "first": 0, "count": 1},
-                                             {"op": "c", "loc": None, "first": 1, "count": 1}]
-    with pytest.raises(SolarError, match="no longer contiguous"):
-        remap_source_ops(ops, (0, 2, 1))
 
 
 def test_narrow_reports_the_origin_of_every_statement():
@@ -351,7 +352,7 @@ def test_unfused_ge_fused_and_coarser_never_higher(name, data, precision, hw):
     ops = [{"op": f"op{j}", "loc": None, "first": f, "count": e - f}
            for j, (f, e) in enumerate(zip(firsts, [*firsts[1:], n], strict=True))]
     target = _TARGETS[hw]
-    grouped = graph_bounds(g, target, precision, unfused=[source_kernels(k, g, ops)])
+    grouped = graph_bounds(g, target, precision, unfused=[_grouped(k, ops, g)])
     assert grouped.unfused_s >= grouped.fused_s > 0
     assert grouped.bytes_unfused >= g.compulsory_bytes
     per_node = graph_bounds(g, target, precision)
@@ -359,15 +360,22 @@ def test_unfused_ge_fused_and_coarser_never_higher(name, data, precision, hw):
     assert grouped.fused_s == pytest.approx(per_node.fused_s, rel=1e-12)
     assert grouped.unfused_s <= per_node.unfused_s * (1 + 1e-12)
     # one kernel for the whole program: its traffic is exactly the compulsory traffic
-    whole = source_kernels(k, g, [{"op": "all", "loc": None, "first": 0, "count": n}])
+    whole = _grouped(k, [{"op": "all", "loc": None, "first": 0, "count": n}], g)
     assert [x.bytes for x in whole] == [g.compulsory_bytes]
+
+
+def _grouped(k: Kernel, ops: list[dict], g):  # noqa: ANN001, ANN202
+    """The unfused kernels of `k` (costed as `g`) with the statements' origins from `ops`."""
+    k = copy.deepcopy(k)
+    stamp_origins([k], ops)
+    return source_kernels(program_from_kernel(k), g)
 
 
 def test_roofline_pass_on_a_loaded_module_without_record_is_per_node():
     m = kernels_to_module([parse_kernel(SOFTMAX, "k.loop")])
-    m.attributes["solar.source"] = StringAttr("k.loop")
+    ProgramInfo("k.loop").store(m)
     RooflinePass(fidelity="unfused").apply(Context(), m)
-    r = json.loads(m.attributes[REPORT_ATTR].data)
+    r = load_report(m)
     assert [k["name"] for k in r["kernels_unfused"]] == [o["name"] for o in r["ops"]]
     assert [k["bytes"] for k in r["kernels_unfused"]] == [o["bytes"] for o in r["ops"]]
     assert all(k["op"] is None for k in r["kernels_unfused"])
@@ -378,7 +386,6 @@ def test_roofline_pass_on_a_loaded_module_without_record_is_per_node():
 # ---- the validation record in the text report ------------------------------------------------------------
 def _header_of(validation: dict) -> list[str]:
     from solar_compiler.hw import parse_hw_list
-    from solar_compiler.report import build_report
 
     _, g = _kernel("matmul")
     r = build_report([g], parse_hw_list("H100_SXM"), source="m.py", validation=validation,
@@ -413,15 +420,9 @@ def test_validation_text_prints_the_whole_record():
 def test_module_validation_adds_the_frontends_value_dependent_ops():
     from xdsl.dialects.builtin import ModuleOp
 
-    from solar_compiler.report import module_validation
-
     rec = {"validated": True, "frontend": "torch-dispatch", "max_rel_err": 0.0, "samples": 1}
     m = ModuleOp([])
-    m.attributes["solar.validation"] = StringAttr(json.dumps(rec))
-    m.attributes["solar.value_dependent"] = StringAttr("[]")
+    ProgramInfo("m.py", "torch", rec, []).store(m)
     assert module_validation(m) == rec
-    m.attributes["solar.value_dependent"] = StringAttr('["aten.nonzero.default at m.py:9: why"]')
+    ProgramInfo("m.py", "torch", rec, ["aten.nonzero.default at m.py:9: why"]).store(m)
     assert module_validation(m) == {**rec, "value_dependent": ["aten.nonzero.default at m.py:9: why"]}
-    m.attributes["solar.value_dependent"] = StringAttr('{"a": 1}')
-    with pytest.raises(SolarError, match="expected a JSON list of strings"):
-        module_validation(m)

@@ -79,10 +79,14 @@ loop.kernel "k" {
 
 // -----
 
-// An einsum node with a loaded index must carry the indirect flag.
-einsum.graph "g" {
-  einsum.tensor "ids" : i64 array<i64: 4> "input"
-  einsum.tensor "G" : f32 array<i64: 8> "output"
-  einsum.node "S0" "t -> [ids[t]]" ins(["ids"] : [i64]) outs("G" : f32) combine "cast" reduce "add" expr "f32(ids[t])" domain "{ S0[t] : 0 <= t < 4 }" stmts array<i64: 0>
+// An einsum node whose output map has a symbol (a loaded index) must say which position it is.
+einsum.graph @g {
+  einsum.tensor @ids : i64 array<i64: 4> "input"
+  einsum.tensor @G : f32 array<i64: 8> "output"
+  einsum.node @S0 ins([@ids]) outs(@G) reduce "add" attributes {ivs = ["t"], iterator_types = ["parallel"], lower_bounds = affine_map<(d0) -> (0)>, upper_bounds = affine_map<(d0) -> (4)>, steps = array<i64: 1>, indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0)[s0] -> (s0)>], scopes = array<i64: 0>} {
+  ^bb0(%i: i64):
+    %v = loop.cast %i : i64 -> f32
+    einsum.yield %v, %i : f32, i64
+  }
 }
-// CHECK: node S0: loaded index '[ids[t]]' of 'G' needs the 'indirect' flag
+// CHECK: node S0: the output map must be over the 1 loop variables with one symbol per dynamic position

@@ -41,9 +41,12 @@ class Outcome:
 
 
 def _describe(exc: BaseException) -> str:
+    """`solar-opt`'s one line; an exception that is not a user error also names its type."""
     from solar_compiler.driver import one_line
+    from solar_compiler.errors import SolarError
 
-    return one_line(exc)
+    text = one_line(exc)
+    return text if isinstance(exc, SolarError) else f"{type(exc).__name__}: {text}"
 
 
 def _child(

@@ -14,6 +14,8 @@ import math
 import numpy as np
 from numpy.polynomial import chebyshev
 
+from solar_compiler.loopir.rules import reduction_identity
+
 NARROW_FLOATS = ("f16", "bf16", "f8e4m3", "f8e5m2")
 
 STORAGE: dict[str, np.dtype] = {
@@ -37,16 +39,10 @@ def fill_value(dtype: str) -> float | int | bool:
 
 
 def identity(kind: str, dtype: str) -> float | int:
-    """The value a masked-out iteration contributes to a reduction of `kind`."""
-    st = STORAGE[dtype]
-    if kind == "+=":
-        return 0
-    if kind == "*=":
-        return 1
-    if st.kind == "f":
-        return -math.inf if kind == "max=" else math.inf
-    info = np.iinfo(st)
-    return int(info.min) if kind == "max=" else int(info.max)
+    """The value a masked-out iteration contributes to a reduction of `kind` (the IR's rule)."""
+    v = reduction_identity(kind, dtype)
+    assert v is not None, "'=' is not a reduction"
+    return v
 
 
 def quantize(x: np.ndarray, dtype: str) -> np.ndarray:

@@ -11,10 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
+from solar_compiler.errors import SolarError
+
 Atom = Union[str, "FloorDiv", "Mod"]
 
 
-class AffineError(ValueError):
+class AffineError(SolarError, ValueError):
     """An expression that is not affine where an affine one is required."""
 
 

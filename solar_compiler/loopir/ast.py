@@ -11,27 +11,33 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.rules import (  # noqa: F401  (re-exported: the IR's vocabulary)
+    BINARY_FNS,
+    CMP_PREDS,
+    DTYPES,
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    REDUCTION_IDENTITY,
+    TRANSCENDENTAL,
+    UNARY_FNS,
+    RuleError,
+    binary_result,
+    cast_result,
+    cmp_result,
+    index_dtype,
+    select_result,
+    unary_result,
+)
 
-DTYPES: dict[str, int] = {  # name -> bytes per element
-    "f64": 8, "f32": 4, "bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1,
-    "i64": 8, "i32": 4, "i8": 1, "bool": 1,
-}
-FLOAT_DTYPES = ("f64", "f32", "bf16", "f16", "f8e4m3", "f8e5m2")
-INT_DTYPES = ("i64", "i32", "i8")
 ROLES = ("input", "weight", "output", "local")
 REDUCTIONS = ("=", "+=", "*=", "max=", "min=")
-UNARY_FNS = ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs", "floor", "ceil",
-             "round", "sign", "not", "sin", "cos", "log1p", "expm1", "reciprocal", "isnan")
-BINARY_FNS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "pow", "and", "or", "xor")
-CMP_PREDS = ("eq", "ne", "lt", "le", "gt", "ge")
-TRANSCENDENTAL = {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "log1p", "expm1",
-                  "pow"}
-REDUCTION_IDENTITY = {"+=": 0.0, "*=": 1.0, "max=": -math.inf, "min=": math.inf}
 
 
-class LoopIRError(ValueError):
-    """A semantic error in a loop-IR program; `loc` is `file:line:col` where known."""
+class LoopIRError(SolarError, ValueError):
+    """A semantic error in a loop-IR program; `loc` is `file:line:col` where known. (Also a
+    ValueError, as an affine error is: evaluators that fold constants catch both.)"""
 
     def __init__(self, message: str, loc: str | None = None):
         super().__init__(f"{loc}: {message}" if loc else message)
@@ -160,6 +166,18 @@ class TensorDecl:
         return math.prod(self.shape) * DTYPES[self.dtype]
 
 
+@dataclass(frozen=True)
+class Origin:
+    """The source-level op a statement implements: one eager kernel (`id` numbers the op's
+    instances in program order), the op's name (`aten.softmax.int`) and the module path it ran
+    in (`attn.c_attn`, or None at top level). Consecutive statements with the same `id` form one
+    kernel of the unfused bound."""
+
+    id: int
+    op: str
+    module: str | None = None
+
+
 @dataclass
 class Assign:
     """`target[indices] kind value`. An index that is an SExpr (a loaded or computed integer) makes
@@ -171,6 +189,7 @@ class Assign:
     value: SExpr
     loc: str | None = None
     pos: str | None = field(default=None, compare=False)  # where the text form wrote it
+    origin: Origin | None = None
 
     @property
     def indirect(self) -> bool:
@@ -265,6 +284,18 @@ def stmt_reads(a: Assign) -> list[Read]:
     return reads(a.value) + [r for i in a.dynamic_indices for r in reads(i)]
 
 
+def product_factors(e: SExpr) -> list[SExpr]:
+    """Multiplicative factors of an expression, through casts, negation and the numerator of a
+    division (what a contraction multiplies)."""
+    if isinstance(e, Cast) or (isinstance(e, Unary) and e.fn == "neg"):
+        return product_factors(e.x)
+    if isinstance(e, Binary) and e.fn == "mul":
+        return product_factors(e.a) + product_factors(e.b)
+    if isinstance(e, Binary) and e.fn == "div":
+        return product_factors(e.a)
+    return [e]
+
+
 def expr_vars(e: SExpr) -> set[str]:
     """Loop variables an expression depends on (affine read indices and index values)."""
     out: set[str] = set()
@@ -349,40 +380,27 @@ def coerce_literal(value: float | int | bool, dtype: str) -> float | int | bool:
 
 
 # ---- type checking ------------------------------------------------------------------------------
-_BOOL_FNS = ("and", "or", "xor")
-
-
 def check_expr(e: SExpr) -> None:
-    """Type rules of the closed scalar-op set, on a typed expression."""
-    for n in e.walk():
-        if isinstance(n, Binary):
-            if n.a.dtype != n.b.dtype:
-                raise LoopIRError(f"type mismatch in '{n.fn}': {n.a.dtype} vs {n.b.dtype}")
-            if n.fn in _BOOL_FNS and n.a.dtype not in ("bool", *INT_DTYPES):
-                raise LoopIRError(f"'{n.fn}' needs bool or integer operands, got {n.a.dtype}")
-            if n.fn not in _BOOL_FNS and n.a.dtype == "bool":
-                raise LoopIRError(f"'{n.fn}' on bool operands (cast them first)")
-        elif isinstance(n, Cmp):
-            if n.a.dtype != n.b.dtype:
-                raise LoopIRError(f"type mismatch in comparison '{n.pred}': {n.a.dtype} vs {n.b.dtype}")
-        elif isinstance(n, Select):
-            if n.cond.dtype != "bool":
-                raise LoopIRError(f"select condition must be bool, got {n.cond.dtype}")
-            if n.a.dtype != n.b.dtype:
-                raise LoopIRError(f"type mismatch in select: {n.a.dtype} vs {n.b.dtype}")
-        elif isinstance(n, Unary):
-            if n.fn == "not" and n.x.dtype != "bool":
-                raise LoopIRError(f"'not' needs a bool operand, got {n.x.dtype}")
-            if n.fn in TRANSCENDENTAL and n.x.dtype not in FLOAT_DTYPES:
-                raise LoopIRError(f"'{n.fn}' needs a floating-point operand, got {n.x.dtype}")
-        elif isinstance(n, Read):
-            for i in n.indices:
-                if isinstance(i, SExpr) and i.dtype not in INT_DTYPES:
-                    raise LoopIRError(f"indirect index into '{n.tensor}' must be an integer, got {i.dtype}")
-        elif isinstance(n, Const) and n.dtype not in DTYPES:
-            raise LoopIRError(f"unknown dtype {n.dtype}")
-        elif isinstance(n, Cast) and n.dtype not in DTYPES:
-            raise LoopIRError(f"unknown dtype {n.dtype}")
+    """Type rules of the closed scalar-op set (`rules.py`, shared with the dialect verifiers), on a
+    typed expression."""
+    try:
+        for n in e.walk():
+            if isinstance(n, Binary):
+                binary_result(n.fn, n.a.typed(), n.b.typed())
+            elif isinstance(n, Cmp):
+                cmp_result(n.pred, n.a.typed(), n.b.typed())
+            elif isinstance(n, Select):
+                select_result(n.cond.typed(), n.a.typed(), n.b.typed())
+            elif isinstance(n, Unary):
+                unary_result(n.fn, n.x.typed())
+            elif isinstance(n, Read):
+                for i in n.indices:
+                    if isinstance(i, SExpr):
+                        index_dtype(n.tensor, i.typed())
+            elif isinstance(n, Const | Cast):
+                cast_result(n.typed(), n.typed())
+    except RuleError as err:
+        raise LoopIRError(str(err)) from None
 
 
 def typecheck_assign(kernel: Kernel, a: Assign) -> Assign:
@@ -399,9 +417,11 @@ def typecheck_assign(kernel: Kernel, a: Assign) -> Assign:
     for i in indices:
         if isinstance(i, SExpr):
             check_expr(i)
-            if i.dtype not in INT_DTYPES:
-                raise LoopIRError(f"indirect index into '{a.target}' must be an integer, got {i.dtype}")
-    return Assign(a.target, indices, a.kind, value, a.loc, a.pos)
+            try:
+                index_dtype(a.target, i.typed())
+            except RuleError as err:
+                raise LoopIRError(str(err)) from None
+    return Assign(a.target, indices, a.kind, value, a.loc, a.pos, a.origin)
 
 
 def typecheck(kernel: Kernel) -> Kernel:

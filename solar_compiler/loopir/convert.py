@@ -1,6 +1,11 @@
-"""Kernel AST <-> `loop` dialect operations. Both directions are exact inverses on typed kernels."""
+"""Kernel AST <-> `loop` dialect operations. Both directions are exact inverses on typed kernels.
+
+An SSA value used twice in a statement's region (hand-written MLIR) becomes one expression object
+referenced twice in the AST; analyses count common subexpressions once (`analysis/costs.py`)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from xdsl.dialects.builtin import FloatAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
@@ -20,6 +25,7 @@ from solar_compiler.dialects.loop import (
     TensorOp,
     UnaryOp,
     YieldOp,
+    location_text,
     type_dtype,
 )
 from solar_compiler.loopir.affine import AffExpr
@@ -62,17 +68,37 @@ def _node_op(n: Node) -> Operation:
     if isinstance(n, If):
         return IfOp(n.conds, [_node_op(c) for c in n.body])
     ops: list[Operation] = []
-    v = _expr_ops(n.value, ops)
-    dyn = {p: _expr_ops(i, ops) for p, i in enumerate(n.indices) if isinstance(i, SExpr)}
+    memo: dict[int, SSAValue] = {}
+    v = expr_ops(n.value, ops, memo=memo)
+    dyn = {p: expr_ops(i, ops, memo=memo) for p, i in enumerate(n.indices) if isinstance(i, SExpr)}
     ops.append(YieldOp(v, [dyn[p] for p in sorted(dyn)]))
     idx = [i if isinstance(i, AffExpr) else AffExpr.lit(0) for i in n.indices]
-    return StmtOp(n.target, idx, n.kind, ops, n.loc, sorted(dyn))
+    return StmtOp(n.target, idx, n.kind, ops, n.loc, sorted(dyn), n.origin)
 
 
-def _expr_ops(e: SExpr, ops: list[Operation]) -> SSAValue:
+def expr_ops(e: SExpr, ops: list[Operation], leaf: ExprLeaf | None = None,
+             memo: dict[int, SSAValue] | None = None) -> SSAValue:
+    """Append the scalar ops computing `e` to `ops`; the same expression object used twice is one
+    SSA value (`memo`, by identity). `leaf` builds the values of reads and index values where the
+    region is not a loop statement's (an einsum node's)."""
+    memo = {} if memo is None else memo
+    key = id(e)
+    if key not in memo:
+        memo[key] = _expr_ops(e, ops, leaf, memo)
+    return memo[key]
+
+
+def _expr_ops(e: SExpr, ops: list[Operation], leaf: ExprLeaf | None, memo: dict[int, SSAValue]) -> SSAValue:
+    def sub(x: SExpr) -> SSAValue:
+        return expr_ops(x, ops, leaf, memo)
+
+    if leaf is not None:
+        got = leaf(e, sub, ops)
+        if got is not None:
+            return got
     op: Operation
     if isinstance(e, Read):
-        dyn = {p: _expr_ops(i, ops) for p, i in enumerate(e.indices) if isinstance(i, SExpr)}
+        dyn = {p: sub(i) for p, i in enumerate(e.indices) if isinstance(i, SExpr)}
         idx = [i if isinstance(i, AffExpr) else AffExpr.lit(0) for i in e.indices]
         op = ReadOp(e.tensor, idx, dyn, e.typed())
     elif isinstance(e, Const):
@@ -80,19 +106,19 @@ def _expr_ops(e: SExpr, ops: list[Operation]) -> SSAValue:
     elif isinstance(e, IndexValue):
         op = IndexOp(e.expr)
     elif isinstance(e, Unary):
-        op = UnaryOp(e.fn, _expr_ops(e.x, ops), e.typed())
+        op = UnaryOp(e.fn, sub(e.x), e.typed())
     elif isinstance(e, Binary):
-        a = _expr_ops(e.a, ops)
-        op = BinaryOp(e.fn, a, _expr_ops(e.b, ops))
+        a = sub(e.a)
+        op = BinaryOp(e.fn, a, sub(e.b))
     elif isinstance(e, Cmp):
-        a = _expr_ops(e.a, ops)
-        op = CmpOp(e.pred, a, _expr_ops(e.b, ops))
+        a = sub(e.a)
+        op = CmpOp(e.pred, a, sub(e.b))
     elif isinstance(e, Select):
-        c = _expr_ops(e.cond, ops)
-        a = _expr_ops(e.a, ops)
-        op = SelectOp(c, a, _expr_ops(e.b, ops))
+        c = sub(e.cond)
+        a = sub(e.a)
+        op = SelectOp(c, a, sub(e.b))
     elif isinstance(e, Cast):
-        op = CastOp(_expr_ops(e.x, ops), e.typed())
+        op = CastOp(sub(e.x), e.typed())
     else:
         raise LoopIRError(f"unknown expression node {e!r}")
     ops.append(op)
@@ -108,7 +134,8 @@ def op_to_kernel(op: KernelOp) -> Kernel:
 
 
 def module_kernels(module: ModuleOp) -> list[Kernel]:
-    return [op_to_kernel(o) for o in module.walk() if isinstance(o, KernelOp)]
+    """The module's top-level kernels (not those kept in a `solar.as_written` snapshot)."""
+    return [op_to_kernel(o) for o in module.body.block.ops if isinstance(o, KernelOp)]
 
 
 def _op_node(o: Operation) -> Node:
@@ -121,17 +148,42 @@ def _op_node(o: Operation) -> Node:
         y = o.body.block.last_op
         assert isinstance(y, YieldOp)
         dyn = dict(zip(o.dynamic_positions, y.dyn_indices, strict=True))
-        idx = tuple(_value_expr(dyn[p]) if p in dyn else a.expr for p, a in enumerate(o.indices.data))
-        return Assign(o.target.data, idx, o.kind.data, _value_expr(y.value), o.loc.data if o.loc else None)
+        memo: dict[SSAValue, SExpr] = {}
+        idx = tuple(value_expr(dyn[p], memo) if p in dyn else a.expr for p, a in enumerate(o.indices.data))
+        return Assign(o.target.data, idx, o.kind.data, value_expr(y.value, memo), location_text(o.location),
+                      origin=o.origin.origin if o.origin is not None else None)
     raise LoopIRError(f"unexpected operation '{o.name}' in a kernel body")
 
 
-def _value_expr(v: SSAValue) -> SExpr:
+ValueLeaf = Callable[[SSAValue, Callable[[SSAValue], SExpr]], "SExpr | None"]
+ExprLeaf = Callable[[SExpr, Callable[[SExpr], SSAValue], list[Operation]], "SSAValue | None"]
+
+
+def value_expr(v: SSAValue, memo: dict[SSAValue, SExpr] | None = None,
+               leaf: ValueLeaf | None = None) -> SExpr:
+    """The expression an SSA value of a scalar region computes; a value used twice is one object
+    (`memo`, one per region), so a DAG stays a DAG. `leaf` reads the values that are not loop
+    scalar ops (an einsum node's block arguments and gathers); it gets a converter for operands."""
+    memo = {} if memo is None else memo
+    if v not in memo:
+        memo[v] = _value_expr(v, memo, leaf)
+    return memo[v]
+
+
+def _value_expr(v: SSAValue, memo: dict[SSAValue, SExpr], leaf: ValueLeaf | None) -> SExpr:
+    if leaf is not None:
+        got = leaf(v, lambda x: value_expr(x, memo, leaf))
+        if got is not None:
+            return got
     o = v.owner
     dt = type_dtype(v.type)
+
+    def sub(x: SSAValue) -> SExpr:
+        return value_expr(x, memo, leaf)
+
     if isinstance(o, ReadOp):
         dyn = dict(zip(o.dynamic_positions, o.dyn_indices, strict=True))
-        idx = tuple(_value_expr(dyn[p]) if p in dyn else a.expr for p, a in enumerate(o.indices.data))
+        idx = tuple(sub(dyn[p]) if p in dyn else a.expr for p, a in enumerate(o.indices.data))
         return Read(o.tensor.data, idx, dt)
     if isinstance(o, ConstOp):
         val = o.value.value.data
@@ -140,13 +192,13 @@ def _value_expr(v: SSAValue) -> SExpr:
     if isinstance(o, IndexOp):
         return IndexValue(o.expr.expr)
     if isinstance(o, UnaryOp):
-        return Unary(o.fn.data, _value_expr(o.x), dt)
+        return Unary(o.fn.data, sub(o.x), dt)
     if isinstance(o, BinaryOp):
-        return Binary(o.fn.data, _value_expr(o.lhs), _value_expr(o.rhs), dt)
+        return Binary(o.fn.data, sub(o.lhs), sub(o.rhs), dt)
     if isinstance(o, CmpOp):
-        return Cmp(o.pred.data, _value_expr(o.lhs), _value_expr(o.rhs), dt)
+        return Cmp(o.pred.data, sub(o.lhs), sub(o.rhs), dt)
     if isinstance(o, SelectOp):
-        return Select(_value_expr(o.cond), _value_expr(o.a), _value_expr(o.b), dt)
+        return Select(sub(o.cond), sub(o.a), sub(o.b), dt)
     if isinstance(o, CastOp):
-        return Cast(_value_expr(o.x), dt)
+        return Cast(sub(o.x), dt)
     raise LoopIRError(f"value not produced by a loop scalar op: {o}")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from solar_compiler.errors import SolarError
-from solar_compiler.frontends import FrontendOptions, Translation
+from solar_compiler.frontends import CaptureFailed, FrontendOptions, Translation
 
 FRONTEND_VERSION = "1"
 SAMPLE_SEEDS = (1, 2)   # fresh samples besides get_inputs()
@@ -52,23 +52,26 @@ class TorchFrontend:
                 result = run_in_process(sandboxed_job, path, options, memory_limit_gb=options.memory_gb,
                                         user_file=path)
             else:
-                result = run_in_child(sandboxed_job, path, options, timeout_s=options.timeout,
+                result = run_in_child(sandboxed_job, path, options,
+                                      timeout_s=options.timeout + _llm_allowance(options),
                                       memory_limit_gb=options.memory_gb, user_file=path)
         except SandboxError as e:
             raise SolarError(str(e)) from None
         if isinstance(result, str):
             raise SolarError(result)
+        if isinstance(result, SolarError):  # its class says what failed (CaptureFailed, LLM exit 3)
+            raise result
         if not options.no_cache:
             cache_store(key, result)
         return result
 
 
 # ---- the job (runs in the child) ------------------------------------------------------------------
-def sandboxed_job(path: str, options: FrontendOptions) -> Translation | str:
+def sandboxed_job(path: str, options: FrontendOptions) -> Translation | SolarError | str:
     """`translate_job`, with its diagnostics (SolarError, LoopIRError) returned as the one-line
-    message itself, so that the parent shows them unchanged. A diagnostic caused by a failed
-    allocation (the capture reports it as "forward raised RuntimeError: ... can't allocate memory")
-    is the sandbox's memory limit at work, and says so."""
+    message itself (a SolarError keeps its class), so that the parent shows them unchanged. A
+    diagnostic caused by a failed allocation (the capture reports it as "forward raised
+    RuntimeError: ... can't allocate memory") is the sandbox's memory limit at work, and says so."""
     from solar_compiler.loopir.ast import LoopIRError
 
     from .sandbox import memory_limit_message
@@ -76,12 +79,15 @@ def sandboxed_job(path: str, options: FrontendOptions) -> Translation | str:
     try:
         return translate_job(path, options)
     except (SolarError, LoopIRError) as e:
-        return memory_limit_message(e, path, options.memory_gb) or " ".join(str(e).split())
+        mem = memory_limit_message(e, path, options.memory_gb)
+        if mem is None and isinstance(e, SolarError):
+            return type(e)(" ".join(str(e).split()))
+        return mem or " ".join(str(e).split())
 
 
 def translate_job(path: str, options: FrontendOptions) -> Translation:
     """Capture, translate and validate `path`; every failure is a one-line SolarError."""
-    from solar_compiler.polyhedral import check_bounds
+    from solar_compiler.analysis.polyhedral import check_bounds
 
     from .capture import CaptureError, capture
     from .model_file import ModelFileError, load_model_file
@@ -91,14 +97,17 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     try:
         spec = load_model_file(path)
         prog = capture(spec, mode=options.mode)
-    except (ModelFileError, CaptureError) as e:
+    except ModelFileError as e:
         raise SolarError(str(e)) from None
+    except CaptureError as e:
+        raise capture_failure(spec, options, str(e)) from None
     t1 = time.perf_counter()
-    tt = translate_program(prog, kernel_name=Path(path).stem)
+    filler = op_filler(spec, prog, options)
+    tt = translate_program(prog, kernel_name=Path(path).stem, filler=filler)
     check_bounds(tt.kernel)
     t2 = time.perf_counter()
     if options.validate:
-        record = validate(spec, prog, tt, options)
+        record = validate(spec, prog, tt, options, filler)
     else:
         record = {"validated": False, "reason": "validation disabled (validate=false)", "max_rel_err": None,
                   "samples": 0, "sizes": None}
@@ -109,16 +118,56 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     if prog.fallback_reason:
         record["export_failed"] = prog.fallback_reason
     notes = list(tt.notes)
+    if filler is not None and filler.filled:
+        record["translated_by"] = filler.attribution(tt.source_ops)
     return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops)
 
 
+def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
+    """`CaptureFailed` (the whole program may go to the LLM) when the capture is what failed: the
+    program itself runs eagerly. When forward raises eagerly too, the program is wrong, not the
+    capture: a plain error. (Checked only when an LLM fallback is possible.)"""
+    if options.llm is None:
+        return CaptureFailed(message)
+    import torch
+
+    from .capture import _quiet
+
+    try:
+        torch.manual_seed(0)
+        model, sample = spec.build_model(), spec.sample_inputs()
+        if options.mode == "eval":
+            model.eval()
+        with torch.no_grad(), _quiet():
+            model(*sample)
+    except Exception:  # noqa: BLE001 - any failure of the program itself
+        return SolarError(message)
+    return CaptureFailed(message)
+
+
+def op_filler(spec, prog, options: FrontendOptions, parent=None):
+    """The LLM's per-op fill-in for ops without a template, when the LLM path is enabled (a reduced
+    instance's filler continues the run of its full-size `parent`: one budget, one transcript)."""
+    if options.llm is None:
+        return None
+    from solar_compiler.frontends.llm.ops import TorchOpFiller
+
+    return TorchOpFiller(spec, prog, options, session=parent.session if parent is not None else None)
+
+
+def _llm_allowance(options: FrontendOptions) -> float:
+    """Extra sandbox seconds for LLM requests made inside the child (two ops' worth of attempts)."""
+    llm = options.llm
+    return 0.0 if llm is None or not llm.available else 2 * llm.attempts * llm.timeout
+
+
 # ---- validation -----------------------------------------------------------------------------------
-def validate(spec, prog, tt, options: FrontendOptions) -> dict[str, Any]:
+def validate(spec, prog, tt, options: FrontendOptions, filler=None) -> dict[str, Any]:
     """Execute and compare at full size when the budget allows, else on a reduced instance."""
     seconds, nbytes = estimate(tt.kernel)
     if seconds <= options.time_budget and nbytes <= options.memory_budget_gb * 2**30:
         return {**run_samples(spec, prog, tt, options.mode), "sizes": "full"}
-    reduced = reduce_instance(spec, prog, tt, options)
+    reduced = reduce_instance(spec, prog, tt, options, filler)
     if isinstance(reduced, str):
         return {"validated": False, "max_rel_err": None, "samples": 0, "sizes": None,
                 "reason": f"too large to validate within budget (estimated {seconds:.1f} s, "
@@ -149,8 +198,8 @@ def run_samples(spec, prog, tt, mode: str) -> dict[str, Any]:
         ref = {k: outs[n] for k, n in zip(tt.outputs, prog.outputs, strict=True)}
         cmp = compare(ref, got, dtypes)
         what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
-        if not cmp.ok:
-            raise SolarError(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
+        if not cmp.ok:  # the captured program is not the source program (or a template is wrong)
+            raise CaptureFailed(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
         worst = max(worst, cmp.max_rel_err)
     record: dict[str, Any] = {"validated": True, "max_rel_err": worst, "samples": len(seeds)}
     if prog.value_dependent:
@@ -173,8 +222,8 @@ def _as_array(a, decl):
 
 def estimate(kernel) -> tuple[float, int]:
     """(expected seconds of the eager reference, bytes of all tensors) of a kernel."""
+    from solar_compiler.analysis.polyhedral import iteration_count
     from solar_compiler.loopir.ast import Binary, Read, statements
-    from solar_compiler.polyhedral import iteration_count
 
     secs = 0.0
     for ctx in statements(kernel):
@@ -195,12 +244,14 @@ def shrink(value: int, factor: int) -> int:
     return value // g
 
 
-def reduce_instance(spec, prog, tt, options: FrontendOptions):
+def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
     """(overrides, spec, program, translation) of the mildest reduction that fits the budget and is
     the same program as the full-size one, or a string saying why there is none."""
+    from solar_compiler.loopir.same_program import same_program
+
     from .capture import CaptureError, capture
     from .model_file import ModelFileError
-    from .translate import same_program, translate_program
+    from .translate import translate_program
 
     sizes = dict(spec.size_constants)
     if not any(v >= REDUCIBLE for v in sizes.values()):
@@ -218,7 +269,8 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions):
         try:
             spec_r = spec.with_sizes(ov)
             prog_r = capture(spec_r, mode=options.mode)
-            tt_r = translate_program(prog_r, kernel_name=tt.kernel.name)
+            tt_r = translate_program(prog_r, kernel_name=tt.kernel.name,
+                                     filler=op_filler(spec_r, prog_r, options, filler))
         except (ModelFileError, CaptureError, SolarError) as e:
             why = f"the reduced instance {ov} does not build ({' '.join(str(e).split())[:160]})"
             continue
@@ -239,13 +291,23 @@ def cache_dir() -> Path:
     return Path(base) / "solar-opt" / "translations"
 
 
+# loop-IR modules whose code shapes a translation (simplification, random-draw stripping, the
+# reduced-size check), relative to the solar_compiler package
+_SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py")
+
+
 def _frontend_fingerprint() -> str:
-    """FRONTEND_VERSION plus the frontend's own source, so an edited template invalidates the cache."""
+    """FRONTEND_VERSION plus the frontend's own source and the loop-IR rewrites it uses, so an edited
+    template or simplification invalidates the cache."""
     h = hashlib.sha256(FRONTEND_VERSION.encode())
     root = Path(__file__).parent
     for p in sorted(root.rglob("*.py")):
         h.update(p.relative_to(root).as_posix().encode())
         h.update(p.read_bytes())
+    package = root.parent.parent
+    for rel in _SHARED_SOURCES:
+        h.update(rel.encode())
+        h.update((package / rel).read_bytes())
     return h.hexdigest()
 
 
@@ -257,7 +319,8 @@ def cache_key(path: str, options: FrontendOptions) -> str:
     except OSError as e:
         raise SolarError(f"{path}:1: cannot read file: {e.strerror}") from None
     h = hashlib.sha256()
-    opts = (options.mode, options.validate, options.time_budget, options.memory_budget_gb)
+    opts = (options.mode, options.validate, options.time_budget, options.memory_budget_gb,
+            options.llm.cache_tag() if options.llm is not None else None)
     for part in (source, path.encode(), version("torch").encode(), _frontend_fingerprint().encode(),
                  repr(opts).encode()):
         h.update(hashlib.sha256(part).digest())

@@ -16,12 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Cmp, Const, Index, IndexValue, Read, Select, SExpr
+from solar_compiler.loopir.ast import Cmp, Index, IndexValue, Read, Select, SExpr
+from solar_compiler.loopir.simplify import literal
 
-from .capture import CapturedProgram, TensorMeta
+from .capture.program import CapturedProgram, TensorMeta
+from .capture.util import REAL_RUN_LIMIT_BYTES, build_model, nbytes, quiet, resolve_attr, to_numpy
+from .model_file import ModelFileError, ModelSpec, load_model_file
 
 SEEDS = (0, 1)  # construction seeds whose buffer values must agree (0: the one validation uses)
 
@@ -54,9 +59,7 @@ class AffineMask:
         cond = Cmp("ge" if self.lower else "le", IndexValue(i), IndexValue(j + self.offset), "bool")
         if self.dtype == "bool":
             return cond
-        one, zero = (Const(1, self.dtype), Const(0, self.dtype)) if self.dtype in ("i64", "i32", "i8") \
-            else (Const(1.0, self.dtype), Const(0.0, self.dtype))
-        return Select(cond, one, zero, self.dtype)
+        return Select(cond, literal(1, self.dtype), literal(0, self.dtype), self.dtype)
 
 
 def recognise(values: np.ndarray) -> tuple[bool, int] | None:
@@ -108,27 +111,22 @@ def _buffer_values(program: CapturedProgram, buffers: dict[str, str]) -> dict[st
     """Values of the weights `buffers` (name -> attribute path) that are buffers, not parameters,
     and come out the same for every construction seed; the model is built for real only when it
     has such a buffer and its tensors fit the capture's real-run limit."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from .capture import REAL_RUN_LIMIT_BYTES, _build, _nbytes, _quiet, _resolve_attr, _to_numpy
-
     spec = _spec(program)
-    with _quiet():
-        model, sample = _build(spec, program.mode, FakeTensorMode())
+    with quiet():
+        model, sample = build_model(spec, program.mode, FakeTensorMode())
     params = {n for n, _ in model.named_parameters()}
     kept = {n: fqn for n, fqn in buffers.items()
             if fqn not in params and fqn in {b for b, _ in model.named_buffers()}}
-    size = _nbytes(sample) + _nbytes(model.parameters()) + _nbytes(model.buffers())
+    size = nbytes(sample) + nbytes(model.parameters()) + nbytes(model.buffers())
     del model, sample
     if not kept or size > REAL_RUN_LIMIT_BYTES:
         return {}
     runs: list[dict[str, np.ndarray | None]] = []
     for seed in SEEDS:
-        with torch.random.fork_rng(), _quiet():
+        with torch.random.fork_rng(), quiet():
             torch.manual_seed(seed)
-            model, _ = _build(spec, program.mode, None)
-            runs.append({n: None if (t := _resolve_attr(model, fqn)) is None else _to_numpy(t)
+            model, _ = build_model(spec, program.mode, None)
+            runs.append({n: None if (t := resolve_attr(model, fqn)) is None else to_numpy(t)
                          for n, fqn in kept.items()})
             del model
     out: dict[str, np.ndarray] = {}
@@ -139,10 +137,8 @@ def _buffer_values(program: CapturedProgram, buffers: dict[str, str]) -> dict[st
     return out
 
 
-def _spec(program: CapturedProgram):  # noqa: ANN202 - a ModelSpec
+def _spec(program: CapturedProgram) -> ModelSpec:
     """The model file of `program` at the sizes it was captured with."""
-    from .model_file import ModelFileError, load_model_file
-
     try:
         spec = load_model_file(program.source)
         over = {k: v for k, v in program.size_constants.items() if spec.size_constants.get(k) != v}

@@ -18,15 +18,18 @@ import math
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import Read, SExpr
 
-from ..capture import AtenNode, TensorRef
-from ..translate import Loop, Translator, Val, stored
-from .common import INF, add, bcast_index, c, cast, div, mul, scale, select, sub, un
+from ..builder.exprs import INF, add, c, cast, div, mul, scale, select, sub, un
+from ..builder.index_maps import bcast_index
+from ..builder.translator import Translator
+from ..builder.values import Loop, Val, stored
+from ..capture.program import AtenNode
+from ..registry import template
 
 
+@template("aten.scaled_dot_product_attention.default")
 def _sdpa(tr: Translator, node: AtenNode) -> Val:
     q, k, v = (tr.val(a) for a in node.args[:3])
-    mask_arg = tr.arg(3, "attn_mask", None)
-    mask = tr.val(mask_arg) if isinstance(mask_arg, TensorRef) else None
+    mask = tr.opt_val(tr.arg(3, "attn_mask", None))
     dropout = float(tr.arg(4, "dropout_p", 0.0) or 0.0)
     causal = bool(tr.arg(5, "is_causal", False))
     sc = tr.arg(6, "scale", None)
@@ -40,10 +43,10 @@ def _sdpa(tr: Translator, node: AtenNode) -> Val:
     batch = list(out.shape[:-2])
     nb = len(batch)
     sc = 1.0 / math.sqrt(E) if sc is None else float(sc)
-    b_lps = [Loop(f"b{d}", n) for d, n in enumerate(batch)]
+    b_lps = [Loop(f"b{d}", 0, n) for d, n in enumerate(batch)]
     bv = [AffExpr.var(lp.iv) for lp in b_lps]
     l, m, e, d = (AffExpr.var(n) for n in ("l", "m", "e", "d"))
-    L_l, M_l, E_l, D_l = Loop("l", L), Loop("m", Sn), Loop("e", E), Loop("d", Ev)
+    L_l, M_l, E_l, D_l = Loop("l", 0, L), Loop("m", 0, Sn), Loop("e", 0, E), Loop("d", 0, Ev)
     guards = [AffCond.compare(m, "<=", l)] if causal else []
 
     def bidx(t: Val) -> list[AffExpr]:
@@ -85,7 +88,3 @@ def _sdpa(tr: Translator, node: AtenNode) -> Val:
             b_lps + [L_l, D_l, M_l], guards)
     return stored(out)
 
-
-TABLE = {
-    "aten.scaled_dot_product_attention.default": _sdpa,
-}

@@ -9,99 +9,73 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.affine import AffExpr
 
-from ..capture import AtenNode, TensorRef
-from ..translate import Loop, Translator, Val, ivars, stored
-from .common import c, cast, mul
-
-
-def _tuple(v: object, n: int) -> list[int]:
-    if isinstance(v, (list, tuple)):
-        vals = [int(x) for x in v]
-        return vals * n if len(vals) == 1 else vals
-    return [int(v)] * n
-
-
-def _range_guards(e: AffExpr, lo_val: int, hi_val: int, size: int) -> list[AffCond]:
-    """Guards 0 <= e < size, only for the sides the index can actually cross."""
-    out = []
-    if lo_val < 0:
-        out.append(AffCond.compare(e, ">=", AffExpr.lit(0)))
-    if hi_val > size - 1:
-        out.append(AffCond.compare(e, "<=", AffExpr.lit(size - 1)))
-    return out
+from ..builder.exprs import c, cast, mul
+from ..builder.index_maps import int_tuple, window_index
+from ..builder.translator import Translator
+from ..builder.values import Loop, Val, ivars, stored
+from ..capture.program import AtenNode
+from ..registry import template
 
 
 def convolution(tr: Translator, x: Val, w: Val, b: Val | None, stride: Sequence[int], padding: Sequence[int],
                 dilation: Sequence[int], transposed: bool, groups: int) -> Val:
     out = tr.result()
     dt = out.dtype
-    nsp = x.ndim - 2
     N, Cin = x.shape[0], x.shape[1]
     osp, isp, ksp = out.shape[2:], x.shape[2:], w.shape[2:]
     Cout = out.shape[1]
     G = groups
     Cg, Og = Cin // G, Cout // G
-    g_lps = [Loop("g", G)] if G > 1 else []
+    g_lps = [Loop("g", 0, G)] if G > 1 else []
     g = AffExpr.var("g") if G > 1 else AffExpr.lit(0)
-    n_l, o_l, c_l = Loop("n", N), Loop("o", Og), Loop("c", Cg)
+    n_l, o_l, c_l = Loop("n", 0, N), Loop("o", 0, Og), Loop("c", 0, Cg)
     n, o, ci = AffExpr.var("n"), AffExpr.var("o"), AffExpr.var("c")
-    r_lps = [Loop(f"r{d}", k) for d, k in enumerate(ksp)]
+    r_lps = [Loop(f"r{d}", 0, k) for d, k in enumerate(ksp)]
     r = ivars(r_lps)
     och = g * Og + o
     ich = g * Cg + ci
     # init: out = bias or 0 over the whole output
-    init_lps = [Loop("n", N), Loop("o", Cout)] + [Loop(f"p{d}", s) for d, s in enumerate(osp)]
+    init_lps = [Loop("n", 0, N), Loop("o", 0, Cout)] + [Loop(f"p{d}", 0, s) for d, s in enumerate(osp)]
     iidx = ivars(init_lps)
     tr.emit(out, iidx, "=", cast(b.read([iidx[1]]), dt) if b is not None else c(0, dt), init_lps)
-    guards: list[AffCond] = []
+    # direct: loop over output positions p, read the input window; transposed: loop over input
+    # positions, scatter to the output window
+    sp = osp if not transposed else isp
+    p_lps = [Loop(f"p{d}", 0, s) for d, s in enumerate(sp)]
+    p = ivars(p_lps)
+    win, guards = window_index(p, r, sp, isp if not transposed else osp, ksp, stride, padding, dilation)
     if not transposed:
-        p_lps = [Loop(f"p{d}", s) for d, s in enumerate(osp)]
-        p = ivars(p_lps)
-        xsp = []
-        for d in range(nsp):
-            e = p[d] * stride[d] + r[d] * dilation[d] - padding[d]
-            hi = (osp[d] - 1) * stride[d] + (ksp[d] - 1) * dilation[d] - padding[d]
-            guards += _range_guards(e, -padding[d], hi, isp[d])
-            xsp.append(e)
-        value = mul(cast(x.read([n, ich, *xsp]), dt), cast(w.read([och, ci, *r]), dt))
-        lps = [n_l, *g_lps, o_l, *p_lps, c_l, *r_lps]
-        tr.emit(out, [n, och, *p], "+=", value, lps, guards)
-        return stored(out)
-    i_lps = [Loop(f"p{d}", s) for d, s in enumerate(isp)]
-    i = ivars(i_lps)
-    osp_idx = []
-    for d in range(nsp):
-        e = i[d] * stride[d] + r[d] * dilation[d] - padding[d]
-        hi = (isp[d] - 1) * stride[d] + (ksp[d] - 1) * dilation[d] - padding[d]
-        guards += _range_guards(e, -padding[d], hi, osp[d])
-        osp_idx.append(e)
-    value = mul(cast(x.read([n, ich, *i]), dt), cast(w.read([ich, o, *r]), dt))
-    lps = [n_l, *g_lps, o_l, *i_lps, c_l, *r_lps]
-    tr.emit(out, [n, och, *osp_idx], "+=", value, lps, guards)
+        x_idx, w_idx, out_idx = [n, ich, *win], [och, ci, *r], [n, och, *p]
+    else:
+        x_idx, w_idx, out_idx = [n, ich, *p], [ich, o, *r], [n, och, *win]
+    value = mul(cast(x.read(x_idx), dt), cast(w.read(w_idx), dt))
+    tr.emit(out, out_idx, "+=", value, [n_l, *g_lps, o_l, *p_lps, c_l, *r_lps], guards)
     return stored(out)
 
 
+@template("aten.convolution.default", "aten._convolution.default")
 def _convolution(tr: Translator, node: AtenNode) -> Val:
     a = list(node.args)
     x, w = tr.val(a[0]), tr.val(a[1])
-    b = tr.val(a[2]) if isinstance(a[2], TensorRef) else None
+    b = tr.opt_val(a[2])
     nsp = x.ndim - 2
-    if any(int(p) for p in _tuple(a[7], nsp)) and not a[6]:
+    if any(int(p) for p in int_tuple(a[7], nsp)) and not a[6]:
         raise tr.error("output_padding on a non-transposed convolution")
-    return convolution(tr, x, w, b, _tuple(a[3], nsp), _tuple(a[4], nsp), _tuple(a[5], nsp), bool(a[6]),
-                       int(a[8]))
+    return convolution(tr, x, w, b, int_tuple(a[3], nsp), int_tuple(a[4], nsp), int_tuple(a[5], nsp),
+                       bool(a[6]), int(a[8]))
 
 
+@template("aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default", "aten.conv1d.padding",
+          "aten.conv2d.padding", "aten.conv3d.padding")
 def _conv_nd(tr: Translator, node: AtenNode) -> Val:
     """conv1d/2d/3d(x, w, b, stride, padding, dilation, groups); padding may be 'same'/'valid'."""
     x, w = tr.val(node.args[0]), tr.val(node.args[1])
-    bias = tr.arg(2, "bias", None)
-    b = tr.val(bias) if isinstance(bias, TensorRef) else None
+    b = tr.opt_val(tr.arg(2, "bias", None))
     nsp = x.ndim - 2
-    stride = _tuple(tr.arg(3, "stride", 1), nsp)
-    dilation = _tuple(tr.arg(5, "dilation", 1), nsp)
+    stride = int_tuple(tr.arg(3, "stride", 1), nsp)
+    dilation = int_tuple(tr.arg(5, "dilation", 1), nsp)
     pad = tr.arg(4, "padding", 0)
     if pad == "valid":
         padding = [0] * nsp
@@ -110,30 +84,16 @@ def _conv_nd(tr: Translator, node: AtenNode) -> Val:
         if any(dilation[d] * (w.shape[2 + d] - 1) % 2 for d in range(nsp)):
             raise tr.error("padding='same' with an asymmetric total padding has no template")
     else:
-        padding = _tuple(pad, nsp)
+        padding = int_tuple(pad, nsp)
     return convolution(tr, x, w, b, stride, padding, dilation, False, int(tr.arg(6, "groups", 1)))
 
 
+@template("aten.conv_transpose1d.default", "aten.conv_transpose2d.input", "aten.conv_transpose3d.input")
 def _conv_transpose_nd(tr: Translator, node: AtenNode) -> Val:
     """conv_transposeNd(x, w, b, stride, padding, output_padding, groups, dilation)."""
     x, w = tr.val(node.args[0]), tr.val(node.args[1])
-    bias = tr.arg(2, "bias", None)
-    b = tr.val(bias) if isinstance(bias, TensorRef) else None
+    b = tr.opt_val(tr.arg(2, "bias", None))
     nsp = x.ndim - 2
-    return convolution(tr, x, w, b, _tuple(tr.arg(3, "stride", 1), nsp), _tuple(tr.arg(4, "padding", 0), nsp),
-                       _tuple(tr.arg(7, "dilation", 1), nsp), True, int(tr.arg(6, "groups", 1)))
-
-
-TABLE = {
-    "aten.convolution.default": _convolution,
-    "aten._convolution.default": _convolution,
-    "aten.conv1d.default": _conv_nd,
-    "aten.conv2d.default": _conv_nd,
-    "aten.conv3d.default": _conv_nd,
-    "aten.conv1d.padding": _conv_nd,
-    "aten.conv2d.padding": _conv_nd,
-    "aten.conv3d.padding": _conv_nd,
-    "aten.conv_transpose1d.default": _conv_transpose_nd,
-    "aten.conv_transpose2d.input": _conv_transpose_nd,
-    "aten.conv_transpose3d.input": _conv_transpose_nd,
-}
+    return convolution(tr, x, w, b, int_tuple(tr.arg(3, "stride", 1), nsp),
+                       int_tuple(tr.arg(4, "padding", 0), nsp), int_tuple(tr.arg(7, "dilation", 1), nsp),
+                       True, int(tr.arg(6, "groups", 1)))

@@ -10,11 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from solar_compiler.loopir.ast import SExpr
+from solar_compiler.loopir.ast import INT_DTYPES, SExpr
 
-from ..capture import AtenNode
-from ..translate import Translator, Val
-from .common import (
+from ..builder.exprs import (
     add,
     bin_,
     c,
@@ -22,7 +20,6 @@ from .common import (
     cmp,
     div,
     dtype_of,
-    map_op,
     maximum,
     minimum,
     mul,
@@ -32,6 +29,11 @@ from .common import (
     sub,
     un,
 )
+from ..builder.statements import full_val, map_op
+from ..builder.translator import Translator
+from ..builder.values import Val
+from ..capture.program import AtenNode
+from ..registry import template
 
 
 # ---- scalar formulas ----------------------------------------------------------------------------
@@ -106,7 +108,7 @@ def trunc(x: SExpr) -> SExpr:
 
 
 def fmod(a: SExpr, b: SExpr) -> SExpr:
-    if dtype_of(a) in ("i64", "i32", "i8"):
+    if dtype_of(a) in INT_DTYPES:
         r = bin_("mod", a, b)  # python-style; fix the sign to follow the dividend like C fmod
         fix = cmp("ne", r, c(0, r))
         sign_diff = cmp("lt", mul(un("sign", a), un("sign", b)), c(0, a))
@@ -114,183 +116,20 @@ def fmod(a: SExpr, b: SExpr) -> SExpr:
     return sub(a, mul(b, trunc(div(a, b))))
 
 
+def floordiv(a: SExpr, b: SExpr) -> SExpr:
+    return bin_("floordiv", a, b)
+
+
+def remainder(a: SExpr, b: SExpr) -> SExpr:
+    return bin_("mod", a, b)
+
+
+def pow_(a: SExpr, b: SExpr) -> SExpr:
+    return bin_("pow", a, b)
+
+
 # ---- templates ----------------------------------------------------------------------------------
-def unary(f: Callable[[SExpr], SExpr]):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        return map_op(tr, f, [node.args[0]])
-
-    return template
-
-
-def with_scalars(f: Callable[..., SExpr], names: tuple[tuple[str, object], ...]):
-    """`op(x, s1=d1, s2=d2, ...)` with scalar parameters taken from args or kwargs."""
-    def template(tr: Translator, node: AtenNode) -> Val:
-        params = [tr.arg(i + 1, n, d) for i, (n, d) in enumerate(names)]
-        return map_op(tr, lambda x: f(x, *params), [node.args[0]])
-
-    return template
-
-
-def binary(f: Callable[[SExpr, SExpr], SExpr], alpha: bool = False, reverse: bool = False):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        a, b = node.args[0], node.args[1]
-        k = tr.arg(2, "alpha", 1) if alpha else 1
-        out = tr.out_meta().dtype
-        compute = out if out != "bool" else promote(tr, a, b)
-
-        def fn(x: SExpr, y: SExpr) -> SExpr:
-            y = scale(y, k) if k != 1 else y
-            return f(y, x) if reverse else f(x, y)
-
-        return map_op(tr, fn, [a, b], compute)
-
-    return template
-
-
-def compare(pred: str):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        a, b = node.args[0], node.args[1]
-        return map_op(tr, lambda x, y: cmp(pred, x, y), [a, b], promote(tr, a, b))
-
-    return template
-
-
-def logical(fn: str):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        args = list(node.args[:2])
-        return map_op(tr, lambda *xs: bin_(fn, *xs) if fn != "not" else un("not", xs[0]), args, "bool")
-
-    return template
-
-
-def bitwise(fn: str):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        args = list(node.args[:2])
-        return map_op(tr, lambda *xs: bin_(fn, *xs) if fn != "not" else un("not", xs[0]), args,
-                      tr.out_meta().dtype)
-
-    return template
-
-
-def cast_op(tr: Translator, node: AtenNode) -> Val:
-    return map_op(tr, lambda x: x, [node.args[0]], tr.val(node.args[0]).dtype)
-
-
-def _where(tr: Translator, node: AtenNode) -> Val:
-    cond, a, b = node.args[0], node.args[1], node.args[2]
-    out = tr.out_meta().dtype
-    return map_op(tr, select, [cond, a, b], ["bool", out, out])
-
-
-def _masked_fill(tr: Translator, node: AtenNode) -> Val:
-    x, mask, value = node.args[0], node.args[1], node.args[2]
-    out = tr.out_meta().dtype
-    return map_op(tr, lambda xv, m, v: select(m, v, xv), [x, mask, value], [out, "bool", out])
-
-
-def _clamp(tr: Translator, node: AtenNode) -> Val:
-    x = node.args[0]
-    lo, hi = tr.arg(1, "min", None), tr.arg(2, "max", None)
-    args = [x] + [v for v in (lo, hi) if v is not None]
-
-    def fn(xv: SExpr, *bounds: SExpr) -> SExpr:
-        it = iter(bounds)
-        r = xv
-        if lo is not None:
-            r = maximum(r, next(it))
-        if hi is not None:
-            r = minimum(r, next(it))
-        return r
-
-    return map_op(tr, fn, args)
-
-
-def _clamp_one(which: str):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        return map_op(tr, maximum if which == "min" else minimum, [node.args[0], node.args[1]])
-
-    return template
-
-
-def _div_mode(tr: Translator, node: AtenNode) -> Val:
-    mode = tr.arg(2, "rounding_mode", None)
-    out = tr.out_meta().dtype
-    a, b = node.args[0], node.args[1]
-    if mode is None:
-        return map_op(tr, div, [a, b], out)
-    if out in ("i64", "i32", "i8"):
-        if mode == "floor":
-            return map_op(tr, lambda x, y: bin_("floordiv", x, y), [a, b], out)
-        # trunc toward zero: floor division, plus one where the signs differ and it is inexact
-        def tdiv(x: SExpr, y: SExpr) -> SExpr:
-            q = bin_("floordiv", x, y)
-            inexact = cmp("ne", mul(q, y), x)
-            neg = cmp("lt", mul(un("sign", x), un("sign", y)), c(0, x))
-            return select(bin_("and", inexact, neg), add(q, c(1, q)), q)
-        return map_op(tr, tdiv, [a, b], out)
-    if mode == "floor":
-        return map_op(tr, lambda x, y: un("floor", div(x, y)), [a, b], out)
-    return map_op(tr, lambda x, y: trunc(div(x, y)), [a, b], out)
-
-
-def _pow(tr: Translator, node: AtenNode) -> Val:
-    base, e = node.args[0], node.args[1]
-    if isinstance(e, (int, float)) and not isinstance(e, bool):
-        return map_op(tr, lambda x: power(x, e), [base])
-    return map_op(tr, lambda x, y: bin_("pow", x, y), [base, e])
-
-
-def _rsub(tr: Translator, node: AtenNode) -> Val:
-    return binary(sub, alpha=True, reverse=True)(tr, node)
-
-
-def _threshold(tr: Translator, node: AtenNode) -> Val:
-    th, value = node.args[1], node.args[2]
-    return map_op(tr, lambda x: select(cmp("le", x, c(th, x)), c(value, x), x), [node.args[0]])
-
-
-def _addcmul(op: str):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        k = tr.arg(3, "value", 1)
-        f = mul if op == "mul" else div
-        return map_op(tr, lambda x, a, b: add(x, scale(f(a, b), k)), list(node.args[:3]))
-
-    return template
-
-
-def _lerp(tr: Translator, node: AtenNode) -> Val:
-    return map_op(tr, lambda a, b, w: add(a, mul(w, sub(b, a))), list(node.args[:3]))
-
-
-def _gelu(tr: Translator, node: AtenNode) -> Val:
-    approx = tr.arg(1, "approximate", "none")
-    return map_op(tr, lambda x: gelu(x, approx), [node.args[0]])
-
-
-def _celu(tr: Translator, node: AtenNode) -> Val:
-    alpha = float(tr.arg(1, "alpha", 1.0))
-    return map_op(tr, lambda x: select(cmp("gt", x, c(0, x)), x,
-                                       scale(un("expm1", scale(x, 1 / alpha)), alpha)), [node.args[0]])
-
-
-def _logit(tr: Translator, node: AtenNode) -> Val:
-    eps = tr.arg(1, "eps", None)
-
-    def fn(x: SExpr) -> SExpr:
-        if eps is not None:
-            x = minimum(maximum(x, c(eps, x)), c(1 - eps, x))
-        return un("log", div(x, sub(c(1, x), x)))
-
-    return map_op(tr, fn, [node.args[0]])
-
-
-def _fill_like(tr: Translator, node: AtenNode) -> Val:
-    from .shape import full_val
-
-    return full_val(tr, tr.out_meta().shape, node.args[1])
-
-
-_UNARY = {
+_UNARY: dict[str, Callable[[SExpr], SExpr]] = {
     "neg": lambda x: un("neg", x), "exp": lambda x: un("exp", x), "log": lambda x: un("log", x),
     "sqrt": lambda x: un("sqrt", x), "rsqrt": lambda x: un("rsqrt", x), "tanh": lambda x: un("tanh", x),
     "sigmoid": lambda x: un("sigmoid", x), "erf": lambda x: un("erf", x), "abs": lambda x: un("abs", x),
@@ -312,71 +151,189 @@ _UNARY = {
     "positive": lambda x: x,
 }
 
-TABLE: dict[str, Callable] = {f"aten.{k}.default": unary(f) for k, f in _UNARY.items()}
-TABLE.update({
-    "aten.gelu.default": _gelu,
-    "aten.leaky_relu.default": with_scalars(leaky_relu, (("negative_slope", 0.01),)),
-    "aten.elu.default": with_scalars(elu, (("alpha", 1.0), ("scale", 1.0), ("input_scale", 1.0))),
-    "aten.celu.default": _celu,
-    "aten.hardtanh.default": with_scalars(hardtanh, (("min_val", -1.0), ("max_val", 1.0))),
-    "aten.softplus.default": with_scalars(softplus, (("beta", 1.0), ("threshold", 20.0))),
-    "aten.threshold.default": _threshold,
-    "aten.logit.default": _logit,
-    "aten.clamp.default": _clamp,
-    "aten.clamp.Tensor": _clamp,
-    "aten.clip.default": _clamp,
-    "aten.clamp_min.default": _clamp_one("min"),
-    "aten.clamp_max.default": _clamp_one("max"),
-    "aten.clamp_min.Tensor": _clamp_one("min"),
-    "aten.clamp_max.Tensor": _clamp_one("max"),
-    "aten.add.Tensor": binary(add, alpha=True),
-    "aten.add.Scalar": binary(add, alpha=True),
-    "aten.sub.Tensor": binary(sub, alpha=True),
-    "aten.sub.Scalar": binary(sub, alpha=True),
-    "aten.rsub.Scalar": _rsub,
-    "aten.rsub.Tensor": _rsub,
-    "aten.mul.Tensor": binary(mul),
-    "aten.mul.Scalar": binary(mul),
-    "aten.div.Tensor": binary(div),
-    "aten.div.Scalar": binary(div),
-    "aten.div.Tensor_mode": _div_mode,
-    "aten.div.Scalar_mode": _div_mode,
-    "aten.floor_divide.default": binary(lambda a, b: bin_("floordiv", a, b)),
-    "aten.floor_divide.Scalar": binary(lambda a, b: bin_("floordiv", a, b)),
-    "aten.true_divide.Tensor": binary(div),
-    "aten.remainder.Tensor": binary(lambda a, b: bin_("mod", a, b)),
-    "aten.remainder.Scalar": binary(lambda a, b: bin_("mod", a, b)),
-    "aten.fmod.Tensor": binary(fmod),
-    "aten.fmod.Scalar": binary(fmod),
-    "aten.maximum.default": binary(maximum),
-    "aten.minimum.default": binary(minimum),
-    "aten.fmax.default": binary(maximum),
-    "aten.fmin.default": binary(minimum),
-    "aten.pow.Tensor_Scalar": _pow,
-    "aten.pow.Tensor_Tensor": _pow,
-    "aten.pow.Scalar": binary(lambda a, b: bin_("pow", a, b)),
-    "aten.addcmul.default": _addcmul("mul"),
-    "aten.addcdiv.default": _addcmul("div"),
-    "aten.lerp.Tensor": _lerp,
-    "aten.lerp.Scalar": _lerp,
-    "aten.where.self": _where,
-    "aten.where.ScalarOther": _where,
-    "aten.where.ScalarSelf": _where,
-    "aten.where.Scalar": _where,
-    "aten.masked_fill.Scalar": _masked_fill,
-    "aten.masked_fill.Tensor": _masked_fill,
-    "aten.logical_and.default": logical("and"),
-    "aten.logical_or.default": logical("or"),
-    "aten.logical_xor.default": logical("xor"),
-    "aten.bitwise_and.Tensor": bitwise("and"),
-    "aten.bitwise_or.Tensor": bitwise("or"),
-    "aten.bitwise_xor.Tensor": bitwise("xor"),
-    "aten.bitwise_and.Scalar": bitwise("and"),
-    "aten.bitwise_or.Scalar": bitwise("or"),
-    "aten.bitwise_not.default": bitwise("not"),
-    "aten.fill.Scalar": _fill_like,
-    "aten.full_like.default": _fill_like,
-})
+
+def unary(tr: Translator, node: AtenNode, f: Callable[[SExpr], SExpr]) -> Val:
+    """`f(x)` elementwise: the `aten.<name>.default` op of every entry of `_UNARY`."""
+    return map_op(tr, f, [node.args[0]])
+
+
+for _name, _f in _UNARY.items():
+    template(f"aten.{_name}.default", f=_f)(unary)
+
+
+@template("aten.leaky_relu.default", f=leaky_relu, names=(("negative_slope", 0.01),))
+@template("aten.elu.default", f=elu, names=(("alpha", 1.0), ("scale", 1.0), ("input_scale", 1.0)))
+@template("aten.hardtanh.default", f=hardtanh, names=(("min_val", -1.0), ("max_val", 1.0)))
+@template("aten.softplus.default", f=softplus, names=(("beta", 1.0), ("threshold", 20.0)))
+def with_scalars(tr: Translator, node: AtenNode, f: Callable[..., SExpr],
+                 names: tuple[tuple[str, object], ...]) -> Val:
+    """`op(x, s1=d1, s2=d2, ...)` with scalar parameters taken from args or kwargs."""
+    params = [tr.arg(i + 1, n, d) for i, (n, d) in enumerate(names)]
+    return map_op(tr, lambda x: f(x, *params), [node.args[0]])
+
+
+@template("aten.add.Tensor", "aten.add.Scalar", f=add, alpha=True)
+@template("aten.sub.Tensor", "aten.sub.Scalar", f=sub, alpha=True)
+@template("aten.rsub.Scalar", "aten.rsub.Tensor", f=sub, alpha=True, reverse=True)
+@template("aten.mul.Tensor", "aten.mul.Scalar", f=mul)
+@template("aten.div.Tensor", "aten.div.Scalar", "aten.true_divide.Tensor", f=div)
+@template("aten.floor_divide.default", "aten.floor_divide.Scalar", f=floordiv)
+@template("aten.remainder.Tensor", "aten.remainder.Scalar", f=remainder)
+@template("aten.fmod.Tensor", "aten.fmod.Scalar", f=fmod)
+@template("aten.maximum.default", "aten.fmax.default", f=maximum)
+@template("aten.minimum.default", "aten.fmin.default", f=minimum)
+@template("aten.pow.Scalar", f=pow_)
+def binary(tr: Translator, node: AtenNode, f: Callable[[SExpr, SExpr], SExpr], alpha: bool = False,
+           reverse: bool = False) -> Val:
+    """`f(a, alpha * b)` (or `f(alpha * b, a)`, reversed) in the output dtype (a bool result:
+    in the operands' promoted dtype)."""
+    a, b = node.args[0], node.args[1]
+    k = tr.arg(2, "alpha", 1) if alpha else 1
+    out = tr.out_meta().dtype
+    compute = out if out != "bool" else promote(tr, a, b)
+
+    def fn(x: SExpr, y: SExpr) -> SExpr:
+        y = scale(y, k) if k != 1 else y
+        return f(y, x) if reverse else f(x, y)
+
+    return map_op(tr, fn, [a, b], compute)
+
+
+def compare(tr: Translator, node: AtenNode, pred: str) -> Val:
+    a, b = node.args[0], node.args[1]
+    return map_op(tr, lambda x, y: cmp(pred, x, y), [a, b], promote(tr, a, b))
+
+
 for _p in ("eq", "ne", "lt", "le", "gt", "ge"):
-    TABLE[f"aten.{_p}.Tensor"] = compare(_p)
-    TABLE[f"aten.{_p}.Scalar"] = compare(_p)
+    template(f"aten.{_p}.Tensor", f"aten.{_p}.Scalar", pred=_p)(compare)
+
+
+@template("aten.logical_and.default", fn="and", compute="bool")
+@template("aten.logical_or.default", fn="or", compute="bool")
+@template("aten.logical_xor.default", fn="xor", compute="bool")
+@template("aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar", fn="and")
+@template("aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar", fn="or")
+@template("aten.bitwise_xor.Tensor", fn="xor")
+@template("aten.bitwise_not.default", fn="not")
+def logical(tr: Translator, node: AtenNode, fn: str, compute: str | None = None) -> Val:
+    """and/or/xor/not in bool (logical ops) or in the output dtype (bitwise ops)."""
+    args = list(node.args[:2])
+    return map_op(tr, lambda *xs: bin_(fn, *xs) if fn != "not" else un("not", xs[0]), args,
+                  compute or tr.out_meta().dtype)
+
+
+@template("aten.where.self", "aten.where.ScalarOther", "aten.where.ScalarSelf", "aten.where.Scalar")
+def _where(tr: Translator, node: AtenNode) -> Val:
+    cond, a, b = node.args[0], node.args[1], node.args[2]
+    out = tr.out_meta().dtype
+    return map_op(tr, select, [cond, a, b], ["bool", out, out])
+
+
+@template("aten.masked_fill.Scalar", "aten.masked_fill.Tensor")
+def _masked_fill(tr: Translator, node: AtenNode) -> Val:
+    x, mask, value = node.args[0], node.args[1], node.args[2]
+    out = tr.out_meta().dtype
+    return map_op(tr, lambda xv, m, v: select(m, v, xv), [x, mask, value], [out, "bool", out])
+
+
+@template("aten.clamp.default", "aten.clamp.Tensor", "aten.clip.default")
+def _clamp(tr: Translator, node: AtenNode) -> Val:
+    x = node.args[0]
+    lo, hi = tr.arg(1, "min", None), tr.arg(2, "max", None)
+    args = [x] + [v for v in (lo, hi) if v is not None]
+
+    def fn(xv: SExpr, *bounds: SExpr) -> SExpr:
+        it = iter(bounds)
+        r = xv
+        if lo is not None:
+            r = maximum(r, next(it))
+        if hi is not None:
+            r = minimum(r, next(it))
+        return r
+
+    return map_op(tr, fn, args)
+
+
+@template("aten.clamp_min.default", "aten.clamp_min.Tensor", f=maximum)
+@template("aten.clamp_max.default", "aten.clamp_max.Tensor", f=minimum)
+def _clamp_one(tr: Translator, node: AtenNode, f: Callable[[SExpr, SExpr], SExpr]) -> Val:
+    return map_op(tr, f, [node.args[0], node.args[1]])
+
+
+@template("aten.div.Tensor_mode", "aten.div.Scalar_mode")
+def _div_mode(tr: Translator, node: AtenNode) -> Val:
+    mode = tr.arg(2, "rounding_mode", None)
+    out = tr.out_meta().dtype
+    a, b = node.args[0], node.args[1]
+    if mode is None:
+        return map_op(tr, div, [a, b], out)
+    if out in INT_DTYPES:
+        if mode == "floor":
+            return map_op(tr, floordiv, [a, b], out)
+        # trunc toward zero: floor division, plus one where the signs differ and it is inexact
+        def tdiv(x: SExpr, y: SExpr) -> SExpr:
+            q = bin_("floordiv", x, y)
+            inexact = cmp("ne", mul(q, y), x)
+            neg = cmp("lt", mul(un("sign", x), un("sign", y)), c(0, x))
+            return select(bin_("and", inexact, neg), add(q, c(1, q)), q)
+        return map_op(tr, tdiv, [a, b], out)
+    if mode == "floor":
+        return map_op(tr, lambda x, y: un("floor", div(x, y)), [a, b], out)
+    return map_op(tr, lambda x, y: trunc(div(x, y)), [a, b], out)
+
+
+@template("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor")
+def _pow(tr: Translator, node: AtenNode) -> Val:
+    base, e = node.args[0], node.args[1]
+    if isinstance(e, (int, float)) and not isinstance(e, bool):
+        return map_op(tr, lambda x: power(x, e), [base])
+    return map_op(tr, pow_, [base, e])
+
+
+@template("aten.threshold.default")
+def _threshold(tr: Translator, node: AtenNode) -> Val:
+    th, value = node.args[1], node.args[2]
+    return map_op(tr, lambda x: select(cmp("le", x, c(th, x)), c(value, x), x), [node.args[0]])
+
+
+@template("aten.addcmul.default", f=mul)
+@template("aten.addcdiv.default", f=div)
+def _addcmul(tr: Translator, node: AtenNode, f: Callable[[SExpr, SExpr], SExpr]) -> Val:
+    """x + value * f(a, b)."""
+    k = tr.arg(3, "value", 1)
+    return map_op(tr, lambda x, a, b: add(x, scale(f(a, b), k)), list(node.args[:3]))
+
+
+@template("aten.lerp.Tensor", "aten.lerp.Scalar")
+def _lerp(tr: Translator, node: AtenNode) -> Val:
+    return map_op(tr, lambda a, b, w: add(a, mul(w, sub(b, a))), list(node.args[:3]))
+
+
+@template("aten.gelu.default")
+def _gelu(tr: Translator, node: AtenNode) -> Val:
+    approx = tr.arg(1, "approximate", "none")
+    return map_op(tr, lambda x: gelu(x, approx), [node.args[0]])
+
+
+@template("aten.celu.default")
+def _celu(tr: Translator, node: AtenNode) -> Val:
+    alpha = float(tr.arg(1, "alpha", 1.0))
+    return map_op(tr, lambda x: select(cmp("gt", x, c(0, x)), x,
+                                       scale(un("expm1", scale(x, 1 / alpha)), alpha)), [node.args[0]])
+
+
+@template("aten.logit.default")
+def _logit(tr: Translator, node: AtenNode) -> Val:
+    eps = tr.arg(1, "eps", None)
+
+    def fn(x: SExpr) -> SExpr:
+        if eps is not None:
+            x = minimum(maximum(x, c(eps, x)), c(1 - eps, x))
+        return un("log", div(x, sub(c(1, x), x)))
+
+    return map_op(tr, fn, [node.args[0]])
+
+
+@template("aten.fill.Scalar", "aten.full_like.default")
+def _fill_like(tr: Translator, node: AtenNode) -> Val:
+    return full_val(tr, tr.out_meta().shape, node.args[1])

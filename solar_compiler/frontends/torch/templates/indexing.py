@@ -6,30 +6,32 @@ indexing has a value-dependent shape and no template."""
 
 from __future__ import annotations
 
-from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Index, SExpr
+from solar_compiler.loopir.ast import Index
 
-from ..capture import AtenNode, TensorRef
-from ..translate import Translator, Val, ivars, loops, stored
-from .common import bcast_index, cast, norm_dim
-
-
-def _index_expr(v: Val, idx: list[AffExpr]) -> SExpr:
-    e = v.read(idx)
-    return e if v.dtype == "i64" else cast(e, "i64")
+from ..builder.exprs import cast, index_read
+from ..builder.index_maps import advanced_position, bcast_index, bcast_shape, norm_dim
+from ..builder.translator import Translator
+from ..builder.values import Val, ivars, loops, stored
+from ..capture.program import AtenNode, TensorRef
+from ..registry import template
 
 
+@template("aten.embedding.default")
 def _embedding(tr: Translator, node: AtenNode) -> Val:
     w, ind = tr.val(node.args[0]), tr.val(node.args[1])
     out = tr.result()
     lps = loops("i", out.shape)
     idx = ivars(lps)
-    row = _index_expr(ind, idx[:-1])
+    row = index_read(ind, idx[:-1])
     tr.emit(out, idx, "=", cast(w.read([row, idx[-1]]), out.dtype), lps)
     return stored(out)
 
 
-def _index_select(tr: Translator, node: AtenNode) -> Val:
+@template("aten.index_select.default", along_dim=True)
+@template("aten.gather.default", along_dim=False)
+def _gather(tr: Translator, node: AtenNode, along_dim: bool) -> Val:
+    """out[.., i, ..] = x[.., I[..], ..] at `dim`: index_select reads the index vector at `i`
+    (`along_dim`), gather reads the index tensor (the output's shape) at the whole position."""
     x = tr.val(node.args[0])
     dim = norm_dim(int(node.args[1]), x.ndim)
     ind = tr.val(node.args[2])
@@ -37,64 +39,30 @@ def _index_select(tr: Translator, node: AtenNode) -> Val:
     lps = loops("i", out.shape)
     idx = ivars(lps)
     sel: list[Index] = list(idx)
-    sel[dim] = _index_expr(ind, [idx[dim]] if ind.ndim == 1 else [])
+    at = ([idx[dim]] if ind.ndim == 1 else []) if along_dim else idx
+    sel[dim] = index_read(ind, at)
     tr.emit(out, idx, "=", cast(x.read(sel), out.dtype), lps)
     return stored(out)
 
 
-def _gather(tr: Translator, node: AtenNode) -> Val:
-    x = tr.val(node.args[0])
-    dim = norm_dim(int(node.args[1]), x.ndim)
-    ind = tr.val(node.args[2])
-    out = tr.result()
-    lps = loops("i", out.shape)
-    idx = ivars(lps)
-    sel: list[Index] = list(idx)
-    sel[dim] = _index_expr(ind, idx)
-    tr.emit(out, idx, "=", cast(x.read(sel), out.dtype), lps)
-    return stored(out)
-
-
+@template("aten.index.Tensor", "aten._unsafe_index.Tensor")
 def _index(tr: Translator, node: AtenNode) -> Val:
     """x[i0, i1, ...] with some positions None (full slices)."""
     x = tr.val(node.args[0])
     positions = list(node.args[1])
-    if getattr(node, "_bool_index", False):
-        raise tr.error("no loop-IR template for boolean-mask indexing (its shape depends on values)")
     tens = [(d, tr.val(r)) for d, r in enumerate(positions) if isinstance(r, TensorRef)]
     if any(v.dtype == "bool" for _, v in tens):
         raise tr.error("no loop-IR template for boolean-mask indexing (its shape depends on values)")
-    nb = max(v.ndim for _, v in tens)
-    bshape = [1] * nb
-    for _, v in tens:
-        for d, n in enumerate(v.shape):
-            k = nb - v.ndim + d
-            bshape[k] = max(bshape[k], n)
-    dims = [d for d, _ in tens]
-    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+    bshape = bcast_shape([v.shape for _, v in tens])
+    nb = len(bshape)
+    first = advanced_position([d for d, _ in tens])
     out = tr.result()
     lps = loops("i", out.shape)
     idx = ivars(lps)
-    first = dims[0] if adjacent else 0
     bidx = idx[first:first + nb]
-    rest = idx[:first] + idx[first + nb:]
-    it = iter(rest)
-    sel: list[Index] = []
+    rest = iter(idx[:first] + idx[first + nb:])
     by_dim = dict(tens)
-    for d in range(x.ndim):
-        if d in by_dim:
-            v = by_dim[d]
-            sel.append(_index_expr(v, bcast_index(bidx, v.shape, bshape)))
-        else:
-            sel.append(next(it))
+    sel: list[Index] = [index_read(by_dim[d], bcast_index(bidx, by_dim[d].shape, bshape)) if d in by_dim
+                        else next(rest) for d in range(x.ndim)]
     tr.emit(out, idx, "=", cast(x.read(sel), out.dtype), lps)
     return stored(out)
-
-
-TABLE = {
-    "aten.embedding.default": _embedding,
-    "aten.index_select.default": _index_select,
-    "aten.gather.default": _gather,
-    "aten.index.Tensor": _index,
-    "aten._unsafe_index.Tensor": _index,
-}

@@ -10,9 +10,12 @@ from collections.abc import Sequence
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import SExpr, TensorDecl
 
-from ..capture import AtenNode, TensorRef
-from ..translate import Loop, Translator, Val, stored
-from .common import bcast_index, c, cast, mul, scale
+from ..builder.exprs import c, cast, mul, scale
+from ..builder.index_maps import bcast_index
+from ..builder.translator import Translator
+from ..builder.values import Loop, Val, stored
+from ..capture.program import AtenNode
+from ..registry import template
 
 Operand = tuple[Val, Sequence[str]]  # a value and the loop variable of each of its dims
 
@@ -23,8 +26,8 @@ def contract(tr: Translator, out: TensorDecl, out_vars: Sequence[str], extents: 
     """out[out_vars] = beta * init (broadcast) or 0; out[out_vars] += alpha * prod(operands)."""
     dt = out.dtype
     red = [v for v in dict.fromkeys(v for _, vs in operands for v in vs) if v not in out_vars]
-    o_lps = [Loop(v, extents[v]) for v in out_vars]
-    r_lps = [Loop(v, extents[v]) for v in red]
+    o_lps = [Loop(v, 0, extents[v]) for v in out_vars]
+    r_lps = [Loop(v, 0, extents[v]) for v in red]
     oidx = [AffExpr.var(v) for v in out_vars]
     prod: SExpr | None = None
     for v, vs in operands:
@@ -48,41 +51,38 @@ def _names(prefix: str, n: int) -> list[str]:
     return [f"{prefix}{d}" for d in range(n)]
 
 
-def _mm(tr: Translator, node: AtenNode) -> Val:
-    a, b = tr.val(node.args[0]), tr.val(node.args[1])
-    out = tr.result()
-    ext = {"i0": a.shape[0], "i1": b.shape[1], "k0": a.shape[1]}
-    return contract(tr, out, ["i0", "i1"], ext, [(a, ["i0", "k0"]), (b, ["k0", "i1"])])
-
-
-def _bmm(tr: Translator, node: AtenNode) -> Val:
-    a, b = tr.val(node.args[0]), tr.val(node.args[1])
-    out = tr.result()
-    ext = {"i0": a.shape[0], "i1": a.shape[1], "i2": b.shape[2], "k0": a.shape[2]}
-    return contract(tr, out, ["i0", "i1", "i2"], ext, [(a, ["i0", "i1", "k0"]), (b, ["i0", "k0", "i2"])])
-
-
-def _addmm(tr: Translator, node: AtenNode) -> Val:
+def _operands(tr: Translator, node: AtenNode, with_bias: bool) -> tuple[Val | None, Val, Val, float, float]:
+    """(bias, a, b, beta, alpha) of `mm`/`bmm(a, b)` (no bias) or `addmm`/`baddbmm(bias, a, b,
+    beta, alpha)`."""
+    if not with_bias:
+        return None, tr.val(node.args[0]), tr.val(node.args[1]), 1.0, 1.0
     bias, a, b = tr.val(node.args[0]), tr.val(node.args[1]), tr.val(node.args[2])
-    beta, alpha = float(tr.arg(3, "beta", 1)), float(tr.arg(4, "alpha", 1))
+    return bias, a, b, float(tr.arg(3, "beta", 1)), float(tr.arg(4, "alpha", 1))
+
+
+@template("aten.mm.default", with_bias=False)
+@template("aten.addmm.default", with_bias=True)
+def _mm(tr: Translator, node: AtenNode, with_bias: bool) -> Val:
+    bias, a, b, beta, alpha = _operands(tr, node, with_bias)
     out = tr.result()
     ext = {"i0": a.shape[0], "i1": b.shape[1], "k0": a.shape[1]}
     return contract(tr, out, ["i0", "i1"], ext, [(a, ["i0", "k0"]), (b, ["k0", "i1"])], bias, beta, alpha)
 
 
-def _baddbmm(tr: Translator, node: AtenNode) -> Val:
-    bias, a, b = tr.val(node.args[0]), tr.val(node.args[1]), tr.val(node.args[2])
-    beta, alpha = float(tr.arg(3, "beta", 1)), float(tr.arg(4, "alpha", 1))
+@template("aten.bmm.default", with_bias=False)
+@template("aten.baddbmm.default", with_bias=True)
+def _bmm(tr: Translator, node: AtenNode, with_bias: bool) -> Val:
+    bias, a, b, beta, alpha = _operands(tr, node, with_bias)
     out = tr.result()
     ext = {"i0": a.shape[0], "i1": a.shape[1], "i2": b.shape[2], "k0": a.shape[2]}
     return contract(tr, out, ["i0", "i1", "i2"], ext, [(a, ["i0", "i1", "k0"]), (b, ["i0", "k0", "i2"])],
                     bias, beta, alpha)
 
 
+@template("aten.linear.default")
 def _linear(tr: Translator, node: AtenNode) -> Val:
     x, w = tr.val(node.args[0]), tr.val(node.args[1])
-    bias = tr.arg(2, "bias", None)
-    b = tr.val(bias) if isinstance(bias, TensorRef) else None
+    b = tr.opt_val(tr.arg(2, "bias", None))
     out = tr.result()
     lead = _names("i", x.ndim - 1)
     n_var = f"i{x.ndim - 1}"
@@ -93,6 +93,7 @@ def _linear(tr: Translator, node: AtenNode) -> Val:
     return contract(tr, out, [*lead, n_var], ext, [(x, [*lead, "k0"]), (w, [n_var, "k0"])], b)
 
 
+@template("aten.matmul.default")
 def _matmul(tr: Translator, node: AtenNode) -> Val:
     a, b = tr.val(node.args[0]), tr.val(node.args[1])
     out = tr.result()
@@ -116,18 +117,21 @@ def _matmul(tr: Translator, node: AtenNode) -> Val:
     return contract(tr, out, ovars, ext, [(a, av), (b, bv)])
 
 
+@template("aten.dot.default", "aten.vdot.default")
 def _dot(tr: Translator, node: AtenNode) -> Val:
     a, b = tr.val(node.args[0]), tr.val(node.args[1])
     out = tr.result()
     return contract(tr, out, [], {"k0": a.shape[0]}, [(a, ["k0"]), (b, ["k0"])])
 
 
+@template("aten.mv.default")
 def _mv(tr: Translator, node: AtenNode) -> Val:
     a, v = tr.val(node.args[0]), tr.val(node.args[1])
     out = tr.result()
     return contract(tr, out, ["i0"], {"i0": a.shape[0], "k0": a.shape[1]}, [(a, ["i0", "k0"]), (v, ["k0"])])
 
 
+@template("aten.einsum.default")
 def _einsum(tr: Translator, node: AtenNode) -> Val:
     eq = str(node.args[0]).replace(" ", "")
     vals = [tr.val(r) for r in node.args[1]]
@@ -161,16 +165,3 @@ def _einsum(tr: Translator, node: AtenNode) -> Val:
     out = tr.result()
     return contract(tr, out, out_vars, ext, list(zip(vals, op_vars, strict=True)))
 
-
-TABLE = {
-    "aten.mm.default": _mm,
-    "aten.bmm.default": _bmm,
-    "aten.addmm.default": _addmm,
-    "aten.baddbmm.default": _baddbmm,
-    "aten.linear.default": _linear,
-    "aten.matmul.default": _matmul,
-    "aten.dot.default": _dot,
-    "aten.vdot.default": _dot,
-    "aten.mv.default": _mv,
-    "aten.einsum.default": _einsum,
-}

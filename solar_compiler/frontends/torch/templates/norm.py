@@ -12,9 +12,11 @@ from collections.abc import Callable, Sequence
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
 
-from ..capture import AtenNode, TensorRef
-from ..translate import Loop, Translator, Val, ivars, stored
-from .common import add, c, cast, div, mul, sub, un
+from ..builder.exprs import add, c, cast, div, mul, sub, un
+from ..builder.translator import Translator
+from ..builder.values import Loop, Val, ivars, stored
+from ..capture.program import AtenNode
+from ..registry import template
 
 Reader = Callable[[list[AffExpr], list[AffExpr]], SExpr]
 
@@ -26,8 +28,8 @@ def norm_stats(tr: Translator, read: Reader, outer: Sequence[int], inner: Sequen
     """(mean, rstd, ssd) locals over `outer`; `read(o, r)` is the input element. The target
     decls may have extra size-1 dims (torch's keepdim layouts): indices are padded with 0."""
     n = math.prod(inner)
-    o_lps = [Loop(f"i{d}", s) for d, s in enumerate(outer)]
-    r_lps = [Loop(f"k{d}", s) for d, s in enumerate(inner)]
+    o_lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(outer)]
+    r_lps = [Loop(f"k{d}", 0, s) for d, s in enumerate(inner)]
     o, r = ivars(o_lps), ivars(r_lps)
 
     def at(t: TensorDecl) -> list[AffExpr]:
@@ -69,10 +71,6 @@ def _pad_idx(t: TensorDecl, o: list[AffExpr], extra: int) -> list[AffExpr]:
     return out
 
 
-def _opt(tr: Translator, arg: object) -> Val | None:
-    return tr.val(arg) if isinstance(arg, TensorRef) else None
-
-
 def _affine_out(tr: Translator, out: TensorDecl, x: Val, idx: list[AffExpr], normed: SExpr,
                 w: Val | None, b: Val | None, widx: list[AffExpr], lps: list[Loop]) -> None:
     v = normed
@@ -84,36 +82,36 @@ def _affine_out(tr: Translator, out: TensorDecl, x: Val, idx: list[AffExpr], nor
 
 
 # ---- layer norm / RMS norm --------------------------------------------------------------------
-def _layer_norm(native: bool, rms: bool = False):
-    def template(tr: Translator, node: AtenNode):
-        x = tr.val(node.args[0])
-        shape = list(node.args[1])
-        k = len(shape)
-        w, b = _opt(tr, tr.arg(2, "weight")), (None if rms else _opt(tr, tr.arg(3, "bias")))
-        eps = tr.arg(3 if rms else 4, "eps", None)
-        out = tr.result(0)
-        dt = out.dtype
-        if eps is None:
-            eps = {"f32": 1.1920928955078125e-07, "f64": 2.220446049250313e-16}.get(dt, 0.0009765625)
-        outer, inner = x.shape[:x.ndim - k], x.shape[x.ndim - k:]
-        mean_t = tr.result(1) if native and tr.used(1) else None
-        rstd_t = tr.result(2) if native and tr.used(2) else None
-        m, rs, _ = norm_stats(tr, lambda o, r: x.read(o + r), outer, inner, float(eps), dt, out.name,
-                              mean_t, rstd_t, rms=rms)
-        lps = [Loop(f"i{d}", s) for d, s in enumerate(outer)] + \
-            [Loop(f"k{d}", s) for d, s in enumerate(inner)]
-        idx = ivars(lps)
-        o, r = idx[:len(outer)], idx[len(outer):]
-        xv = cast(x.read(idx), dt)
-        centred = sub(xv, Read(m.name, tuple(_pad_idx(m, o, len(m.shape) - len(o))), dt)) if m else xv
-        normed = mul(centred, Read(rs.name, tuple(_pad_idx(rs, o, len(rs.shape) - len(o))), dt))
-        _affine_out(tr, out, x, idx, normed, w, b, r, lps)
-        if native:
-            return (stored(out), stored(m) if mean_t is not None else None,
-                    stored(rs) if rstd_t is not None else None)
-        return stored(out)
-
-    return template
+@template("aten.layer_norm.default", native=False)
+@template("aten.native_layer_norm.default", native=True)
+@template("aten.rms_norm.default", native=False, rms=True)
+def _layer_norm(tr: Translator, node: AtenNode, native: bool, rms: bool = False):
+    x = tr.val(node.args[0])
+    shape = list(node.args[1])
+    k = len(shape)
+    w, b = tr.opt_val(tr.arg(2, "weight")), (None if rms else tr.opt_val(tr.arg(3, "bias")))
+    eps = tr.arg(3 if rms else 4, "eps", None)
+    out = tr.result(0)
+    dt = out.dtype
+    if eps is None:
+        eps = {"f32": 1.1920928955078125e-07, "f64": 2.220446049250313e-16}.get(dt, 0.0009765625)
+    outer, inner = x.shape[:x.ndim - k], x.shape[x.ndim - k:]
+    mean_t = tr.result(1) if native and tr.used(1) else None
+    rstd_t = tr.result(2) if native and tr.used(2) else None
+    m, rs, _ = norm_stats(tr, lambda o, r: x.read(o + r), outer, inner, float(eps), dt, out.name,
+                          mean_t, rstd_t, rms=rms)
+    lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(outer)] + \
+        [Loop(f"k{d}", 0, s) for d, s in enumerate(inner)]
+    idx = ivars(lps)
+    o, r = idx[:len(outer)], idx[len(outer):]
+    xv = cast(x.read(idx), dt)
+    centred = sub(xv, Read(m.name, tuple(_pad_idx(m, o, len(m.shape) - len(o))), dt)) if m else xv
+    normed = mul(centred, Read(rs.name, tuple(_pad_idx(rs, o, len(rs.shape) - len(o))), dt))
+    _affine_out(tr, out, x, idx, normed, w, b, r, lps)
+    if native:
+        return (stored(out), stored(m) if mean_t is not None else None,
+                stored(rs) if rstd_t is not None else None)
+    return stored(out)
 
 
 # ---- batch norm -------------------------------------------------------------------------------
@@ -122,7 +120,7 @@ def _bn_eval(tr: Translator, x: Val, w: Val | None, b: Val | None, rm: Val, rv: 
     out = tr.result(0)
     dt = out.dtype
     C = x.shape[1]
-    ch = [Loop("i0", C)]
+    ch = [Loop("i0", 0, C)]
     (ci,) = ivars(ch)
     sc = tr.declare(f"{out.name}_scale", (C,), dt)
     sh = tr.declare(f"{out.name}_shift", (C,), dt)
@@ -130,7 +128,7 @@ def _bn_eval(tr: Translator, x: Val, w: Val | None, b: Val | None, rm: Val, rv: 
     tr.emit(sc, [ci], "=", mul(cast(w.read([ci]), dt), inv) if w is not None else inv, ch)
     shift = mul(cast(rm.read([ci]), dt), Read(sc.name, (ci,), dt))
     tr.emit(sh, [ci], "=", sub(cast(b.read([ci]), dt), shift) if b is not None else un("neg", shift), ch)
-    lps = [Loop(f"i{d}", s) for d, s in enumerate(x.shape)]
+    lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(x.shape)]
     idx = ivars(lps)
     tr.emit(out, idx, "=", add(mul(cast(x.read(idx), dt), Read(sc.name, (idx[1],), dt)),
                                Read(sh.name, (idx[1],), dt)), lps)
@@ -148,14 +146,14 @@ def _bn_train(tr: Translator, node: AtenNode, x: Val, w: Val | None, b: Val | No
     need_running = (tr.used(3) or tr.used(4)) and rm is not None
     read = lambda o, r: x.read([r[0], o[0], *r[1:]])  # noqa: E731
     m, rs, ssd = norm_stats(tr, read, [C], inner, eps, dt, out.name, mean_t, rstd_t, keep_ssd=need_running)
-    lps = [Loop(f"i{d}", s) for d, s in enumerate(x.shape)]
+    lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(x.shape)]
     idx = ivars(lps)
     normed = mul(sub(cast(x.read(idx), dt), Read(m.name, (idx[1],), dt)), Read(rs.name, (idx[1],), dt))
     _affine_out(tr, out, x, idx, normed, w, b, [idx[1]], lps)
     results: list[Val | None] = [stored(out), stored(m) if mean_t else None, stored(rs) if rstd_t else None]
     if need_running:
         n = math.prod(inner)
-        ch = [Loop("i0", C)]
+        ch = [Loop("i0", 0, C)]
         (ci,) = ivars(ch)
         for k, (run, stat) in enumerate(((rm, lambda: Read(m.name, (ci,), dt)),
                                          (rv, lambda: div(Read(ssd.name, (ci,), dt), c(max(n - 1, 1), dt)))),
@@ -170,65 +168,67 @@ def _bn_train(tr: Translator, node: AtenNode, x: Val, w: Val | None, b: Val | No
     return tuple(results)
 
 
-def _bn_legit(kind: str):
+@template("aten._native_batch_norm_legit_no_training.default", kind="no_training")
+@template("aten._native_batch_norm_legit.default", "aten._native_batch_norm_legit_functional.default",
+          "aten.native_batch_norm.default", kind="legit")
+@template("aten._native_batch_norm_legit.no_stats", kind="no_stats")
+def _bn_legit(tr: Translator, node: AtenNode, kind: str):
     """_native_batch_norm_legit{_no_training, , .no_stats, _functional} and native_batch_norm."""
-    def template(tr: Translator, node: AtenNode):
-        a = list(node.args)
-        x, w, b = tr.val(a[0]), _opt(tr, a[1]), _opt(tr, a[2])
-        if kind == "no_stats":
-            rm = rv = None
-            training, momentum, eps = a[3], a[4], a[5]
-        elif kind == "no_training":
-            rm, rv = tr.val(a[3]), tr.val(a[4])
-            training, momentum, eps = False, a[5], a[6]
-        else:
-            rm, rv = _opt(tr, a[3]), _opt(tr, a[4])
-            training, momentum, eps = a[5], a[6], a[7]
-        if not training:
-            if rm is None or rv is None:
-                raise tr.error("batch norm in eval mode without running statistics")
-            out = _bn_eval(tr, x, w, b, rm, rv, float(eps))
-            return (stored(out),) + (None,) * (len(node.outputs) - 1)
-        return _bn_train(tr, node, x, w, b, rm, rv, float(momentum), float(eps))
-
-    return template
+    a = list(node.args)
+    x, w, b = tr.val(a[0]), tr.opt_val(a[1]), tr.opt_val(a[2])
+    if kind == "no_stats":
+        rm = rv = None
+        training, momentum, eps = a[3], a[4], a[5]
+    elif kind == "no_training":
+        rm, rv = tr.val(a[3]), tr.val(a[4])
+        training, momentum, eps = False, a[5], a[6]
+    else:
+        rm, rv = tr.opt_val(a[3]), tr.opt_val(a[4])
+        training, momentum, eps = a[5], a[6], a[7]
+    if not training:
+        if rm is None or rv is None:
+            raise tr.error("batch norm in eval mode without running statistics")
+        out = _bn_eval(tr, x, w, b, rm, rv, float(eps))
+        return (stored(out),) + (None,) * (len(node.outputs) - 1)
+    return _bn_train(tr, node, x, w, b, rm, rv, float(momentum), float(eps))
 
 
 # ---- group norm -------------------------------------------------------------------------------
-def _group_norm(native: bool):
-    def template(tr: Translator, node: AtenNode):
-        x = tr.val(node.args[0])
-        if native:  # native_group_norm(x, w, b, N, C, HxW, group, eps)
-            w, b = _opt(tr, node.args[1]), _opt(tr, node.args[2])
-            G, eps = int(node.args[6]), float(node.args[7])
-        else:  # group_norm(x, num_groups, w, b, eps, cudnn)
-            G = int(node.args[1])
-            w, b = _opt(tr, tr.arg(2, "weight")), _opt(tr, tr.arg(3, "bias"))
-            eps = float(tr.arg(4, "eps", 1e-5))
-        N, C, S = x.shape[0], x.shape[1], list(x.shape[2:])
-        Cg = C // G
-        out = tr.result(0)
-        dt = out.dtype
-        mean_t = tr.result(1) if native and tr.used(1) else None
-        rstd_t = tr.result(2) if native and tr.used(2) else None
-        read = lambda o, r: x.read([o[0], o[1] * Cg + r[0], *r[1:]])  # noqa: E731
-        m, rs, _ = norm_stats(tr, read, [N, G], [Cg, *S], eps, dt, out.name, mean_t, rstd_t)
-        lps = [Loop("i0", N), Loop("i1", G), Loop("k0", Cg)] + [Loop(f"k{d + 1}", s) for d, s in enumerate(S)]
-        n, g, cg, *sp = ivars(lps)
-        ch = g * Cg + cg
-        idx = [n, ch, *sp]
-        normed = mul(sub(cast(x.read(idx), dt), Read(m.name, (n, g), dt)), Read(rs.name, (n, g), dt))
-        _affine_out(tr, out, x, idx, normed, w, b, [ch], lps)
-        if native:
-            return (stored(out), stored(m) if mean_t else None, stored(rs) if rstd_t else None)
-        return stored(out)
+@template("aten.group_norm.default", native=False)
+@template("aten.native_group_norm.default", native=True)
+def _group_norm(tr: Translator, node: AtenNode, native: bool):
+    x = tr.val(node.args[0])
+    if native:  # native_group_norm(x, w, b, N, C, HxW, group, eps)
+        w, b = tr.opt_val(node.args[1]), tr.opt_val(node.args[2])
+        G, eps = int(node.args[6]), float(node.args[7])
+    else:  # group_norm(x, num_groups, w, b, eps, cudnn)
+        G = int(node.args[1])
+        w, b = tr.opt_val(tr.arg(2, "weight")), tr.opt_val(tr.arg(3, "bias"))
+        eps = float(tr.arg(4, "eps", 1e-5))
+    N, C, S = x.shape[0], x.shape[1], list(x.shape[2:])
+    Cg = C // G
+    out = tr.result(0)
+    dt = out.dtype
+    mean_t = tr.result(1) if native and tr.used(1) else None
+    rstd_t = tr.result(2) if native and tr.used(2) else None
+    read = lambda o, r: x.read([o[0], o[1] * Cg + r[0], *r[1:]])  # noqa: E731
+    m, rs, _ = norm_stats(tr, read, [N, G], [Cg, *S], eps, dt, out.name, mean_t, rstd_t)
+    lps = [Loop("i0", 0, N), Loop("i1", 0, G), Loop("k0", 0, Cg)] + \
+        [Loop(f"k{d + 1}", 0, s) for d, s in enumerate(S)]
+    n, g, cg, *sp = ivars(lps)
+    ch = g * Cg + cg
+    idx = [n, ch, *sp]
+    normed = mul(sub(cast(x.read(idx), dt), Read(m.name, (n, g), dt)), Read(rs.name, (n, g), dt))
+    _affine_out(tr, out, x, idx, normed, w, b, [ch], lps)
+    if native:
+        return (stored(out), stored(m) if mean_t else None, stored(rs) if rstd_t else None)
+    return stored(out)
 
-    return template
 
-
+@template("aten.instance_norm.default")
 def _instance_norm(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
-    w, b = _opt(tr, tr.arg(1, "weight")), _opt(tr, tr.arg(2, "bias"))
+    w, b = tr.opt_val(tr.arg(1, "weight")), tr.opt_val(tr.arg(2, "bias"))
     use_input_stats = tr.arg(5, "use_input_stats", True)
     eps = float(tr.arg(7, "eps", 1e-5))
     if not use_input_stats:
@@ -237,7 +237,7 @@ def _instance_norm(tr: Translator, node: AtenNode) -> Val:
     out = tr.result(0)
     dt = out.dtype
     m, rs, _ = norm_stats(tr, lambda o, r: x.read([o[0], o[1], *r]), [N, C], S, eps, dt, out.name)
-    lps = [Loop(f"i{d}", s) for d, s in enumerate(x.shape)]
+    lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(x.shape)]
     idx = ivars(lps)
     normed = mul(sub(cast(x.read(idx), dt), Read(m.name, (idx[0], idx[1]), dt)),
                  Read(rs.name, (idx[0], idx[1]), dt))
@@ -245,27 +245,13 @@ def _instance_norm(tr: Translator, node: AtenNode) -> Val:
     return stored(out)
 
 
+@template("aten.batch_norm.default")
 def _batch_norm(tr: Translator, node: AtenNode):
     """aten.batch_norm (x, w, b, rm, rv, training, momentum, eps, cudnn): one output."""
     a = list(node.args)
-    x, w, b, rm, rv = tr.val(a[0]), _opt(tr, a[1]), _opt(tr, a[2]), _opt(tr, a[3]), _opt(tr, a[4])
+    x, w, b, rm, rv = tr.val(a[0]), tr.opt_val(a[1]), tr.opt_val(a[2]), tr.opt_val(a[3]), tr.opt_val(a[4])
     training, momentum, eps = a[5], float(a[6]), float(a[7])
     if not training and rm is not None and rv is not None:
         return stored(_bn_eval(tr, x, w, b, rm, rv, eps))
     return _bn_train(tr, node, x, w, b, rm, rv, momentum, eps)[0]
 
-
-TABLE = {
-    "aten.layer_norm.default": _layer_norm(native=False),
-    "aten.native_layer_norm.default": _layer_norm(native=True),
-    "aten.rms_norm.default": _layer_norm(native=False, rms=True),
-    "aten._native_batch_norm_legit_no_training.default": _bn_legit("no_training"),
-    "aten._native_batch_norm_legit.default": _bn_legit("legit"),
-    "aten._native_batch_norm_legit.no_stats": _bn_legit("no_stats"),
-    "aten._native_batch_norm_legit_functional.default": _bn_legit("legit"),
-    "aten.native_batch_norm.default": _bn_legit("legit"),
-    "aten.batch_norm.default": _batch_norm,
-    "aten.group_norm.default": _group_norm(native=False),
-    "aten.native_group_norm.default": _group_norm(native=True),
-    "aten.instance_norm.default": _instance_norm,
-}

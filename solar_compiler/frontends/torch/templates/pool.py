@@ -13,91 +13,92 @@ from collections.abc import Sequence
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import Read, SExpr
 
-from ..capture import AtenNode
-from ..translate import Loop, Translator, Val, ivars, stored, view
-from .common import INF, add, c, cast, cmp, div, index_value, maximum, minimum, mul, select, sub
-from .conv import _range_guards, _tuple
+from ..builder.exprs import INF, add, c, cast, cmp, div, index_value, maximum, minimum, mul, select, sub
+from ..builder.index_maps import int_tuple, window_index
+from ..builder.statements import padded
+from ..builder.translator import Translator
+from ..builder.values import Loop, Val, ivars, stored, view
+from ..capture.program import AtenNode
+from ..registry import template
 
 
 def _window_args(tr: Translator, node: AtenNode, k: int, avg: bool):
-    kernel = _tuple(node.args[1], k)
+    kernel = int_tuple(node.args[1], k)
     stride = tr.arg(2, "stride", None)
-    stride = kernel if stride in (None, [], ()) else _tuple(stride, k)
-    padding = _tuple(tr.arg(3, "padding", 0), k)
-    dilation = [1] * k if avg else _tuple(tr.arg(4, "dilation", 1), k)
+    stride = kernel if stride in (None, [], ()) else int_tuple(stride, k)
+    padding = int_tuple(tr.arg(3, "padding", 0), k)
+    dilation = [1] * k if avg else int_tuple(tr.arg(4, "dilation", 1), k)
     return kernel, stride, padding, dilation
 
 
 def _windows(x: Val, out_sp: Sequence[int], kernel, stride, padding, dilation, k: int):
     """(loops of the lead and output dims, window loops, x index, guards)."""
     lead = x.shape[:x.ndim - k]
-    l_lps = [Loop(f"i{d}", s) for d, s in enumerate(lead)]
-    p_lps = [Loop(f"p{d}", s) for d, s in enumerate(out_sp)]
-    r_lps = [Loop(f"r{d}", s) for d, s in enumerate(kernel)]
+    l_lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(lead)]
+    p_lps = [Loop(f"p{d}", 0, s) for d, s in enumerate(out_sp)]
+    r_lps = [Loop(f"r{d}", 0, s) for d, s in enumerate(kernel)]
     li, p, r = ivars(l_lps), ivars(p_lps), ivars(r_lps)
     isp = x.shape[x.ndim - k:]
-    xidx, guards = list(li), []
-    for d in range(k):
-        e = p[d] * stride[d] + r[d] * dilation[d] - padding[d]
-        hi = (out_sp[d] - 1) * stride[d] + (kernel[d] - 1) * dilation[d] - padding[d]
-        guards += _range_guards(e, -padding[d], hi, isp[d])
-        xidx.append(e)
+    sp_idx, guards = window_index(p, r, out_sp, isp, kernel, stride, padding, dilation)
+    xidx = [*li, *sp_idx]
     return l_lps + p_lps, r_lps, xidx, guards
 
 
-def _max_pool(k: int, with_indices: bool = False):
-    def template(tr: Translator, node: AtenNode):
-        x = tr.val(node.args[0])
-        kernel, stride, padding, dilation = _window_args(tr, node, k, avg=False)
-        out = tr.result(0)
-        out_sp = out.shape[len(out.shape) - k:]
-        o_lps, r_lps, xidx, guards = _windows(x, out_sp, kernel, stride, padding, dilation, k)
-        oidx = ivars(o_lps)
-        tr.emit(out, oidx, "=", c(-INF, out.dtype), o_lps)
-        tr.emit(out, oidx, "max=", cast(x.read(xidx), out.dtype), o_lps + r_lps, guards)
-        if not (with_indices and tr.used(1)):
-            return (stored(out), None) if with_indices else stored(out)
-        ind = tr.result(1)
-        isp = x.shape[x.ndim - k:]
-        flat = sum((xidx[x.ndim - k + d] * math.prod(isp[d + 1:]) for d in range(k)), AffExpr.lit(0))
-        big = math.prod(isp)
-        hit = cmp("eq", cast(x.read(xidx), out.dtype), Read(out.name, tuple(oidx), out.dtype))
-        tr.emit(ind, oidx, "=", c(big, ind.dtype), o_lps)
-        tr.emit(ind, oidx, "min=", select(hit, index_value(flat, ind.dtype), c(big, ind.dtype)),
-                o_lps + r_lps, guards)
-        return stored(out), stored(ind)
+@template("aten.max_pool1d.default", k=1)
+@template("aten.max_pool2d.default", k=2)
+@template("aten.max_pool3d.default", k=3)
+@template("aten.max_pool2d_with_indices.default", k=2, with_indices=True)
+@template("aten.max_pool3d_with_indices.default", k=3, with_indices=True)
+def _max_pool(tr: Translator, node: AtenNode, k: int, with_indices: bool = False):
+    x = tr.val(node.args[0])
+    kernel, stride, padding, dilation = _window_args(tr, node, k, avg=False)
+    out = tr.result(0)
+    out_sp = out.shape[len(out.shape) - k:]
+    o_lps, r_lps, xidx, guards = _windows(x, out_sp, kernel, stride, padding, dilation, k)
+    oidx = ivars(o_lps)
+    tr.emit(out, oidx, "=", c(-INF, out.dtype), o_lps)
+    tr.emit(out, oidx, "max=", cast(x.read(xidx), out.dtype), o_lps + r_lps, guards)
+    if not (with_indices and tr.used(1)):
+        return (stored(out), None) if with_indices else stored(out)
+    ind = tr.result(1)
+    isp = x.shape[x.ndim - k:]
+    flat = sum((xidx[x.ndim - k + d] * math.prod(isp[d + 1:]) for d in range(k)), AffExpr.lit(0))
+    big = math.prod(isp)
+    hit = cmp("eq", cast(x.read(xidx), out.dtype), Read(out.name, tuple(oidx), out.dtype))
+    tr.emit(ind, oidx, "=", c(big, ind.dtype), o_lps)
+    tr.emit(ind, oidx, "min=", select(hit, index_value(flat, ind.dtype), c(big, ind.dtype)),
+            o_lps + r_lps, guards)
+    return stored(out), stored(ind)
 
-    return template
 
-
-def _avg_pool(k: int):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        x = tr.val(node.args[0])
-        kernel, stride, padding, _ = _window_args(tr, node, k, avg=True)
-        include_pad = bool(tr.arg(5, "count_include_pad", True))
-        override = tr.arg(6, "divisor_override", None)
-        out = tr.result()
-        dt = out.dtype
-        out_sp = out.shape[len(out.shape) - k:]
-        o_lps, r_lps, xidx, guards = _windows(x, out_sp, kernel, stride, padding, [1] * k, k)
-        oidx = ivars(o_lps)
-        tr.emit(out, oidx, "=", c(0, dt), o_lps)
-        tr.emit(out, oidx, "+=", cast(x.read(xidx), dt), o_lps + r_lps, guards)
-        isp = x.shape[x.ndim - k:]
-        p = oidx[len(oidx) - k:]
-        divisor: SExpr | int = 1
-        if override:
-            divisor = int(override)
-        else:
-            for d in range(k):
-                cnt = _count(p[d], stride[d], padding[d], kernel[d], isp[d], out_sp[d], include_pad)
-                divisor = cnt * divisor if isinstance(cnt, int) and isinstance(divisor, int) else \
-                    mul(_as_expr(cnt, dt), _as_expr(divisor, dt))
-        fin = Read(out.name, tuple(oidx), dt)
-        tr.emit(out, oidx, "=", div(fin, _as_expr(divisor, dt)), o_lps)
-        return stored(out)
-
-    return template
+@template("aten.avg_pool1d.default", k=1)
+@template("aten.avg_pool2d.default", k=2)
+@template("aten.avg_pool3d.default", k=3)
+def _avg_pool(tr: Translator, node: AtenNode, k: int) -> Val:
+    x = tr.val(node.args[0])
+    kernel, stride, padding, _ = _window_args(tr, node, k, avg=True)
+    include_pad = bool(tr.arg(5, "count_include_pad", True))
+    override = tr.arg(6, "divisor_override", None)
+    out = tr.result()
+    dt = out.dtype
+    out_sp = out.shape[len(out.shape) - k:]
+    o_lps, r_lps, xidx, guards = _windows(x, out_sp, kernel, stride, padding, [1] * k, k)
+    oidx = ivars(o_lps)
+    tr.emit(out, oidx, "=", c(0, dt), o_lps)
+    tr.emit(out, oidx, "+=", cast(x.read(xidx), dt), o_lps + r_lps, guards)
+    isp = x.shape[x.ndim - k:]
+    p = oidx[len(oidx) - k:]
+    divisor: SExpr | int = 1
+    if override:
+        divisor = int(override)
+    else:
+        for d in range(k):
+            cnt = _count(p[d], stride[d], padding[d], kernel[d], isp[d], out_sp[d], include_pad)
+            divisor = cnt * divisor if isinstance(cnt, int) and isinstance(divisor, int) else \
+                mul(_as_expr(cnt, dt), _as_expr(divisor, dt))
+    fin = Read(out.name, tuple(oidx), dt)
+    tr.emit(out, oidx, "=", div(fin, _as_expr(divisor, dt)), o_lps)
+    return stored(out)
 
 
 def _as_expr(v: SExpr | int, dt: str) -> SExpr:
@@ -120,48 +121,50 @@ def _count(p: AffExpr, s: int, pad: int, k: int, size: int, out: int, include_pa
     return sub(hi, lo)
 
 
-def _adaptive(k: int, kind: str):
-    def template(tr: Translator, node: AtenNode):
-        x = tr.val(node.args[0])
-        out = tr.result(0)
-        dt = out.dtype
-        out_sp = out.shape[len(out.shape) - k:]
-        isp = x.shape[x.ndim - k:]
-        lead = x.shape[:x.ndim - k]
-        l_lps = [Loop(f"i{d}", s) for d, s in enumerate(lead)]
-        p_lps = [Loop(f"p{d}", s) for d, s in enumerate(out_sp)]
-        p = ivars(p_lps)
-        r_lps, xidx, guards = [], list(ivars(l_lps)), []
-        divisor: SExpr | int = 1
-        for d in range(k):
-            H, O = isp[d], out_sp[d]
-            r = AffExpr.var(f"r{d}")
-            if H % O == 0:
-                kk = H // O
-                r_lps.append(Loop(f"r{d}", kk))
-                xidx.append(p[d] * kk + r)
-                divisor = _mul_div(divisor, kk, dt)
-                continue
-            start = (p[d] * H) // O
-            end = (p[d] * H + H + O - 1) // O
-            win = max((((i + 1) * H + O - 1) // O) - (i * H) // O for i in range(O))
-            r_lps.append(Loop(f"r{d}", win))
-            guards.append(AffCond.compare(start + r, "<", end))
-            xidx.append(start + r)
-            divisor = _mul_div(divisor, index_value(end - start), dt)
-        o_lps = l_lps + p_lps
-        oidx = ivars(o_lps)
-        red = "max=" if kind == "max" else "+="
-        tr.emit(out, oidx, "=", c(-INF if kind == "max" else 0, dt), o_lps)
-        tr.emit(out, oidx, red, cast(x.read(xidx), dt), o_lps + r_lps, guards)
-        if kind == "avg":
-            tr.emit(out, oidx, "=", div(Read(out.name, tuple(oidx), dt), _as_expr(divisor, dt)), o_lps)
-            return stored(out)
-        if len(node.outputs) > 1 and tr.used(1):
-            raise tr.error("adaptive max pooling indices have no template")
-        return (stored(out),) + (None,) * (len(node.outputs) - 1) if len(node.outputs) > 1 else stored(out)
-
-    return template
+@template("aten.adaptive_avg_pool1d.default", k=1, kind="avg")
+@template("aten.adaptive_avg_pool2d.default", "aten._adaptive_avg_pool2d.default", k=2, kind="avg")
+@template("aten.adaptive_avg_pool3d.default", "aten._adaptive_avg_pool3d.default", k=3, kind="avg")
+@template("aten.adaptive_max_pool1d.default", k=1, kind="max")
+@template("aten.adaptive_max_pool2d.default", k=2, kind="max")
+def _adaptive(tr: Translator, node: AtenNode, k: int, kind: str):
+    x = tr.val(node.args[0])
+    out = tr.result(0)
+    dt = out.dtype
+    out_sp = out.shape[len(out.shape) - k:]
+    isp = x.shape[x.ndim - k:]
+    lead = x.shape[:x.ndim - k]
+    l_lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(lead)]
+    p_lps = [Loop(f"p{d}", 0, s) for d, s in enumerate(out_sp)]
+    p = ivars(p_lps)
+    r_lps, xidx, guards = [], list(ivars(l_lps)), []
+    divisor: SExpr | int = 1
+    for d in range(k):
+        H, O = isp[d], out_sp[d]
+        r = AffExpr.var(f"r{d}")
+        if H % O == 0:
+            kk = H // O
+            r_lps.append(Loop(f"r{d}", 0, kk))
+            xidx.append(p[d] * kk + r)
+            divisor = _mul_div(divisor, kk, dt)
+            continue
+        start = (p[d] * H) // O
+        end = (p[d] * H + H + O - 1) // O
+        win = max((((i + 1) * H + O - 1) // O) - (i * H) // O for i in range(O))
+        r_lps.append(Loop(f"r{d}", 0, win))
+        guards.append(AffCond.compare(start + r, "<", end))
+        xidx.append(start + r)
+        divisor = _mul_div(divisor, index_value(end - start), dt)
+    o_lps = l_lps + p_lps
+    oidx = ivars(o_lps)
+    red = "max=" if kind == "max" else "+="
+    tr.emit(out, oidx, "=", c(-INF if kind == "max" else 0, dt), o_lps)
+    tr.emit(out, oidx, red, cast(x.read(xidx), dt), o_lps + r_lps, guards)
+    if kind == "avg":
+        tr.emit(out, oidx, "=", div(Read(out.name, tuple(oidx), dt), _as_expr(divisor, dt)), o_lps)
+        return stored(out)
+    if len(node.outputs) > 1 and tr.used(1):
+        raise tr.error("adaptive max pooling indices have no template")
+    return (stored(out),) + (None,) * (len(node.outputs) - 1) if len(node.outputs) > 1 else stored(out)
 
 
 def _mul_div(acc: SExpr | int, v: SExpr | int, dt: str) -> SExpr | int:
@@ -170,47 +173,49 @@ def _mul_div(acc: SExpr | int, v: SExpr | int, dt: str) -> SExpr | int:
     return mul(_as_expr(acc, dt), _as_expr(v, dt)) if not (isinstance(acc, int) and acc == 1) else v
 
 
-def _upsample_nearest(k: int, exact: bool = False):
+@template("aten.upsample_nearest1d.vec", k=1)
+@template("aten.upsample_nearest2d.vec", "aten.upsample_nearest2d.default", k=2)
+@template("aten.upsample_nearest3d.vec", k=3)
+@template("aten._upsample_nearest_exact1d.vec", k=1, exact=True)
+@template("aten._upsample_nearest_exact2d.vec", k=2, exact=True)
+@template("aten._upsample_nearest_exact3d.vec", k=3, exact=True)
+def _upsample_nearest(tr: Translator, node: AtenNode, k: int, exact: bool = False) -> Val:
     """Nearest upsampling as a view: src = floor(dst * in / out) (or floor((dst + 0.5) * in / out))."""
-    def template(tr: Translator, node: AtenNode) -> Val:
-        x = tr.val(node.args[0])
-        shape = tr.out_meta().shape
-        isp, osp = x.shape[x.ndim - k:], shape[len(shape) - k:]
-        scales = tr.arg(2, "scale_factors", None)
-        if scales and any(float(s) * i != o for s, i, o in zip(_fl(scales, k), isp, osp, strict=True)):
-            raise tr.error("nearest upsampling with a non-exact scale factor has no template")
-        lead = x.ndim - k
+    x = tr.val(node.args[0])
+    shape = tr.out_meta().shape
+    isp, osp = x.shape[x.ndim - k:], shape[len(shape) - k:]
+    scales = tr.arg(2, "scale_factors", None)
+    if scales and any(float(s) * i != o for s, i, o in zip(_fl(scales, k), isp, osp, strict=True)):
+        raise tr.error("nearest upsampling with a non-exact scale factor has no template")
+    lead = x.ndim - k
 
-        def index_map(idx):
-            out = list(idx[:lead])
-            for d in range(k):
-                e = idx[lead + d]
-                if not isinstance(e, AffExpr):
-                    raise ValueError("an indirect index into an upsampled view")
-                out.append((e * 2 * isp[d] + isp[d]) // (2 * osp[d]) if exact else (e * isp[d]) // osp[d])
-            return out
+    def index_map(idx):
+        out = list(idx[:lead])
+        for d in range(k):
+            e = idx[lead + d]
+            if not isinstance(e, AffExpr):
+                raise ValueError("an indirect index into an upsampled view")
+            out.append((e * 2 * isp[d] + isp[d]) // (2 * osp[d]) if exact else (e * isp[d]) // osp[d])
+        return out
 
-        return view(x, shape, index_map)
-
-    return template
+    return view(x, shape, index_map)
 
 
 def _fl(v: object, k: int) -> list[float]:
     return [float(s) for s in v] if isinstance(v, (list, tuple)) else [float(v)] * k
 
 
+@template("aten.im2col.default")
 def _im2col(tr: Translator, node: AtenNode) -> Val:
     """F.unfold: out[n, (c, r, s), (p, q)] = x[n, c, p*sh + r*dh - ph, q*sw + s*dw - pw]. A view
     (quasi-affine in the merged dims) of the input, or of its zero-padded copy when padded."""
     x = tr.val(node.args[0])
-    kh, kw = _tuple(node.args[1], 2)
-    dh, dw = _tuple(node.args[2], 2)
-    ph, pw = _tuple(node.args[3], 2)
-    sh, sw = _tuple(node.args[4], 2)
+    kh, kw = int_tuple(node.args[1], 2)
+    dh, dw = int_tuple(node.args[2], 2)
+    ph, pw = int_tuple(node.args[3], 2)
+    sh, sw = int_tuple(node.args[4], 2)
     shape = tr.out_meta().shape
     if ph or pw:
-        from .shape import padded
-
         x = padded(tr, x, {x.ndim - 2: (ph, ph), x.ndim - 1: (pw, pw)})
     W = x.shape[-1]
     lw = (W - dw * (kw - 1) - 1) // sw + 1
@@ -227,6 +232,7 @@ def _im2col(tr: Translator, node: AtenNode) -> Val:
     return view(x, shape, index_map)
 
 
+@template("aten.upsample_bilinear2d.vec", "aten.upsample_bilinear2d.default")
 def _bilinear(tr: Translator, node: AtenNode) -> Val:
     """upsample_bilinear2d: each output reads its four neighbours at indices computed from the
     output position (indirect reads), weights from the fractional source position, in f32 as
@@ -238,7 +244,7 @@ def _bilinear(tr: Translator, node: AtenNode) -> Val:
     dt = out.dtype
     isp, osp = x.shape[-2:], out.shape[-2:]
     sf = _fl(scales, 2) if scales else [None, None]
-    lps = [Loop(f"i{d}", s) for d, s in enumerate(out.shape)]
+    lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
     idx = ivars(lps)
     lead = list(idx[:-2])
     coords = []
@@ -263,31 +269,3 @@ def _bilinear(tr: Translator, node: AtenNode) -> Val:
     tr.emit(out, idx, "=", add(mul(sub(one, lh), top), mul(lh, bot)), lps)
     return stored(out)
 
-
-TABLE = {
-    "aten.im2col.default": _im2col,
-    "aten.upsample_bilinear2d.vec": _bilinear,
-    "aten.upsample_bilinear2d.default": _bilinear,
-    "aten.max_pool1d.default": _max_pool(1),
-    "aten.max_pool2d.default": _max_pool(2),
-    "aten.max_pool3d.default": _max_pool(3),
-    "aten.max_pool2d_with_indices.default": _max_pool(2, with_indices=True),
-    "aten.max_pool3d_with_indices.default": _max_pool(3, with_indices=True),
-    "aten.avg_pool1d.default": _avg_pool(1),
-    "aten.avg_pool2d.default": _avg_pool(2),
-    "aten.avg_pool3d.default": _avg_pool(3),
-    "aten.adaptive_avg_pool1d.default": _adaptive(1, "avg"),
-    "aten.adaptive_avg_pool2d.default": _adaptive(2, "avg"),
-    "aten.adaptive_avg_pool3d.default": _adaptive(3, "avg"),
-    "aten._adaptive_avg_pool2d.default": _adaptive(2, "avg"),
-    "aten._adaptive_avg_pool3d.default": _adaptive(3, "avg"),
-    "aten.adaptive_max_pool1d.default": _adaptive(1, "max"),
-    "aten.adaptive_max_pool2d.default": _adaptive(2, "max"),
-    "aten.upsample_nearest1d.vec": _upsample_nearest(1),
-    "aten.upsample_nearest2d.vec": _upsample_nearest(2),
-    "aten.upsample_nearest3d.vec": _upsample_nearest(3),
-    "aten.upsample_nearest2d.default": _upsample_nearest(2),
-    "aten._upsample_nearest_exact1d.vec": _upsample_nearest(1, exact=True),
-    "aten._upsample_nearest_exact2d.vec": _upsample_nearest(2, exact=True),
-    "aten._upsample_nearest_exact3d.vec": _upsample_nearest(3, exact=True),
-}

@@ -15,9 +15,11 @@ import math
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import SExpr
 
-from ..capture import AtenNode, TensorRef
-from ..translate import Translator, Val, ivars, loops, stored
-from .common import add, bin_, c, cast, cmp, index_value, mul, sub, un
+from ..builder.exprs import add, bin_, c, cast, cmp, index_value, mul, sub, un
+from ..builder.translator import Translator
+from ..builder.values import Val, ivars, loops, stored
+from ..capture.program import AtenNode, TensorRef
+from ..registry import template
 
 
 def _uniform01(lin: AffExpr, salt: float) -> SExpr:
@@ -34,39 +36,41 @@ def _normal01(lin: AffExpr) -> SExpr:
     return mul(r, un("cos", mul(c(2 * math.pi, "f32"), u2)))
 
 
-def _draw(kind: str):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        out = tr.result()
-        tr.random[tr.out_meta().name] = out.name
-        lps = loops("i", out.shape)
-        idx = ivars(lps)
-        lin = AffExpr.lit(0)
-        for e, n in zip(idx, out.shape, strict=True):
-            lin = lin * n + e
-        if kind == "normal":
-            value = _normal01(lin)
-            mean, std = _params(tr, node, 0.0, 1.0)
-            value = add(mul(value, c(std, "f32")), c(mean, "f32")) if (mean, std) != (0.0, 1.0) else value
-        elif kind == "bernoulli":
-            p = tr.arg(1, "p", 0.5)
-            if isinstance(p, TensorRef):
-                pv = tr.val(p)
-                prob = cast(pv.read(idx if pv.ndim == len(idx) else []), "f32")
-            else:
-                prob = c(float(p), "f32")
-            value = cast(cmp("lt", _uniform01(lin, 0.0), prob), "f32")
-        elif kind == "randint":
-            lo, hi = _int_range(tr, node)
-            value = un("floor", add(mul(_uniform01(lin, 0.0), c(hi - lo, "f32")), c(lo, "f32")))
+@template("aten.rand.default", "aten.rand_like.default", "aten.uniform.default", kind="uniform")
+@template("aten.randn.default", "aten.randn_like.default", "aten.normal_functional.default", kind="normal")
+@template("aten.bernoulli.default", "aten.bernoulli.p", "aten.bernoulli.Tensor", kind="bernoulli")
+@template("aten.randint.low", "aten.randint.default", "aten.randint_like.low_dtype",
+          "aten.randint_like.default", kind="randint")
+def _draw(tr: Translator, node: AtenNode, kind: str) -> Val:
+    out = tr.result()
+    tr.random[tr.out_meta().name] = out.name
+    lps = loops("i", out.shape)
+    idx = ivars(lps)
+    lin = AffExpr.lit(0)
+    for e, n in zip(idx, out.shape, strict=True):
+        lin = lin * n + e
+    if kind == "normal":
+        value = _normal01(lin)
+        mean, std = _params(tr, node, 0.0, 1.0)
+        value = add(mul(value, c(std, "f32")), c(mean, "f32")) if (mean, std) != (0.0, 1.0) else value
+    elif kind == "bernoulli":
+        p = tr.arg(1, "p", 0.5)
+        if isinstance(p, TensorRef):
+            pv = tr.val(p)
+            prob = cast(pv.read(idx if pv.ndim == len(idx) else []), "f32")
         else:
-            value = _uniform01(lin, 0.0)
-            lo, hi = _params(tr, node, 0.0, 1.0)
-            if (lo, hi) != (0.0, 1.0):
-                value = add(mul(value, c(hi - lo, "f32")), c(lo, "f32"))
-        tr.emit(out, idx, "=", cast(value, out.dtype), lps)
-        return stored(out)
-
-    return template
+            prob = c(float(p), "f32")
+        value = cast(cmp("lt", _uniform01(lin, 0.0), prob), "f32")
+    elif kind == "randint":
+        lo, hi = _int_range(tr, node)
+        value = un("floor", add(mul(_uniform01(lin, 0.0), c(hi - lo, "f32")), c(lo, "f32")))
+    else:
+        value = _uniform01(lin, 0.0)
+        lo, hi = _params(tr, node, 0.0, 1.0)
+        if (lo, hi) != (0.0, 1.0):
+            value = add(mul(value, c(hi - lo, "f32")), c(lo, "f32"))
+    tr.emit(out, idx, "=", cast(value, out.dtype), lps)
+    return stored(out)
 
 
 def _params(tr: Translator, node: AtenNode, d0: float, d1: float) -> tuple[float, float]:
@@ -87,19 +91,3 @@ def _int_range(tr: Translator, node: AtenNode) -> tuple[int, int]:
             "aten.randint_like.low_dtype": lambda: (int(a[1]), int(a[2])),
             "aten.randint_like.default": lambda: (0, int(a[1]))}[node.op]()
 
-
-TABLE = {
-    "aten.rand.default": _draw("uniform"),
-    "aten.rand_like.default": _draw("uniform"),
-    "aten.uniform.default": _draw("uniform"),
-    "aten.randn.default": _draw("normal"),
-    "aten.randn_like.default": _draw("normal"),
-    "aten.normal_functional.default": _draw("normal"),
-    "aten.bernoulli.default": _draw("bernoulli"),
-    "aten.bernoulli.p": _draw("bernoulli"),
-    "aten.bernoulli.Tensor": _draw("bernoulli"),
-    "aten.randint.low": _draw("randint"),
-    "aten.randint.default": _draw("randint"),
-    "aten.randint_like.low_dtype": _draw("randint"),
-    "aten.randint_like.default": _draw("randint"),
-}

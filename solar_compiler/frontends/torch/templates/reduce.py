@@ -11,32 +11,19 @@ from collections.abc import Sequence
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
 
-from ..capture import AtenNode
-from ..translate import Translator, Val, ivars, loops, stored, view
-from .common import (
-    INF,
-    bin_,
-    c,
-    cast,
-    cmp,
-    count,
-    div,
-    finalize,
-    index_value,
-    kept_shape,
-    mul,
-    norm_dims,
-    reduce_into,
-    select,
-    sub,
-    un,
-)
-from .views import reshape_map
+from ..builder.exprs import bin_, c, cast, cmp, div, index_value, mul, select, sub, un
+from ..builder.index_maps import count, kept_shape, norm_dims, reshape_map
+from ..builder.statements import accumulate, copy_into, finalize, reduce_into
+from ..builder.translator import Translator
+from ..builder.values import Val, stored, view
+from ..capture.program import AtenNode
+from ..registry import template
 
 
-def _dims_keep(tr: Translator, x: Val, dim_pos: int = 1, keep_pos: int = 2) -> tuple[list[int], bool]:
-    dims = norm_dims(tr.arg(dim_pos, "dim", None), x.ndim)
-    return dims, bool(tr.arg(keep_pos, "keepdim", False))
+def _dims_keep(tr: Translator, x: Val) -> tuple[list[int], bool]:
+    """The `dim` (None or []: all dims) and `keepdim` arguments of a reduction."""
+    dims = norm_dims(tr.arg(1, "dim", None), x.ndim)
+    return dims, bool(tr.arg(2, "keepdim", False))
 
 
 def _kept_read(target: TensorDecl, x: Val, dims: Sequence[int], keepdim: bool, full: list[AffExpr]) -> SExpr:
@@ -46,30 +33,28 @@ def _kept_read(target: TensorDecl, x: Val, dims: Sequence[int], keepdim: bool, f
     return Read(target.name, tuple(idx), target.dtype)
 
 
-def accumulate(tr: Translator, target: TensorDecl, x: Val, dims: list[int], keepdim: bool, kind: str,
-               value=None) -> None:
-    """target = identity; target kind= value(x at full index) (default: x cast to target dtype)."""
-    ident = {"+=": 0, "*=": 1, "max=": -INF, "min=": INF}[kind]
-    if target.dtype in ("i64", "i32", "i8") and kind in ("max=", "min="):
-        ident = -(2 ** 63) if kind == "max=" else 2 ** 63 - 1
-    body = value or (lambda full: cast(x.read(full), target.dtype))
-    reduce_into(tr, target, x.shape, dims, keepdim, kind, c(ident, target.dtype), body)
+@template("aten.sum.dim_IntList", kind="+=")
+@template("aten.mean.dim", kind="+=", mean=True)
+@template("aten.amax.default", kind="max=")
+@template("aten.amin.default", kind="min=")
+@template("aten.sum.default", kind="+=", all_dims=True)
+@template("aten.mean.default", kind="+=", mean=True, all_dims=True)
+@template("aten.max.default", kind="max=", all_dims=True)
+@template("aten.min.default", kind="min=", all_dims=True)
+def _reduce(tr: Translator, node: AtenNode, kind: str, mean: bool = False, all_dims: bool = False) -> Val:
+    """One accumulation over the `dim` argument's dims (every dim when `all_dims`); `mean`
+    divides by the element count."""
+    x = tr.val(node.args[0])
+    dims, keepdim = (list(range(x.ndim)), False) if all_dims else _dims_keep(tr, x)
+    target = tr.result()
+    accumulate(tr, target, x, dims, keepdim, kind)
+    if mean:
+        n = count(x.shape, dims)
+        finalize(tr, target, lambda v: div(v, c(n, v)))
+    return stored(target)
 
 
-def _simple(kind: str, mean: bool = False):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        x = tr.val(node.args[0])
-        dims, keepdim = _dims_keep(tr, x)
-        target = tr.result()
-        accumulate(tr, target, x, dims, keepdim, kind)
-        if mean:
-            n = count(x.shape, dims)
-            finalize(tr, target, lambda v: div(v, c(n, v)))
-        return stored(target)
-
-    return template
-
-
+@template("aten.prod.dim_int", "aten.prod.default")
 def _prod(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
     if node.op.endswith(".default"):
@@ -81,28 +66,17 @@ def _prod(tr: Translator, node: AtenNode) -> Val:
     return stored(target)
 
 
-def _all_dims(kind: str):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        x = tr.val(node.args[0])
-        target = tr.result()
-        accumulate(tr, target, x, list(range(x.ndim)), False, kind)
-        return stored(target)
-
-    return template
-
-
-def _max_dim(kind: str):
+@template("aten.max.dim", kind="max=")
+@template("aten.min.dim", kind="min=")
+def _max_dim(tr: Translator, node: AtenNode, kind: str) -> tuple[Val | None, Val | None]:
     """max.dim / min.dim: (values, indices); the index pass only when the indices are used."""
-    def template(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None]:
-        x = tr.val(node.args[0])
-        dims, keepdim = norm_dims(node.args[1], x.ndim), bool(tr.arg(2, "keepdim", False))
-        values = tr.result(0) if tr.used(0) else tr.declare(f"{node.outputs[1].name}_val",
-                                                             kept_shape(x.shape, dims, keepdim), x.dtype)
-        accumulate(tr, values, x, dims, keepdim, kind)
-        indices = _arg_pass(tr, tr.result(1), values, x, dims, keepdim) if tr.used(1) else None
-        return (stored(values) if tr.used(0) else None), indices
-
-    return template
+    x = tr.val(node.args[0])
+    dims, keepdim = norm_dims(node.args[1], x.ndim), bool(tr.arg(2, "keepdim", False))
+    values = tr.result(0) if tr.used(0) else tr.declare(f"{node.outputs[1].name}_val",
+                                                         kept_shape(x.shape, dims, keepdim), x.dtype)
+    accumulate(tr, values, x, dims, keepdim, kind)
+    indices = _arg_pass(tr, tr.result(1), values, x, dims, keepdim) if tr.used(1) else None
+    return (stored(values) if tr.used(0) else None), indices
 
 
 def _arg_pass(tr: Translator, target: TensorDecl, values: TensorDecl, x: Val, dims: list[int],
@@ -118,26 +92,25 @@ def _arg_pass(tr: Translator, target: TensorDecl, values: TensorDecl, x: Val, di
     return stored(target)
 
 
-def _argext(kind: str):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        x = tr.val(node.args[0])
-        dim = tr.arg(1, "dim", None)
-        keepdim = bool(tr.arg(2, "keepdim", False))
-        if dim is None:  # over the flattened tensor
-            n = math.prod(x.shape)
-            x = view(x, (n,), reshape_map(x.shape, (n,)))
-            dims, keepdim = [0], False
-        else:
-            dims = norm_dims(dim, x.ndim)
-        meta = tr.out_meta()
-        values = tr.declare(f"{meta.name}_val", kept_shape(x.shape, dims, keepdim), x.dtype)
-        accumulate(tr, values, x, dims, keepdim, kind)
-        out = _arg_pass(tr, tr.result(), values, x, dims, keepdim)
-        if dim is None and meta.shape != ():
-            raise tr.error("argmax over all dims with keepdim")
-        return out
-
-    return template
+@template("aten.argmax.default", kind="max=")
+@template("aten.argmin.default", kind="min=")
+def _argext(tr: Translator, node: AtenNode, kind: str) -> Val:
+    x = tr.val(node.args[0])
+    dim = tr.arg(1, "dim", None)
+    keepdim = bool(tr.arg(2, "keepdim", False))
+    if dim is None:  # over the flattened tensor
+        n = math.prod(x.shape)
+        x = view(x, (n,), reshape_map(x.shape, (n,)))
+        dims, keepdim = [0], False
+    else:
+        dims = norm_dims(dim, x.ndim)
+    meta = tr.out_meta()
+    values = tr.declare(f"{meta.name}_val", kept_shape(x.shape, dims, keepdim), x.dtype)
+    accumulate(tr, values, x, dims, keepdim, kind)
+    out = _arg_pass(tr, tr.result(), values, x, dims, keepdim)
+    if dim is None and meta.shape != ():
+        raise tr.error("argmax over all dims with keepdim")
+    return out
 
 
 # ---- statistics ---------------------------------------------------------------------------------
@@ -168,30 +141,32 @@ def moments(tr: Translator, x: Val, dims: list[int], keepdim: bool, hint: str,
     return mean, ssd
 
 
-def _var(std: bool, with_mean: bool = False):
-    def template(tr: Translator, node: AtenNode):
-        x = tr.val(node.args[0])
-        dims = norm_dims(tr.arg(1, "dim", None), x.ndim)
-        keepdim = bool(node.kwargs.get("keepdim", tr.arg(3, "keepdim", False)))
-        corr = _correction(tr, node)
-        n = count(x.shape, dims)
-        out = tr.result(0)
-        mean_t = tr.result(1) if with_mean and tr.used(1) else None
-        mean, ssd = moments(tr, x, dims, keepdim, out.name, mean_target=mean_t, sq_target=out)
-        denom = max(n - corr, 0)
+@template("aten.var.correction", "aten.var.dim", std=False)
+@template("aten.std.correction", "aten.std.dim", std=True)
+@template("aten.var_mean.correction", std=False, with_mean=True)
+@template("aten.std_mean.correction", std=True, with_mean=True)
+def _var(tr: Translator, node: AtenNode, std: bool, with_mean: bool = False):
+    x = tr.val(node.args[0])
+    dims = norm_dims(tr.arg(1, "dim", None), x.ndim)
+    keepdim = bool(node.kwargs.get("keepdim", tr.arg(3, "keepdim", False)))
+    corr = _correction(tr, node)
+    n = count(x.shape, dims)
+    out = tr.result(0)
+    mean_t = tr.result(1) if with_mean and tr.used(1) else None
+    mean, ssd = moments(tr, x, dims, keepdim, out.name, mean_target=mean_t, sq_target=out)
+    denom = max(n - corr, 0)
 
-        def fin(v: SExpr) -> SExpr:
-            r = div(v, c(denom, v))
-            return un("sqrt", r) if std else r
+    def fin(v: SExpr) -> SExpr:
+        r = div(v, c(denom, v))
+        return un("sqrt", r) if std else r
 
-        finalize(tr, out, fin)
-        if with_mean:
-            return stored(out), (stored(mean) if mean_t is not None else None)
-        return stored(out)
-
-    return template
+    finalize(tr, out, fin)
+    if with_mean:
+        return stored(out), (stored(mean) if mean_t is not None else None)
+    return stored(out)
 
 
+@template("aten.linalg_vector_norm.default")
 def _vector_norm(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
     p = float(tr.arg(1, "ord", 2))
@@ -224,65 +199,21 @@ def _sq(v: SExpr) -> SExpr:
     return mul(v, v)
 
 
-def _any_all(kind: str):
+@template("aten.any.default", "aten.any.dim", "aten.any.dims", kind="max=")
+@template("aten.all.default", "aten.all.dim", "aten.all.dims", kind="min=")
+def _any_all(tr: Translator, node: AtenNode, kind: str) -> Val:
     """any/all: a max/min reduction in i8 (bool tensors take no max=), then a cast to bool."""
-    def template(tr: Translator, node: AtenNode) -> Val:
-        x = tr.val(node.args[0])
-        if node.op.endswith(".default"):
-            dims, keepdim = list(range(x.ndim)), False
-        else:
-            dims, keepdim = norm_dims(tr.arg(1, "dim", None), x.ndim), bool(tr.arg(2, "keepdim", False))
-        meta = tr.out_meta()
-        acc = tr.declare(f"{meta.name}_acc", meta.shape, "i8")
-        accumulate(tr, acc, x, dims, keepdim, kind,
-                   lambda f: cast(x.read(f) if x.dtype == "bool" else cmp("ne", x.read(f), c(0, x.dtype)),
-                                  "i8"))
-        out = tr.result()
-        lps = loops("i", meta.shape)
-        idx = ivars(lps)
-        tr.emit(out, idx, "=", cast(Read(acc.name, tuple(idx), "i8"), "bool"), lps)
-        return stored(out)
-
-    return template
-
-
-TABLE = {
-    "aten.sum.dim_IntList": _simple("+="),
-    "aten.sum.default": _all_dims("+="),
-    "aten.mean.dim": _simple("+=", mean=True),
-    "aten.amax.default": _simple("max="),
-    "aten.amin.default": _simple("min="),
-    "aten.max.default": _all_dims("max="),
-    "aten.min.default": _all_dims("min="),
-    "aten.max.dim": _max_dim("max="),
-    "aten.min.dim": _max_dim("min="),
-    "aten.argmax.default": _argext("max="),
-    "aten.argmin.default": _argext("min="),
-    "aten.prod.dim_int": _prod,
-    "aten.prod.default": _prod,
-    "aten.var.correction": _var(std=False),
-    "aten.var.dim": _var(std=False),
-    "aten.std.correction": _var(std=True),
-    "aten.std.dim": _var(std=True),
-    "aten.var_mean.correction": _var(std=False, with_mean=True),
-    "aten.std_mean.correction": _var(std=True, with_mean=True),
-    "aten.linalg_vector_norm.default": _vector_norm,
-    "aten.any.default": _any_all("max="),
-    "aten.any.dim": _any_all("max="),
-    "aten.any.dims": _any_all("max="),
-    "aten.all.default": _any_all("min="),
-    "aten.all.dim": _any_all("min="),
-    "aten.all.dims": _any_all("min="),
-}
-
-
-def _mean_all(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
-    target = tr.result()
-    accumulate(tr, target, x, list(range(x.ndim)), False, "+=")
-    n = math.prod(x.shape)
-    finalize(tr, target, lambda v: div(v, c(n, v)))
-    return stored(target)
+    if node.op.endswith(".default"):
+        dims, keepdim = list(range(x.ndim)), False
+    else:
+        dims, keepdim = norm_dims(tr.arg(1, "dim", None), x.ndim), bool(tr.arg(2, "keepdim", False))
+    meta = tr.out_meta()
+    acc = tr.declare(f"{meta.name}_acc", meta.shape, "i8")
+    accumulate(tr, acc, x, dims, keepdim, kind,
+               lambda f: cast(x.read(f) if x.dtype == "bool" else cmp("ne", x.read(f), c(0, x.dtype)),
+                              "i8"))
+    out = tr.result()
+    copy_into(tr, out, stored(acc))
+    return stored(out)
 
-
-TABLE["aten.mean.default"] = _mean_all

@@ -19,31 +19,24 @@ leaves undefined rows, never a silently wrong answer.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from solar_compiler.executor.numeric import identity
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Index, Read, SExpr, TensorDecl
 
-from ..capture import AtenNode, TensorRef
-from ..translate import Loop, Translator, Val, fill, ivars, loops, stored, view
-from .common import add, bcast_index, c, cast, cmp, index_value, mul, norm_dim, select
+from ..builder.exprs import add, c, cast, cmp, index_read, index_value, mul, select
+from ..builder.index_maps import advanced_position, bcast_index, bcast_shape, norm_dim
+from ..builder.statements import copy_into
+from ..builder.translator import Translator
+from ..builder.values import Loop, Val, fill, ivars, loops, stored, view
+from ..capture.program import AtenNode, TensorRef, tensor_refs
+from ..registry import template
 
 REDUCE_KIND = {"sum": "+=", "add": "+=", "prod": "*=", "multiply": "*=", "amax": "max=", "amin": "min="}
 
 
 # ---- the written tensor ------------------------------------------------------------------------------
-def _refs(x: object) -> Iterator[str]:
-    if isinstance(x, TensorRef):
-        yield x.name
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            yield from _refs(y)
-    elif isinstance(x, dict):
-        for y in x.values():
-            yield from _refs(y)
-
-
 def _reads_tensor(v: Val, name: str) -> bool:
     """Whether `v` (a stored value, a view or a generator) reads kernel tensor `name`; a reader
     that cannot be applied to symbolic indices counts as reading it (the base is then copied)."""
@@ -67,8 +60,8 @@ def _in_place(tr: Translator, ref: object) -> TensorDecl | None:
     assert node is not None
     nodes = tr.program.nodes
     here = next(i for i, n in enumerate(nodes) if n is node)
-    later = {r for n in nodes[here + 1:] for r in _refs((n.args, n.kwargs))} | set(tr.program.outputs)
-    mine = list(_refs((node.args, node.kwargs)))
+    later = {r for n in nodes[here + 1:] for r in tensor_refs((n.args, n.kwargs))} | set(tr.program.outputs)
+    mine = list(tensor_refs((node.args, node.kwargs)))
     if mine.count(ref.name) != 1:
         return None
     for key, v in tr.env.items():
@@ -82,11 +75,8 @@ def _target(tr: Translator, node: AtenNode) -> TensorDecl:
     decl = _in_place(tr, node.args[0])
     if decl is not None:
         return decl
-    base = tr.val(node.args[0])
     out = tr.result()
-    lps = loops("i", base.shape)
-    idx = ivars(lps)
-    tr.emit(out, idx, "=", cast(base.read(idx), out.dtype), lps)
+    copy_into(tr, out, tr.val(node.args[0]))
     return out
 
 
@@ -94,11 +84,11 @@ def _index_expr(tr: Translator, v: Val, idx: Sequence[AffExpr]) -> SExpr:
     if v.dtype == "bool":
         raise tr.error("no loop-IR template for a boolean-mask index in a scatter (its positions "
                        "depend on values)")
-    e = v.read(idx)
-    return e if v.dtype == "i64" else cast(e, "i64")
+    return index_read(v, idx)
 
 
 # ---- index_put / index_add ----------------------------------------------------------------------------
+@template("aten.index_put.default", "aten._unsafe_index_put.default")
 def _index_put(tr: Translator, node: AtenNode) -> Val:
     """out[i0, ..., I0[b], ..., In[b], ...] (+)= values[...] over the shape of `x[indices]`."""
     x = tr.val(node.args[0])
@@ -108,16 +98,12 @@ def _index_put(tr: Translator, node: AtenNode) -> Val:
     tens = [(d, tr.val(r)) for d, r in enumerate(positions) if isinstance(r, TensorRef)]
     if not tens:
         raise tr.error("index_put without an index tensor")
-    if getattr(node, "_bool_index", False) or any(v.dtype == "bool" for _, v in tens):
+    if any(v.dtype == "bool" for _, v in tens):
         raise tr.error("no loop-IR template for a boolean-mask index_put (its positions depend on values)")
-    nb = max(v.ndim for _, v in tens)
-    bshape = [1] * nb
-    for _, v in tens:
-        for d, n in enumerate(v.shape):
-            k = nb - v.ndim + d
-            bshape[k] = max(bshape[k], n)
+    bshape = bcast_shape([v.shape for _, v in tens])
+    nb = len(bshape)
     dims = [d for d, _ in tens]
-    first = dims[0] if dims == list(range(dims[0], dims[0] + len(dims))) else 0
+    first = advanced_position(dims)
     rest_shape = [n for d, n in enumerate(x.shape) if d not in dims]
     shape = [*rest_shape[:first], *bshape, *rest_shape[first:]]
     out = _target(tr, node)
@@ -133,6 +119,7 @@ def _index_put(tr: Translator, node: AtenNode) -> Val:
     return stored(out)
 
 
+@template("aten.index_add.default")
 def _index_add(tr: Translator, node: AtenNode) -> Val:
     """out[.., index[k], ..] += alpha * source[.., k, ..]."""
     x = tr.val(node.args[0])
@@ -153,6 +140,7 @@ def _index_add(tr: Translator, node: AtenNode) -> Val:
 
 
 # ---- scatter family -------------------------------------------------------------------------------------
+@template("aten.scatter_add.default", kind="+=")
 def _scatter_into(tr: Translator, node: AtenNode, kind: str, include_self: bool = True) -> Val:
     """out[.., index[idx], ..] kind src[idx] over the index's shape (src a tensor or a scalar)."""
     x = tr.val(node.args[0])
@@ -184,21 +172,20 @@ def _reduce_kind(tr: Translator, reduce: object) -> str:
     return REDUCE_KIND[str(reduce)]
 
 
+@template("aten.scatter.src", "aten.scatter.value", "aten.scatter.reduce", "aten.scatter.value_reduce")
 def _scatter(tr: Translator, node: AtenNode) -> Val:
     reduce = tr.arg(4, "reduce", None)
     return _scatter_into(tr, node, "=" if reduce is None else _reduce_kind(tr, reduce))
 
 
-def _scatter_add(tr: Translator, node: AtenNode) -> Val:
-    return _scatter_into(tr, node, "+=")
-
-
+@template("aten.scatter_reduce.two")
 def _scatter_reduce(tr: Translator, node: AtenNode) -> Val:
     kind = _reduce_kind(tr, tr.arg(4, "reduce", None))
     return _scatter_into(tr, node, kind, include_self=bool(tr.arg(5, "include_self", True)))
 
 
 # ---- nonzero ---------------------------------------------------------------------------------------------
+@template("aten.nonzero.default")
 def _nonzero(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
     meta = tr.out_meta()
@@ -223,22 +210,9 @@ def _nonzero(tr: Translator, node: AtenNode) -> Val:
     tr.emit(count, [AffExpr.lit(0)], "=", c(0, "i64"), [])
     if size > 1:
         prev = Read(count.name, (f - 1,), "i64")
-        tr.emit(count, [f], "=", add(prev, cast(hit(f - 1), "i64")), [Loop("f", size, 1, sequential=True)])
+        tr.emit(count, [f], "=", add(prev, cast(hit(f - 1), "i64")), [Loop("f", 1, size, sequential=True)])
     row = select(hit(f), add(Read(count.name, (f,), "i64"), c(1, "i64")), c(0, "i64"))
     for d, e in enumerate(coords(f)):
-        tr.emit(rows, [row, AffExpr.lit(d)], "=", index_value(e), [Loop("f", size)])
+        tr.emit(rows, [row, AffExpr.lit(d)], "=", index_value(e), [Loop("f", 0, size)])
     return view(stored(rows), meta.shape, lambda idx: [idx[0] + 1, idx[1]])
 
-
-TABLE = {
-    "aten.index_put.default": _index_put,
-    "aten._unsafe_index_put.default": _index_put,
-    "aten.index_add.default": _index_add,
-    "aten.scatter.src": _scatter,
-    "aten.scatter.value": _scatter,
-    "aten.scatter.reduce": _scatter,
-    "aten.scatter.value_reduce": _scatter,
-    "aten.scatter_add.default": _scatter_add,
-    "aten.scatter_reduce.two": _scatter_reduce,
-    "aten.nonzero.default": _nonzero,
-}

@@ -8,11 +8,15 @@ from __future__ import annotations
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, SExpr
 
-from ..capture import AtenNode
-from ..translate import Loop, Translator, Val, stored
-from .common import INF, bin_, c, cmp, index_value, norm_dim, select
+from ..builder.exprs import INF, bin_, c, cmp, index_value, select
+from ..builder.index_maps import norm_dim
+from ..builder.translator import Translator
+from ..builder.values import Loop, Val, stored
+from ..capture.program import AtenNode
+from ..registry import template
 
 
+@template("aten.topk.default")
 def _topk(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None]:
     x = tr.val(node.args[0])
     k = int(node.args[1])
@@ -22,8 +26,8 @@ def _topk(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None]:
     shape = [k if d == dim else s for d, s in enumerate(x.shape)]
     vals = tr.result(0) if tr.used(0) else tr.declare(f"{node.outputs[1].name}_values", shape, x.dtype)
     inds = tr.result(1) if tr.used(1) else tr.declare(f"{vals.name}_indices", shape, "i64")
-    kept = [Loop(f"i{d}", s) for d, s in enumerate(x.shape) if d != dim]
-    red = Loop(f"k{dim}", n)
+    kept = [Loop(f"i{d}", 0, s) for d, s in enumerate(x.shape) if d != dim]
+    red = Loop(f"k{dim}", 0, n)
     kind, ident, before = ("max=", -INF, "lt") if largest else ("min=", INF, "gt")
     dt = x.dtype
 
@@ -53,11 +57,7 @@ def _topk(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None]:
 
     step(AffExpr.lit(0), True, [])
     if k > 1:
-        with tr.inside(Loop("j", k, 1, sequential=True)) as j:
+        with tr.inside(Loop("j", 1, k, sequential=True)) as j:
             step(j, False, [])
     return (stored(vals) if tr.used(0) else None), (stored(inds) if tr.used(1) else None)
 
-
-TABLE = {
-    "aten.topk.default": _topk,
-}

@@ -9,41 +9,42 @@ import math
 from collections.abc import Sequence
 
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Index, SExpr
+from solar_compiler.loopir.ast import INT_DTYPES, Index, SExpr
+from solar_compiler.loopir.simplify import literal
 
-from ..capture import AtenNode
-from ..translate import Loop, Translator, Val, const, fill, generator, ivars, loops, stored, view
-from .common import add, c, cast, cmp, index_value, mul, norm_dim, select, store_or_inline
-from .views import iadd, ineg_from
-
-
-def full_val(tr: Translator, shape: Sequence[int], value: object) -> Val:
-    dtype = tr.out_meta().dtype
-    if isinstance(value, (bool, int, float)):
-        return fill(shape, dtype, value)
-    v = tr.val(value)  # a 0-d tensor value (fill.Tensor)
-    return generator(shape, dtype, lambda idx: cast(v.read([]), dtype))
+from ..builder.exprs import add, c, cast, cmp, index_value, mul, select
+from ..builder.index_maps import iadd, ineg_from, norm_dim, reshape_map
+from ..builder.statements import copy_into, full_val, pad_into, store_or_inline
+from ..builder.translator import Translator
+from ..builder.values import Loop, Val, generator, ivars, loops, stored, view
+from ..capture.program import AtenNode
+from ..registry import template
 
 
+@template("aten.full.default")
 def _full(tr: Translator, node: AtenNode) -> Val:
     return full_val(tr, tr.out_meta().shape, tr.arg(1, "fill_value", 0))
 
 
-def _const_like(value: float):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        return full_val(tr, tr.out_meta().shape, value)
+@template("aten.zeros.default", "aten.empty.memory_format", "aten.empty_strided.default",
+          "aten.empty_permuted.default", "aten.zeros_like.default", "aten.empty_like.default",
+          "aten.new_zeros.default", "aten.new_empty.default", "aten.new_empty_strided.default", value=0)
+@template("aten.ones.default", "aten.ones_like.default", "aten.new_ones.default", value=1)
+def _const_like(tr: Translator, node: AtenNode, value: float) -> Val:
+    return full_val(tr, tr.out_meta().shape, value)
 
-    return template
 
-
+@template("aten.scalar_tensor.default")
 def _scalar_tensor(tr: Translator, node: AtenNode) -> Val:
     return full_val(tr, (), node.args[0])
 
 
+@template("aten.new_full.default")
 def _new_full(tr: Translator, node: AtenNode) -> Val:
     return full_val(tr, tr.out_meta().shape, tr.arg(2, "fill_value", 0))
 
 
+@template("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
 def _arange(tr: Translator, node: AtenNode) -> Val:
     args = [a for a in node.args if isinstance(a, (int, float))]
     start, step = (0, 1)
@@ -57,14 +58,15 @@ def _arange(tr: Translator, node: AtenNode) -> Val:
     def gen(idx: tuple[Index, ...]) -> SExpr:
         (i,) = idx
         assert isinstance(i, AffExpr)
-        if dtype in ("i64", "i32", "i8") or (isinstance(start, int) and isinstance(step, int)):
+        if dtype in INT_DTYPES or (isinstance(start, int) and isinstance(step, int)):
             return cast(index_value(i * int(step) + int(start)), dtype)
         v = index_value(i, dtype)
-        return add(mul(v, const(step, dtype)), const(start, dtype)) if step != 1 or start != 0 else v
+        return add(mul(v, literal(step, dtype)), literal(start, dtype)) if step != 1 or start != 0 else v
 
     return generator(tr.out_meta().shape, dtype, gen)
 
 
+@template("aten.cat.default", "aten.concat.default")
 def _cat(tr: Translator, node: AtenNode) -> Val:
     meta = tr.out_meta()
     dim = norm_dim(int(tr.arg(1, "dim", 0)), len(meta.shape))
@@ -86,6 +88,7 @@ def _cat(tr: Translator, node: AtenNode) -> Val:
     return stored(decl)
 
 
+@template("aten.stack.default")
 def _stack(tr: Translator, node: AtenNode) -> Val:
     meta = tr.out_meta()
     dim = norm_dim(int(tr.arg(1, "dim", 0)), len(meta.shape))
@@ -99,6 +102,8 @@ def _stack(tr: Translator, node: AtenNode) -> Val:
     return stored(decl)
 
 
+@template("aten.split.Tensor", "aten.split_with_sizes.default", "aten.split_with_sizes_copy.default",
+          "aten.unbind.int")
 def _split(tr: Translator, node: AtenNode) -> tuple[Val | None, ...]:
     """split / split_with_sizes / unbind / chunk: every piece is a view (a slice or select)."""
     x = tr.val(node.args[0])
@@ -134,6 +139,7 @@ def _split_sizes(tr: Translator, node: AtenNode, n: int) -> list[int]:
     return [min(size, n - s) for s in range(0, n, size)]
 
 
+@template("aten.flip.default")
 def _flip(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
     dims = {norm_dim(int(d), x.ndim) for d in node.args[1]}
@@ -141,13 +147,12 @@ def _flip(tr: Translator, node: AtenNode) -> Val:
                                          for d, e in enumerate(idx)])
 
 
+@template("aten.roll.default")
 def _roll(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
     shifts = [int(s) for s in node.args[1]]
     dims = [norm_dim(int(d), x.ndim) for d in tr.arg(2, "dims", [])] or None
     if dims is None:  # roll of the flattened tensor
-        from .views import reshape_map
-
         n = math.prod(x.shape)
         flat = view(x, (n,), reshape_map(x.shape, (n,)))
         rolled = view(flat, (n,), lambda idx: [(_aff(idx[0]) + (n - shifts[0] % n)) % n])
@@ -170,6 +175,7 @@ def _aff(e: Index) -> AffExpr:
     return e
 
 
+@template("aten.repeat.default")
 def _repeat(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
     shape = tr.out_meta().shape
@@ -179,23 +185,23 @@ def _repeat(tr: Translator, node: AtenNode) -> Val:
                                        for d, e in enumerate(idx[off:])])
 
 
-def _tri(upper: bool):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        x = tr.val(node.args[0])
-        k = int(tr.arg(1, "diagonal", 0))
+@template("aten.tril.default", upper=False)
+@template("aten.triu.default", upper=True)
+def _tri(tr: Translator, node: AtenNode, upper: bool) -> Val:
+    x = tr.val(node.args[0])
+    k = int(tr.arg(1, "diagonal", 0))
 
-        def value(idx: tuple[Index, ...]) -> SExpr:
-            i, j = idx[-2], idx[-1]
-            assert isinstance(i, AffExpr) and isinstance(j, AffExpr)
-            diff = index_value(j - i)
-            keep = cmp("ge", diff, c(k, diff)) if upper else cmp("le", diff, c(k, diff))
-            return select(keep, x.read(idx), c(0, x.dtype))
+    def value(idx: tuple[Index, ...]) -> SExpr:
+        i, j = idx[-2], idx[-1]
+        assert isinstance(i, AffExpr) and isinstance(j, AffExpr)
+        diff = index_value(j - i)
+        keep = cmp("ge", diff, c(k, diff)) if upper else cmp("le", diff, c(k, diff))
+        return select(keep, x.read(idx), c(0, x.dtype))
 
-        return store_or_inline(tr, 0, value)
-
-    return template
+    return store_or_inline(tr, 0, value)
 
 
+@template("aten.diagonal.default")
 def _diagonal(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
     off = int(tr.arg(1, "offset", 0))
@@ -223,14 +229,7 @@ def _pairs(pad: Sequence[int], ndim: int) -> dict[int, tuple[int, int]]:
     return out
 
 
-def padded(tr: Translator, x: Val, pads: dict[int, tuple[int, int]], value: float = 0.0) -> Val:
-    """A zero-padded copy of `x` in a new local (interior copy plus border slabs)."""
-    shape = [n + sum(pads.get(d, (0, 0))) for d, n in enumerate(x.shape)]
-    decl = tr.declare(f"{tr.out_meta().name}_padded", shape, x.dtype)
-    _pad_statements(tr, decl, x, pads, value)
-    return stored(decl)
-
-
+@template("aten.constant_pad_nd.default", "aten.pad.default")
 def _constant_pad(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
     pads = _pairs(node.args[1], x.ndim)
@@ -247,32 +246,8 @@ def _constant_pad(tr: Translator, node: AtenNode) -> Val:
         x = view(base, shape, lambda idx: [iadd(e, crop.get(d, (0, 0))[0]) for d, e in enumerate(idx)])
     pads = {d: (max(0, lo), max(0, hi)) for d, (lo, hi) in pads.items()}
     decl = tr.result()
-    _pad_statements(tr, decl, x, pads, value)
+    pad_into(tr, decl, x, pads, value)
     return stored(decl)
-
-
-def _pad_statements(tr: Translator, decl, x: Val, pads: dict[int, tuple[int, int]], value: object) -> None:
-    # interior: one copy; border: for each padded dim, two slabs (earlier dims interior, later full)
-    lps = loops("i", x.shape)
-    idx = ivars(lps)
-    tr.emit(decl, [e + pads.get(d, (0, 0))[0] for d, e in enumerate(idx)], "=",
-            cast(x.read(idx), decl.dtype), lps)
-    fillv = const(value, decl.dtype)
-    padded = sorted(pads)
-    for d in padded:
-        lo, hi = pads[d]
-        for a, b in ((0, lo), (lo + x.shape[d], lo + x.shape[d] + hi)):
-            if b <= a:
-                continue
-            slab = []
-            for e in range(len(decl.shape)):
-                if e == d:
-                    slab.append(Loop(f"i{e}", b, a))
-                elif e in pads and e < d:
-                    slab.append(Loop(f"i{e}", pads[e][0] + x.shape[e], pads[e][0]))
-                else:
-                    slab.append(Loop(f"i{e}", decl.shape[e]))
-            tr.emit(decl, ivars(slab), "=", fillv, slab)
 
 
 def _region_pad(tr: Translator, x: Val, pads: dict[int, tuple[int, int]], mode: str) -> Val:
@@ -293,7 +268,7 @@ def _region_pad(tr: Translator, x: Val, pads: dict[int, tuple[int, int]], mode: 
             if b <= a:
                 ok = False
                 break
-            lps.append(Loop(f"i{d}", b, a))
+            lps.append(Loop(f"i{d}", a, b))
         if not ok:
             continue
         idx = ivars(lps)
@@ -316,15 +291,17 @@ def _region_pad(tr: Translator, x: Val, pads: dict[int, tuple[int, int]], mode: 
     return stored(decl)
 
 
-def _named_pad(mode: str):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        x = tr.val(node.args[0])
-        return _region_pad(tr, x, _pairs(node.args[1], x.ndim), mode)
-
-    return template
+@template("aten.reflection_pad1d.default", "aten.reflection_pad2d.default", "aten.reflection_pad3d.default",
+          mode="reflect")
+@template("aten.replication_pad1d.default", "aten.replication_pad2d.default",
+          "aten.replication_pad3d.default", mode="replicate")
+def _named_pad(tr: Translator, node: AtenNode, mode: str) -> Val:
+    x = tr.val(node.args[0])
+    return _region_pad(tr, x, _pairs(node.args[1], x.ndim), mode)
 
 
 # ---- functional scatters of views (in-place writes into slices) ---------------------------------
+@template("aten.slice_scatter.default")
 def _slice_scatter(tr: Translator, node: AtenNode) -> Val:
     """base with base[.., start:end:step, ..] = src: disjoint statements, each element written once
     (the kept ranges of base, then src)."""
@@ -339,6 +316,7 @@ def _slice_scatter(tr: Translator, node: AtenNode) -> Val:
     return _scatter_into(tr, base, src, dim, start, step, m)
 
 
+@template("aten.select_scatter.default")
 def _select_scatter(tr: Translator, node: AtenNode) -> Val:
     base, src = tr.val(node.args[0]), tr.val(node.args[1])
     dim = norm_dim(int(node.args[2]), base.ndim)
@@ -356,9 +334,9 @@ def _scatter_into(tr: Translator, base: Val, src: Val, dim: int, start: int, ste
     def copy_base(lo: int, hi: int, stride: int = 1, offset: int = 0) -> None:
         if hi <= lo:
             return
-        lps = [Loop(f"i{d}", s) for d, s in enumerate(base.shape)]
+        lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(base.shape)]
         count = (hi - lo + stride - 1) // stride
-        lps[dim] = Loop(f"i{dim}", count)
+        lps[dim] = Loop(f"i{dim}", 0, count)
         idx = ivars(lps)
         bidx = [e * stride + lo if d == dim else e for d, e in enumerate(idx)]
         tr.emit(out, bidx, "=", cast(base.read(bidx), out.dtype), lps)
@@ -375,6 +353,7 @@ def _scatter_into(tr: Translator, base: Val, src: Val, dim: int, start: int, ste
     return stored(out)
 
 
+@template("aten.copy.default")
 def _copy(tr: Translator, node: AtenNode) -> Val:
     """copy(dst, src): src broadcast to dst's shape and cast to its dtype (a view when no cast)."""
     dst, src = tr.val(node.args[0]), tr.val(node.args[1])
@@ -383,58 +362,7 @@ def _copy(tr: Translator, node: AtenNode) -> Val:
                                           else idx[off + d] for d, n in enumerate(src.shape)])
     if src.dtype == dst.dtype:
         return b
-    return _materialize_cast(tr, b, dst.dtype)
-
-
-def _materialize_cast(tr: Translator, v: Val, dtype: str) -> Val:
-    out = tr.result(dtype=dtype)
-    lps = loops("i", v.shape)
-    idx = ivars(lps)
-    tr.emit(out, idx, "=", cast(v.read(idx), dtype), lps)
+    out = tr.result(dtype=dst.dtype)
+    copy_into(tr, out, b)
     return stored(out)
 
-
-TABLE = {
-    "aten.slice_scatter.default": _slice_scatter,
-    "aten.select_scatter.default": _select_scatter,
-    "aten.copy.default": _copy,
-    "aten.full.default": _full,
-    "aten.zeros.default": _const_like(0),
-    "aten.ones.default": _const_like(1),
-    "aten.empty.memory_format": _const_like(0),
-    "aten.empty_strided.default": _const_like(0),
-    "aten.empty_permuted.default": _const_like(0),
-    "aten.zeros_like.default": _const_like(0),
-    "aten.ones_like.default": _const_like(1),
-    "aten.empty_like.default": _const_like(0),
-    "aten.new_zeros.default": _const_like(0),
-    "aten.new_ones.default": _const_like(1),
-    "aten.new_empty.default": _const_like(0),
-    "aten.new_empty_strided.default": _const_like(0),
-    "aten.new_full.default": _new_full,
-    "aten.scalar_tensor.default": _scalar_tensor,
-    "aten.arange.default": _arange,
-    "aten.arange.start": _arange,
-    "aten.arange.start_step": _arange,
-    "aten.cat.default": _cat,
-    "aten.concat.default": _cat,
-    "aten.stack.default": _stack,
-    "aten.split.Tensor": _split,
-    "aten.split_with_sizes.default": _split,
-    "aten.split_with_sizes_copy.default": _split,
-    "aten.unbind.int": _split,
-    "aten.flip.default": _flip,
-    "aten.roll.default": _roll,
-    "aten.repeat.default": _repeat,
-    "aten.tril.default": _tri(upper=False),
-    "aten.triu.default": _tri(upper=True),
-    "aten.diagonal.default": _diagonal,
-    "aten.constant_pad_nd.default": _constant_pad,
-    "aten.pad.default": _constant_pad,
-    "aten.reflection_pad1d.default": _named_pad("reflect"),
-    "aten.reflection_pad2d.default": _named_pad("reflect"),
-    "aten.reflection_pad3d.default": _named_pad("reflect"),
-    "aten.replication_pad1d.default": _named_pad("replicate"),
-    "aten.replication_pad2d.default": _named_pad("replicate"),
-    "aten.replication_pad3d.default": _named_pad("replicate"),
-}

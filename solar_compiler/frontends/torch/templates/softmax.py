@@ -7,10 +7,13 @@ from __future__ import annotations
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
 
-from ..capture import AtenNode
-from ..translate import Translator, Val, ivars, loops, stored
-from .common import add, cast, div, finalize, norm_dim, norm_dims, sub, un
-from .reduce import accumulate
+from ..builder.exprs import add, cast, div, sub, un
+from ..builder.index_maps import norm_dim, norm_dims
+from ..builder.statements import accumulate, finalize
+from ..builder.translator import Translator
+from ..builder.values import Val, ivars, loops, stored
+from ..capture.program import AtenNode
+from ..registry import template
 
 
 def _row(t: TensorDecl, full: list[AffExpr], dims: list[int]) -> SExpr:
@@ -26,28 +29,28 @@ def _stats(tr: Translator, x: Val, dims: list[int], dt: str, hint: str) -> tuple
     return m, s
 
 
-def _softmax(log: bool):
-    def template(tr: Translator, node: AtenNode) -> Val:
-        x = tr.val(node.args[0])
-        dims = [norm_dim(int(node.args[1]), x.ndim)]
-        out = tr.result()
-        dt = out.dtype
-        m, s = _stats(tr, x, dims, dt, out.name)
-        lps = loops("i", x.shape)
-        idx = ivars(lps)
-        xv = cast(x.read(idx), dt)
-        if log:
-            # s := log(s) + max once per row, then out = x - s
-            finalize(tr, s, lambda v: add(un("log", v), Read(m.name, v.indices, dt)))
-            value = sub(xv, _row(s, idx, dims))
-        else:
-            value = div(un("exp", sub(xv, _row(m, idx, dims))), _row(s, idx, dims))
-        tr.emit(out, idx, "=", value, lps)
-        return stored(out)
+@template("aten.softmax.int", "aten._softmax.default", "aten._safe_softmax.default", log=False)
+@template("aten.log_softmax.int", "aten._log_softmax.default", log=True)
+def _softmax(tr: Translator, node: AtenNode, log: bool) -> Val:
+    x = tr.val(node.args[0])
+    dims = [norm_dim(int(node.args[1]), x.ndim)]
+    out = tr.result()
+    dt = out.dtype
+    m, s = _stats(tr, x, dims, dt, out.name)
+    lps = loops("i", x.shape)
+    idx = ivars(lps)
+    xv = cast(x.read(idx), dt)
+    if log:
+        # s := log(s) + max once per row, then out = x - s
+        finalize(tr, s, lambda v: add(un("log", v), Read(m.name, v.indices, dt)))
+        value = sub(xv, _row(s, idx, dims))
+    else:
+        value = div(un("exp", sub(xv, _row(m, idx, dims))), _row(s, idx, dims))
+    tr.emit(out, idx, "=", value, lps)
+    return stored(out)
 
-    return template
 
-
+@template("aten.logsumexp.default")
 def _logsumexp(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
     dims = norm_dims(tr.arg(1, "dim", None), x.ndim)
@@ -62,12 +65,3 @@ def _logsumexp(tr: Translator, node: AtenNode) -> Val:
     tr.emit(out, idx, "=", add(un("log", Read(s.name, tuple(row), dt)), mv), lps)
     return stored(out)
 
-
-TABLE = {
-    "aten.softmax.int": _softmax(log=False),
-    "aten._softmax.default": _softmax(log=False),
-    "aten._safe_softmax.default": _softmax(log=False),
-    "aten.log_softmax.int": _softmax(log=True),
-    "aten._log_softmax.default": _softmax(log=True),
-    "aten.logsumexp.default": _logsumexp,
-}

@@ -1,8 +1,9 @@
-"""Exact costs of a loop-IR kernel, per statement (= per einsum node) and for the whole graph.
+"""Exact costs of a program, per einsum node and for the whole graph.
 
 Interface shared by the cost-annotation pass, the roofline bounds and the reports. Entry points:
-`kernel_costs(kernel)`, `graph_costs(graph_op)` (the graph's `loop.kernel`, kept next to it by
-`lift-einsum`), `module_costs(module)`, and `distinct_elements(sites)` for footprints.
+`program_costs(program)` (`analysis/program.py`: read from an einsum graph, or from a loop kernel
+before `lift-einsum`), `module_costs(module)`, `kernel_costs(kernel)` for a loop AST, and
+`distinct_elements(sites)` for footprints.
 
 Rules (the numbers the tests derive by hand):
 * FLOPs are counted over the exact (guarded) iteration domain: a tap on padding is not work.
@@ -44,7 +45,14 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from solar_compiler.errors import SolarError
+from solar_compiler.analysis.polyhedral import (
+    Constraint,
+    count_points,
+    domain_constraints,
+    footprint,
+    loop_ranges,
+)
+from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
     DTYPES,
@@ -59,12 +67,12 @@ from solar_compiler.loopir.ast import (
     StmtContext,
     Unary,
     expr_vars,
+    product_factors,
     reads,
     stmt_reads,
-    typecheck,
 )
-from solar_compiler.passes.lift_einsum import NodeGroup, equation, group_statements
-from solar_compiler.polyhedral import Constraint, count_points, domain_constraints, footprint, loop_ranges
+from solar_compiler.loopir.grouping import NodeGroup
+from solar_compiler.text.equation import equation
 from solar_compiler.text.printer import print_assign
 
 if TYPE_CHECKING:
@@ -327,24 +335,22 @@ def _union_of_products(pieces: list[tuple[_Piece, ...]]) -> int:
 
 # ---- FLOPs of one statement ---------------------------------------------------------------------------
 def _ops(e: SExpr) -> tuple[int, int]:
-    """(scalar ops, transcendental ops) of one evaluation of `e`."""
+    """(scalar ops, transcendental ops) of one evaluation of `e`. A subexpression object reached
+    twice (an SSA value used twice in MLIR) is computed once."""
     n = t = 0
-    for x in e.walk():
+    seen: set[int] = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
         if isinstance(x, Unary | Binary | Cmp | Select):
             n += 1
             t += (isinstance(x, Unary) and x.fn in TRANSCENDENTAL) or \
                 (isinstance(x, Binary) and x.fn == "pow")
+        stack.extend(x.children)
     return n, t
-
-
-def _factors(e: SExpr) -> list[SExpr]:
-    if isinstance(e, Cast) or (isinstance(e, Unary) and e.fn == "neg"):
-        return _factors(e.x)
-    if isinstance(e, Binary) and e.fn == "mul":
-        return _factors(e.a) + _factors(e.b)
-    if isinstance(e, Binary) and e.fn == "div":
-        return _factors(e.a)
-    return [e]
 
 
 def _dtype_before_cast(e: SExpr) -> str:
@@ -359,7 +365,7 @@ def contraction_dtype(ctx: StmtContext) -> str | None:
     if s.kind != "+=":
         return None
     reduced = set(ctx.ivs) - s.target_vars
-    dep = [f for f in _factors(s.value) if expr_vars(f) & reduced]
+    dep = [f for f in product_factors(s.value) if expr_vars(f) & reduced]
     if len(dep) < 2:
         return None
     a, b = _dtype_before_cast(dep[0]), _dtype_before_cast(dep[1])
@@ -379,7 +385,7 @@ def contraction_flops(ctx: StmtContext, iterations: int) -> tuple[int, int]:
     """
     s = ctx.stmt
     reduced = set(ctx.ivs) - s.target_vars
-    factors = list(dict.fromkeys(_factors(s.value)))
+    factors = list(dict.fromkeys(product_factors(s.value)))
     dep = [f for f in factors if expr_vars(f) & reduced]
     vector = 0
     for f in factors:
@@ -430,7 +436,8 @@ class _Domains:
         return count_points(s.ivs, s.cons)
 
 
-def _accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, ...]:
+def accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, ...]:
+    """One access per tensor: the distinct elements of the union of its sites, at its dtype."""
     out = []
     for name, sites in by_tensor.items():
         dt = kernel.tensor(name).dtype
@@ -468,8 +475,8 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains) -> OpCost:
         name=group.name, label=label,
         equation=equation(kernel, ctx), loc=locs[0] if locs else None, unit=unit,
         flops_matrix=fm, flops_vector=fv, flops_transcendental=n_tr * it, matrix_dtype=mdt,
-        vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=_accesses(kernel, rd),
-        writes=_accesses(kernel, wr), sequential=any(f.sequential for f in ctx.loops),
+        vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=accesses(kernel, rd),
+        writes=accesses(kernel, wr), sequential=any(f.sequential for f in ctx.loops),
         indirect=s.indirect or any(r.indirect for r in reads(s.value)))
 
 
@@ -488,14 +495,20 @@ def paused_gc() -> Iterator[None]:
 
 
 def kernel_costs(kernel: Kernel) -> GraphCosts:
-    """Exact per-node costs and compulsory traffic of a kernel (nodes as `lift-einsum` groups them)."""
+    """Exact per-node costs and compulsory traffic of a loop AST (nodes as `lift-einsum` groups them)."""
+    return program_costs(program_from_kernel(kernel))
+
+
+def program_costs(p: Program) -> GraphCosts:
+    """Exact per-node costs and compulsory traffic of a program."""
     with paused_gc():
-        return _kernel_costs(typecheck(kernel))
+        return _program_costs(p)
 
 
-def _kernel_costs(k: Kernel) -> GraphCosts:
+def _program_costs(p: Program) -> GraphCosts:
+    k = p.kernel
     doms = _Domains()
-    groups = group_statements(k)
+    groups = p.nodes
     ops = [_op_cost(k, g, doms) for g in groups]
     read_sites: dict[str, list[Site]] = {}
     write_sites: dict[str, list[Site]] = {}
@@ -515,34 +528,20 @@ def _kernel_costs(k: Kernel) -> GraphCosts:
     return GraphCosts(k.name, ops, sum(compulsory.values()), compulsory)
 
 
-def graph_costs(graph: GraphOp) -> GraphCosts:
-    """Costs of an einsum graph, from the `loop.kernel` that `lift-einsum` keeps next to it."""
-    from solar_compiler.dialects.loop import KernelOp
-    from solar_compiler.loopir.convert import op_to_kernel
-
-    name = graph.kernel.data
-    block = graph.parent_block()
-    kernels = [o for o in (block.ops if block else ()) if isinstance(o, KernelOp) and o.sym_name.data == name]
-    if len(kernels) != 1:
-        raise SolarError(f"einsum.graph '{name}': expected its loop.kernel next to it, found {len(kernels)}")
-    costs = kernel_costs(op_to_kernel(kernels[0]))
-    nodes = [n.sym_name.data for n in graph.nodes()]
-    if nodes != [o.name for o in costs.ops]:
-        raise SolarError(f"einsum.graph '{name}': nodes {nodes} do not match the statements of its kernel "
-                         f"{[o.name for o in costs.ops]} (was the graph edited after lift-einsum?)")
-    return costs
+def _module_costs(module: ModuleOp) -> list[GraphCosts]:
+    return [program_costs(p) for p in module_programs(module)]
 
 
 def module_costs(module: ModuleOp) -> list[GraphCosts]:
-    """Costs of every kernel of a module, through its einsum graph where one exists."""
-    from solar_compiler.dialects.einsum import GraphOp
-    from solar_compiler.dialects.loop import KernelOp
-    from solar_compiler.loopir.convert import op_to_kernel
+    """Costs of every program of a module (its einsum graphs, or its kernels before lift-einsum),
+    computed once per module state (`manager.py`)."""
+    from solar_compiler.analysis.manager import get_analysis
 
-    graphs = {g.kernel.data: g for g in module.walk() if isinstance(g, GraphOp)}
-    kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
-    orphans = set(graphs) - {k.sym_name.data for k in kernels}
-    if orphans:
-        raise SolarError(f"einsum.graph '{sorted(orphans)[0]}' has no loop.kernel in the module")
-    return [graph_costs(graphs[k.sym_name.data]) if k.sym_name.data in graphs
-            else kernel_costs(op_to_kernel(k)) for k in kernels]
+    return get_analysis(module, _module_costs)
+
+
+def graph_costs(graph: GraphOp) -> GraphCosts:
+    """Costs of one einsum graph, read from its nodes."""
+    from solar_compiler.analysis.program import program_of
+
+    return program_costs(program_of(graph))

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import islpy as isl
 import numpy as np
 
+from solar_compiler.analysis.polyhedral import domain, footprint, iteration_count
 from solar_compiler.executor.evaluate import Evaluator
 from solar_compiler.executor.legality import check_distributable
 from solar_compiler.executor.numeric import identity
@@ -59,7 +60,6 @@ from solar_compiler.loopir.ast import (
     stmt_reads,
     typecheck,
 )
-from solar_compiler.polyhedral import domain, footprint, iteration_count
 
 Known = dict[object, isl.Set]  # constant value -> region where the expression / tensor holds it
 _CMP = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "eq": "=="}
@@ -492,7 +492,7 @@ def _rebuild(k: Kernel, stmts: list[_Stmt]) -> NarrowResult:
             continue
         dt = k.tensor(s.target).dtype
         for v, r in consts.items():
-            nodes += _guarded(st, r, Assign(s.target, s.indices, s.kind, Const(v, dt), s.loc, s.pos))
+            nodes += _guarded(st, r, replace(s, value=Const(v, dt)))
         repl[id(s)] = nodes
         what = "removed" if not nodes else \
             "guarded" + (f", {len(consts)} constant store(s)" if consts else "")
@@ -530,7 +530,7 @@ def _guarded(st: _Stmt, region: isl.Set, a: Assign) -> list[Node]:
     for piece in pieces:
         p = piece if isinstance(piece, isl.Set) else isl.Set.from_basic_set(piece)
         value = _simplify(st, a.value, p) if not isinstance(a.value, Const) else a.value
-        b = a if value is a.value else Assign(a.target, a.indices, a.kind, value, a.loc, a.pos)
+        b = a if value is a.value else replace(a, value=value)
         if p.is_equal(st.dom):
             out.append(b)
             continue

@@ -27,28 +27,12 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import islpy as isl
 import numpy as np
 
-from solar_compiler.costs import GraphCosts
-from solar_compiler.errors import SolarError
-from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import (
-    DTYPES,
-    Binary,
-    Cast,
-    Kernel,
-    Read,
-    SExpr,
-    StmtContext,
-    Unary,
-    reads,
-    stmt_reads,
-    typecheck,
-)
-from solar_compiler.polyhedral import (  # _groups: the same variable grouping the counts use
+from solar_compiler.analysis.costs import GraphCosts
+from solar_compiler.analysis.polyhedral import (  # _groups: the same variable grouping the counts use
     Constraint,
     _groups,
     count_points,
@@ -56,12 +40,21 @@ from solar_compiler.polyhedral import (  # _groups: the same variable grouping t
     footprint,
     iteration_count,
 )
-
-if TYPE_CHECKING:
-    from solar_compiler.hw import HwTarget
+from solar_compiler.analysis.program import Program, program_from_kernel
+from solar_compiler.errors import SolarError
+from solar_compiler.hw import MemoryLevel
+from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.ast import (
+    DTYPES,
+    Kernel,
+    Read,
+    StmtContext,
+    product_factors,
+    reads,
+    stmt_reads,
+)
 
 H_GRID = 2.0 ** (np.arange(0, 8 * 64) / 8)  # segment sizes (bytes) every bound is evaluated at
-Level = tuple  # (name, capacity_bytes, bandwidth_Bps) or (name, capacity_bytes, bandwidth_Bps, units)
 
 
 # ---- recognising contractions ----------------------------------------------------------------------------
@@ -108,7 +101,8 @@ class Contraction:
         return self.rho / (self.a.nbytes * self.b.nbytes * self.c.nbytes)
 
 
-def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False) -> Contraction | None:
+def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False,
+              name: str | None = None) -> Contraction | None:
     """The contraction view of a (typed) statement, or None when no reuse theorem applies to it.
 
     Only `+=` of a product with two affine reads of DIFFERENT tensors among its factors qualifies,
@@ -121,7 +115,7 @@ def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False) -> Co
     s = ctx.stmt
     if s.kind != "+=" or s.indirect or any(r.tensor == s.target for r in reads(s.value)):
         return None  # an indirect write (a scatter) gets compulsory traffic only
-    cands = [f for f in _factors(s.value) if isinstance(f, Read) and not f.indirect]
+    cands = [f for f in product_factors(s.value) if isinstance(f, Read) and not f.indirect]
     if len(cands) < 2:
         return None
     c = Operand(s.target, tuple(s.indices), DTYPES[kernel.tensor(s.target).dtype])
@@ -138,7 +132,7 @@ def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False) -> Co
     if best is None:
         return None
     rho, _, z, a, b = best
-    return Contraction(f"S{ctx.index}", ctx.index, s.kind, a, b, c, iteration_count(ctx), z, rho,
+    return Contraction(name or f"S{ctx.index}", ctx.index, s.kind, a, b, c, iteration_count(ctx), z, rho,
                        _k_min(ctx, c, z), ctx.ivs, ext, unit, init_folded)
 
 
@@ -156,17 +150,6 @@ def _determines(ivs: Sequence[str], accs: Sequence[Operand]) -> bool:
                 known |= left
                 grew = True
     return known >= set(ivs)
-
-
-def _factors(e: SExpr) -> list[SExpr]:
-    """Multiplicative factors, through casts, negation and the numerator of a division."""
-    if isinstance(e, Cast) or (isinstance(e, Unary) and e.fn == "neg"):
-        return _factors(e.x)
-    if isinstance(e, Binary) and e.fn == "mul":
-        return _factors(e.a) + _factors(e.b)
-    if isinstance(e, Binary) and e.fn == "div":
-        return _factors(e.a)
-    return [e]
 
 
 def _slice_choices(ctx: StmtContext, accs: Sequence[Operand]) -> list[tuple[str, ...]]:
@@ -402,16 +385,15 @@ class KernelView:
         return c if c is not None and (self.direct_conv or not c.window) else None
 
 
-def view(kernel: Kernel, direct_conv: bool = False) -> KernelView:
-    from solar_compiler.passes.lift_einsum import group_statements
-
-    k = typecheck(kernel)
-    groups = group_statements(k)
+def view(program: Program | Kernel, direct_conv: bool = False) -> KernelView:
+    p = program if isinstance(program, Program) else program_from_kernel(program)
+    k = p.kernel
+    groups = list(p.nodes)
     written = {c.stmt.target for g in groups for c in g.stmts}
     roles = {t.name: t.role for t in k.tensors}
     out: dict[str, Contraction] = {}
     for g in groups:
-        c = recognise(k, g.main, g.init is not None)
+        c = recognise(k, g.main, g.init is not None, g.name)
         if c is not None:
             out[c.name] = c
     slow = {t for t, r in roles.items() if r in ("input", "weight") and t not in written}
@@ -469,49 +451,27 @@ class CacheAwareResult:
     binding_level: str                                # level (or "compute") that sets time_s
 
 
-def _level(lv: Level) -> tuple[str, float, float, int]:
-    if len(lv) == 3:
-        return lv[0], float(lv[1]), float(lv[2]), 1
-    if len(lv) == 4:
-        return lv[0], float(lv[1]), float(lv[2]), int(lv[3])
-    raise SolarError(f"memory level {lv!r}: expected (name, capacity_bytes, bandwidth_Bps[, units])")
-
-
-def cache_aware(kernel: Kernel, costs: GraphCosts, levels: Sequence[Level], compute_s: float,
+def cache_aware(kernel: Program | Kernel, costs: GraphCosts, levels: Sequence[MemoryLevel], compute_s: float,
                 direct_conv: bool = False) -> CacheAwareResult:
     """Cache-aware bound: time = max(compute_s, max over levels of Q_level / bandwidth), where
-    Q_level = max(compulsory bytes, best proven reuse bound at that level's capacity). Sliding
-    windows get a reuse term only with `direct_conv` (no Winograd/FFT implementation)."""
+    Q_level = max(compulsory bytes, best proven reuse bound at that level's capacity per unit, over
+    its units). Sliding windows get a reuse term only with `direct_conv` (no Winograd/FFT
+    implementation)."""
     if not levels:
         raise SolarError(f"kernel {costs.kernel}: no memory levels for a cache-aware bound")
     v = view(kernel, direct_conv)
-    lvls = [_level(lv) for lv in levels]
-    for name, cap, bw, units in lvls:
-        if cap <= 0 or bw <= 0 or units < 1:
-            raise SolarError(f"memory level {name}: capacity, bandwidth and units must be positive")
-    per_level = {name: max(float(costs.compulsory_bytes), graph_lower_bound(v, cap, units)[0])
-                 for name, cap, _, units in lvls}
+    for lv in levels:
+        if lv.capacity.value <= 0 or lv.bandwidth.value <= 0 or lv.units < 1:
+            raise SolarError(f"memory level {lv.name}: capacity, bandwidth and units must be positive")
+    comp = float(costs.compulsory_bytes)
+    per_level = {lv.name: max(comp, graph_lower_bound(v, lv.capacity.value, lv.units)[0]) for lv in levels}
     per_op = []
     for op in costs.ops:
-        q = {name: max(float(op.bytes), op_lower_bound(v, op.name, cap, units))
-             for name, cap, _, units in lvls}
-        per_op.append((op.name, q, max(lvls, key=lambda lv: q[lv[0]] / lv[2])[0]))
-    t_mem = {name: per_level[name] / bw for name, _, bw, _ in lvls}
+        q = {lv.name: max(float(op.bytes), op_lower_bound(v, op.name, lv.capacity.value, lv.units))
+             for lv in levels}
+        per_op.append((op.name, q, max(levels, key=lambda lv: q[lv.name] / lv.bandwidth.value).name))
+    t_mem = {lv.name: per_level[lv.name] / lv.bandwidth.value for lv in levels}
     worst = max(t_mem, key=lambda n: t_mem[n])
     time_s = max(compute_s, t_mem[worst])
-    return CacheAwareResult(time_s, per_level[lvls[0][0]], per_op, per_level,
+    return CacheAwareResult(time_s, per_level[levels[0].name], per_op, per_level,
                             worst if t_mem[worst] >= compute_s else "compute")
-
-
-def levels_from_target(hw: HwTarget) -> list[tuple[str, float, float, int]]:
-    """(name, capacity, bandwidth, units) of a target's levels: the outermost (DRAM) boundary has
-    one unit (the whole chip); inner levels are per SM/CU, so units = the SM count."""
-    out = []
-    for i, lvl in enumerate(hw.levels):
-        units = 1
-        if i > 0:
-            if hw.sm_count is None:
-                raise SolarError(f"{hw.name}: level {lvl.name} is per SM but the target has no sm.count")
-            units = int(hw.sm_count.value)
-        out.append((lvl.name, lvl.capacity.value, lvl.bandwidth.value, units))
-    return out

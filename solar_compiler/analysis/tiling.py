@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solar_compiler.io_bounds import Contraction
+from solar_compiler.analysis.io_bounds import Contraction
 from solar_compiler.loopir.affine import AffExpr
 
 COMBOS = 300_000  # tile-size combinations searched per contraction (the upper curve's effort)

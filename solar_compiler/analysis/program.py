@@ -1,0 +1,82 @@
+"""What every analysis reads: a program's kernel (typed loop AST) and its einsum nodes.
+
+After `lift-einsum` a module holds `einsum.graph`s and the program is read from the graph
+(`graph_to_kernel`): the nodes, their domains, maps and bodies are the IR, so a rewrite of the
+graph (a node deleted, a chain reordered) changes every figure computed after it. Before
+`lift-einsum` the same view is read from the `loop.kernel`, grouped as `lift-einsum` would group
+it, so the analyses have one entry point whatever stage the module is at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+
+from solar_compiler.analysis.manager import get_analysis
+from solar_compiler.dialects.einsum import GraphOp
+from solar_compiler.dialects.loop import KernelOp
+from solar_compiler.errors import SolarError
+from solar_compiler.loopir.ast import Kernel, typecheck
+from solar_compiler.loopir.convert import op_to_kernel
+from solar_compiler.loopir.graph_convert import graph_to_kernel
+from solar_compiler.loopir.grouping import NodeGroup, group_statements
+
+
+@dataclass(frozen=True)
+class Program:
+    """One kernel (typed) and its nodes in program order."""
+
+    kernel: Kernel
+    nodes: tuple[NodeGroup, ...]
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+
+def program_from_kernel(kernel: Kernel) -> Program:
+    k = typecheck(kernel)
+    return Program(k, tuple(group_statements(k)))
+
+
+def program_of(op: KernelOp | GraphOp) -> Program:
+    if isinstance(op, GraphOp):
+        k, groups = graph_to_kernel(op)
+        return Program(typecheck(k), tuple(_retyped(groups, k)))
+    return program_from_kernel(op_to_kernel(op))
+
+
+def _retyped(groups: list[NodeGroup], k: Kernel) -> list[NodeGroup]:
+    """The groups of `k` after typecheck (which rebuilds statements): same positions, same names."""
+    from solar_compiler.loopir.ast import statements
+
+    ctxs = statements(typecheck(k))
+    return [NodeGroup(tuple(ctxs[c.index] for c in g.stmts), g.label) for g in groups]
+
+
+def program_ops(module: ModuleOp) -> list[KernelOp | GraphOp]:
+    """The module's programs in order: its einsum graphs and its kernels not yet lifted."""
+    return [o for o in module.body.block.ops if isinstance(o, KernelOp | GraphOp)]
+
+
+def _module_programs(module: ModuleOp) -> list[Program]:
+    ops = program_ops(module)
+    names = [o.sym_name.data for o in ops]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise SolarError(f"two programs named '{dup}' in the module (a loop.kernel and its einsum.graph?)")
+    return [program_of(o) for o in ops]
+
+
+def module_programs(module: ModuleOp) -> list[Program]:
+    """Every program of the module (cached until the module changes, `manager.py`)."""
+    return get_analysis(module, _module_programs)
+
+
+def enclosing_program(op: Operation) -> KernelOp | GraphOp | None:
+    p: Operation | None = op
+    while p is not None and not isinstance(p, KernelOp | GraphOp):
+        p = p.parent_op()
+    return p

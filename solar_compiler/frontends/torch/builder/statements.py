@@ -1,0 +1,151 @@
+"""The statement shapes the op families share: an elementwise map (or an inlined index-valued
+generator), a reduction (init, accumulate, finalise), a casting copy, constant fills, and a
+zero-padded copy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.ast import INT_DTYPES, Index, Read, SExpr, TensorDecl
+from solar_compiler.loopir.simplify import index_only, literal
+
+from ..capture.program import TensorRef
+from .exprs import INF, c, cast, fold
+from .index_maps import bcast_index
+from .translator import Translator
+from .values import Loop, Val, fill, generator, ivars, loops, stored
+
+
+# ---- elementwise ----------------------------------------------------------------------------------------
+def map_op(tr: Translator, fn: Callable[..., SExpr], args: Sequence[object],
+           compute: str | Sequence[str] | None = None, out: int = 0) -> Val:
+    """out[idx] = fn(args at idx): one statement over the output's shape, or no statement at all
+    when the value is index-valued (see `store_or_inline`). `compute` is the dtype the operands
+    are cast to (default: the output dtype), or one dtype per operand."""
+    meta = tr.out_meta(out)
+    dts = [compute or meta.dtype] * len(args) if compute is None or isinstance(compute, str) \
+        else list(compute)
+    # operands resolved now: an inlined value is read later, from its consumers
+    vals = [tr.val(a) if isinstance(a, TensorRef) else a for a in args]
+    shape = tuple(meta.shape)
+
+    def value(idx: tuple[Index, ...]) -> SExpr:
+        ops = [_operand(tr, v, idx, shape, dt) for v, dt in zip(vals, dts, strict=True)]
+        return cast(fn(*ops), meta.dtype)
+
+    return store_or_inline(tr, out, value)
+
+
+def _operand(tr: Translator, v: object, idx: Sequence[Index], out_shape: Sequence[int], dtype: str) -> SExpr:
+    """Element `idx` of a value broadcast to `out_shape`, or a Python scalar, as `dtype`."""
+    if isinstance(v, Val):
+        return cast(v.read(bcast_index(idx, v.shape, out_shape)), dtype)
+    if isinstance(v, (bool, int, float)):
+        return literal(v, dtype)
+    raise tr.error(f"unsupported operand {v!r}")
+
+
+def store_or_inline(tr: Translator, out: int, value: Callable[[tuple[Index, ...]], SExpr]) -> Val:
+    """Output `out` of the current node, element `idx` being `value(idx)` (of the output dtype).
+
+    An index-valued result (`index_only`: an arange, a comparison of aranges, a mask made of them,
+    a constant) is not stored: it stays a generator, inlined into every consumer, so that a causal
+    mask reaches its select as an affine comparison of loop variables, which needed-work narrowing
+    can see. Anything else is one statement into a fresh local."""
+    meta = tr.out_meta(out)
+    folded = lambda idx: fold(value(idx))  # noqa: E731
+    lps = loops("i", meta.shape)
+    idx = tuple(ivars(lps))
+    probe = folded(idx)
+    if index_only(probe):
+        return generator(meta.shape, meta.dtype, folded)
+    decl = tr.result(out)
+    tr.emit(decl, idx, "=", probe, lps)
+    return stored(decl)
+
+
+def copy_into(tr: Translator, target: TensorDecl, v: Val) -> None:
+    """target[idx] = v[idx] converted to the target's dtype, over `v`'s shape."""
+    lps = loops("i", v.shape)
+    idx = ivars(lps)
+    tr.emit(target, idx, "=", cast(v.read(idx), target.dtype), lps)
+
+
+def full_val(tr: Translator, shape: Sequence[int], value: object) -> Val:
+    """A constant of the output dtype: a Python scalar, or a 0-d tensor value (fill.Tensor)."""
+    dtype = tr.out_meta().dtype
+    if isinstance(value, (bool, int, float)):
+        return fill(shape, dtype, value)
+    v = tr.val(value)
+    return generator(shape, dtype, lambda idx: cast(v.read([]), dtype))
+
+
+# ---- reductions ------------------------------------------------------------------------------------------
+def reduce_into(tr: Translator, target: TensorDecl, in_shape: Sequence[int], dims: Sequence[int],
+                keepdim: bool, kind: str, init: SExpr | None,
+                body: Callable[[list[AffExpr]], SExpr], guards: Callable[[list[AffExpr]], list[AffCond]]
+                | None = None) -> None:
+    """`target[kept] = init` then `target[kept] kind body(idx)` over the reduced dims (innermost)."""
+    kept = [d for d in range(len(in_shape)) if d not in dims]
+    outer = [Loop(f"i{d}", 0, in_shape[d]) for d in kept]
+    inner = [Loop(f"k{d}", 0, in_shape[d]) for d in dims]
+    full: list[AffExpr] = [AffExpr.var(f"i{d}") if d in kept else AffExpr.var(f"k{d}")
+                           for d in range(len(in_shape))]
+    tidx = [AffExpr.lit(0) if d in dims else AffExpr.var(f"i{d}") for d in range(len(in_shape))] \
+        if keepdim else [AffExpr.var(f"i{d}") for d in kept]
+    if init is not None:
+        tr.emit(target, tidx, "=", init, outer)
+    tr.emit(target, tidx, kind, body(full), outer + inner, guards(full) if guards else ())
+
+
+def accumulate(tr: Translator, target: TensorDecl, x: Val, dims: list[int], keepdim: bool, kind: str,
+               value: Callable[[list[AffExpr]], SExpr] | None = None) -> None:
+    """target = identity; target kind= value(x at full index) (default: x cast to target dtype)."""
+    ident = {"+=": 0, "*=": 1, "max=": -INF, "min=": INF}[kind]
+    if target.dtype in INT_DTYPES and kind in ("max=", "min="):
+        ident = -(2 ** 63) if kind == "max=" else 2 ** 63 - 1
+    body = value or (lambda full: cast(x.read(full), target.dtype))
+    reduce_into(tr, target, x.shape, dims, keepdim, kind, c(ident, target.dtype), body)
+
+
+def finalize(tr: Translator, target: TensorDecl, fn: Callable[[SExpr], SExpr]) -> None:
+    """target[idx] = fn(target[idx]): the last step of mean/var/std-like reductions."""
+    lps = loops("i", target.shape)
+    idx = ivars(lps)
+    tr.emit(target, idx, "=", fn(Read(target.name, tuple(idx), target.dtype)), lps)
+
+
+# ---- padding ---------------------------------------------------------------------------------------------
+def padded(tr: Translator, x: Val, pads: dict[int, tuple[int, int]], value: float = 0.0) -> Val:
+    """A zero-padded copy of `x` in a new local (interior copy plus border slabs)."""
+    shape = [n + sum(pads.get(d, (0, 0))) for d, n in enumerate(x.shape)]
+    decl = tr.declare(f"{tr.out_meta().name}_padded", shape, x.dtype)
+    pad_into(tr, decl, x, pads, value)
+    return stored(decl)
+
+
+def pad_into(tr: Translator, decl: TensorDecl, x: Val, pads: dict[int, tuple[int, int]],
+             value: object) -> None:
+    """`decl` = `x` padded by `pads` ({dim: (low, high)}) with `value`: every element written once,
+    the interior by one copy, the border by two slabs per padded dim (earlier dims interior, later
+    dims full)."""
+    lps = loops("i", x.shape)
+    idx = ivars(lps)
+    tr.emit(decl, [e + pads.get(d, (0, 0))[0] for d, e in enumerate(idx)], "=",
+            cast(x.read(idx), decl.dtype), lps)
+    fillv = literal(value, decl.dtype)
+    for d in sorted(pads):
+        lo, hi = pads[d]
+        for a, b in ((0, lo), (lo + x.shape[d], lo + x.shape[d] + hi)):
+            if b <= a:
+                continue
+            slab = []
+            for e in range(len(decl.shape)):
+                if e == d:
+                    slab.append(Loop(f"i{e}", a, b))
+                elif e in pads and e < d:
+                    slab.append(Loop(f"i{e}", pads[e][0], pads[e][0] + x.shape[e]))
+                else:
+                    slab.append(Loop(f"i{e}", 0, decl.shape[e]))
+            tr.emit(decl, ivars(slab), "=", fillv, slab)

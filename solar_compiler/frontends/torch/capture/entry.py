@@ -1,0 +1,52 @@
+"""The capture entry point: export, falling back to the dispatch recorder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..model_file import ModelFileError, ModelSpec, exception_summary
+from .dispatch import capture_dispatch
+from .export import capture_export
+from .graph import NeedsFallback, SymbolicShape, UserFile
+from .program import CapturedProgram, CaptureError
+from .util import forward_error, load_spec
+
+
+def capture(
+    path: str | Path | ModelSpec,
+    mode: str = "eval",
+    fake: bool = True,
+    size_overrides: dict[str, int] | None = None,
+    method: str = "auto",
+) -> CapturedProgram:
+    """Capture the model file as an ATen graph (see the package docstring).
+
+    ``method`` is "auto" (export, falling back to dispatch recording), "export" (no fallback)
+    or "dispatch" (skip export).  Raises :class:`ModelFileError` or :class:`CaptureError`.
+    """
+    if mode not in ("eval", "train"):
+        raise ValueError(f"mode must be 'eval' or 'train', not {mode!r}")
+    if method not in ("auto", "export", "dispatch"):
+        raise ValueError(f"method must be 'auto', 'export' or 'dispatch', not {method!r}")
+    spec = load_spec(path, size_overrides)
+    user = UserFile(spec.path, spec.abspath)
+    reason = None
+    if method in ("auto", "export"):
+        try:
+            return capture_export(spec, mode, fake, user)
+        except (ModelFileError, CaptureError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - any export failure triggers the fallback
+            reason = (
+                exc.args[0] if isinstance(exc, (NeedsFallback, SymbolicShape)) else exception_summary(exc)
+            )
+            if isinstance(exc, SymbolicShape):
+                reason = f"data-dependent shapes in the exported graph ({reason})"
+            if method == "export":
+                raise CaptureError(f"{spec.path}: torch.export failed: {reason}") from exc
+    try:
+        return capture_dispatch(spec, mode, fake, user, reason)
+    except (ModelFileError, CaptureError):
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise forward_error(spec, exc) from exc

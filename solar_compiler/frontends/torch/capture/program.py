@@ -1,0 +1,151 @@
+"""The captured program, the interface between capture and translation: a flat list of ATen
+nodes over named tensors (`CapturedProgram`). torch-free, so that its readers need no torch."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+class CaptureError(Exception):
+    """Capture failed; the message is one line, ``<file>[:<line>]: <what>``."""
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """A reference to a named tensor (an input, weight, constant, random tensor or node output)."""
+
+    name: str
+
+
+@dataclass
+class TensorMeta:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # loop-IR dtype name: f64 f32 bf16 f16 f8e4m3 f8e5m2 i64 i32 i8 bool (also u8 i16)
+
+
+@dataclass
+class AtenNode:
+    op: str  # e.g. "aten.convolution.default"
+    args: tuple  # TensorRef for tensors; python scalars/lists kept; dtypes as loop-IR names
+    kwargs: dict
+    outputs: tuple[TensorMeta | None, ...]  # one per returned tensor; None when unused/non-tensor
+    loc: str | None = None  # "<user file>:<line>"
+    module_path: str | None = None  # e.g. "layers.0.conv"
+
+
+@dataclass
+class CapturedProgram:
+    source: str  # the model file path as given
+    mode: str  # "eval" | "train"
+    method: str  # "export" | "dispatch"
+    inputs: list[TensorMeta] = field(default_factory=list)
+    weights: list[TensorMeta] = field(default_factory=list)
+    nodes: list[AtenNode] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    random_tensors: list[TensorMeta] = field(default_factory=list)
+    value_dependent: list[str] = field(default_factory=list)
+    #: why export was not used (first line of the exception), when method == "dispatch"
+    fallback_reason: str | None = None
+    #: weight name -> where its value lives in the model: a state_dict / attribute path
+    #: ("layers.0.weight"), "global:NAME" for a module-level tensor, "const:NAME" for a
+    #: constant created inside forward (its value is in ``constants``)
+    weight_sources: dict[str, str] = field(default_factory=dict)
+    #: values of the "const:" weights (small tensors created inside forward)
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+    #: size constants of the model file as captured (after overrides)
+    size_constants: dict[str, int] = field(default_factory=dict)
+    #: for each random tensor, its position among all random draws forward makes (in
+    #: execution order, including draws whose values end up unused)
+    random_draws: list[int] = field(default_factory=list)
+
+    def tensor(self, name: str) -> TensorMeta:
+        """The TensorMeta of an input, weight or node output by name."""
+        for meta in itertools.chain(self.inputs, self.weights):
+            if meta.name == name:
+                return meta
+        for node in self.nodes:
+            for meta in node.outputs:
+                if meta is not None and meta.name == name:
+                    return meta
+        raise KeyError(name)
+
+    def summary(self) -> str:
+        lines = [f"# {self.source} ({self.mode}, {self.method})"]
+        if self.fallback_reason:
+            lines.append(f"# export failed: {self.fallback_reason}")
+        for m in self.inputs:
+            lines.append(f"input  {m.name}: {m.dtype}{list(m.shape)}")
+        for m in self.weights:
+            lines.append(f"weight {m.name}: {m.dtype}{list(m.shape)}")
+        for n in self.nodes:
+            outs = ", ".join(f"{o.name}: {o.dtype}{list(o.shape)}" if o else "_" for o in n.outputs)
+            lines.append(f"{outs} = {n.op}{_fmt_args(n.args, n.kwargs)}  # {n.loc or '?'}")
+        lines.append(f"return {', '.join(self.outputs)}")
+        return "\n".join(lines)
+
+
+def _fmt_args(args: tuple, kwargs: dict) -> str:
+    def fmt(a):
+        if isinstance(a, TensorRef):
+            return "%" + a.name
+        if isinstance(a, (list, tuple)):
+            inner = ", ".join(fmt(x) for x in a)
+            return f"[{inner}]"
+        return repr(a)
+
+    parts = [fmt(a) for a in args] + [f"{k}={fmt(v)}" for k, v in kwargs.items()]
+    return "(" + ", ".join(parts) + ")"
+
+
+def tensor_refs(value: Any) -> Iterator[str]:
+    """Names of every TensorRef inside `value` (nested lists, tuples and dicts)."""
+    if isinstance(value, TensorRef):
+        yield value.name
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from tensor_refs(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from tensor_refs(v)
+
+
+# ---- names --------------------------------------------------------------------------------------------
+_IDENT_RE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def sanitize(name: str) -> str:
+    """``layers.0.weight`` -> ``layers_0_weight``; always a valid identifier."""
+    s = _IDENT_RE.sub("_", name)
+    if not s:
+        s = "t"
+    if s[0].isdigit():
+        s = "_" + s
+    return s
+
+
+class Namer:
+    """Unique identifiers in one namespace: `fresh(base)` is `sanitize(base)`, with `_t` appended
+    when that is a `reserved` word, then `_1`, `_2`, ... until unused."""
+
+    def __init__(self, reserved: frozenset[str] = frozenset()) -> None:
+        self.used: set[str] = set()
+        self.reserved = reserved
+
+    def fresh(self, base: str) -> str:
+        base = sanitize(base)
+        if base in self.reserved:
+            base += "_t"
+        name = base
+        k = 1
+        while name in self.used:
+            name = f"{base}_{k}"
+            k += 1
+        self.used.add(name)
+        return name

@@ -1,0 +1,136 @@
+"""The reference runner: the model run eagerly for real, its inputs, weights, outputs and random
+draws returned as numpy arrays under the captured program's names (what validation compares the
+translated kernel with)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch._dispatch.python import enable_python_dispatcher
+from torch.export.exported_program import _override_composite_implicit_decomp
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..model_file import ModelSpec
+from .entry import capture
+from .ops import PRESERVE_CIA, aten, dropout_decomp, has_cia_kernel, is_random, mutated_arg_indices, tables
+from .program import CapturedProgram, CaptureError
+from .util import build_model, load_spec, quiet, resolve_attr, to_numpy
+
+
+class RandomRecorder(TorchDispatchMode):
+    """Eager execution that decomposes random ops like capture does and records the draws."""
+
+    def __init__(self, python_table):
+        super().__init__()
+        self.table = python_table
+        self.draws: list[torch.Tensor] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is aten.dropout.default:
+            with self:
+                return dropout_decomp(*args, **kwargs)
+        if not is_random(func):
+            if has_cia_kernel(func):
+                with self:
+                    r = func.decompose(*args, **kwargs)
+                if r is not NotImplemented:
+                    return r
+            return func(*args, **kwargs)
+        if func in self.table:
+            with self:
+                r = self.table[func](*args, **kwargs)
+            if r is not NotImplemented:
+                return r
+        out = func(*args, **kwargs)
+        mutated = mutated_arg_indices(func)
+        drawn = args[mutated[0]] if mutated else (out[0] if isinstance(out, (tuple, list)) else out)
+        self.draws.append(drawn.detach().clone())
+        return out
+
+
+def run_reference(
+    path: str | Path | ModelSpec,
+    mode: str = "eval",
+    inputs: dict[str, np.ndarray] | None = None,
+    seed: int = 0,
+    program: CapturedProgram | None = None,
+    size_overrides: dict[str, int] | None = None,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Run the model eagerly for real; return (inputs, weights, outputs, random) keyed by the
+    names of ``program`` (captured here with fake tensors when not given).
+
+    Weights are initialised under ``torch.manual_seed(seed)``; ``inputs`` (by input name)
+    replace the ``get_inputs()`` sample.  Random draws inside forward are recorded in order
+    and named like ``program.random_tensors``.
+    """
+    spec = load_spec(path, size_overrides)
+    if program is None:
+        program = capture(spec, mode=mode, fake=True)
+    torch.manual_seed(seed)
+    model, sample = build_model(spec, mode, None)
+    names_in = [m.name for m in program.inputs]
+    positions = [i for i, v in enumerate(sample) if isinstance(v, torch.Tensor)]
+    if len(positions) != len(names_in):
+        raise CaptureError(
+            f"{spec.path}: get_inputs() gives {len(positions)} tensors, program has {len(names_in)}"
+        )
+    if inputs is not None:
+        missing = [n for n in names_in if n not in inputs]
+        if missing:
+            raise CaptureError(f"{spec.path}: missing reference inputs {', '.join(missing)}")
+        for pos, name in zip(positions, names_in, strict=True):
+            sample[pos] = torch.from_numpy(np.ascontiguousarray(inputs[name])).to(sample[pos].dtype)
+    in_np = {name: to_numpy(sample[pos]) for pos, name in zip(positions, names_in, strict=True)}
+
+    weights_np: dict[str, np.ndarray] = {}
+    for w in program.weights:
+        src = program.weight_sources.get(w.name, w.name)
+        if src.startswith("const:"):
+            weights_np[w.name] = program.constants[w.name]
+            continue
+        if src.startswith("global:"):
+            t = getattr(spec.module, src[len("global:") :], None)
+        else:
+            t = resolve_attr(model, src)
+        if not isinstance(t, torch.Tensor):
+            raise CaptureError(f"{spec.path}: cannot find weight {src}")
+        weights_np[w.name] = to_numpy(t)
+
+    _, _, python = tables()
+    rec = RandomRecorder(python)
+    if program.random_tensors:
+        ctx = contextlib.ExitStack()
+        ctx.enter_context(enable_python_dispatcher())
+        ctx.enter_context(_override_composite_implicit_decomp({aten.dropout.default: PRESERVE_CIA}))
+        ctx.enter_context(rec)
+    else:
+        ctx = contextlib.nullcontext()
+    with torch.no_grad(), quiet():
+        with ctx:
+            out = model(*sample)
+    flat, _ = torch.utils._pytree.tree_flatten(out)
+    flat = [o for o in flat if isinstance(o, torch.Tensor)]
+    if len(flat) != len(program.outputs):
+        raise CaptureError(
+            f"{spec.path}: forward returned {len(flat)} tensors, "
+            f"the captured program has {len(program.outputs)}"
+        )
+    out_np = {name: to_numpy(o) for name, o in zip(program.outputs, flat, strict=True)}
+    random_np: dict[str, np.ndarray] = {}
+    if program.random_tensors:
+        order = program.random_draws or list(range(len(program.random_tensors)))
+        if len(order) != len(program.random_tensors) or max(order) >= len(rec.draws):
+            raise CaptureError(
+                f"{spec.path}: forward drew {len(rec.draws)} random tensors, "
+                f"the captured program expects {max(order) + 1}"
+            )
+        for meta, k in zip(program.random_tensors, order, strict=True):
+            t = rec.draws[k]
+            if tuple(t.shape) != meta.shape:
+                raise CaptureError(f"{spec.path}: random draw {meta.name} has shape {tuple(t.shape)}")
+            random_np[meta.name] = to_numpy(t)
+    return in_np, weights_np, out_np, random_np

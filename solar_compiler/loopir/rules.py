@@ -1,0 +1,98 @@
+"""The one rule table for the closed scalar-op set: which operand dtypes each op accepts and the
+dtype it gives.
+
+The loop AST's type checker (`ast.check_expr`) and every dialect verifier (`loop.unary`,
+`loop.binary`, `loop.cmp`, `loop.select`, and the einsum node bodies that reuse them) call these
+functions, so a program that the text form rejects is also rejected as MLIR, with the same
+message. Each function returns the result dtype or raises `RuleError`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from solar_compiler.errors import SolarError
+
+DTYPES: dict[str, int] = {  # name -> bytes per element
+    "f64": 8, "f32": 4, "bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1,
+    "i64": 8, "i32": 4, "i8": 1, "bool": 1,
+}
+FLOAT_DTYPES = ("f64", "f32", "bf16", "f16", "f8e4m3", "f8e5m2")
+INT_DTYPES = ("i64", "i32", "i8")
+UNARY_FNS = ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs", "floor", "ceil",
+             "round", "sign", "not", "sin", "cos", "log1p", "expm1", "reciprocal", "isnan")
+BINARY_FNS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "pow", "and", "or", "xor")
+CMP_PREDS = ("eq", "ne", "lt", "le", "gt", "ge")
+TRANSCENDENTAL = frozenset({"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "log1p",
+                            "expm1", "pow"})
+LOGICAL_FNS = ("and", "or", "xor")   # bool or integer operands
+BOOL_RESULT_UNARY = ("not", "isnan")
+
+
+REDUCTION_IDENTITY = {"+=": 0.0, "*=": 1.0, "max=": -math.inf, "min=": math.inf}
+
+
+def reduction_identity(kind: str, dtype: str) -> float | int | None:
+    """The identity of a reduction kind in a dtype (None for `=`): what a masked-out iteration
+    contributes, and the init that folds into a reduction."""
+    if kind == "=":
+        return None
+    if dtype in FLOAT_DTYPES:
+        return REDUCTION_IDENTITY[kind]
+    bits = DTYPES[dtype] * 8
+    return {"+=": 0, "*=": 1, "max=": -(2 ** (bits - 1)), "min=": 2 ** (bits - 1) - 1}[kind]
+
+
+class RuleError(SolarError):
+    """A scalar operation applied to operand types it does not accept."""
+
+
+def unary_result(fn: str, x: str) -> str:
+    if fn not in UNARY_FNS:
+        raise RuleError(f"unknown scalar operation '{fn}' (known: {', '.join(UNARY_FNS)})")
+    if fn == "not" and x != "bool":
+        raise RuleError(f"'not' needs a bool operand, got {x}")
+    if fn in TRANSCENDENTAL and x not in FLOAT_DTYPES:
+        raise RuleError(f"'{fn}' needs a floating-point operand, got {x}")
+    return "bool" if fn in BOOL_RESULT_UNARY else x
+
+
+def binary_result(fn: str, a: str, b: str) -> str:
+    if fn not in BINARY_FNS:
+        raise RuleError(f"unknown scalar operation '{fn}' (known: {', '.join(BINARY_FNS)})")
+    if a != b:
+        raise RuleError(f"type mismatch in '{fn}': {a} vs {b}")
+    if fn in LOGICAL_FNS and a not in ("bool", *INT_DTYPES):
+        raise RuleError(f"'{fn}' needs bool or integer operands, got {a}")
+    if fn not in LOGICAL_FNS and a == "bool":
+        raise RuleError(f"'{fn}' on bool operands (cast them first)")
+    return a
+
+
+def cmp_result(pred: str, a: str, b: str) -> str:
+    if pred not in CMP_PREDS:
+        raise RuleError(f"unknown comparison '{pred}' (known: {', '.join(CMP_PREDS)})")
+    if a != b:
+        raise RuleError(f"type mismatch in comparison '{pred}': {a} vs {b}")
+    return "bool"
+
+
+def select_result(cond: str, a: str, b: str) -> str:
+    if cond != "bool":
+        raise RuleError(f"select condition must be bool, got {cond}")
+    if a != b:
+        raise RuleError(f"type mismatch in select: {a} vs {b}")
+    return a
+
+
+def cast_result(x: str, to: str) -> str:
+    for d in (x, to):
+        if d not in DTYPES:
+            raise RuleError(f"unknown dtype {d}")
+    return to
+
+
+def index_dtype(tensor: str, dt: str) -> None:
+    """A loaded (indirect) index must be an integer."""
+    if dt not in INT_DTYPES:
+        raise RuleError(f"indirect index into '{tensor}' must be an integer, got {dt}")

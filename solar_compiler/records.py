@@ -1,0 +1,142 @@
+"""Typed records that passes leave on the module for later passes and the output targets.
+
+Each record is a dataclass with `to_attr` / `from_attr`: it travels as a builtin `DictionaryAttr`
+(nested arrays, integers, floats, strings, `none`), so it prints and parses as MLIR, round-trips
+exactly, and a malformed one is a one-line error naming the attribute, never a JSON decoding
+failure deep in a pass. The records:
+
+* `ProgramInfo` (`solar.program`): the source file, the frontend that translated it, its
+  validation record, the ops whose work depends on input values, and notes.
+* the roofline report (`solar.report`, schema `solar-report/1`): a plain nested dict, stored with
+  `data_to_attr` and read with `attr_to_data`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    NoneAttr,
+    NoneType,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Attribute
+
+from solar_compiler.errors import SolarError
+
+PROGRAM_ATTR = "solar.program"
+REPORT_ATTR = "solar.report"
+
+
+# ---- plain data <-> attributes ----------------------------------------------------------------------
+def data_to_attr(value: Any) -> Attribute:
+    """JSON-like data (dict with str keys, list, tuple, str, int, float, bool, None) as an attribute."""
+    if value is None:
+        return NoneAttr()
+    if isinstance(value, bool):
+        return IntegerAttr.from_bool(value)
+    if isinstance(value, int):
+        if not -(2 ** 63) <= value < 2 ** 63:
+            return StringAttr(f"int:{value}")  # beyond i64: exact as text
+        return IntegerAttr(value, i64)
+    if isinstance(value, float):
+        return FloatAttr(value, Float64Type())
+    if isinstance(value, str):
+        return StringAttr(value)
+    if isinstance(value, list | tuple):
+        return ArrayAttr([data_to_attr(v) for v in value])
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise SolarError(f"record keys must be strings, got {sorted(map(repr, value))[:3]}")
+        return DictionaryAttr({k: data_to_attr(v) for k, v in value.items()})
+    raise SolarError(f"cannot store a {type(value).__name__} in a record")
+
+
+def attr_to_data(attr: Attribute) -> Any:
+    """The inverse of `data_to_attr`."""
+    if isinstance(attr, NoneAttr | NoneType):  # `none` parses back as the NoneType
+        return None
+    if isinstance(attr, IntegerAttr):
+        t = attr.type
+        v = attr.value.data
+        return bool(v) if isinstance(t, IntegerType) and t.width.data == 1 else int(v)
+    if isinstance(attr, FloatAttr):
+        v = attr.value.data
+        return float(v) if not math.isnan(v) else math.nan
+    if isinstance(attr, StringAttr):
+        return int(attr.data[4:]) if attr.data.startswith("int:") else attr.data
+    if isinstance(attr, ArrayAttr):
+        return [attr_to_data(a) for a in attr.data]
+    if isinstance(attr, DictionaryAttr):
+        return {k: attr_to_data(v) for k, v in attr.data.items()}
+    raise SolarError(f"attribute {attr} is not record data")
+
+
+# ---- records ------------------------------------------------------------------------------------------
+@dataclass
+class Record:
+    """A dataclass stored on the module under `ATTR`."""
+
+    ATTR: ClassVar[str]
+
+    def to_attr(self) -> DictionaryAttr:
+        return data_to_attr(asdict(self))  # type: ignore[return-value]
+
+    @classmethod
+    def from_attr(cls, attr: Attribute) -> Record:
+        data = attr_to_data(attr)
+        names = {f.name for f in fields(cls)}
+        if not isinstance(data, dict) or not set(data) <= names:
+            raise SolarError(f"module attribute {cls.ATTR}: expected a dictionary with keys among "
+                             f"{', '.join(sorted(names))}")
+        try:
+            return cls(**data)
+        except TypeError as e:
+            raise SolarError(f"module attribute {cls.ATTR}: {e}") from None
+
+    def store(self, module: ModuleOp) -> None:
+        module.attributes[self.ATTR] = self.to_attr()
+
+    @classmethod
+    def load(cls, module: ModuleOp) -> Any:
+        attr = module.attributes.get(cls.ATTR)
+        return None if attr is None else cls.from_attr(attr)
+
+
+@dataclass
+class ProgramInfo(Record):
+    """What the input tells later passes: where the program came from and how far its translation
+    was checked (`validation`: the frontend's record, keys `validated`, `frontend`, `max_rel_err`,
+    `samples`, `sizes`, ...; see docs/torch-frontend.md)."""
+
+    ATTR: ClassVar[str] = PROGRAM_ATTR
+    source: str
+    frontend: str | None = None
+    validation: dict[str, Any] | None = None
+    value_dependent: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def program_info(module: ModuleOp) -> ProgramInfo:
+    """The module's `ProgramInfo`, or one naming an unknown source when the input had none."""
+    info = ProgramInfo.load(module)
+    return info if info is not None else ProgramInfo("<module>")
+
+
+def store_report(module: ModuleOp, report: dict[str, Any]) -> None:
+    module.attributes[REPORT_ATTR] = data_to_attr(report)
+
+
+def load_report(module: ModuleOp) -> dict[str, Any] | None:
+    attr = module.attributes.get(REPORT_ATTR)
+    return None if attr is None else attr_to_data(attr)

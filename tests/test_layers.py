@@ -1,0 +1,98 @@
+"""The layer contract (docs/architecture.md): ir -> analysis -> frontends -> passes -> driver/report -> bench.
+
+A module may import its own layer and the layers below it, never one above; no pass imports another
+pass. (import-linter would check this, but its import graph is built from the package directory on
+disk, and `solar_compiler.dialects` / `solar_compiler.passes` live in top-level folders mapped by
+setuptools `package-dir`; so the graph is built here from the sources with `ast`.) Imports inside
+functions and under TYPE_CHECKING count: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIRS = {"solar_compiler": ROOT / "solar_compiler", "solar_compiler.dialects": ROOT / "dialects",
+                "solar_compiler.passes": ROOT / "passes"}
+LAYERS = [  # lowest first; a module belongs to the first layer with a prefix of its name
+    ["solar_compiler.errors", "solar_compiler.lifetime"],
+    ["solar_compiler.dialects", "solar_compiler.loopir", "solar_compiler.text", "solar_compiler.records"],
+    ["solar_compiler.analysis", "solar_compiler.executor", "solar_compiler.hw", "solar_compiler.mutate"],
+    ["solar_compiler.frontends"],
+    ["solar_compiler.passes"],
+    ["solar_compiler.driver", "solar_compiler.report", "solar_compiler.plot", "solar_compiler.universe"],
+    ["solar_compiler.bench"],  # solar-bench runs the driver's pipeline; nothing imports it
+]
+
+
+def modules() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for pkg, base in PACKAGE_DIRS.items():
+        for f in base.rglob("*.py"):
+            rel = f.relative_to(base).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            name = ".".join([pkg, *parts])
+            if pkg == "solar_compiler" and parts and parts[0] in ("dialects", "passes"):
+                continue
+            out[name] = f
+    return out
+
+
+def layer_of(module: str) -> int | None:
+    for i, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    return None
+
+
+def imports(name: str, path: Path) -> set[str]:
+    is_pkg = path.name == "__init__.py"
+    base = name.split(".") if is_pkg else name.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parent = base[:len(base) - node.level + 1]
+                mod = ".".join(parent + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.add(mod)
+            out |= {f"{mod}.{a.name}" for a in node.names}
+    return {m for m in out if m.startswith("solar_compiler")}
+
+
+def test_every_module_has_a_layer():
+    assert not [m for m in modules() if m != "solar_compiler" and layer_of(m) is None]
+
+
+def test_no_module_imports_a_higher_layer():
+    bad = []
+    mods = modules()
+    for name, path in mods.items():
+        mine = layer_of(name)
+        if mine is None:
+            continue
+        for target in imports(name, path):
+            theirs = layer_of(target)
+            if theirs is not None and theirs > mine:
+                bad.append(f"{name} (layer {mine}) imports {target} (layer {theirs})")
+    assert bad == []
+
+
+def test_no_pass_imports_another_pass():
+    mods = modules()
+    passes = {m for m in mods if m.startswith("solar_compiler.passes.")}
+    bad = [(p, t) for p in passes for t in imports(p, mods[p])
+           if any(t == q or t.startswith(q + ".") for q in passes - {p})]
+    assert bad == []
+
+
+def test_the_checker_sees_a_violation(tmp_path):
+    """The check is not vacuous: an analysis importing a pass is reported."""
+    f = tmp_path / "x.py"
+    f.write_text("from solar_compiler.passes.lift_einsum import LiftEinsumPass\n")
+    assert imports("solar_compiler.analysis.x", f) >= {"solar_compiler.passes.lift_einsum"}
+    assert layer_of("solar_compiler.passes.lift_einsum") > layer_of("solar_compiler.analysis.x")
