@@ -131,7 +131,7 @@ def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
         return CaptureFailed(message)
     import torch
 
-    from .capture import _quiet
+    from .capture.util import quiet as _quiet
 
     try:
         torch.manual_seed(0)
