@@ -171,7 +171,8 @@ def calibrate_host_once(hw: str) -> None:
 
             print("solar-bench: calibrating the host target (once)", file=sys.stderr, flush=True)
             if solar_opt(["--calibrate-host"]) != 0:
-                raise SolarError("host calibration failed")
+                raise SolarError("host calibration failed (the line above says why; "
+                                 "`solar-opt --calibrate-host --force` records it on a busy machine)")
 
 
 def make_backend(a: argparse.Namespace, init: dict[str, Any], log: str):
