@@ -97,7 +97,7 @@ def verify(kernel: Kernel) -> None:
     from solar_compiler.executor.legality import check_distributable
     from solar_compiler.loopir.ast import typecheck
     from solar_compiler.loopir.convert import kernels_to_module
-    from solar_compiler.polyhedral import check_bounds
+    from solar_compiler.analysis.polyhedral import check_bounds
 
     try:
         check_bounds(kernel)
