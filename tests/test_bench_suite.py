@@ -332,9 +332,12 @@ def test_cancelled_run_resumes_without_recomputing(tmp_path):
     deadline = time.monotonic() + 240
     while len(list(store.glob("*.bounds.json"))) < 3 and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.2)
-    time.sleep(1.0)  # the sleeper is now in its sandbox
     tree = descendants(p.pid)
+    while len(tree) < 2 and time.monotonic() < deadline:  # wait for the sleeper's fork of the worker
+        time.sleep(0.2)
+        tree = descendants(p.pid)
     assert len(tree) >= 2  # the worker and the sleeper's fork
+    time.sleep(1.0)  # the sleeper is now in its sandbox
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=10)
     assert p.returncode == 130
