@@ -39,7 +39,7 @@ class TorchFrontend:
     extensions = (".py",)
 
     def translate(self, path: str, options: FrontendOptions) -> Translation:
-        from .sandbox import SandboxError, run_in_child
+        from .sandbox import SandboxError, run_in_child, run_in_process
 
         key = cache_key(path, options)
         if not options.no_cache:
@@ -48,9 +48,13 @@ class TorchFrontend:
                 hit.notes.append("translation cache hit")
                 return hit
         try:
-            result = run_in_child(sandboxed_job, path, options,
-                                  timeout_s=options.timeout + _llm_allowance(options),
-                                  memory_limit_gb=options.memory_gb, user_file=path)
+            if options.sandboxed:  # already in a sandbox of the caller's: same job, same messages
+                result = run_in_process(sandboxed_job, path, options, memory_limit_gb=options.memory_gb,
+                                        user_file=path)
+            else:
+                result = run_in_child(sandboxed_job, path, options,
+                                      timeout_s=options.timeout + _llm_allowance(options),
+                                      memory_limit_gb=options.memory_gb, user_file=path)
         except SandboxError as e:
             raise SolarError(str(e)) from None
         if isinstance(result, str):
