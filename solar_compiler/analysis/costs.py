@@ -10,8 +10,10 @@ Rules (the numbers the tests derive by hand):
 * A contraction is a `+=` whose value is a product (looking through casts, negation and the
   numerator of a division) with two factors that each depend on a reduced index (a loop variable
   absent from the target's indices): one multiply-add = one MAC = 2 matrix FLOPs per iteration; the
-  body's other scalar ops are vector FLOPs. Its `matrix_dtype` is the wider of those two factors'
-  dtypes before any cast (mixed operands must be converted up to one type to share an MMA).
+  body's other scalar ops are vector FLOPs. Its `matrix_dtype` is the narrowest dtype that holds
+  every value of both factors (mixed operands must share one MMA format), looking through pure
+  widening casts wherever they are: in the statement, or in the statements that wrote a local it
+  reads (`exact.py`).
   Classifying more work as matrix can only lower a bound, never raise it.
 * Otherwise each Unary/Binary/Cmp/Select is 1 vector FLOP per iteration (index arithmetic of a
   gather included), plus 1 for the accumulation of a reduction kind (+=, *=, max=, min=). Reads,
@@ -45,6 +47,7 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
+from solar_compiler.analysis.exact import ValueDtypes, join, operand_factors
 from solar_compiler.analysis.polyhedral import (
     Constraint,
     count_points,
@@ -58,7 +61,6 @@ from solar_compiler.loopir.ast import (
     DTYPES,
     TRANSCENDENTAL,
     Binary,
-    Cast,
     Cmp,
     Kernel,
     LoopIRError,
@@ -353,23 +355,23 @@ def _ops(e: SExpr) -> tuple[int, int]:
     return n, t
 
 
-def _dtype_before_cast(e: SExpr) -> str:
-    while isinstance(e, Cast):
-        e = e.x
-    return e.typed()
-
-
-def contraction_dtype(ctx: StmtContext) -> str | None:
-    """The matrix dtype when the statement is a contraction (see the module rules), else None."""
+def contraction_dtype(ctx: StmtContext, values: ValueDtypes | None = None) -> str | None:
+    """The matrix dtype when the statement is a contraction (see the module rules), else None: the
+    narrowest dtype holding every value of both reduced factors (`exact.py`: through pure widening
+    casts in the statement and, given `values`, in the statements that wrote a local it reads)."""
     s = ctx.stmt
     if s.kind != "+=":
         return None
     reduced = set(ctx.ivs) - s.target_vars
-    dep = [f for f in product_factors(s.value) if expr_vars(f) & reduced]
+    factors = operand_factors(s.value)
+    dep = [f for f in factors if expr_vars(f) & reduced]
     if len(dep) < 2:
         return None
-    a, b = _dtype_before_cast(dep[0]), _dtype_before_cast(dep[1])
-    return b if DTYPES[b] > DTYPES[a] else a
+    return join(_value_dtype(ctx, f, values) for f in dep[:2])
+
+
+def _value_dtype(ctx: StmtContext, e: SExpr, values: ValueDtypes | None) -> str:
+    return (values or ValueDtypes(None)).of(ctx, e)
 
 
 def contraction_flops(ctx: StmtContext, iterations: int) -> tuple[int, int]:
@@ -446,14 +448,14 @@ def accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, 
     return tuple(out)
 
 
-def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains) -> OpCost:
+def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtypes) -> OpCost:
     ctx = group.main
     s = ctx.stmt
     it = doms.iterations(ctx)
     n_ops, n_tr = _ops(s.value)
     for i in s.dynamic_indices:  # a scatter's index arithmetic, as a gather's counts
         n_ops, n_tr = (a + b for a, b in zip((n_ops, n_tr), _ops(i), strict=True))
-    mdt = contraction_dtype(ctx)
+    mdt = contraction_dtype(ctx, values)
     accumulates = s.kind != "="
     if mdt is not None:
         fm, fv = contraction_flops(ctx, it)
@@ -509,7 +511,8 @@ def _program_costs(p: Program) -> GraphCosts:
     k = p.kernel
     doms = _Domains()
     groups = p.nodes
-    ops = [_op_cost(k, g, doms) for g in groups]
+    values = ValueDtypes(k)
+    ops = [_op_cost(k, g, doms, values) for g in groups]
     read_sites: dict[str, list[Site]] = {}
     write_sites: dict[str, list[Site]] = {}
     for g in groups:
