@@ -67,5 +67,6 @@ class RooflinePass(ModulePass):
         report = build_report(graphs, targets, source=source, validation=module_validation(op),
                               precision=self.precision, fidelity=fidelity, latency_s=latency,
                               kernels=programs if "cache-aware" in fidelity else None,
-                              cache_size=cache_size, as_written=as_written_record(op), unfused=unfused)
+                              cache_size=cache_size, as_written=as_written_record(op), unfused=unfused,
+                              aliases=program_info(op).aliases)
         store_report(op, report)

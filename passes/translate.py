@@ -80,7 +80,7 @@ class TranslatePass(ModulePass):
             k.detach()
             op.body.block.add_op(k)
         ProgramInfo(path, fe.name, result.validation, list(result.value_dependent),
-                    list(result.notes)).store(op)
+                    list(result.notes), list(result.aliases)).store(op)
         invalidate_analyses(op)
 
     def _llm_config(self):

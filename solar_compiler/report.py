@@ -139,6 +139,10 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
             lv = "; ".join(f"{x['name']}: {describe_storage(x['per'], x['capacity'], x['units'])} at "
                            f"{fmt_rate(x['bandwidth'], 'B/s')}" for x in r["bounds"][h]["levels"])
             lines.append(f"levels:     {h}: {lv}")
+    for i, a in enumerate(r.get("aliases") or []):
+        what = "returned again" if a["how"] == "returned again" else f"a view of {a['role']} '{a['of']}'"
+        lines.append(f"{'aliases:' if i == 0 else '':<12}output {a['position']} ('{a['output']}') is {what}: "
+                     "no work (eager runs no kernel for it)")
     if r["cache_size"] is not None:
         lines.append(f"cache size: {r['cache_size']:,} bytes at the outermost (DRAM) level: overridden by "
                      "--cache-size (what-if study, not the targets' figures)")

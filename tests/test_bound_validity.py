@@ -7,13 +7,19 @@ DRAM 3.35 TB/s. A MAC is 2 FLOPs.
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import pytest
 
 from solar_compiler.analysis.bounds import graph_bounds
 from solar_compiler.analysis.costs import kernel_costs
 from solar_compiler.analysis.exact import HOLDS, ValueDtypes, const_dtype, join, widens
+from solar_compiler.driver import main
 from solar_compiler.hw import load_target
 from solar_compiler.loopir.ast import statements, typecheck
+from solar_compiler.report import render_text
 from solar_compiler.text.parser import parse_kernel
 
 
@@ -173,3 +179,125 @@ kernel k(A: bf16[4] input, Y: f32[4] output):
     v = ValueDtypes(k)
     last = statements(k)[-1]
     assert v.of(last, last.stmt.value) == "bf16"
+
+
+# ---- torch programs, translated in-process into a private cache ------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+
+ALIAS = """\
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def forward(self, x):
+        return x.transpose(0, 1)[:, :512]
+def get_inputs():
+    return [torch.randn(4096, 4096)]
+def get_init_inputs():
+    return []
+"""
+
+ALIASES = """\
+import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def forward(self, x):
+        y = torch.relu(x)
+        return y.t(), y, y, x[:4]
+def get_inputs():
+    return [torch.randn(256, 256)]
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.fixture(scope="module")
+def torch_files(tmp_path_factory):
+    """Paths of the torch programs used here; their translations (validated) are cached where
+    `solar-opt --translate` looks them up, in a private cache directory."""
+    pytest.importorskip("torch")
+    from solar_compiler.frontends import FrontendOptions
+    from solar_compiler.frontends.torch import frontend as fe
+
+    tmp = tmp_path_factory.mktemp("validity")
+    paths = {}
+    for name, text in (("alias", ALIAS), ("aliases", ALIASES)):
+        (tmp / f"{name}.py").write_text(text)
+        paths[name] = str(tmp / f"{name}.py")
+    for name in ("lstm",):
+        paths[name] = f"examples/torch/{name}.py"
+    old_env, old_cwd = os.environ.get("XDG_CACHE_HOME"), os.getcwd()
+    os.environ["XDG_CACHE_HOME"] = str(tmp / "xdg")
+    os.chdir(ROOT)
+    try:
+        opts = FrontendOptions()
+        for p in paths.values():
+            fe.cache_store(fe.cache_key(p, opts), fe.translate_job(p, opts))
+        yield paths
+    finally:
+        os.chdir(old_cwd)
+        if old_env is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = old_env
+
+
+def roofline_json(capsys, path: str, *extra: str) -> dict:
+    rc = main([path, "--translate", "--roofline=all", "--hw", "H100_SXM", "--format=json", *extra])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return json.loads(out.out)
+
+
+# ---- item 2: outputs that alias inputs ----------------------------------------------------------------
+def test_a_view_of_an_input_costs_nothing(capsys, torch_files):
+    # was a copy of 4096 x 512 f32 read and written: 16,777,216 B / 3.35 TB/s = 5.0 us on every fidelity
+    r = roofline_json(capsys, torch_files["alias"])
+    b = r["bounds"]["H100_SXM"]
+    assert (b["unfused_s"], b["fused_s"], b["cache_aware_s"]) == (0, 0, 0)
+    assert r["totals"]["bytes_fused"] == r["totals"]["bytes_unfused"] == 0 and r["ops"] == []
+    assert r["aliases"] == [{"position": 0, "output": "slice_1", "of": "x", "role": "input", "how": "a view"}]
+    assert r["validation"]["validated"] and r["validation"]["samples"] == 3
+
+
+def test_aliases_of_outputs_and_inputs_and_a_repeated_output(capsys, torch_files):
+    r = roofline_json(capsys, torch_files["aliases"])
+    # one relu: 256 x 256 f32 read and written once (y.t(), y twice and x[:4] add nothing)
+    assert r["totals"]["bytes_fused"] == r["totals"]["bytes_unfused"] == 2 * 256 * 256 * 4
+    assert [(a["position"], a["role"], a["how"]) for a in r["aliases"]] == [
+        (0, "output", "a view"), (2, "output", "returned again"), (3, "input", "a view")]
+    assert r["validation"]["validated"]
+    text = render_text(r)
+    assert "aliases:    output 0 ('permute') is a view of output 'relu': no work" in text
+    assert "output 2 ('relu') is returned again" in text
+
+
+def test_alias_outputs_are_still_validated(torch_files):
+    """The validation kernel holds a copy for each alias output; executed, it gives torch's values."""
+    import numpy as np
+    import torch
+
+    from solar_compiler.executor import execute
+    from solar_compiler.frontends.torch.capture import capture
+    from solar_compiler.frontends.torch.model_file import load_model_file
+    from solar_compiler.frontends.torch.translate import translate_program
+
+    spec = load_model_file(torch_files["aliases"])
+    tt = translate_program(capture(spec, mode="eval"))
+    assert len(tt.kernel.by_role("output")) == 1  # relu only: the priced kernel has no copy
+    k = tt.validation_kernel()
+    x = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
+    got = execute(k, {tt.inputs["x"]: x})
+    want = (torch.relu(torch.from_numpy(x)).t(), torch.relu(torch.from_numpy(x)), None, torch.from_numpy(x)[:4])
+    for pos in (0, 1, 3):
+        np.testing.assert_array_equal(got[tt.outputs[pos]], want[pos].numpy())
+    assert tt.outputs[1] == tt.outputs[2]
+
+
+# ---- item 3: loop-carried reads in the unfused bound --------------------------------------------------
+def test_lstm_kernel_reads_of_its_own_results_are_on_chip(capsys, torch_files):
+    r = roofline_json(capsys, torch_files["lstm"])
+    (k,) = r["kernels_unfused"]
+    # lstm_l0_out[s - 1] and getitem[:, s - 1] (126,976 B each) were charged: 1,376,256 B, 410.8 ns
+    assert "lstm_l0_out" not in k["reads"] and "getitem" not in k["reads"]
+    assert k["bytes"] == 1_376_256 - 2 * 126_976 == 1_122_304
+    assert round(k["bound_s"]["H100_SXM"] * 1e9, 1) == 335.0

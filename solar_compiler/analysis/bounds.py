@@ -218,12 +218,14 @@ def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto") -> OpBound:
 
 def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precision: str = "auto",
                  kernels: Sequence[Kernel] | None = None, cache_size: int | None = None,
-                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None) -> GraphBounds:
+                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None, *,
+                 empty_ok: bool = False) -> GraphBounds:
     """Unfused and fused bounds of one or more kernels (priced as one program, see module doc), and
     the cache-aware bound when the kernels the costs were computed from are given (same order).
     `cache_size` overrides the capacity of the target's outermost (DRAM) level, in bytes.
     `unfused` gives, per graph, the kernels of the unfused bound (`solar_compiler.analysis.unfused`);
-    None: every op is a kernel with its own traffic."""
+    None: every op is a kernel with its own traffic. `empty_ok`: a program without ops (all its
+    outputs alias other tensors) is bounded by 0 instead of being an error."""
     graphs = [graphs] if isinstance(graphs, GraphCosts) else list(graphs)
     if cache_size is not None and kernels is None:
         raise SolarError("a cache size override needs the kernels (it only affects cache-aware bounds)")
@@ -231,7 +233,7 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precis
     if len(groups) != len(graphs):
         raise SolarError(f"unfused kernels given for {len(groups)} graphs, costs for {len(graphs)}")
     for g, u in zip(graphs, groups, strict=True):
-        check_costs(g, u)
+        check_costs(g, u, empty_ok)
     ops = tuple(op_bound(o, hw, precision) for g in graphs for o in g.ops)
     kbs: list[KernelBound] = []
     base = 0
@@ -315,11 +317,13 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     return CacheAwareBounds(lv, tuple(ops), terms, cache_size)
 
 
-def check_costs(g: GraphCosts, unfused: Sequence[UnfusedKernel] | None = None) -> None:
+def check_costs(g: GraphCosts, unfused: Sequence[UnfusedKernel] | None = None, empty_ok: bool = False) -> None:
     """Reject costs that would break unfused >= fused: compulsory traffic is a subset of the traffic
     the ops (and the unfused kernels) do, so more compulsory bytes is a cost-model bug. The unfused
     kernels must cover every op exactly once."""
     if not g.ops:
+        if empty_ok and not g.compulsory_bytes:
+            return
         raise SolarError(f"kernel {g.kernel}: no ops to bound (empty program)")
     if g.compulsory_bytes > g.bytes_unfused:
         raise SolarError(f"kernel {g.kernel}: compulsory bytes {g.compulsory_bytes} exceed the ops' "

@@ -13,7 +13,9 @@ Counts are those of the programs as costed: the needed work when `narrow-needed`
 whether it did; `totals.*_as_written` are the counts before narrowing (equal to the others when it
 did not run). `cache_size` is the DRAM-level capacity override (bytes) or `null`.
 
-`ops` are the einsum nodes, each with its own bound; `kernels_unfused` are the kernels the unfused
+`aliases` lists the program outputs that alias an input, a weight or another output (a view, or
+the same tensor returned twice): eager frameworks run no kernel for them, so no statement prices
+them. `ops` are the einsum nodes, each with its own bound; `kernels_unfused` are the kernels the unfused
 bound sums (`unfused.py`: one per source op when the statements carry origins, else one per node),
 each with its statements, external traffic and bound; `totals.bytes_unfused` is their traffic. The
 validation record is the frontend's (`ProgramInfo.validation`), plus `value_dependent`, the
@@ -133,17 +135,21 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                  fidelity: Sequence[str] = ("unfused", "fused", "cache-aware"),
                  latency_s: float | None = None, kernels: Sequence[Program] | None = None,
                  cache_size: int | None = None, as_written: dict[str, dict] | None = None,
-                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None) -> dict[str, Any]:
+                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None,
+                 aliases: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """The report dict (schema `solar-report/1`) for the given costs on every target. Cache-aware
     bounds need `kernels` (those the costs came from, same order); `as_written` is `narrow-needed`'s
     record (None: not narrowed); `unfused` the kernels of the unfused bound per graph (None: one per
-    node)."""
+    node); `aliases` the outputs that alias another tensor (`ProgramInfo.aliases`): a program whose
+    every output is one has no work, and its bounds are 0."""
     if not graphs:
         raise SolarError(f"{source}: no kernel to bound")
+    empty_ok = bool(aliases)
     ca_kernels = kernels if "cache-aware" in fidelity else None
     groups = [node_kernels(g) for g in graphs] if unfused is None else [list(u) for u in unfused]
     bounds: dict[str, GraphBounds] = {
-        t.name: graph_bounds(graphs, t, precision, ca_kernels, cache_size, groups) for t in targets}
+        t.name: graph_bounds(graphs, t, precision, ca_kernels, cache_size, groups, empty_ok=empty_ok)
+        for t in targets}
     multi = len(graphs) > 1
     ops = [(g, o) for g in graphs for o in g.ops]
     op_rows = []
@@ -193,6 +199,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
         "ops": op_rows,
         "kernels_unfused": kernel_rows,
         "hw": {t.name: _hw_record(t, graphs, precision) for t in targets},
+        "aliases": [dict(a) for a in aliases],
         "value_dependent": [{"op": r["name"], "loc": r["loc"],
                              "tensors": [a.tensor for a in (*o.reads, *o.writes) if a.indirect]}
                             for r, (_, o) in zip(op_rows, ops, strict=True) if o.indirect],

@@ -14,9 +14,10 @@ External traffic of a kernel G, tensor by tensor (distinct elements at the tenso
 union of footprints as `costs.distinct_elements` counts it):
 * reads: the reads of a tensor by those statements of G that no earlier statement of G wrote it
   before (G did not produce it: it comes from DRAM), the accumulator of a reduction included;
-  inputs and weights always count. A statement in a scan loop reading its own target (`y[i - 1]`)
-  is not counted for that tensor: those elements are mostly its own results, and leaving them out
-  can only lower the bound.
+  inputs and weights always count. A read inside a scan loop of a tensor that G writes inside that
+  loop (`h[s - 1]` of an LSTM step, `y[i - 1]` of a scan) is not counted: an earlier step of G wrote
+  those elements (all but the first step's, which leaving out can only lower the bound); a read
+  of exactly the elements the statement writes is (its first step reads their value from before).
 * writes: the writes of a tensor by G when it is a graph output or a later kernel reads it
   externally (by the rule above); an intermediate produced and consumed inside G stays on chip.
 Both rules only drop traffic a kernel might avoid (a partial write still makes the tensor G's own),
@@ -118,18 +119,28 @@ def _site(ctx: StmtContext, indices: Sequence[object]) -> Site:
 
 
 def _external_reads(kernel: Kernel, ctxs: Sequence[StmtContext]) -> dict[str, list[Site]]:
-    """Read sites of tensors the statements `ctxs` (one kernel, in order) did not produce first."""
+    """Read sites of tensors the statements `ctxs` (one kernel, in order) did not produce first:
+    a tensor an earlier statement of the kernel wrote, or that a statement of the kernel writes
+    inside a scan loop around the read (an earlier step wrote what the read sees), is on chip."""
     roles = {t.name: t.role for t in kernel.tensors}
+    carried: dict[int, set[str]] = {}  # id(scan loop) -> tensors the kernel writes inside it
+    for c in ctxs:
+        for f in c.loops:
+            if f.sequential:
+                carried.setdefault(id(f), set()).add(c.stmt.target)
     written: set[str] = set()
     out: dict[str, list[Site]] = {}
     for c in ctxs:
         s = c.stmt
-        scan = any(f.sequential for f in c.loops)
-        rd = [(r.tensor, r.indices, scan and r.tensor == s.target) for r in stmt_reads(s)]
+        own = set().union(*(carried[id(f)] for f in c.loops if f.sequential))
+        rd = [(r.tensor, r.indices) for r in stmt_reads(s)]
         if s.kind != "=":
-            rd.append((s.target, s.indices, False))  # the accumulator's current value
-        for t, idx, self_dep in rd:
-            if roles[t] in ("input", "weight") or not (t in written or self_dep):
+            rd.append((s.target, s.indices))  # the accumulator's current value
+        for t, idx in rd:
+            # a read of the very elements the statement writes sees their value from before the
+            # scan at its first step: external unless an earlier statement wrote them
+            carried_in = t in own and (t, tuple(idx)) != (s.target, tuple(s.indices))
+            if roles[t] in ("input", "weight") or not (t in written or carried_in):
                 out.setdefault(t, []).append(_site(c, idx))
         written.add(s.target)
     return out

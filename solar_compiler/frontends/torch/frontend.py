@@ -116,7 +116,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     notes = list(tt.notes)
     if filler is not None and filler.filled:
         record["translated_by"] = filler.attribution(tt.source_ops)
-    return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops)
+    return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops, tt.aliases)
 
 
 def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
