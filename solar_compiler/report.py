@@ -17,8 +17,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.target import Target
 
 from solar_compiler.errors import SolarError
-from solar_compiler.records import load_report
 from solar_compiler.hw.model import describe_storage
+from solar_compiler.records import load_report
 
 # ---- reading back ---------------------------------------------------------------------------------
 

@@ -317,7 +317,8 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     return CacheAwareBounds(lv, tuple(ops), terms, cache_size)
 
 
-def check_costs(g: GraphCosts, unfused: Sequence[UnfusedKernel] | None = None, empty_ok: bool = False) -> None:
+def check_costs(g: GraphCosts, unfused: Sequence[UnfusedKernel] | None = None,
+                empty_ok: bool = False) -> None:
     """Reject costs that would break unfused >= fused: compulsory traffic is a subset of the traffic
     the ops (and the unfused kernels) do, so more compulsory bytes is a cost-model bug. The unfused
     kernels must cover every op exactly once."""
