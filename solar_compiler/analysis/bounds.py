@@ -292,8 +292,8 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     per_op: list[dict[str, float]] = []
     tiled: list[dict[str, float] | None] = []  # per op: the attainable side of the bracket
     for k, g in zip(kernels, graphs, strict=True):
-        r = cache_aware(k, g, levels, 0.0)
-        contractions = view(k).contractions
+        r = cache_aware(k, g, levels, 0.0, precision=b.precision)
+        contractions = view(k, precision=b.precision).contractions
         for o in g.ops:
             c = contractions.get(o.name)
             found = {x.name: tiled_traffic(c, x.capacity.value, REPORT_COMBOS) for x in levels} if c else {}
