@@ -302,3 +302,35 @@ def test_lstm_kernel_reads_of_its_own_results_are_on_chip(capsys, torch_files):
     assert "lstm_l0_out" not in k["reads"] and "getitem" not in k["reads"]
     assert k["bytes"] == 1_376_256 - 2 * 126_976 == 1_122_304
     assert round(k["bound_s"]["H100_SXM"] * 1e9, 1) == 335.0
+
+
+# ---- item 4: the cache-aware per-SM term follows the precision policy ------------------------------------
+@pytest.mark.parametrize("hw", ["H100_SXM", "B200"])
+def test_fp8_policy_streams_one_byte_operands(hw):
+    """examples/loop/bounds/matmul_f32_4096.loop under --precision fp8: the sm-level term priced
+    4-byte operands (1,321,474,699 B on H100: 14% above fused; 71% on B200). An fp8 implementation
+    streams 1-byte tiles: the cache-aware bound is the fused one."""
+    from solar_compiler.analysis.program import program_from_kernel
+
+    k = parse_kernel((ROOT / "examples/loop/bounds/matmul_f32_4096.loop").read_text(), "m.loop")
+    t = load_target(hw)
+    b = graph_bounds(kernel_costs(k), t, "fp8", [program_from_kernel(k).kernel])
+    assert b.fused_s == pytest.approx(2 * 4096**3 / t.matrix_peak("f32", "fp8"), rel=1e-12)
+    assert b.cache_aware_s == b.fused_s
+    sm = next(lv for lv in b.cache_aware.levels if lv.name == "sm")
+    assert sm.bytes < 1_321_474_699 / 4
+
+
+def test_operand_bytes_follow_the_policy():
+    from solar_compiler.analysis import io_bounds as io
+    from solar_compiler.hw import operand_bits
+
+    assert [operand_bits("f32", p) for p in ("fp32", "auto", "bf16", "fp8")] == [32, 19, 16, 8]
+    assert (operand_bits("bf16", "fp8"), operand_bits("i8"), operand_bits("f64", "fp8")) == (16, 8, 64)
+    k = parse_kernel(_upcast("bf16", "f32", inline=False).replace(str(N), "64"), "t.loop")
+    for precision, want in (("fp32", 2.0), ("fp8", 2.0)):  # the upcast local holds bf16 values
+        (c,) = io.view(k, precision=precision).contractions.values()
+        assert (c.a.nbytes, c.b.nbytes, c.c.nbytes, c.a.stored) == (want, want, 4, 4)
+    f32 = parse_kernel(_upcast("f32", "f32", inline=True).replace(str(N), "64"), "t.loop")
+    got = {p: next(iter(io.view(f32, precision=p).contractions.values())).a.nbytes for p in ("fp32", "auto", "fp8")}
+    assert got == {"fp32": 4.0, "auto": 19 / 8, "fp8": 1.0}
