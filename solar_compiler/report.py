@@ -108,6 +108,15 @@ def _validation_lines(v: dict[str, Any]) -> list[str]:
     return out
 
 
+#: What each timing contract (`--cache-state`) assumes, for the report header (docs/bounds.md).
+CACHE_CONTRACT = {
+    "cold": "cold caches: every input, weight and output crosses the DRAM boundary (each timed call "
+            "starts with nothing on chip, as when L2 is flushed before every trial)",
+    "warm": "warm caches: a working set that fits storage kept between calls (on-chip, not per-SM) may "
+            "start there, and its bytes are priced at the bandwidth of the levels inside it",
+}
+
+
 def fmt_bytes(v: float | None) -> str:
     """Whole bytes, rounded down (a lower bound stays one)."""
     return "n/a" if v is None else f"{math.floor(v):,}"
@@ -121,6 +130,7 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
         *[f"{'validation:' if i == 0 else '':<12}{line}"
           for i, line in enumerate(_validation_lines(r["validation"]))],
         f"precision:  policy {r['precision']}",
+        f"timing:     {CACHE_CONTRACT[r.get('cache_state', 'cold')]}",
     ]
     if r["validation"].get("notes"):
         lines.insert(-1, f"notes:      {'; '.join(r['validation']['notes'])}")

@@ -120,7 +120,7 @@ def test_text_report_levels_and_binding_columns(capsys, tmp_path):
     assert rows["cache-aware chip term"] == ["cache-aware chip term", "201,326,592", "60.1 us", ""]
     # policy auto: an f32 operand may be a 19-bit TF32 value on the way to the SMs (1,321,474,699 B
     # and 79.13 us with 4-byte operands, as under --precision fp32)
-    assert rows["cache-aware sm term"][1:3] == ["735,792,063", "44.06 us"]
+    assert rows["cache-aware sm term"][1:3] == ["735,792,064", "44.06 us"]
     assert "201,326,592 bytes cache-aware (DRAM level, H100_SXM)" in out
 
 

@@ -61,8 +61,8 @@ def test_json_shape_exact_keys():
     r = json.loads(emit(JsonReportTarget(), module_with(report("H100_SXM,A100_SXM", latency=2e-3))))
     assert r["schema"] == "solar-report/1"
     assert set(r) == {"schema", "source", "validation", "precision", "fidelity", "kernels", "narrowed",
-                      "cache_size", "totals", "bounds", "ops", "kernels_unfused", "hw", "aliases",
-                      "value_dependent", "inverse"}
+                      "cache_size", "cache_state", "totals", "bounds", "ops", "kernels_unfused", "hw",
+                      "aliases", "value_dependent", "inverse"}
     assert r["validation"] == NOT_VALIDATED
     assert r["narrowed"] is False and r["cache_size"] is None
     flops, unfused, fused = 2 * N**3 + N * N, (1 + 4 + 2) * N * N * 4, 3 * N * N * 4

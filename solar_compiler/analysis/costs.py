@@ -127,6 +127,7 @@ class GraphCosts:
     ops: list[OpCost]
     compulsory_bytes: int      # graph inputs + weights read once + outputs written once (distinct elements)
     compulsory: dict[str, int] = field(default_factory=dict)  # per tensor, bytes
+    compulsory_written: int = 0  # the outputs' part of compulsory_bytes
 
     @property
     def flops_matrix(self) -> int:
@@ -521,6 +522,7 @@ def _program_costs(p: Program) -> GraphCosts:
             for r in stmt_reads(c.stmt):
                 read_sites.setdefault(r.tensor, []).append(doms.site(c, r.indices))
     compulsory: dict[str, int] = {}
+    written = 0
     for t in k.tensors:
         if t.role in ("input", "weight"):
             compulsory[t.name] = distinct_elements(read_sites.get(t.name, [])) * DTYPES[t.dtype]
@@ -528,7 +530,8 @@ def _program_costs(p: Program) -> GraphCosts:
             if t.name not in write_sites:
                 raise LoopIRError(f"output tensor '{t.name}' of kernel '{k.name}' is never written")
             compulsory[t.name] = distinct_elements(write_sites[t.name]) * DTYPES[t.dtype]
-    return GraphCosts(k.name, ops, sum(compulsory.values()), compulsory)
+            written += compulsory[t.name]
+    return GraphCosts(k.name, ops, sum(compulsory.values()), compulsory, written)
 
 
 def _module_costs(module: ModuleOp) -> list[GraphCosts]:

@@ -11,7 +11,10 @@ which the text report shows.
 
 Counts are those of the programs as costed: the needed work when `narrow-needed` ran. `narrowed` says
 whether it did; `totals.*_as_written` are the counts before narrowing (equal to the others when it
-did not run). `cache_size` is the DRAM-level capacity override (bytes) or `null`.
+did not run). `cache_size` is the DRAM-level capacity override (bytes) or `null`. `cache_state`
+is the timing contract the bounds assume: `cold` (caches flushed before each timed call) or `warm`
+(docs/bounds.md, "What a bound assumes"). Every byte count is an integer: a real-valued traffic
+bound is rounded up (the true traffic is a whole number at least that large).
 
 `aliases` lists the program outputs that alias an input, a weight or another output (a view, or
 the same tensor returned twice): eager frameworks run no kernel for them, so no statement prices
@@ -24,6 +27,7 @@ frontend's list of value-dependent ops, and `notes`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -110,7 +114,7 @@ def _cache_aware_record(b: GraphBounds) -> dict[str, Any]:
                 "cache_aware_terms_s": None, "levels": None}
     return {"cache_aware_s": ca.time_s, "cache_aware_bottleneck": ca.bottleneck,
             "bytes_cache_aware": ca.bytes_dram, "cache_aware_terms_s": dict(ca.terms_s),
-            "levels": [{"name": lv.name, "capacity": lv.capacity, "bandwidth": lv.bandwidth,
+            "levels": [{"name": lv.name, "capacity": math.ceil(lv.capacity), "bandwidth": lv.bandwidth,
                         "units": lv.units, "per": lv.level.per, "bytes": lv.bytes, "time_s": lv.time_s}
                        for lv in ca.levels]}
 
@@ -136,19 +140,21 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                  latency_s: float | None = None, kernels: Sequence[Program] | None = None,
                  cache_size: int | None = None, as_written: dict[str, dict] | None = None,
                  unfused: Sequence[Sequence[UnfusedKernel]] | None = None,
-                 aliases: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+                 aliases: Sequence[dict[str, Any]] = (), cache_state: str = "cold") -> dict[str, Any]:
     """The report dict (schema `solar-report/1`) for the given costs on every target. Cache-aware
     bounds need `kernels` (those the costs came from, same order); `as_written` is `narrow-needed`'s
     record (None: not narrowed); `unfused` the kernels of the unfused bound per graph (None: one per
     node); `aliases` the outputs that alias another tensor (`ProgramInfo.aliases`): a program whose
-    every output is one has no work, and its bounds are 0."""
+    every output is one has no work, and its bounds are 0; `cache_state` the timing contract
+    (`bounds.CACHE_STATES`)."""
     if not graphs:
         raise SolarError(f"{source}: no kernel to bound")
     empty_ok = bool(aliases)
     ca_kernels = kernels if "cache-aware" in fidelity else None
     groups = [node_kernels(g) for g in graphs] if unfused is None else [list(u) for u in unfused]
     bounds: dict[str, GraphBounds] = {
-        t.name: graph_bounds(graphs, t, precision, ca_kernels, cache_size, groups, empty_ok=empty_ok)
+        t.name: graph_bounds(graphs, t, precision, ca_kernels, cache_size, groups, empty_ok=empty_ok,
+                             cache_state=cache_state)
         for t in targets}
     multi = len(graphs) > 1
     ops = [(g, o) for g in graphs for o in g.ops]
@@ -181,6 +187,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
         "kernels": [g.kernel for g in graphs],
         "narrowed": as_written is not None,
         "cache_size": cache_size,
+        "cache_state": cache_state,
         "totals": {
             "flops": sum(o.flops for _, o in ops),
             "flops_matrix": sum(g.flops_matrix for g in graphs),
