@@ -332,5 +332,127 @@ def test_operand_bytes_follow_the_policy():
         (c,) = io.view(k, precision=precision).contractions.values()
         assert (c.a.nbytes, c.b.nbytes, c.c.nbytes, c.a.stored) == (want, want, 4, 4)
     f32 = parse_kernel(_upcast("f32", "f32", inline=True).replace(str(N), "64"), "t.loop")
-    got = {p: next(iter(io.view(f32, precision=p).contractions.values())).a.nbytes for p in ("fp32", "auto", "fp8")}
+    got = {p: next(iter(io.view(f32, precision=p).contractions.values())).a.nbytes
+           for p in ("fp32", "auto", "fp8")}
     assert got == {"fp32": 4.0, "auto": 19 / 8, "fp8": 1.0}
+
+
+# ---- item 5: the timing contract (--cache-state cold|warm) -----------------------------------------------
+CHIP_CAP, L2_BW, DRAM_BW = 121_634_816, 16.7e12, 3.35e12  # H100_SXM: on-chip storage, sm-level and DRAM B/s
+
+
+def _bounds(text: str, hw, cache_state: str, precision: str = "auto"):
+    from solar_compiler.analysis.program import program_from_kernel
+
+    k = parse_kernel(text, "t.loop")
+    return graph_bounds(kernel_costs(k), hw, precision, [program_from_kernel(k).kernel],
+                        cache_state=cache_state)
+
+
+def test_warm_matmul_prices_what_fits_on_chip_at_the_inner_levels(h100):
+    mm = (ROOT / "examples/loop/bounds/matmul_f32_4096.loop").read_text()
+    cold, warm = _bounds(mm, h100, "cold"), _bounds(mm, h100, "warm")
+    reads, writes = 2 * 4096 * 4096 * 4, 4096 * 4096 * 4
+    assert cold.fused_memory_s == (reads + writes) / DRAM_BW
+    # warm: at most 121,634,816 B of the 134,217,728 B of operands start on chip, and the 64 MiB
+    # result may stay there; per-SM storage does not outlive a kernel, so the sm level moves all
+    chip, sm = warm.cache_aware.levels
+    assert (chip.bytes, sm.bytes) == (reads - CHIP_CAP, cold.cache_aware.levels[1].bytes)
+    assert warm.fused_memory_s == max((reads - CHIP_CAP) / DRAM_BW, (reads + writes) / L2_BW)
+    assert warm.fused_s == warm.cache_aware_s == cold.fused_s  # compute-bound either way
+    assert (cold.cache_state, warm.cache_state) == ("cold", "warm")
+
+
+def test_warm_elementwise_is_priced_at_l2_bandwidth(h100):
+    ew = (ROOT / "examples/loop/bounds/elementwise_4096.loop").read_text()
+    cold, warm = _bounds(ew, h100, "cold"), _bounds(ew, h100, "warm")
+    comp = kernel_costs(parse_kernel(ew, "t.loop")).compulsory_bytes
+    assert cold.fused_s == comp / DRAM_BW                # 40.1 us: every byte from DRAM
+    assert warm.fused_s == comp / L2_BW                  # 8.0 us: the working set fits on chip
+    assert warm.cache_aware_s == warm.fused_s and warm.cache_aware.levels[0].bytes == 0
+    # each kernel of the unfused bound moves its own traffic into the SMs
+    assert warm.unfused_s == pytest.approx(sum(k.bytes for k in warm.kernels) / L2_BW, rel=1e-12)
+    assert warm.unfused_s < cold.unfused_s
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "examples/loop/bounds").glob("*.loop")))
+def test_warm_never_exceeds_cold_and_keeps_the_fidelity_order(h100, name):
+    text = (ROOT / f"examples/loop/bounds/{name}.loop").read_text()
+    cold, warm = _bounds(text, h100, "cold"), _bounds(text, h100, "warm")
+    for attr in ("unfused_s", "fused_s", "cache_aware_s", "fused_memory_s"):
+        assert getattr(warm, attr) <= getattr(cold, attr)
+    assert warm.fused_s <= warm.cache_aware_s and warm.fused_s <= warm.unfused_s
+
+
+def test_warm_unfused_never_below_fused(h100):
+    """Two kernels whose working sets each fit on chip while the program's does not: each kernel's
+    warm bound assumes its own data resident, the program cannot keep both; unfused >= fused."""
+    n = 22_806_528  # 91.2 MB per f32 tensor: 3/4 of the 121.6 MB of on-chip storage
+    text = f"""
+kernel two(A: f32[{n}] input, B: f32[{n}] input, C: f32[{n}] output, D: f32[{n}] output):
+    for i in range({n}):
+        C[i] = A[i] * 2.0
+    for i in range({n}):
+        D[i] = B[i] * 3.0
+"""
+    w = _bounds(text, h100, "warm")
+    assert sum(k.bound_s for k in w.kernels) < w.fused_s == w.unfused_s
+    # the program: reads 2 x 91.2 MB and writes as much, of which 121.6 MB each way may stay on
+    # chip: 2 x 60.8 MB at DRAM bandwidth (36.3 us) binds, above 4 x 91.2 MB into the SMs (21.8 us)
+    assert w.fused_memory_s == 2 * (2 * n * 4 - CHIP_CAP) / DRAM_BW
+
+
+def test_warm_needs_levels(h100):
+    from dataclasses import replace
+
+    from solar_compiler.errors import SolarError
+
+    g = kernel_costs(parse_kernel(_upcast("bf16", "f32", True).replace(str(N), "8"), "t.loop"))
+    with pytest.raises(SolarError, match="--cache-state warm needs the target's memory levels"):
+        graph_bounds(g, replace(h100, levels=()), cache_state="warm")
+    with pytest.raises(SolarError, match="unknown cache state 'hot'"):
+        graph_bounds(g, h100, cache_state="hot")
+
+
+def test_cache_state_in_the_report(capsys, tmp_path):
+    path = tmp_path / "mm.loop"
+    path.write_text((ROOT / "examples/loop/bounds/matmul_f32_4096.loop").read_text())
+    for state in ("cold", "warm"):
+        assert main([str(path), "--roofline=all", "--cache-state", state, "--format=json"]) == 0
+        r = json.loads(capsys.readouterr().out)
+        assert r["cache_state"] == state
+        assert main([str(path), "--roofline=fused", "--cache-state", state]) == 0
+        assert f"timing:     {state} caches: " in capsys.readouterr().out
+    assert main([str(path), "--roofline=fused"]) == 0
+    assert "timing:     cold caches: every input, weight and output crosses the DRAM boundary" in \
+        capsys.readouterr().out
+
+
+# ---- item 10: every byte count in the JSON report is an integer ------------------------------------------
+def _byte_fields(x, path=""):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            p = f"{path}.{k}"
+            if ("bytes" in k or k in ("capacity", "cache_size", "reads", "writes")) and v is not None:
+                yield p, v
+            yield from _byte_fields(v, p)
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from _byte_fields(v, f"{path}[{i}]")
+
+
+def _all_ints(v) -> bool:
+    if isinstance(v, dict):
+        return all(x is None or _all_ints(x) for x in v.values())
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+@pytest.mark.parametrize("name", ["matmul_f32_4096", "tril_matmul_4096", "causal_attention_4096"])
+def test_every_byte_count_is_an_integer(capsys, name):
+    path = str(ROOT / f"examples/loop/bounds/{name}.loop")
+    assert main([path, "--roofline=all", "--hw", "H100_SXM,B200", "--format=json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    fields = dict(_byte_fields(r))
+    assert ".totals.bytes_cache_aware" in fields and ".ops[0].bytes_tiled" in fields
+    bad = {p: v for p, v in fields.items() if not _all_ints(v)}
+    assert bad == {}
