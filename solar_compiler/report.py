@@ -219,8 +219,17 @@ def render_text(r: dict[str, Any]) -> str:
         con.print("note: cache-aware DRAM-level bytes differ per target (capacities differ): " + ", ".join(
             f"{h} {fmt_bytes(r['bounds'][h]['bytes_cache_aware'])}" for h in hws))
     if r["value_dependent"]:
+        traced = [v for v in r["value_dependent"] if v.get("traced")]
         con.print("value-dependent (indirect) accesses: " + "; ".join(
             f"{v['op']} ({', '.join(v['tensors'])})" for v in r["value_dependent"]))
+        if traced:
+            con.print("  counted as the traced sample touched them (the bound holds for that sample; "
+                      "--indirect min for the all-inputs minimum): " + "; ".join(
+                          f"{v['op']} ({', '.join(v['traced'])})" for v in traced))
+        if len(traced) < len(r["value_dependent"]):
+            con.print("  counted at the fewest elements any index values touch: " + "; ".join(
+                f"{v['op']} ({', '.join(t for t in v['tensors'] if t not in v.get('traced', []))})"
+                for v in r["value_dependent"] if set(v["tensors"]) - set(v.get("traced", []))))
     if r["inverse"] is not None:
         _inverse_table(con, r, [f for f in fid if f in ("unfused", "fused")])
     return buf.getvalue()

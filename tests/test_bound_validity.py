@@ -7,10 +7,12 @@ DRAM 3.35 TB/s. A MAC is 2 FLOPs.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from solar_compiler.analysis.bounds import graph_bounds
@@ -210,6 +212,25 @@ def get_init_inputs():
 """
 
 
+EMBEDDING = """\
+import torch
+import torch.nn as nn
+N = 16384
+VOCAB = 50000
+DIM = 512
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, DIM)
+    def forward(self, ids):
+        return self.emb(ids)
+def get_inputs():
+    return [torch.randint(0, VOCAB, (N,))]
+def get_init_inputs():
+    return []
+"""
+
+
 @pytest.fixture(scope="module")
 def torch_files(tmp_path_factory):
     """Paths of the torch programs used here; their translations (validated) are cached where
@@ -220,7 +241,7 @@ def torch_files(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("validity")
     paths = {}
-    for name, text in (("alias", ALIAS), ("aliases", ALIASES)):
+    for name, text in (("alias", ALIAS), ("aliases", ALIASES), ("embedding", EMBEDDING)):
         (tmp / f"{name}.py").write_text(text)
         paths[name] = str(tmp / f"{name}.py")
     for name in ("lstm",):
@@ -456,3 +477,97 @@ def test_every_byte_count_is_an_integer(capsys, name):
     assert ".totals.bytes_cache_aware" in fields and ".ops[0].bytes_tiled" in fields
     bad = {p: v for p, v in fields.items() if not _all_ints(v)}
     assert bad == {}
+
+
+# ---- item 6: indirect reads counted on the traced sample -------------------------------------------------
+def test_embedding_counts_the_rows_the_traced_sample_touches(capsys, torch_files):
+    from solar_compiler.frontends.torch.capture import run_reference
+
+    ins, _, _, _ = run_reference(torch_files["embedding"])
+    rows = len(np.unique(ins["ids"]))  # distinct ids of the traced sample (get_inputs() under seed 0)
+    assert 13_900 < rows < 14_100  # 16,384 draws from 50,000: about 14,020
+    ids, out = 16384 * 8, 16384 * 512 * 4
+    r = roofline_json(capsys, torch_files["embedding"])
+    assert r["indirect"] == "traced"
+    # was one table row (2,048 B): the minimum over all index values
+    assert r["totals"]["bytes_fused"] == ids + out + rows * 512 * 4
+    assert r["value_dependent"] == [{"op": "S0", "loc": r["ops"][0]["loc"], "tensors": ["emb_weight"],
+                                     "traced": ["emb_weight"]}]
+    assert "counted as the traced sample touched them" in render_text(r)
+    low = roofline_json(capsys, torch_files["embedding"], "--indirect", "min")
+    assert low["indirect"] == "min" and low["totals"]["bytes_fused"] == ids + out + 512 * 4
+    assert low["value_dependent"][0]["traced"] == []
+    assert "counted at the fewest elements any index values touch: S0 (emb_weight)" in render_text(low)
+
+
+EMB_LOOP = (ROOT / "examples/loop/embedding.loop").read_text()
+
+
+def _traced_embedding(elements: int, points: int = 16 * 64, accesses: int = 1):
+    from solar_compiler.loopir.ast import Traced
+
+    k = parse_kernel(EMB_LOOP, "e.loop")
+    statements(k)[0].stmt.traced = (Traced("E", False, elements, points, accesses),)
+    return k
+
+
+def test_traced_footprint_is_used_while_the_statement_keeps_its_domain():
+    # examples/loop/embedding.loop: Y[t, d] = E[ids[t], d] + P[t, d], 16 x 64, E 1000 x 64 f32
+    base = {"ids": 16 * 8, "P": 16 * 64 * 4, "Y": 16 * 64 * 4}
+    assert kernel_costs(parse_kernel(EMB_LOOP, "e.loop")).compulsory == {**base, "E": 64 * 4}
+    g = kernel_costs(_traced_embedding(7 * 64))
+    assert g.compulsory == {**base, "E": 7 * 64 * 4}
+    (o,) = g.ops
+    (e,) = [a for a in o.reads if a.tensor == "E"]
+    assert (e.elements, e.indirect, e.traced) == (7 * 64, True, True)
+    assert kernel_costs(_traced_embedding(7 * 64), "min").compulsory["E"] == 64 * 4
+    # a trace taken on another domain (or with other accesses) is stale: the minimum applies
+    assert kernel_costs(_traced_embedding(7 * 64, points=8 * 64)).compulsory["E"] == 64 * 4
+    assert kernel_costs(_traced_embedding(7 * 64, accesses=2)).compulsory["E"] == 64 * 4
+
+
+def test_traced_footprints_survive_the_ir():
+    from xdsl.context import Context
+    from xdsl.dialects.builtin import Builtin
+    from xdsl.parser import Parser
+    from xdsl.printer import Printer
+
+    from solar_compiler.analysis.program import module_programs
+    from solar_compiler.dialects.einsum import Einsum
+    from solar_compiler.dialects.loop import Loop
+    from solar_compiler.loopir.convert import kernels_to_module
+    from solar_compiler.passes.lift_einsum import LiftEinsumPass
+
+    m = kernels_to_module([_traced_embedding(7 * 64)])
+    LiftEinsumPass().apply(Context(), m)
+    out = io.StringIO()
+    Printer(stream=out).print_op(m)
+    assert '#loop.traced<"E", read, 448, 1024, 1>' in out.getvalue()
+    ctx = Context()
+    for d in (Builtin, Loop, Einsum):
+        ctx.load_dialect(d)
+    back = Parser(ctx, out.getvalue()).parse_module()
+    (p,) = module_programs(back)
+    assert p.nodes[0].main.stmt.traced[0].elements == 448
+
+
+def test_executor_traces_gathers_and_scatters_not_untaken_branches():
+    from solar_compiler.executor import execute
+    from solar_compiler.executor.trace import IndirectTrace
+
+    k = parse_kernel("""
+kernel k(idx: i64[6] input, T: f32[10] input, H: f32[10] output, Y: f32[6] output, Z: f32[6] output):
+    for i in range(10):
+        H[i] = 0.0
+    for i in range(6):
+        H[idx[i]] += T[idx[i]]
+    for i in range(6):
+        Y[i] = T[idx[i] + 1]
+    for i in range(6):
+        Z[i] = select(i < 2, T[idx[i]], 0.0)
+""", "t.loop")
+    tr = IndirectTrace()
+    execute(k, {"idx": np.array([1, 1, 4, 4, 4, 7]), "T": np.arange(10, dtype=np.float32)}, trace=tr)
+    # statement 1 scatters into H and gathers T at {1, 4, 7}; statement 2 gathers T at {2, 5, 8};
+    # statement 3 gathers under a select branch: no count
+    assert tr.counts() == {(1, "H", True): 3, (1, "T", False): 3, (2, "T", False): 3}

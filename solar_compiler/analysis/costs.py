@@ -30,6 +30,12 @@ Rules (the numbers the tests derive by hand):
   flagged `indirect`, its index arithmetic counts as vector FLOPs as a gather's does, and the reads
   of its index tensors are reads of the node. A reduction whose identity init was not folded into
   its node also reads its target (the accumulator); a folded one does not.
+* Indirect accesses are value-dependent. By default (`indirect="traced"`) a gather or scatter whose
+  statement carries the frontend's traced footprint (`Assign.traced`: what it touched when the
+  program ran on its traced sample) counts those distinct elements, like the routing a traced top-k
+  fixes: the bound then holds for that sample, and the report says so. The footprint is used only
+  while the statement keeps the domain and accesses it was traced with (a transform that narrows
+  it falls back). `indirect="min"` always takes the fewest elements over all index values.
 * Compulsory bytes: each input and weight over the union of all its reads in the kernel, each output
   over the union of all its writes, each once at its own dtype; locals are free.
 """
@@ -92,6 +98,7 @@ class Access:
     elements: int
     bytes: int
     indirect: bool = False
+    traced: bool = False       # an indirect access counted as the traced sample touched it
 
 
 @dataclass(frozen=True)
@@ -150,10 +157,11 @@ class Site:
     ivs: tuple[str, ...]
     cons: tuple[Constraint, ...]
     indices: tuple[AffExpr | None, ...]
+    traced: int | None = None  # a gather's (scatter's) distinct elements on the traced sample
     _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:  # sites are cache keys: hash the nested expressions once
-        object.__setattr__(self, "_hash", hash((self.ivs, self.cons, self.indices)))
+        object.__setattr__(self, "_hash", hash((self.ivs, self.cons, self.indices, self.traced)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -200,14 +208,33 @@ def _partition(items: Sequence, links: Iterable[Iterable]) -> list[list]:
 
 
 def distinct_elements(sites: Sequence[Site]) -> int:
-    """Distinct tensor elements touched by the union of `sites` (gathers: see the module rules)."""
+    """Distinct tensor elements touched by the union of `sites` (gathers: see the module rules; a
+    gather with a traced count touched that many on the traced sample)."""
     direct = tuple(dict.fromkeys(s for s in sites if not s.indirect))
     best = _union_count(direct)
     for s in sites:
         if s.indirect:
             affine = Site(s.ivs, s.cons, tuple(i for i in s.indices if i is not None))
-            best = max(best, _union_count((affine,)))
+            best = max(best, _union_count((affine,)), s.traced or 0)
     return best
+
+
+INDIRECT = ("traced", "min")  # how indirect accesses are counted (module rules)
+
+
+def traced_elements(ctx: StmtContext, tensor: str, write: bool, iterations: int, indirect: str) -> int | None:
+    """The traced sample's distinct elements of `tensor` for the statement's indirect reads (or its
+    indirect write), when `indirect` is "traced" and the statement still has the domain (`iterations`
+    points) and the accesses the trace was taken on; else None (the all-inputs minimum applies)."""
+    if indirect != "traced" or not ctx.stmt.traced:
+        return None
+    s = ctx.stmt
+    n = int(s.indirect and s.target == tensor) if write else \
+        sum(r.indirect and r.tensor == tensor for r in stmt_reads(s))
+    for t in s.traced:
+        if t.tensor == tensor and t.write == write:
+            return t.elements if (t.points, t.accesses) == (iterations, n) and n else None
+    return None
 
 
 @lru_cache(maxsize=65536)
@@ -422,21 +449,34 @@ def _pairwise_flops(ctx: StmtContext, dep: list[SExpr], iterations: int) -> int:
 
 # ---- per node and per graph --------------------------------------------------------------------------
 class _Domains:
-    """Domain constraints per statement, computed once per kernel."""
+    """Domain constraints per statement, computed once per kernel. `indirect` says how indirect
+    accesses are counted (`INDIRECT`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, indirect: str = "traced") -> None:
+        if indirect not in INDIRECT:
+            raise LoopIRError(f"unknown indirect counting {indirect!r}; expected traced or min")
+        self.indirect = indirect
         self._by_index: dict[int, tuple[tuple[str, ...], tuple[Constraint, ...]]] = {}
+        self._points: dict[int, int] = {}
 
-    def site(self, ctx: StmtContext, indices: Sequence[AffExpr | SExpr]) -> Site:
+    def site(self, ctx: StmtContext, indices: Sequence[AffExpr | SExpr], tensor: str | None = None,
+             write: bool = False) -> Site:
+        """The access `tensor[indices]` of statement `ctx` (a write of its target when `write`)."""
         if ctx.index not in self._by_index:
             ivs, cons, _ = domain_constraints(ctx)
             self._by_index[ctx.index] = (ivs, tuple(cons))
         ivs, cons = self._by_index[ctx.index]
-        return Site(ivs, cons, tuple(i if isinstance(i, AffExpr) else None for i in indices))
+        idx = tuple(i if isinstance(i, AffExpr) else None for i in indices)
+        traced = None
+        if tensor is not None and None in idx:
+            traced = traced_elements(ctx, tensor, write, self.iterations(ctx), self.indirect)
+        return Site(ivs, cons, idx, traced)
 
     def iterations(self, ctx: StmtContext) -> int:
-        s = self.site(ctx, ())
-        return count_points(s.ivs, s.cons)
+        if ctx.index not in self._points:
+            s = self.site(ctx, ())
+            self._points[ctx.index] = count_points(s.ivs, s.cons)
+        return self._points[ctx.index]
 
 
 def accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, ...]:
@@ -445,7 +485,8 @@ def accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, 
     for name, sites in by_tensor.items():
         dt = kernel.tensor(name).dtype
         n = distinct_elements(sites)
-        out.append(Access(name, dt, n, n * DTYPES[dt], any(s.indirect for s in sites)))
+        out.append(Access(name, dt, n, n * DTYPES[dt], any(s.indirect for s in sites),
+                          any(s.traced is not None for s in sites)))
     return tuple(out)
 
 
@@ -468,10 +509,10 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
         unit = "vector" if n_ops or accumulates else "memory"
     rd: dict[str, list[Site]] = {}
     for r in stmt_reads(s):
-        rd.setdefault(r.tensor, []).append(doms.site(ctx, r.indices))
+        rd.setdefault(r.tensor, []).append(doms.site(ctx, r.indices, r.tensor))
     if accumulates and group.init is None:
-        rd.setdefault(s.target, []).append(doms.site(ctx, s.indices))
-    wr = {s.target: [doms.site(c, c.stmt.indices) for c in group.stmts]}
+        rd.setdefault(s.target, []).append(doms.site(ctx, s.indices, s.target, True))
+    wr = {s.target: [doms.site(c, c.stmt.indices, s.target, True) for c in group.stmts]}
     locs = [c.stmt.loc for c in reversed(group.stmts) if c.stmt.loc]
     label = "; ".join(print_assign(kernel, replace(c.stmt, loc=None)) for c in group.stmts)
     return OpCost(
@@ -497,20 +538,22 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def kernel_costs(kernel: Kernel) -> GraphCosts:
+def kernel_costs(kernel: Kernel, indirect: str = "traced") -> GraphCosts:
     """Exact per-node costs and compulsory traffic of a loop AST (nodes as `lift-einsum` groups them)."""
-    return program_costs(program_from_kernel(kernel))
+    return program_costs(program_from_kernel(kernel), indirect)
 
 
-def program_costs(p: Program) -> GraphCosts:
-    """Exact per-node costs and compulsory traffic of a program."""
+def program_costs(p: Program, indirect: str = "traced") -> GraphCosts:
+    """Exact per-node costs and compulsory traffic of a program; `indirect` says how indirect
+    accesses are counted: "traced" (the traced sample's footprint where the statements carry one)
+    or "min" (the fewest elements over all index values)."""
     with paused_gc():
-        return _program_costs(p)
+        return _program_costs(p, indirect)
 
 
-def _program_costs(p: Program) -> GraphCosts:
+def _program_costs(p: Program, indirect: str) -> GraphCosts:
     k = p.kernel
-    doms = _Domains()
+    doms = _Domains(indirect)
     groups = p.nodes
     values = ValueDtypes(k)
     ops = [_op_cost(k, g, doms, values) for g in groups]
@@ -518,9 +561,10 @@ def _program_costs(p: Program) -> GraphCosts:
     write_sites: dict[str, list[Site]] = {}
     for g in groups:
         for c in g.stmts:
-            write_sites.setdefault(c.stmt.target, []).append(doms.site(c, c.stmt.indices))
+            s = c.stmt
+            write_sites.setdefault(s.target, []).append(doms.site(c, s.indices, s.target, True))
             for r in stmt_reads(c.stmt):
-                read_sites.setdefault(r.tensor, []).append(doms.site(c, r.indices))
+                read_sites.setdefault(r.tensor, []).append(doms.site(c, r.indices, r.tensor))
     compulsory: dict[str, int] = {}
     written = 0
     for t in k.tensors:
@@ -538,12 +582,18 @@ def _module_costs(module: ModuleOp) -> list[GraphCosts]:
     return [program_costs(p) for p in module_programs(module)]
 
 
-def module_costs(module: ModuleOp) -> list[GraphCosts]:
+def _module_costs_min(module: ModuleOp) -> list[GraphCosts]:
+    return [program_costs(p, "min") for p in module_programs(module)]
+
+
+def module_costs(module: ModuleOp, indirect: str = "traced") -> list[GraphCosts]:
     """Costs of every program of a module (its einsum graphs, or its kernels before lift-einsum),
-    computed once per module state (`manager.py`)."""
+    computed once per module state (`manager.py`) and way of counting indirect accesses."""
     from solar_compiler.analysis.manager import get_analysis
 
-    return get_analysis(module, _module_costs)
+    if indirect not in INDIRECT:
+        raise LoopIRError(f"unknown indirect counting {indirect!r}; expected traced or min")
+    return get_analysis(module, _module_costs if indirect == "traced" else _module_costs_min)
 
 
 def graph_costs(graph: GraphOp) -> GraphCosts:

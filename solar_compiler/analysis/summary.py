@@ -14,7 +14,10 @@ whether it did; `totals.*_as_written` are the counts before narrowing (equal to 
 did not run). `cache_size` is the DRAM-level capacity override (bytes) or `null`. `cache_state`
 is the timing contract the bounds assume: `cold` (caches flushed before each timed call) or `warm`
 (docs/bounds.md, "What a bound assumes"). Every byte count is an integer: a real-valued traffic
-bound is rounded up (the true traffic is a whole number at least that large).
+bound is rounded up (the true traffic is a whole number at least that large). `indirect` says how
+gathers and scatters are counted: `traced` (the distinct elements the frontend's traced sample
+touched, where it recorded them) or `min` (the fewest any index values touch); `value_dependent`
+lists the ops with such accesses, their tensors, and those counted from the traced sample.
 
 `aliases` lists the program outputs that alias an input, a weight or another output (a view, or
 the same tensor returned twice): eager frameworks run no kernel for them, so no statement prices
@@ -62,7 +65,7 @@ def module_validation(module: ModuleOp) -> dict[str, Any]:
     return record
 
 
-def as_written_record(module: ModuleOp) -> dict[str, dict] | None:
+def as_written_record(module: ModuleOp, indirect: str = "traced") -> dict[str, dict] | None:
     """Costs of the programs as written (`solar.as_written`, kept by `narrow-needed`), per kernel;
     None when no transform changed the work."""
     snaps = [o for o in module.body.block.ops if isinstance(o, AsWrittenOp)]
@@ -72,10 +75,10 @@ def as_written_record(module: ModuleOp) -> dict[str, dict] | None:
     for snap in snaps:
         for kop in snap.body.block.ops:
             p = program_of(kop)  # type: ignore[arg-type]
-            g = program_costs(p)
+            g = program_costs(p, indirect)
             out[p.name] = {"flops_matrix": g.flops_matrix, "flops_vector": g.flops_vector,
                            "compulsory_bytes": g.compulsory_bytes,
-                           "bytes_unfused": sum(k.bytes for k in unfused_kernels(p, g))}
+                           "bytes_unfused": sum(k.bytes for k in unfused_kernels(p, g, indirect))}
     return out
 
 
@@ -140,7 +143,8 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                  latency_s: float | None = None, kernels: Sequence[Program] | None = None,
                  cache_size: int | None = None, as_written: dict[str, dict] | None = None,
                  unfused: Sequence[Sequence[UnfusedKernel]] | None = None,
-                 aliases: Sequence[dict[str, Any]] = (), cache_state: str = "cold") -> dict[str, Any]:
+                 aliases: Sequence[dict[str, Any]] = (), cache_state: str = "cold",
+                 indirect: str = "traced") -> dict[str, Any]:
     """The report dict (schema `solar-report/1`) for the given costs on every target. Cache-aware
     bounds need `kernels` (those the costs came from, same order); `as_written` is `narrow-needed`'s
     record (None: not narrowed); `unfused` the kernels of the unfused bound per graph (None: one per
@@ -188,6 +192,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
         "narrowed": as_written is not None,
         "cache_size": cache_size,
         "cache_state": cache_state,
+        "indirect": indirect,
         "totals": {
             "flops": sum(o.flops for _, o in ops),
             "flops_matrix": sum(g.flops_matrix for g in graphs),
@@ -208,7 +213,8 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
         "hw": {t.name: _hw_record(t, graphs, precision) for t in targets},
         "aliases": [dict(a) for a in aliases],
         "value_dependent": [{"op": r["name"], "loc": r["loc"],
-                             "tensors": [a.tensor for a in (*o.reads, *o.writes) if a.indirect]}
+                             "tensors": [a.tensor for a in (*o.reads, *o.writes) if a.indirect],
+                             "traced": [a.tensor for a in (*o.reads, *o.writes) if a.traced]}
                             for r, (_, o) in zip(op_rows, ops, strict=True) if o.indirect],
         "inverse": None,
     }
