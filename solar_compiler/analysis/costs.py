@@ -62,6 +62,7 @@ from solar_compiler.analysis.polyhedral import (
     loop_ranges,
 )
 from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
+from solar_compiler.analysis.vector_work import VectorWork
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
     DTYPES,
@@ -118,6 +119,13 @@ class OpCost:
     writes: tuple[Access, ...]
     sequential: bool = False
     indirect: bool = False
+    # vector FLOPs counted literally: every scalar op of the statement at every point of its domain
+    # (`flops_vector` is the minimum a legal implementation needs: `vector_work.py`); None: the same
+    flops_vector_literal: int | None = None
+
+    @property
+    def vector_literal(self) -> int:
+        return self.flops_vector if self.flops_vector_literal is None else self.flops_vector_literal
 
     @property
     def flops(self) -> int:
@@ -143,6 +151,10 @@ class GraphCosts:
     @property
     def flops_vector(self) -> int:
         return sum(o.flops_vector for o in self.ops)
+
+    @property
+    def flops_vector_literal(self) -> int:
+        return sum(o.vector_literal for o in self.ops)
 
     @property
     def bytes_unfused(self) -> int:
@@ -490,7 +502,8 @@ def accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, 
     return tuple(out)
 
 
-def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtypes) -> OpCost:
+def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtypes,
+             work: VectorWork) -> OpCost:
     ctx = group.main
     s = ctx.stmt
     it = doms.iterations(ctx)
@@ -499,13 +512,18 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
         n_ops, n_tr = (a + b for a, b in zip((n_ops, n_tr), _ops(i), strict=True))
     mdt = contraction_dtype(ctx, values)
     accumulates = s.kind != "="
+    tr = n_tr * it
     if mdt is not None:
         fm, fv = contraction_flops(ctx, it)
         unit = "matrix"
         for i in s.dynamic_indices:
             fv += _ops(i)[0] * it
+        literal = fv
+        work.skip(ctx)
     else:
-        fm, fv = 0, (n_ops + accumulates) * it
+        literal = (n_ops + accumulates) * it
+        fm, (fv, tr) = 0, work.statement(ctx, (s.value, *s.dynamic_indices))
+        fv += accumulates * it
         unit = "vector" if n_ops or accumulates else "memory"
     rd: dict[str, list[Site]] = {}
     for r in stmt_reads(s):
@@ -518,10 +536,10 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
     return OpCost(
         name=group.name, label=label,
         equation=equation(kernel, ctx), loc=locs[0] if locs else None, unit=unit,
-        flops_matrix=fm, flops_vector=fv, flops_transcendental=n_tr * it, matrix_dtype=mdt,
+        flops_matrix=fm, flops_vector=fv, flops_transcendental=tr, matrix_dtype=mdt,
         vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=accesses(kernel, rd),
         writes=accesses(kernel, wr), sequential=any(f.sequential for f in ctx.loops),
-        indirect=s.indirect or any(r.indirect for r in reads(s.value)))
+        indirect=s.indirect or any(r.indirect for r in reads(s.value)), flops_vector_literal=literal)
 
 
 @contextmanager
@@ -556,7 +574,8 @@ def _program_costs(p: Program, indirect: str) -> GraphCosts:
     doms = _Domains(indirect)
     groups = p.nodes
     values = ValueDtypes(k)
-    ops = [_op_cost(k, g, doms, values) for g in groups]
+    work = VectorWork(k)
+    ops = [_op_cost(k, g, doms, values, work) for g in groups]
     read_sites: dict[str, list[Site]] = {}
     write_sites: dict[str, list[Site]] = {}
     for g in groups:
