@@ -413,7 +413,13 @@ class KernelView:
 
 
 def view(program: Program | Kernel, direct_conv: bool = False, precision: str = "auto") -> KernelView:
+    """The contraction view of a program (computed once per program, `direct_conv` and precision
+    policy: operand bytes follow the policy)."""
     p = program if isinstance(program, Program) else program_from_kernel(program)
+    return p.cached(("io_bounds.view", direct_conv, precision), lambda: _view(p, direct_conv, precision))
+
+
+def _view(p: Program, direct_conv: bool, precision: str) -> KernelView:
     k = p.kernel
     groups = list(p.nodes)
     written = {c.stmt.target for g in groups for c in g.stmts}

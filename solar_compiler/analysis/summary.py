@@ -70,7 +70,7 @@ def as_written_record(module: ModuleOp, indirect: str = "traced") -> dict[str, d
     None when no transform changed the work."""
     snaps = [o for o in module.body.block.ops if isinstance(o, AsWrittenOp)]
     if not snaps:
-        return None
+        return None  # not narrowed; a kernel narrowing left unchanged is absent from the record
     out: dict[str, dict] = {}
     for snap in snaps:
         for kop in snap.body.block.ops:
