@@ -807,4 +807,5 @@ class YieldOp(LocatedOp):
 
 
 Loop = Dialect("loop", [KernelOp, TensorOp, ForOp, IfOp, StmtOp, ReadOp, IndexOp, ConstOp, UnaryOp,
-                        BinaryOp, CmpOp, SelectOp, CastOp, YieldOp], [AffAttr, CondAttr, OriginAttr, TracedAttr])
+                        BinaryOp, CmpOp, SelectOp, CastOp, YieldOp],
+               [AffAttr, CondAttr, OriginAttr, TracedAttr])

@@ -9,6 +9,9 @@ fused bounds are always computed (cheap) and stored under their fixed JSON keys;
 (polyhedral analysis) only when asked for, else `null`. `fidelity` lists the fidelities asked for,
 which the text report shows.
 
+Vector FLOPs (`flops_vector`) are the fewest a legal implementation needs (`vector_work.py`:
+loop-invariant terms once, common subexpressions once, products reassociated);
+`flops_vector_literal` beside them counts every scalar op at every point as the statements write it.
 Counts are those of the programs as costed: the needed work when `narrow-needed` ran. `narrowed` says
 whether it did; `totals.*_as_written` are the counts before narrowing (equal to the others when it
 did not run). `cache_size` is the DRAM-level capacity override (bytes) or `null`. `cache_state`
@@ -168,6 +171,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
             "name": f"{g.kernel}.{o.name}" if multi else o.name, "kernel": g.kernel,
             "equation": o.equation, "label": o.label, "loc": o.loc,
             "flops": o.flops, "flops_matrix": o.flops_matrix, "flops_vector": o.flops_vector,
+            "flops_vector_literal": o.vector_literal,
             "flops_transcendental": o.flops_transcendental, "bytes": o.bytes, "unit": o.unit,
             "matrix_dtype": o.matrix_dtype, "vector_dtype": o.vector_dtype,
             "intensity": o.flops / o.bytes if o.bytes else None,
@@ -197,6 +201,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
             "flops": sum(o.flops for _, o in ops),
             "flops_matrix": sum(g.flops_matrix for g in graphs),
             "flops_vector": sum(g.flops_vector for g in graphs),
+            "flops_vector_literal": sum(g.flops_vector_literal for g in graphs),
             "bytes_unfused": sum(k["bytes"] for k in kernel_rows),
             "bytes_fused": sum(g.compulsory_bytes for g in graphs),
             "bytes_cache_aware": first.bytes_dram if first else None,
