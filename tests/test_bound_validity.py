@@ -571,3 +571,163 @@ kernel k(idx: i64[6] input, T: f32[10] input, H: f32[10] output, Y: f32[6] outpu
     # statement 1 scatters into H and gathers T at {1, 4, 7}; statement 2 gathers T at {2, 5, 8};
     # statement 3 gathers under a select branch: no count
     assert tr.counts() == {(1, "H", True): 3, (1, "T", False): 3, (2, "T", False): 3}
+
+
+# ---- item 9: minimal vector work -----------------------------------------------------------------------
+def _vec(text: str) -> tuple[list[int], list[int]]:
+    g = kernel_costs(parse_kernel(text, "t.loop"))
+    return [o.flops_vector for o in g.ops], [o.vector_literal for o in g.ops]
+
+
+SOFTMAX = """
+kernel softmax(x: f32[8, 16] input, y: f32[8, 16] output):
+    local mx: f32[8]
+    local sm: f32[8]
+    for i in range(8):
+        mx[i] = -inf
+        for k in range(16):
+            mx[i] max= x[i, k]
+    for i in range(8):
+        sm[i] = 0.0
+        for k in range(16):
+            sm[i] += exp(x[i, k] - mx[i])
+    for i in range(8):
+        for j in range(16):
+            y[i, j] = exp(x[i, j] - mx[i]) / sm[i]
+"""
+
+
+def test_softmax_costs_5_not_7_per_element():
+    # as the torch frontend writes it: max (1), sum of exp(x - max) (3), exp(x - max) / sum (3) = 7;
+    # the second exp(x - max) is the first one's values (same points, nothing written in between)
+    minimal, literal = _vec(SOFTMAX)
+    assert sum(literal) == 7 * 128 and sum(minimal) == 5 * 128
+    assert minimal == [128, 3 * 128, 128]
+
+
+SDPA = """
+kernel sdpa(s: f32[4, 32, 32] input, y: f32[4, 32, 32] output):
+    local mx: f32[4, 32]
+    local den: f32[4, 32]
+    for b in range(4):
+        for l in range(32):
+            mx[b, l] = -inf
+            for m in range(32):
+                mx[b, l] max= s[b, l, m] * 0.125
+    for b in range(4):
+        for l in range(32):
+            den[b, l] = 0.0
+            for m in range(32):
+                den[b, l] += exp(s[b, l, m] * 0.125 - mx[b, l])
+    for b in range(4):
+        for l in range(32):
+            for m in range(32):
+                y[b, l, m] = exp(s[b, l, m] * 0.125 - mx[b, l]) / den[b, l]
+"""
+
+
+def test_attention_scores_cost_6_not_10_per_score():
+    # scale (1) + max (1); scale, sub, exp, accumulate (4); scale, sub, exp, div (4): 10 per score;
+    # the scaled scores and exp(scaled - max) are computed once: 6
+    minimal, literal = _vec(SDPA)
+    scores = 4 * 32 * 32
+    assert sum(literal) == 10 * scores and sum(minimal) == 6 * scores
+
+
+def test_loop_invariant_bias_add_once_per_column():
+    # the LSTM's gate init: b_ih[j] + b_hh[j] written over every (t, b, j)
+    text = """
+kernel k(bi: f32[512] weight, bh: f32[512] weight, gx: f32[32, 8, 512] output):
+    for t in range(32):
+        for b in range(8):
+            for j in range(512):
+                gx[t, b, j] = bi[j] + bh[j]
+"""
+    assert _vec(text) == ([512], [32 * 8 * 512])
+
+
+def test_products_reassociate_and_division_is_a_reciprocal_multiply():
+    # (x - m[c]) / s[c] * w[c]: w[c] / s[c] once per channel, then one multiply per element
+    text = """
+kernel k(x: f32[64, 8] input, m: f32[8] weight, s: f32[8] weight, w: f32[8] weight, y: f32[64, 8] output):
+    for n in range(64):
+        for c in range(8):
+            y[n, c] = (x[n, c] - m[c]) / s[c] * w[c]
+"""
+    assert _vec(text) == ([2 * 64 * 8 + 8], [3 * 64 * 8])
+    # no invariant partner: a division per element stays one operation per element
+    alone = text.replace(" * w[c]", "")
+    assert _vec(alone) == ([2 * 64 * 8], [2 * 64 * 8])
+
+
+def test_common_subexpressions_need_the_same_values():
+    base = """
+kernel k(x: f32[32] input, a: f32[16] output, b: f32[{n}] output):
+    local t: f32[32]
+    for i in range(32):
+        t[i] = x[i] * 2.0
+    for i in range(16):
+        a[i] = exp(t[i])
+{between}    for i in range({n}):
+        b[i] = exp(t[i]) + 1.0
+"""
+    # the later exp(t[i]) needs 8 points the earlier one computed: free
+    assert _vec(base.format(n=8, between=""))[0] == [32, 16, 8]
+    # it needs 32 points, 16 of which were never computed: counted
+    assert _vec(base.format(n=32, between=""))[0] == [32, 16, 64]
+    # t is written in between: the values differ
+    write = "    for i in range(32):\n        t[i] = t[i] + x[i]\n"
+    assert _vec(base.format(n=8, between=write))[0] == [32, 16, 32, 16]
+
+
+def test_values_that_change_along_a_scan_are_not_hoisted():
+    # c is updated every step: c[b] * 0.5 depends on s although its indices do not
+    text = """
+kernel k(x: f32[10, 4] input, c: f32[4] output):
+    for b in range(4):
+        c[b] = 0.0
+    for s in scan(10):
+        for b in range(4):
+            c[b] = c[b] * 0.5 + x[s, b]
+"""
+    assert _vec(text)[0][-1] == 2 * 10 * 4
+
+
+def test_vector_bound_of_attention_with_a_small_head_drops(h100):
+    # head dim 16, f32: 2 * 2 * 16 = 64 matrix FLOPs per score at TF32 (0.129 ps) against 10 vector
+    # FLOPs at the f32 vector rate (0.149 ps): the literal count made vector work bind (627 us);
+    # 6 per score (0.090 ps) leaves the contractions binding (543 us)
+    n, d = 2048, 16
+    text = f"""
+kernel attn(q: f32[{n}, {d}] input, k: f32[{n}, {d}] input, v: f32[{n}, {d}] input, o: f32[{n}, {d}] output):
+    local s: f32[{n}, {n}]
+    local p: f32[{n}, {n}]
+    local mx: f32[{n}]
+    local den: f32[{n}]
+    for l in range({n}):
+        for m in range({n}):
+            s[l, m] = 0.0
+            for e in range({d}):
+                s[l, m] += q[l, e] * k[m, e]
+    for l in range({n}):
+        mx[l] = -inf
+        for m in range({n}):
+            mx[l] max= s[l, m] * 0.25
+    for l in range({n}):
+        den[l] = 0.0
+        for m in range({n}):
+            den[l] += exp(s[l, m] * 0.25 - mx[l])
+    for l in range({n}):
+        for m in range({n}):
+            p[l, m] = exp(s[l, m] * 0.25 - mx[l]) / den[l]
+    for l in range({n}):
+        for e in range({d}):
+            o[l, e] = 0.0
+            for m in range({n}):
+                o[l, e] += p[l, m] * v[m, e]
+"""
+    g = kernel_costs(parse_kernel(text, "t.loop"))
+    b = graph_bounds(g, h100)
+    assert g.flops_vector == 6 * n * n and g.flops_vector_literal == 10 * n * n
+    assert 10 * n * n / 66.9e12 > b.fused_s == pytest.approx(4 * n * n * d / 494.7e12, rel=1e-12)
+    assert b.fused_bottleneck == "matrix" and b.fused_vector_s == pytest.approx(6 * n * n / 66.9e12)
