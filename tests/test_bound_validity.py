@@ -658,6 +658,16 @@ kernel k(x: f32[64, 8] input, m: f32[8] weight, s: f32[8] weight, w: f32[8] weig
     # no invariant partner: a division per element stays one operation per element
     alone = text.replace(" * w[c]", "")
     assert _vec(alone) == ([2 * 64 * 8], [2 * 64 * 8])
+    # the cheapest association order of a longer chain: x[n, c] * a[n] * b[c] * d[n] / e[c]:
+    # a * d per n (64), b / e per c (8), two multiplies per element
+    chain = """
+kernel k(x: f32[64, 8] input, a: f32[64] weight, b: f32[8] weight, d: f32[64] weight, e: f32[8] weight,
+         y: f32[64, 8] output):
+    for n in range(64):
+        for c in range(8):
+            y[n, c] = x[n, c] * a[n] * b[c] * d[n] / e[c]
+"""
+    assert _vec(chain) == ([64 + 8 + 2 * 64 * 8], [4 * 64 * 8])
 
 
 def test_common_subexpressions_need_the_same_values():
@@ -673,8 +683,8 @@ kernel k(x: f32[32] input, a: f32[16] output, b: f32[{n}] output):
 """
     # the later exp(t[i]) needs 8 points the earlier one computed: free
     assert _vec(base.format(n=8, between=""))[0] == [32, 16, 8]
-    # it needs 32 points, 16 of which were never computed: counted
-    assert _vec(base.format(n=32, between=""))[0] == [32, 16, 64]
+    # it needs 32 points, 16 of which were never computed: those 16 are counted (and the 32 adds)
+    assert _vec(base.format(n=32, between=""))[0] == [32, 16, 16 + 32]
     # t is written in between: the values differ
     write = "    for i in range(32):\n        t[i] = t[i] + x[i]\n"
     assert _vec(base.format(n=8, between=write))[0] == [32, 16, 32, 16]

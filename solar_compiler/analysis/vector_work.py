@@ -52,6 +52,7 @@ from solar_compiler.loopir.ast import (
 )
 
 _OPS = (Unary, Binary, Cmp, Select)
+_EXACT_FACTORS = 8  # product chains up to this many factors get the exact cheapest association order
 
 
 def is_transcendental(e: SExpr) -> bool:
@@ -144,13 +145,16 @@ class VectorWork:
             else:
                 del self._computed[key]
 
-    def _earlier(self, key: SExpr, ctx: StmtContext, order: tuple[str, ...]) -> bool:
-        """Whether an earlier statement computed `key` at every point (of its variables) `ctx` needs."""
-        found = self._computed.get(key)
+    def _not_computed(self, key: SExpr, ctx: StmtContext, order: tuple[str, ...], total: int) -> int:
+        """How many of the points (of its variables) at which `ctx` needs `key` no earlier statement
+        computed it at (`total` when none did)."""
+        found = [c for c in self._computed.get(key, ()) if len(c.order) == len(order)]
         if not found:
-            return False
+            return total
         need = _projected(ctx, order)
-        return any(need.is_subset(c.points()) for c in found if len(c.order) == len(order))
+        for c in found:
+            need = need.subtract(c.points())
+        return need.count_val().to_python()
 
 
 class _Statement:
@@ -189,11 +193,12 @@ class _Statement:
         if e in self.seen:
             return 0, 0
         self.seen.add(e)
-        if self._shared(e):
+        points = self._new_points(e)
+        if points == 0:  # computed by earlier statements at every point needed, children included
             return 0, 0
         if isinstance(e, Binary) and e.fn in ("mul", "div"):
             return self._chain(e)
-        n, t = self.points(self.evars(e)), 0
+        n, t = points, 0
         if is_transcendental(e):
             t = n
         for c in e.children:
@@ -201,52 +206,64 @@ class _Statement:
             n, t = n + a, t + b
         return n, t
 
-    def _shared(self, e: SExpr) -> bool:
-        """Whether an earlier statement computed `e` at every point this one needs it (and remember
-        this one's computation of it for later statements)."""
-        if self.in_scan:
-            return False
-        key, order = _canonical(e)
+    def _new_points(self, e: SExpr) -> int:
+        """The points (of its variables) at which `e` is needed here and no earlier statement
+        computed it; this statement's computation is remembered for later ones."""
         vs = self.evars(e)
+        total = self.points(vs)
+        if self.in_scan:
+            return total
+        key, order = _canonical(e)
         if set(order) != set(vs):  # a value depending on more than its indices (own target)
-            return False
-        if self.work._earlier(key, self.ctx, order):
-            return True
+            return total
+        new = self.work._not_computed(key, self.ctx, order, total)
         self.new.append((key, _Computed(self.ctx, order, frozenset(r.tensor for r in reads(e)))))
-        return False
+        return new
 
     def _chain(self, e: Binary) -> tuple[int, int]:
-        """A product chain: its own multiplications and divisions at the cheaper of the written order
-        (loop-invariant nodes at their footprint) and the reassociated order, plus its factors."""
+        """A product chain: its multiplications and divisions at the cheapest association order
+        (`_cheapest_product`; the written one is among them), plus its factors."""
         factors: list[tuple[SExpr, bool]] = []
         nodes: list[SExpr] = []
         _split(e, True, factors, nodes)
-        written = sum(self.points(self.evars(x)) for x in nodes)
-        cost = min(written, self._reassociated([self.evars(f) for f, _ in factors]))
-        n, t = cost, 0
+        n, t = self._cheapest_product([self.evars(f) for f, _ in factors]), 0
         for f, _ in factors:
             a, b = self.count(f)
             n, t = n + a, t + b
         return n, t
 
-    def _reassociated(self, sets: list[frozenset[str]]) -> int:
-        """Operations of a product of factors with these variable sets when each group of factors
-        with the same variables is combined at its own footprint, each group is folded into the
-        cheapest group whose variables strictly contain its own, and the remaining groups are
-        combined at the product's full footprint."""
-        groups: dict[frozenset[str], int] = {}
-        for s in sets:
-            groups[s] = groups.get(s, 0) + 1
+    def _cheapest_product(self, sets: list[frozenset[str]]) -> int:
+        """The fewest operations of any association order of a product of factors with these variable
+        sets (a division is a multiplication by the reciprocal of the divisor, whose product is
+        divided out in one operation): every binary combination costs one operation per distinct
+        value of the union of its operands' variables. Exact by dynamic programming over subsets up
+        to `_EXACT_FACTORS` factors; beyond, the root alone (one operation per point of the whole
+        product), which no order beats."""
+        k = len(sets)
         full = frozenset().union(*sets)
-        cost = sum((k - 1) * self.points(s) for s, k in groups.items())
-        tops = 0
-        for s in groups:
-            supers = [u for u in groups if s < u]
-            if supers:
-                cost += min(self.points(u) for u in supers)
-            else:
-                tops += 1
-        return cost + (tops - 1) * self.points(full)
+        if k > _EXACT_FACTORS:
+            return self.points(full)
+        best: dict[int, int] = {1 << i: 0 for i in range(k)}
+        union: dict[int, frozenset[str]] = {1 << i: s for i, s in enumerate(sets)}
+        for mask in range(1, 1 << k):
+            if mask in best:
+                continue
+            low = mask & -mask
+            rest = mask ^ low
+            union[mask] = union[low] | union[rest]
+            cost = None
+            sub = rest
+            while True:  # splits (A, mask - A) with the lowest factor in A
+                a = sub | low
+                b = mask ^ a
+                if b:
+                    c = best[a] + best[b]
+                    cost = c if cost is None else min(cost, c)
+                if not sub:
+                    break
+                sub = (sub - 1) & rest
+            best[mask] = (cost or 0) + self.points(union[mask])
+        return best[(1 << k) - 1]
 
 
 def _split(e: SExpr, num: bool, factors: list[tuple[SExpr, bool]], nodes: list[SExpr]) -> None:
