@@ -10,15 +10,15 @@ proved to keep the bound a lower bound in docs/bounds.md, "Minimal vector work")
 * **Loop-invariant terms once.** A subexpression is evaluated once per distinct value of the loop
   variables it depends on (`footprint` of its variables over the domain), not once per point:
   `b_ih[j] + b_hh[j]` written over (t, b, j) costs one addition per j.
-* **Common subexpressions.** Equal subexpressions of one statement cost once; so do equal ones of
-  different statements (equal after renaming their loop variables) when the later one needs its
-  values at a subset of the points the earlier one computed them at and no statement in between
-  writes a tensor they read: softmax's second `exp(x - max)` costs nothing.
+* **Common subexpressions.** Equal subexpressions of one statement cost once; an expression of a
+  later statement equal (after renaming its loop variables) to one an earlier statement computed
+  costs only at the points the earlier ones did not cover, as long as no statement in between
+  writes a tensor it reads: softmax's second `exp(x - max)` costs nothing.
 * **Reciprocal-multiply (products reassociated).** A chain of multiplications and divisions is a
-  product of factors; dividing by a factor is multiplying by its reciprocal, so the factors that
-  depend on fewer loop variables are combined first, at their own footprint: `(x - m[c]) /
-  sqrt(v[c] + e) * w[c]` is one multiplication per element by a per-channel scale. The chain costs
-  the cheaper of that and its written order.
+  product of factors; dividing by a factor is multiplying by its reciprocal, so the factors may be
+  combined in any order, those that depend on fewer loop variables first, at their own footprint:
+  `(x - m[c]) / sqrt(v[c] + e) * w[c]` is one multiplication per element by a per-channel scale.
+  The chain costs its cheapest association order (exact, by dynamic programming over the factors).
 
 What stays literal: the accumulation of a reduction (one operation per point), contractions (their
 own rules in `costs.contraction_flops`), and, conservatively, everything inside a scan loop whose
