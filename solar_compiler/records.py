@@ -158,8 +158,15 @@ class ProgramInfo(Record):
     value_dependent: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # program outputs that alias an input, a weight or another output and so cost nothing:
-    # {"position", "output", "of", "role", "how"} (the torch frontend's `Alias.record`)
+    # {"position", "output", "of", "role", "how"} (the torch frontend's `Alias.record`); stored only
+    # when there are some
     aliases: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_attr(self) -> DictionaryAttr:
+        data = asdict(self)
+        if not data["aliases"]:
+            del data["aliases"]
+        return data_to_attr(data)  # type: ignore[return-value]
 
 
 def program_info(module: ModuleOp) -> ProgramInfo:
