@@ -231,6 +231,22 @@ def get_init_inputs():
 """
 
 
+UPCAST = """\
+import torch
+import torch.nn as nn
+N = 256
+class Model(nn.Module):
+    def forward(self, a, b, c, d):
+        return a.float() @ b.float(), c.to(torch.int32) @ d.to(torch.int32)
+def get_inputs():
+    i8 = torch.int8
+    return [torch.randn(N, N).bfloat16(), torch.randn(N, N).bfloat16(),
+            torch.randint(-100, 100, (N, N), dtype=i8), torch.randint(-100, 100, (N, N), dtype=i8)]
+def get_init_inputs():
+    return []
+"""
+
+
 @pytest.fixture(scope="module")
 def torch_files(tmp_path_factory):
     """Paths of the torch programs used here; their translations (validated) are cached where
@@ -241,7 +257,8 @@ def torch_files(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("validity")
     paths = {}
-    for name, text in (("alias", ALIAS), ("aliases", ALIASES), ("embedding", EMBEDDING)):
+    programs = (("alias", ALIAS), ("aliases", ALIASES), ("embedding", EMBEDDING), ("upcast", UPCAST))
+    for name, text in programs:
         (tmp / f"{name}.py").write_text(text)
         paths[name] = str(tmp / f"{name}.py")
     for name in ("lstm",):
@@ -741,3 +758,14 @@ kernel attn(q: f32[{n}, {d}] input, k: f32[{n}, {d}] input, v: f32[{n}, {d}] inp
     assert g.flops_vector == 6 * n * n and g.flops_vector_literal == 10 * n * n
     assert 10 * n * n / 66.9e12 > b.fused_s == pytest.approx(4 * n * n * d / 494.7e12, rel=1e-12)
     assert b.fused_bottleneck == "matrix" and b.fused_vector_s == pytest.approx(6 * n * n / 66.9e12)
+
+
+def test_torch_upcasts_are_priced_at_the_narrow_dtype(capsys, torch_files):
+    """The torch frontend writes `.float()` / `.to(torch.int32)` as cast statements into locals: the
+    contractions read those locals and are priced at BF16 and INT8 (were TF32 and the fp32 lanes)."""
+    r = roofline_json(capsys, torch_files["upcast"])
+    mm = [o for o in r["ops"] if o["unit"] == "matrix"]
+    assert sorted(o["matrix_dtype"] for o in mm) == ["bf16", "i8"]
+    n = 256
+    assert r["bounds"]["H100_SXM"]["fused_terms_s"]["matrix"] == pytest.approx(
+        2 * n**3 / 989.4e12 + 2 * n**3 / 1978.9e12, rel=1e-12)
