@@ -108,6 +108,15 @@ def _validation_lines(v: dict[str, Any]) -> list[str]:
     return out
 
 
+#: What each timing contract (`--cache-state`) assumes, for the report header (docs/bounds.md).
+CACHE_CONTRACT = {
+    "cold": "cold caches: every input, weight and output crosses the DRAM boundary (each timed call "
+            "starts with nothing on chip, as when L2 is flushed before every trial)",
+    "warm": "warm caches: a working set that fits storage kept between calls (on-chip, not per-SM) may "
+            "start there, and its bytes are priced at the bandwidth of the levels inside it",
+}
+
+
 def fmt_bytes(v: float | None) -> str:
     """Whole bytes, rounded down (a lower bound stays one)."""
     return "n/a" if v is None else f"{math.floor(v):,}"
@@ -121,6 +130,7 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
         *[f"{'validation:' if i == 0 else '':<12}{line}"
           for i, line in enumerate(_validation_lines(r["validation"]))],
         f"precision:  policy {r['precision']}",
+        f"timing:     {CACHE_CONTRACT[r.get('cache_state', 'cold')]}",
     ]
     if r["validation"].get("notes"):
         lines.insert(-1, f"notes:      {'; '.join(r['validation']['notes'])}")
@@ -139,6 +149,10 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
             lv = "; ".join(f"{x['name']}: {describe_storage(x['per'], x['capacity'], x['units'])} at "
                            f"{fmt_rate(x['bandwidth'], 'B/s')}" for x in r["bounds"][h]["levels"])
             lines.append(f"levels:     {h}: {lv}")
+    for i, a in enumerate(r.get("aliases") or []):
+        what = "returned again" if a["how"] == "returned again" else f"a view of {a['role']} '{a['of']}'"
+        lines.append(f"{'aliases:' if i == 0 else '':<12}output {a['position']} ('{a['output']}') is {what}: "
+                     "no work (eager runs no kernel for it)")
     if r["cache_size"] is not None:
         lines.append(f"cache size: {r['cache_size']:,} bytes at the outermost (DRAM) level: overridden by "
                      "--cache-size (what-if study, not the targets' figures)")
@@ -179,8 +193,11 @@ def render_text(r: dict[str, Any]) -> str:
             t.add_column(f"{h}\nlevel")
     for op in r["ops"]:
         ai = "inf" if op["intensity"] is None else f"{op['intensity']:.3g}"
-        cells = [op["name"], op["equation"], op["loc"] or "-", f"{op['flops_matrix']:,}",
-                 f"{op['flops_vector']:,}", f"{op['bytes']:,}", ai]
+        vec = f"{op['flops_vector']:,}"
+        if op.get("flops_vector_literal", op["flops_vector"]) != op["flops_vector"]:
+            vec += f" (literal {op['flops_vector_literal']:,})"
+        cells = [op["name"], op["equation"], op["loc"] or "-", f"{op['flops_matrix']:,}", vec,
+                 f"{op['bytes']:,}", ai]
         for h in hws:
             cells += [fmt_time(op["bound_s"][h]), op["bottleneck"][h]]
             if ca:
@@ -194,6 +211,11 @@ def render_text(r: dict[str, Any]) -> str:
     con.print(f"totals: {tot['flops']:,} FLOPs ({tot['flops_matrix']:,} matrix, {tot['flops_vector']:,} "
               f"vector); {tot['bytes_unfused']:,} bytes unfused, {tot['bytes_fused']:,} bytes compulsory"
               f"{extra}")
+    literal = tot.get("flops_vector_literal", tot["flops_vector"])
+    if literal != tot["flops_vector"]:
+        con.print(f"vector work: {tot['flops_vector']:,} FLOPs, the fewest a legal implementation needs "
+                  f"(loop-invariant terms once, common subexpressions once, products reassociated); "
+                  f"{literal:,} counted literally, every op at every point as written")
     if r["narrowed"]:
         con.print(f"as written (before narrow-needed): {tot['flops_as_written']:,} FLOPs "
                   f"({tot['flops_matrix_as_written']:,} matrix, {tot['flops_vector_as_written']:,} vector); "
@@ -205,8 +227,17 @@ def render_text(r: dict[str, Any]) -> str:
         con.print("note: cache-aware DRAM-level bytes differ per target (capacities differ): " + ", ".join(
             f"{h} {fmt_bytes(r['bounds'][h]['bytes_cache_aware'])}" for h in hws))
     if r["value_dependent"]:
+        traced = [v for v in r["value_dependent"] if v.get("traced")]
         con.print("value-dependent (indirect) accesses: " + "; ".join(
             f"{v['op']} ({', '.join(v['tensors'])})" for v in r["value_dependent"]))
+        if traced:
+            con.print("  counted as the traced sample touched them (the bound holds for that sample; "
+                      "--indirect min for the all-inputs minimum): " + "; ".join(
+                          f"{v['op']} ({', '.join(v['traced'])})" for v in traced))
+        if len(traced) < len(r["value_dependent"]):
+            con.print("  counted at the fewest elements any index values touch: " + "; ".join(
+                f"{v['op']} ({', '.join(t for t in v['tensors'] if t not in v.get('traced', []))})"
+                for v in r["value_dependent"] if set(v["tensors"]) - set(v.get("traced", []))))
     if r["inverse"] is not None:
         _inverse_table(con, r, [f for f in fid if f in ("unfused", "fused")])
     return buf.getvalue()

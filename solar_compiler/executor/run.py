@@ -16,23 +16,27 @@ from solar_compiler.executor.grid import build_grid
 from solar_compiler.executor.legality import check_distributable
 from solar_compiler.executor.numeric import STORAGE, USER, fill_value, quantize
 from solar_compiler.executor.statement import State, run_on_grid
+from solar_compiler.executor.trace import IndirectTrace
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import Assign, For, Kernel, LoopIRError, Node, typecheck
+from solar_compiler.loopir.ast import Assign, For, Kernel, LoopIRError, Node, statements, typecheck
 
 DEFAULT_BUDGET = 512 * 2**20
 
 
-def execute(kernel: Kernel, inputs: Mapping[str, np.ndarray], *, budget: int = DEFAULT_BUDGET) \
-        -> dict[str, np.ndarray]:
+def execute(kernel: Kernel, inputs: Mapping[str, np.ndarray], *, budget: int = DEFAULT_BUDGET,
+            trace: IndirectTrace | None = None) -> dict[str, np.ndarray]:
     """Run `kernel` on `inputs` (every input and weight tensor, by name) and return every output.
 
     Outputs and locals start as NaN (floats) or the most negative integer, so a missing
     initialisation shows in the result. bf16/f8 tensors are passed and returned as float32 arrays
-    holding values of that format (inputs are rounded to it); f16 ones as float16 arrays."""
+    holding values of that format (inputs are rounded to it); f16 ones as float16 arrays. `trace`
+    records the distinct elements each statement's indirect accesses touch, by the statement's
+    position in program order (`executor/trace.py`)."""
     kernel = typecheck(kernel)
     check_distributable(kernel)
     with np.errstate(all="ignore"):
-        state = State(_storage(kernel, inputs), {t.name: t for t in kernel.tensors}, budget)
+        state = State(_storage(kernel, inputs), {t.name: t for t in kernel.tensors}, budget, trace,
+                      {id(c.stmt): c.index for c in statements(kernel)})
         _run(kernel.body, (), {}, (), state)
         return {t.name: state.tensors[t.name].astype(USER[t.dtype], copy=False)
                 for t in kernel.by_role("output")}

@@ -54,6 +54,13 @@ class Translation:
     value_dependent: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source_ops: list[dict[str, Any]] = field(default_factory=list)
+    # outputs that alias an input, a weight or another output (no statement prices them):
+    # {"position", "output", "of", "role", "how"}
+    aliases: list[dict[str, Any]] = field(default_factory=list)
+    # what the indirect accesses touched on the traced sample, per statement of the (single) kernel:
+    # {"stmt", "tensor", "write", "elements", "points", "accesses"} (`ast.Traced`; the translate
+    # pass puts them on the statements)
+    traced: list[dict[str, Any]] = field(default_factory=list)
 
 
 class SourceFrontend(Protocol):

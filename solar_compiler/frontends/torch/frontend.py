@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from solar_compiler.errors import SolarError
+from solar_compiler.executor.trace import IndirectTrace
 from solar_compiler.frontends import CaptureFailed, FrontendOptions, Translation
 
 FRONTEND_VERSION = "1"
@@ -106,8 +107,9 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     tt = translate_program(prog, kernel_name=Path(path).stem, filler=filler)
     check_bounds(tt.kernel)
     t2 = time.perf_counter()
+    trace = IndirectTrace() if has_indirect(tt.kernel) else None
     if options.validate:
-        record = validate(spec, prog, tt, options, filler)
+        record = validate(spec, prog, tt, options, filler, trace)
     else:
         record = {"validated": False, "reason": "validation disabled (validate=false)", "max_rel_err": None,
                   "samples": 0, "sizes": None}
@@ -118,9 +120,19 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     if prog.fallback_reason:
         record["export_failed"] = prog.fallback_reason
     notes = list(tt.notes)
+    traced: list[dict[str, Any]] = []
+    if trace is not None:
+        if record.get("validated") and record.get("sizes") == "full":
+            traced = traced_records(tt.kernel, trace)
+        else:
+            why = "validation was disabled" if not options.validate else \
+                "validation did not run at full size" if record.get("validated") else "validation did not run"
+            notes.append(f"indirect accesses counted at their minimum over all index values: no traced "
+                         f"sample at full size ({why})")
     if filler is not None and filler.filled:
         record["translated_by"] = filler.attribution(tt.source_ops)
-    return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops)
+    return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops, tt.aliases,
+                       traced)
 
 
 def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
@@ -162,11 +174,12 @@ def _llm_allowance(options: FrontendOptions) -> float:
 
 
 # ---- validation -----------------------------------------------------------------------------------
-def validate(spec, prog, tt, options: FrontendOptions, filler=None) -> dict[str, Any]:
-    """Execute and compare at full size when the budget allows, else on a reduced instance."""
+def validate(spec, prog, tt, options: FrontendOptions, filler=None, trace=None) -> dict[str, Any]:
+    """Execute and compare at full size when the budget allows, else on a reduced instance. At full
+    size, `trace` (an `IndirectTrace`) records what the indirect accesses touch on get_inputs()."""
     seconds, nbytes = estimate(tt.kernel)
     if seconds <= options.time_budget and nbytes <= options.memory_budget_gb * 2**30:
-        return {**run_samples(spec, prog, tt, options.mode), "sizes": "full"}
+        return {**run_samples(spec, prog, tt, options.mode, trace), "sizes": "full"}
     reduced = reduce_instance(spec, prog, tt, options, filler)
     if isinstance(reduced, str):
         return {"validated": False, "max_rel_err": None, "samples": 0, "sizes": None,
@@ -178,8 +191,9 @@ def validate(spec, prog, tt, options: FrontendOptions, filler=None) -> dict[str,
             "full_size_same_program": True}
 
 
-def run_samples(spec, prog, tt, mode: str) -> dict[str, Any]:
-    """Compare on get_inputs() and fresh samples; a mismatch fails the translation."""
+def run_samples(spec, prog, tt, mode: str, trace=None) -> dict[str, Any]:
+    """Compare on get_inputs() and fresh samples; a mismatch fails the translation. `trace` records
+    the traced sample's (get_inputs()) indirect footprints, keyed by the statements of `tt.kernel`."""
     from solar_compiler.executor import compare, execute
 
     from .capture import fresh_inputs, run_reference
@@ -194,7 +208,8 @@ def run_samples(spec, prog, tt, mode: str) -> dict[str, Any]:
         feed = {tt.inputs[n]: a for n, a in {**ins, **ws}.items()}
         feed.update({tt.random[n]: a for n, a in rnd.items()})
         feed = {k: as_array(a, kernel.tensor(k)) for k, a in feed.items()}
-        got = execute(kernel, feed)
+        got = execute(kernel, feed, trace=_KernelTrace(trace, kernel, tt.kernel) if seed is None and trace
+                      is not None else None)
         ref = {k: outs[n] for k, n in zip(tt.outputs, prog.outputs, strict=True)}
         cmp = compare(ref, got, dtypes)
         what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
@@ -205,6 +220,45 @@ def run_samples(spec, prog, tt, mode: str) -> dict[str, Any]:
     if prog.value_dependent:
         record["reason"] = "value-dependent program: validated on the traced sample only"
     return record
+
+
+class _KernelTrace:
+    """An `IndirectTrace` for the validation kernel that files its records under the statements of the
+    translated kernel (the validation kernel shares their objects, minus random draws, plus the
+    alias copies, which have no counterpart)."""
+
+    def __init__(self, trace, vkernel, kernel):
+        from solar_compiler.loopir.ast import statements
+
+        pos = {id(c.stmt): c.index for c in statements(kernel)}
+        self.trace = trace
+        self.to_kernel = {c.index: pos.get(id(c.stmt)) for c in statements(vkernel)}
+
+    def bind(self, stmt_index: int, shapes):
+        j = self.to_kernel.get(stmt_index)
+        return (self.trace if j is not None else IndirectTrace()).bind(j if j is not None else -1, shapes)
+
+
+def has_indirect(kernel) -> bool:
+    from solar_compiler.loopir.ast import statements, stmt_reads
+
+    return any(c.stmt.indirect or any(r.indirect for r in stmt_reads(c.stmt)) for c in statements(kernel))
+
+
+def traced_records(kernel, trace) -> list[dict[str, Any]]:
+    """The trace as `Translation.traced` records: per statement and tensor, the distinct elements its
+    indirect accesses touched, its domain's points and how many such accesses it has."""
+    from solar_compiler.analysis.polyhedral import iteration_count
+    from solar_compiler.loopir.ast import statements, stmt_reads
+
+    ctxs = statements(kernel)
+    out = []
+    for (i, tensor, write), n in sorted(trace.counts().items()):
+        s = ctxs[i].stmt
+        accesses = 1 if write else sum(r.indirect and r.tensor == tensor for r in stmt_reads(s))
+        out.append({"stmt": i, "tensor": tensor, "write": write, "elements": n,
+                    "points": iteration_count(ctxs[i]), "accesses": accesses})
+    return out
 
 
 def as_array(a, decl):
