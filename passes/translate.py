@@ -34,8 +34,8 @@ class TranslatePass(ModulePass):
     timeout: int | float = 120
     memory_gb: int | float = 8.0
     validate: bool = True
-    time_budget: int | float = 2.0
-    memory_budget_gb: int | float = 2.0
+    time_budget: int | float = 20.0
+    memory_budget_gb: int | float = 4.0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from solar_compiler.frontends import FrontendOptions, get_frontend

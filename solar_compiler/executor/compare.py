@@ -31,24 +31,33 @@ def output_dtypes(kernel: Kernel) -> dict[str, str]:
 
 
 def compare(reference: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
-            dtypes: Mapping[str, str]) -> Comparison:
-    """Compare every output of `reference` with `got`; `dtypes` maps names to loop-IR dtypes."""
+            dtypes: Mapping[str, str], *, tolerances: Mapping[str, float] | None = None,
+            positions: Mapping[str, np.ndarray] | None = None) -> Comparison:
+    """Compare every output of `reference` with `got`; `dtypes` maps names to loop-IR dtypes.
+    `tolerances` overrides the dtype's relative norm tolerance per output (one grown with the
+    reduction length, frontends/torch/validation.py); `positions[name]` (rows of indices) says where
+    each element of a 1-d sample of an output lies, for the message."""
     worst, first = 0.0, None
     for name, ref in reference.items():
         if name not in dtypes or dtypes[name] not in DTYPES:
             raise LoopIRError(f"no loop-IR dtype given for output '{name}'")
-        err, msg = _one(name, np.asarray(ref), got.get(name), dtypes[name])
+        tol = (tolerances or {}).get(name)
+        pos = None if positions is None else positions.get(name)
+        err, msg = _one(name, np.asarray(ref), got.get(name), dtypes[name], tol, pos)
         worst = max(worst, err)
         if msg is not None and first is None:
             first = msg
     return Comparison(worst, first is None, first)
 
 
-def _at(name: str, shape: tuple[int, ...], flat: int) -> str:
+def _at(name: str, shape: tuple[int, ...], flat: int, pos: np.ndarray | None = None) -> str:
+    if pos is not None:
+        return f"{name}[{', '.join(str(int(i)) for i in pos[flat])}]" if pos.shape[1] else name
     return f"{name}[{', '.join(str(int(i)) for i in np.unravel_index(flat, shape))}]" if shape else name
 
 
-def _one(name: str, ref: np.ndarray, got: np.ndarray | None, dtype: str) -> tuple[float, str | None]:
+def _one(name: str, ref: np.ndarray, got: np.ndarray | None, dtype: str, tol: float | None = None,
+         pos: np.ndarray | None = None) -> tuple[float, str | None]:
     if got is None:
         return math.inf, f"{name}: missing from the result"
     got = np.asarray(got)
@@ -63,21 +72,21 @@ def _one(name: str, ref: np.ndarray, got: np.ndarray | None, dtype: str) -> tupl
             return 0.0, None
         err = float(np.linalg.norm(x - r) / max(np.linalg.norm(r), 1.0))
         i = int(diff[0])
-        return err, f"{_at(name, ref.shape, i)}: got {got.reshape(-1)[i]}, expected {ref.reshape(-1)[i]}"
+        return err, f"{_at(name, ref.shape, i, pos)}: got {got.reshape(-1)[i]}, expected {ref.reshape(-1)[i]}"
     fin = np.isfinite(r)
     same_special = (np.isnan(r) & np.isnan(x)) | (r == x)
     bad = np.flatnonzero((~fin & ~same_special) | (fin & ~np.isfinite(x)))
     if bad.size:
         i = int(bad[0])
-        return math.inf, f"{_at(name, ref.shape, i)}: got {x[i]}, expected {r[i]}"
+        return math.inf, f"{_at(name, ref.shape, i, pos)}: got {x[i]}, expected {r[i]}"
     d, rf = x[fin] - r[fin], r[fin]
     ref_norm = float(np.linalg.norm(rf))
     err = float(np.linalg.norm(d)) / max(ref_norm, np.finfo(np.float64).tiny)
-    tol = TOLERANCE[dtype]
+    tol = TOLERANCE[dtype] if tol is None else tol
     if err <= tol:
         return err, None
     pos = np.flatnonzero(fin)
     big = np.flatnonzero(np.abs(d) > tol * ref_norm / math.sqrt(rf.size))
     i = int(pos[big[0]] if big.size else pos[int(np.argmax(np.abs(d)))])
-    return err, (f"{_at(name, ref.shape, i)}: got {x[i]:.9g}, expected {r[i]:.9g} "
-                 f"(relative norm error {err:.3g} > {tol:g} for {dtype})")
+    return err, (f"{_at(name, ref.shape, i, pos)}: got {x[i]:.9g}, expected {r[i]:.9g} "
+                 f"(relative norm error {err:.3g} > {tol:.3g} for {dtype})")

@@ -1,0 +1,396 @@
+"""Validation of a translation: execute the loop IR and compare with the model's own outputs.
+
+Three methods, tried in this order (docs/torch-frontend.md, "Validation"):
+
+1. **full**: the loop IR executed whole at full size, on `get_inputs()` and fresh samples, when the
+   expected time fits `time_budget` and every kernel tensor fits `memory_budget_gb`;
+2. **sampled**: the framework runs at full size (natively) when its own memory and time fit the
+   budgets, and the loop IR computes only a random sample of output elements (a few hundred per
+   output, plus corners and edges) by executing their backward slice (`analysis.slicing`),
+   compared element by element;
+3. **reduced**: the module-level size definitions are scaled down (`ModelSpec.with_sizes`), the
+   reduced file is re-captured, re-translated and validated (full or sampled), and the full-size
+   kernel must be the same program with only sizes changed (`same_program`).
+
+When none applies the record says `validated: false` with the reason in one line; the program is
+still bounded. A mismatch is never a "could not validate": it fails the translation.
+
+Tolerances grow with the reduction length feeding each output (`reduction_lengths`), the forward
+error bound of floating-point summation derived in docs/torch-frontend.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from solar_compiler.errors import SolarError
+from solar_compiler.frontends import FrontendOptions
+
+SAMPLE_SEEDS = (1, 2)   # fresh samples besides get_inputs()
+SAMPLE_POINTS = 256     # random output elements per output in sampled validation (plus corners, edges)
+MIN_REDUCED = 8         # a reduced size stays at least this large
+REDUCIBLE = 16          # sizes below this (kernel sizes, strides, heads, layers) are kept
+# Rates of this host (2 shared cores), measured on the executor and torch eager: points per second
+# of a contraction statement (BLAS) and of any other statement, executor and framework together,
+# and elements per second of input generation, conversion and comparison. Conservative, so that
+# "fits the time budget" means the whole validation stays within about that budget.
+MATRIX_RATE = 5e9
+VECTOR_RATE = 5e7
+IO_RATE = 2e7
+PIECE_SECONDS = 1e-3    # executor overhead per piece of a backward slice
+FRAMEWORK_MATRIX_RATE = 1e10  # the framework alone at full size (sampled validation)
+FRAMEWORK_VECTOR_RATE = 1e8
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one validation sample of a kernel is expected to take."""
+
+    seconds: float           # framework + loop IR executed whole + comparison
+    kernel_bytes: int        # every kernel tensor (the executor allocates them all)
+    framework_bytes: int     # inputs, weights and the peak of live intermediates of an eager run
+    framework_seconds: float
+
+    def describe(self) -> str:
+        return f"estimated {self.seconds:.1f} s, {self.kernel_bytes / 2**30:.2f} GB per sample"
+
+
+def _is_contraction(stmt) -> bool:
+    from solar_compiler.loopir.ast import Binary, Read
+
+    v = stmt.value
+    return stmt.kind == "+=" and isinstance(v, Binary) and v.fn == "mul" and isinstance(v.a, Read) and \
+        isinstance(v.b, Read)
+
+
+def estimate(kernel) -> Cost:
+    from solar_compiler.analysis.polyhedral import iteration_count
+    from solar_compiler.loopir.ast import statements, stmt_reads
+
+    secs = fsecs = 0.0
+    ctxs = statements(kernel)
+    for ctx in ctxs:
+        n = iteration_count(ctx)
+        m = _is_contraction(ctx.stmt)
+        secs += n / (MATRIX_RATE if m else VECTOR_RATE)
+        fsecs += n / (FRAMEWORK_MATRIX_RATE if m else FRAMEWORK_VECTOR_RATE)
+    io = sum(math.prod(t.shape) for t in kernel.tensors if t.role in ("input", "output"))
+    secs += io / IO_RATE
+    fsecs += io / IO_RATE
+    # live range of every local/output: first to last statement touching it (eager frees after)
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for ctx in ctxs:
+        for name in [ctx.stmt.target, *(r.tensor for r in stmt_reads(ctx.stmt))]:
+            first.setdefault(name, ctx.index)
+            last[name] = ctx.index
+    fixed = sum(t.nbytes for t in kernel.tensors if t.role in ("input", "weight", "output"))
+    delta = [0] * (len(ctxs) + 1)
+    for t in kernel.tensors:
+        if t.role == "local" and t.name in first:
+            delta[first[t.name]] += t.nbytes
+            delta[last[t.name] + 1] -= t.nbytes
+    peak = live = 0
+    for d in delta:
+        live += d
+        peak = max(peak, live)
+    return Cost(secs, sum(t.nbytes for t in kernel.tensors), fixed + peak, fsecs)
+
+
+# ---- tolerances -----------------------------------------------------------------------------------
+UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24}
+
+
+def reduction_lengths(kernel) -> dict[str, float]:
+    """Per output, E = the largest sum of sqrt(n) over a chain of accumulations that feeds it, where
+    n is the number of terms one statement adds into one element (the extents of the loops its
+    target does not index) or the length of the scan loop a statement runs in. The summation
+    error bound of docs/torch-frontend.md grows as u * E."""
+    from solar_compiler.loopir.ast import statements, stmt_reads
+
+    err: dict[str, float] = {}
+    for ctx in statements(kernel):
+        s = ctx.stmt
+        own = 0.0
+        if s.kind in ("+=", "*="):
+            used = {v for i in s.indices for v in (i.vars() if hasattr(i, "vars") else ())}
+            n = 1
+            for f in ctx.loops:
+                if f.iv not in used and not f.sequential:
+                    n *= max(1, _extent(f))
+            own += math.sqrt(n)
+        for f in ctx.loops:
+            if f.sequential:
+                own += math.sqrt(max(1, _extent(f)))
+        upstream = max((err.get(r.tensor, 0.0) for r in stmt_reads(s)), default=0.0)
+        err[s.target] = max(err.get(s.target, 0.0), upstream + own)
+    return {t.name: err.get(t.name, 0.0) for t in kernel.by_role("output")}
+
+
+def _extent(f) -> int:
+    try:
+        return max(0, -(-(f.ub.evaluate({}) - f.lb.evaluate({})) // f.step))
+    except Exception:  # noqa: BLE001 - bounds depending on outer loops: take the hull elsewhere
+        return 1
+
+
+def tolerances(kernel) -> dict[str, float]:
+    """Per output: the dtype's base tolerance (output rounding) + 2 u sqrt-length sum (both
+    implementations' summation error, probabilistic bound with lambda = 1, see the docs)."""
+    from solar_compiler.executor.compare import TOLERANCE
+
+    out = {}
+    lengths = reduction_lengths(kernel)
+    for t in kernel.by_role("output"):
+        if t.dtype not in TOLERANCE:
+            continue
+        u = UNIT_ROUNDOFF["f64" if t.dtype == "f64" else "f32"]  # f16/bf16/f8 accumulate in f32
+        out[t.name] = TOLERANCE[t.dtype] + 2 * u * lengths[t.name]
+    return out
+
+
+# ---- the three methods ----------------------------------------------------------------------------
+def validate(spec, prog, tt, options: FrontendOptions) -> dict[str, Any]:
+    """Full, sampled or reduced validation (module doc); the record says which, how many output
+    elements were compared per sample, and at which sizes."""
+    record, why = _at_size(spec, prog, tt, options)
+    if record is not None:
+        return record
+    reduced = reduce_instance(spec, prog, tt, options)
+    if isinstance(reduced, str):
+        return {"validated": False, "method": None, "max_rel_err": None, "samples": 0, "sizes": None,
+                "elements_checked": 0, "reason": f"{why}; {reduced}"}
+    overrides, spec_r, prog_r, tt_r, rec = reduced
+    sizes = ", ".join(f"{k}={v} (of {spec.size_constants[k]})" for k, v in overrides.items())
+    return {**rec, "method": "reduced", "reduced_method": rec["method"], "sizes": f"reduced: {sizes}",
+            "full_size_same_program": True}
+
+
+def _at_size(spec, prog, tt, options: FrontendOptions) -> tuple[dict[str, Any] | None, str]:
+    """(record, "") of full or sampled validation at the program's own sizes, or (None, why not)."""
+    budget_b = options.memory_budget_gb * 2**30
+    cost = estimate(tt.validation_kernel())
+    n = _samples_within(cost.seconds, options.time_budget, prog)
+    if n and cost.kernel_bytes <= budget_b:
+        return {**run_samples(spec, prog, tt, options.mode, n), "method": "full", "sizes": "full"}, ""
+    why = f"whole execution {cost.describe()}"
+    if cost.framework_bytes > budget_b:
+        return None, f"{why}; the framework needs {cost.framework_bytes / 2**30:.2f} GB at full size"
+    got = run_sampled(spec, prog, tt, options, cost)
+    if isinstance(got, str):
+        return None, f"{why}; {got}"
+    return {**got, "method": "sampled", "sizes": "full"}, ""
+
+
+def _samples_within(seconds: float, budget: float, prog) -> int:
+    """How many samples (3, else 1) fit the budget; 0 when not even one does."""
+    if prog.value_dependent:
+        return 1 if seconds <= budget else 0
+    return 1 + len(SAMPLE_SEEDS) if seconds * (1 + len(SAMPLE_SEEDS)) <= budget else \
+        1 if seconds <= budget else 0
+
+
+def _feed(tt, kernel, ins, ws, rnd):
+    feed = {tt.inputs[n]: a for n, a in {**ins, **ws}.items()}
+    feed.update({tt.random[n]: a for n, a in rnd.items()})
+    return {k: _as_array(a, kernel.tensor(k)) for k, a in feed.items()}
+
+
+def _seeds(prog, n: int) -> list[int | None]:
+    return [None, *SAMPLE_SEEDS][:n]
+
+
+def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS)) -> dict[str, Any]:
+    """Execute the whole kernel and compare on get_inputs() and fresh samples (n in all); a mismatch
+    fails the translation."""
+    from solar_compiler.executor import compare, execute
+
+    from .capture import fresh_inputs, run_reference
+
+    kernel = tt.validation_kernel()
+    dtypes = {t.name: t.dtype for t in kernel.tensors}
+    tols = tolerances(kernel)
+    seeds = _seeds(prog, n)
+    worst = 0.0
+    for seed in seeds:
+        inputs = None if seed is None else fresh_inputs(spec, seed)
+        ins, ws, outs, rnd = run_reference(spec, mode, inputs=inputs, seed=0, program=prog)
+        got = execute(kernel, _feed(tt, kernel, ins, ws, rnd))
+        ref = {k: outs[name] for k, name in zip(tt.outputs, prog.outputs, strict=True)}
+        cmp = compare(ref, got, dtypes, tolerances=tols)
+        _check(spec, seed, cmp)
+        worst = max(worst, cmp.max_rel_err)
+    checked = sum(math.prod(t.shape) for t in kernel.by_role("output"))
+    return _record(prog, worst, len(seeds), checked)
+
+
+def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[str, Any] | str:
+    """Sampled validation (module doc), or why it does not fit the budgets."""
+    from solar_compiler.analysis.slicing import backward_slice, sample_points
+    from solar_compiler.executor import compare, execute
+
+    from .capture import fresh_inputs, run_reference
+
+    kernel = tt.validation_kernel()
+    rng = np.random.default_rng(0)
+    samples = {t.name: sample_points(t.shape, SAMPLE_POINTS, rng) for t in kernel.by_role("output")}
+    sl = backward_slice(kernel, samples)
+    secs = cost.framework_seconds + _slice_seconds(kernel, sl)
+    nbytes = cost.framework_bytes + sum(t.nbytes for t in kernel.tensors
+                                        if t.name in sl.tensors and t.role not in ("input", "weight"))
+    n = _samples_within(secs, options.time_budget, prog)
+    if not n or nbytes > options.memory_budget_gb * 2**30:
+        count = sum(len(v) for v in samples.values())
+        return (f"sampled: the framework at full size plus the slice of {count} sampled elements "
+                f"estimated {secs:.1f} s, {nbytes / 2**30:.2f} GB per sample")
+    dtypes = {t.name: t.dtype for t in kernel.tensors}
+    tols = tolerances(kernel)
+    worst = 0.0
+    seeds = _seeds(prog, n)
+    for seed in seeds:
+        inputs = None if seed is None else fresh_inputs(spec, seed)
+        ins, ws, outs, rnd = run_reference(spec, options.mode, inputs=inputs, seed=0, program=prog)
+        ref = {k: np.asarray(outs[name])[tuple(samples[k].T)]
+               for k, name in zip(tt.outputs, prog.outputs, strict=True)}
+        del outs
+        got = execute(kernel, _feed(tt, kernel, ins, ws, rnd), pieces=sl.pieces)
+        got = {k: got[k][tuple(samples[k].T)] for k in ref}
+        cmp = compare(ref, got, dtypes, tolerances=tols, positions=samples)
+        _check(spec, seed, cmp)
+        worst = max(worst, cmp.max_rel_err)
+    return _record(prog, worst, len(seeds), sum(len(v) for v in samples.values()))
+
+
+def _slice_seconds(kernel, sl) -> float:
+    from solar_compiler.loopir.ast import statements
+
+    secs = 0.0
+    for ctx in statements(kernel):
+        if ctx.index in sl.pieces:
+            rate = MATRIX_RATE if _is_contraction(ctx.stmt) else VECTOR_RATE
+            secs += sl.points[ctx.index] / rate + PIECE_SECONDS * len(sl.pieces[ctx.index])
+    return secs
+
+
+def _check(spec, seed, cmp) -> None:
+    if not cmp.ok:
+        what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
+        raise SolarError(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
+
+
+def _record(prog, worst: float, samples: int, checked: int) -> dict[str, Any]:
+    record: dict[str, Any] = {"validated": True, "max_rel_err": worst, "samples": samples,
+                              "elements_checked": checked}
+    if prog.value_dependent:
+        record["reason"] = "value-dependent program: validated on the traced sample only"
+    return record
+
+
+def _as_array(a, decl):
+    """The reference array in the executor's dtype; a constant captured as shape (1,) for a 0-d
+    tensor (same single element) takes the declared shape."""
+    from solar_compiler.executor.numeric import USER
+
+    a = np.ascontiguousarray(a, dtype=USER[decl.dtype])
+    if a.shape != decl.shape and a.size == 1 and math.prod(decl.shape) == 1:
+        a = a.reshape(decl.shape)
+    return a
+
+
+# ---- reduced instances ----------------------------------------------------------------------------
+def shrink(value: int, factor: int) -> int:
+    """`value / g` for the largest power of two g <= factor dividing it with a result >= MIN_REDUCED
+    (divisibility between sizes is kept); a value no power of two divides (an irregular size such
+    as 8205) is divided by `factor` and rounded."""
+    if value < REDUCIBLE:
+        return value
+    g = factor
+    while g > 1 and (value % g or value // g < MIN_REDUCED):
+        g //= 2
+    if g == 1 and value % 2:
+        return max(MIN_REDUCED, round(value / factor))
+    return value // g
+
+
+def _candidates(sizes: dict[str, int]):
+    """Overrides to try, mildest first: every reducible size scaled by 2, 4, ... 2**16."""
+    factor = 2
+    while factor <= 2**16:
+        ov = {k: shrink(v, factor) for k, v in sizes.items()}
+        yield factor, {k: v for k, v in ov.items() if v != sizes[k]}
+        factor *= 2
+
+
+def reduce_instance(spec, prog, tt, options: FrontendOptions):
+    """(overrides, spec, program, translation, record) of the mildest reduction that validates within
+    the budgets and is the same program as the full-size one, or a string saying why there is none.
+    When scaling every size together does not build (a size tied to a literal inside the model), the
+    sizes that can be scaled alone are found and scaled together."""
+    sizes = {k: v for k, v in spec.size_constants.items() if v >= REDUCIBLE}
+    if not sizes:
+        return "the file has no module-level size definition to scale down"
+    why, tried = "no reduction of its size definitions fits the budget", 0
+    seen: list[dict[str, int]] = []
+    for keys in _key_sets(spec, prog, tt, options, sizes):
+        for _, ov in _candidates({k: sizes[k] for k in keys}):
+            if not ov or ov in seen:
+                continue
+            seen.append(ov)
+            tried += 1
+            got = _try(spec, tt, ov, options)
+            if isinstance(got, str):
+                why = got
+                if "does not build" in got or "different program" in got:
+                    break  # scaling further only moves further from the full-size program
+                continue
+            return (ov, *got)
+    return why
+
+
+def _key_sets(spec, prog, tt, options, sizes: dict[str, int]):
+    """All sizes first; then, when that fails at the mildest factor, the sizes that build alone."""
+    yield list(sizes)
+    if len(sizes) == 1:
+        return
+    alone = []
+    for k in sizes:
+        ov = {k: shrink(sizes[k], 4)}
+        if ov[k] != sizes[k] and not isinstance(_build(spec, tt, ov, options), str):
+            alone.append(k)
+    if alone and len(alone) < len(sizes):
+        yield alone
+
+
+def _build(spec, tt, ov: dict[str, int], options: FrontendOptions):
+    """(spec, program, translation) of the reduced instance, or why it is not usable."""
+    from solar_compiler.loopir.same_program import same_program
+
+    from .capture import CaptureError, capture
+    from .model_file import ModelFileError
+    from .translate import translate_program
+
+    try:
+        spec_r = spec.with_sizes(ov)
+        prog_r = capture(spec_r, mode=options.mode)
+        tt_r = translate_program(prog_r, kernel_name=tt.kernel.name)
+    except (ModelFileError, CaptureError, SolarError) as e:
+        return f"the reduced instance {ov} does not build ({' '.join(str(e).split())[:160]})"
+    diff = same_program(tt.kernel, tt_r.kernel)
+    if diff is not None:
+        return f"the reduced instance {ov} is a different program ({diff})"
+    return spec_r, prog_r, tt_r
+
+
+def _try(spec, tt, ov: dict[str, int], options: FrontendOptions):
+    got = _build(spec, tt, ov, options)
+    if isinstance(got, str):
+        return got
+    spec_r, prog_r, tt_r = got
+    record, why = _at_size(spec_r, prog_r, tt_r, options)
+    if record is None:
+        return f"the reduced instance {ov}: {why}"
+    return spec_r, prog_r, tt_r, record
