@@ -85,8 +85,8 @@ def _one(name: str, ref: np.ndarray, got: np.ndarray | None, dtype: str, tol: fl
     tol = TOLERANCE[dtype] if tol is None else tol
     if err <= tol:
         return err, None
-    pos = np.flatnonzero(fin)
+    finite = np.flatnonzero(fin)
     big = np.flatnonzero(np.abs(d) > tol * ref_norm / math.sqrt(rf.size))
-    i = int(pos[big[0]] if big.size else pos[int(np.argmax(np.abs(d)))])
+    i = int(finite[big[0]] if big.size else finite[int(np.argmax(np.abs(d)))])
     return err, (f"{_at(name, ref.shape, i, pos)}: got {x[i]:.9g}, expected {r[i]:.9g} "
                  f"(relative norm error {err:.3g} > {tol:.3g} for {dtype})")

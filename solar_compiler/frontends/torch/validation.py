@@ -40,8 +40,8 @@ REDUCIBLE = 16          # sizes below this (kernel sizes, strides, heads, layers
 # "fits the time budget" means the whole validation stays within about that budget.
 MATRIX_RATE = 5e9
 VECTOR_RATE = 5e7
-IO_RATE = 2e7
-PIECE_SECONDS = 1e-3    # executor overhead per piece of a backward slice
+IO_RATE = 1e7
+STATEMENT_SECONDS = 2e-3  # executor overhead per statement run (per step of a scan loop around it)
 FRAMEWORK_MATRIX_RATE = 1e10  # the framework alone at full size (sampled validation)
 FRAMEWORK_VECTOR_RATE = 1e8
 
@@ -76,7 +76,8 @@ def estimate(kernel) -> Cost:
     for ctx in ctxs:
         n = iteration_count(ctx)
         m = _is_contraction(ctx.stmt)
-        secs += n / (MATRIX_RATE if m else VECTOR_RATE)
+        runs = math.prod(_extent(f) for f in ctx.loops if f.sequential)
+        secs += n / (MATRIX_RATE if m else VECTOR_RATE) + STATEMENT_SECONDS * runs
         fsecs += n / (FRAMEWORK_MATRIX_RATE if m else FRAMEWORK_VECTOR_RATE)
     io = sum(math.prod(t.shape) for t in kernel.tensors if t.role in ("input", "output"))
     secs += io / IO_RATE
@@ -132,10 +133,10 @@ def reduction_lengths(kernel) -> dict[str, float]:
 
 
 def _extent(f) -> int:
-    try:
-        return max(0, -(-(f.ub.evaluate({}) - f.lb.evaluate({})) // f.step))
-    except Exception:  # noqa: BLE001 - bounds depending on outer loops: take the hull elsewhere
+    """Iterations of loop `f` (1 when its bounds depend on outer loops: a lower estimate)."""
+    if f.lb.vars() or f.ub.vars():
         return 1
+    return max(0, -(-(f.ub.evaluate({}) - f.lb.evaluate({})) // f.step))
 
 
 def tolerances(kernel) -> dict[str, float]:
@@ -272,7 +273,10 @@ def _slice_seconds(kernel, sl) -> float:
     for ctx in statements(kernel):
         if ctx.index in sl.pieces:
             rate = MATRIX_RATE if _is_contraction(ctx.stmt) else VECTOR_RATE
-            secs += sl.points[ctx.index] / rate + PIECE_SECONDS * len(sl.pieces[ctx.index])
+            scans = {f.iv for f in ctx.loops if f.sequential}
+            runs = sum(math.prod(hi - lo + 1 for v, lo, hi in p.box if v in scans)
+                       for p in sl.pieces[ctx.index])
+            secs += sl.points[ctx.index] / rate + STATEMENT_SECONDS * runs
     return secs
 
 
