@@ -25,6 +25,10 @@ from typing import Any
 __all__ = ["ModelFileError", "ModelSpec", "load_model_file", "user_line"]
 
 _COUNTER = itertools.count()
+# import name -> distribution name where they differ; the `kernelbench` extra of pyproject.toml
+_PACKAGE_OF = {"yaml": "pyyaml", "cv2": "opencv-python", "sklearn": "scikit-learn", "PIL": "pillow",
+               "skimage": "scikit-image"}
+_KERNELBENCH_EXTRA = {"einops"}
 
 
 class ModelFileError(Exception):
@@ -251,6 +255,17 @@ def _load_source(path: str, source: str) -> ModelSpec:
     sys.modules[mod_name] = module  # dataclasses/pickle look modules up here
     try:
         exec(code, module.__dict__)
+    except ModuleNotFoundError as exc:
+        sys.modules.pop(mod_name, None)
+        line = user_line(exc, abspath) or 1
+        top = (exc.name or "").split(".")[0]
+        if not top:
+            raise ModelFileError(f"{path}:{line}: executing the file raised {exception_summary(exc)}") \
+                from exc
+        package = _PACKAGE_OF.get(top, top)
+        extra = " or pip install 'solar-opt[kernelbench]'" if package in _KERNELBENCH_EXTRA else ""
+        raise ModelFileError(f"{path}:{line}: the model file needs the Python package '{package}' (import "
+                             f"{top}), which is not installed: pip install {package}{extra}") from exc
     except Exception as exc:  # noqa: BLE001
         sys.modules.pop(mod_name, None)
         line = user_line(exc, abspath) or 1

@@ -15,8 +15,9 @@ Three methods, tried in this order (docs/torch-frontend.md, "Validation"):
 When none applies the record says `validated: false` with the reason in one line; the program is
 still bounded. A mismatch is never a "could not validate": it fails the translation.
 
-Tolerances grow with the reduction length feeding each output (`reduction_lengths`), the forward
-error bound of floating-point summation derived in docs/torch-frontend.md.
+Tolerances grow with the reduction length feeding each output
+(`executor.compare.summation_tolerances`), the forward error bound of floating-point summation
+derived in docs/torch-frontend.md.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def _is_contraction(stmt) -> bool:
 
 def estimate(kernel) -> Cost:
     from solar_compiler.analysis.polyhedral import iteration_count
+    from solar_compiler.executor.compare import loop_extents
     from solar_compiler.loopir.ast import statements, stmt_reads
 
     secs = fsecs = 0.0
@@ -76,7 +78,8 @@ def estimate(kernel) -> Cost:
     for ctx in ctxs:
         n = iteration_count(ctx)
         m = _is_contraction(ctx.stmt)
-        runs = math.prod(_extent(f) for f in ctx.loops if f.sequential)
+        ext = loop_extents(ctx.loops)
+        runs = math.prod(ext[f.iv] for f in ctx.loops if f.sequential)
         secs += n / (MATRIX_RATE if m else VECTOR_RATE) + STATEMENT_SECONDS * runs
         fsecs += n / (FRAMEWORK_MATRIX_RATE if m else FRAMEWORK_VECTOR_RATE)
     io = sum(math.prod(t.shape) for t in kernel.tensors if t.role in ("input", "output"))
@@ -100,58 +103,6 @@ def estimate(kernel) -> Cost:
         live += d
         peak = max(peak, live)
     return Cost(secs, sum(t.nbytes for t in kernel.tensors), fixed + peak, fsecs)
-
-
-# ---- tolerances -----------------------------------------------------------------------------------
-UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24}
-
-
-def reduction_lengths(kernel) -> dict[str, float]:
-    """Per output, E = the largest sum of sqrt(n) over a chain of accumulations that feeds it, where
-    n is the number of terms one statement adds into one element (the extents of the loops its
-    target does not index) or the length of the scan loop a statement runs in. The summation
-    error bound of docs/torch-frontend.md grows as u * E."""
-    from solar_compiler.loopir.ast import statements, stmt_reads
-
-    err: dict[str, float] = {}
-    for ctx in statements(kernel):
-        s = ctx.stmt
-        own = 0.0
-        if s.kind in ("+=", "*="):
-            used = {v for i in s.indices for v in (i.vars() if hasattr(i, "vars") else ())}
-            n = 1
-            for f in ctx.loops:
-                if f.iv not in used and not f.sequential:
-                    n *= max(1, _extent(f))
-            own += math.sqrt(n)
-        for f in ctx.loops:
-            if f.sequential:
-                own += math.sqrt(max(1, _extent(f)))
-        upstream = max((err.get(r.tensor, 0.0) for r in stmt_reads(s)), default=0.0)
-        err[s.target] = max(err.get(s.target, 0.0), upstream + own)
-    return {t.name: err.get(t.name, 0.0) for t in kernel.by_role("output")}
-
-
-def _extent(f) -> int:
-    """Iterations of loop `f` (1 when its bounds depend on outer loops: a lower estimate)."""
-    if f.lb.vars() or f.ub.vars():
-        return 1
-    return max(0, -(-(f.ub.evaluate({}) - f.lb.evaluate({})) // f.step))
-
-
-def tolerances(kernel) -> dict[str, float]:
-    """Per output: the dtype's base tolerance (output rounding) + 2 u sqrt-length sum (both
-    implementations' summation error, probabilistic bound with lambda = 1, see the docs)."""
-    from solar_compiler.executor.compare import TOLERANCE
-
-    out = {}
-    lengths = reduction_lengths(kernel)
-    for t in kernel.by_role("output"):
-        if t.dtype not in TOLERANCE:
-            continue
-        u = UNIT_ROUNDOFF["f64" if t.dtype == "f64" else "f32"]  # f16/bf16/f8 accumulate in f32
-        out[t.name] = TOLERANCE[t.dtype] + 2 * u * lengths[t.name]
-    return out
 
 
 # ---- the three methods ----------------------------------------------------------------------------
@@ -209,12 +160,13 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS)) -> di
     """Execute the whole kernel and compare on get_inputs() and fresh samples (n in all); a mismatch
     fails the translation."""
     from solar_compiler.executor import compare, execute
+    from solar_compiler.executor.compare import summation_tolerances
 
     from .capture import fresh_inputs, run_reference
 
     kernel = tt.validation_kernel()
     dtypes = {t.name: t.dtype for t in kernel.tensors}
-    tols = tolerances(kernel)
+    tols = summation_tolerances(kernel)
     seeds = _seeds(prog, n)
     worst = 0.0
     for seed in seeds:
@@ -233,6 +185,7 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
     """Sampled validation (module doc), or why it does not fit the budgets."""
     from solar_compiler.analysis.slicing import backward_slice, sample_points
     from solar_compiler.executor import compare, execute
+    from solar_compiler.executor.compare import summation_tolerances
 
     from .capture import fresh_inputs, run_reference
 
@@ -249,7 +202,7 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
         return (f"sampled: the framework at full size plus the slice of {count} sampled elements "
                 f"estimated {secs:.1f} s, {nbytes / 2**30:.2f} GB per sample")
     dtypes = {t.name: t.dtype for t in kernel.tensors}
-    tols = tolerances(kernel)
+    tols = summation_tolerances(kernel)
     worst = 0.0
     seeds = _seeds(prog, n)
     for seed in seeds:
