@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -40,13 +41,16 @@ def run_one(level: int, path: Path, mode: str, timeout: float, extra: list[str])
     cmd = [SOLAR, str(path), "--translate", "--mode", mode, "--no-cache", "--roofline=fused",
            "--hw", "H100_SXM", "--format", "json", *extra]
     t0 = time.perf_counter()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"level": level, "problem": path.name, "status": "timeout", "wall_s": round(timeout, 1),
                 "error": f"no answer within {timeout:.0f} s"}
     wall = time.perf_counter() - t0
-    row = {"level": level, "problem": path.name, "wall_s": round(wall, 2)}
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    row = {"level": level, "problem": path.name, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2)}
     if p.returncode != 0:
         err = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
         return {**row, "status": "failed", "error": err[:400]}

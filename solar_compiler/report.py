@@ -68,9 +68,13 @@ def fmt_rate(v: float, unit: str) -> str:
 def _validation_lines(v: dict[str, Any]) -> list[str]:
     """The validation record in full: what ran (samples, error, sizes) and every note; a validation
     that did not run is never claimed."""
+    reason_shown = False
     if v["validated"]:
         err = v["max_rel_err"]
-        line = f"validated ({v['frontend']} frontend): {v['samples']} sample(s)"
+        how = f", {v['method']}" if v.get("method") else ""
+        line = f"validated ({v['frontend']} frontend{how}): {v['samples']} sample(s)"
+        if v.get("elements_checked"):
+            line += f" of {v['elements_checked']:,} output elements"
         if err is not None:
             line += f", max relative error {err:.2e}"
         sizes = v.get("sizes")
@@ -85,9 +89,11 @@ def _validation_lines(v: dict[str, Any]) -> list[str]:
         out = [line]
     elif v["frontend"] == "loop-text":
         out = ["NOT validated: loop-text input; nothing was executed against a reference"]
-    else:
-        out = [f"NOT validated ({v['frontend']} frontend)"]
-    if v.get("reason"):
+    else:  # the bound is still computed: say so, with the one-line reason
+        out = [f"NOT validated ({v['frontend']} frontend; the bound is unvalidated): "
+               f"{v.get('reason') or 'no reason recorded'}"]
+        reason_shown = True
+    if v.get("reason") and not reason_shown:
         out.append(f"note: {v['reason']}")
     if v.get("export_failed"):
         out.append(f"note: captured by the dispatch fallback; export failed: {v['export_failed']}")
