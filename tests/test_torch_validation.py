@@ -22,6 +22,7 @@ from solar_compiler.executor.compare import summation_lengths, summation_toleran
 from solar_compiler.frontends import FrontendOptions  # noqa: E402
 from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
 from solar_compiler.frontends.torch import translate as translate_mod  # noqa: E402
+from solar_compiler.frontends.torch import validation  # noqa: E402
 from solar_compiler.frontends.torch.capture import capture  # noqa: E402
 from solar_compiler.frontends.torch.model_file import find_size_sites, load_model_file  # noqa: E402
 from solar_compiler.frontends.torch.validation import estimate, run_sampled  # noqa: E402
@@ -311,12 +312,17 @@ def test_sampled_validation_rejects_a_mutant_naming_an_output_element(tmp_path, 
         _sampled(write(tmp_path, "s.py", SAMPLED))
 
 
-def test_sampled_is_chosen_when_whole_execution_exceeds_the_budget(tmp_path):
+def test_sampled_is_chosen_when_whole_execution_exceeds_the_budget(tmp_path, monkeypatch):
+    # the decision only: with the executor's per-statement overhead taken as nil, a budget between
+    # the sampled estimate and whole execution's selects sampled
+    monkeypatch.setattr(validation, "STATEMENT_SECONDS", 0.0)
     p = write(tmp_path, "s.py", SAMPLED)
     spec = load_model_file(p)
     tt = translate_mod.translate_program(capture(spec))
-    whole = estimate(tt.validation_kernel()).seconds
-    v = fe.translate_job(p, FrontendOptions(time_budget=whole * 0.9)).validation
+    cost = estimate(tt.validation_kernel())
+    sampled = validation.plan_sampled(tt.validation_kernel(), cost)[2]
+    assert sampled < cost.seconds
+    v = fe.translate_job(p, FrontendOptions(time_budget=(sampled + cost.seconds) / 2)).validation
     assert (v["validated"], v["method"], v["sizes"]) == (True, "sampled", "full")
 
 

@@ -183,19 +183,13 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS)) -> di
 
 def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[str, Any] | str:
     """Sampled validation (module doc), or why it does not fit the budgets."""
-    from solar_compiler.analysis.slicing import backward_slice, sample_points
     from solar_compiler.executor import compare, execute
     from solar_compiler.executor.compare import summation_tolerances
 
     from .capture import fresh_inputs, run_reference
 
     kernel = tt.validation_kernel()
-    rng = np.random.default_rng(0)
-    samples = {t.name: sample_points(t.shape, SAMPLE_POINTS, rng) for t in kernel.by_role("output")}
-    sl = backward_slice(kernel, samples)
-    secs = cost.framework_seconds + _slice_seconds(kernel, sl)
-    nbytes = cost.framework_bytes + sum(t.nbytes for t in kernel.tensors
-                                        if t.name in sl.tensors and t.role not in ("input", "weight"))
+    samples, sl, secs, nbytes = plan_sampled(kernel, cost)
     n = _samples_within(secs, options.time_budget, prog)
     if not n or nbytes > options.memory_budget_gb * 2**30:
         count = sum(len(v) for v in samples.values())
@@ -217,6 +211,19 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
         _check(spec, seed, cmp)
         worst = max(worst, cmp.max_rel_err)
     return _record(prog, worst, len(seeds), sum(len(v) for v in samples.values()))
+
+
+def plan_sampled(kernel, cost: Cost):
+    """(sampled output elements, their backward slice, expected seconds and bytes of one sample)."""
+    from solar_compiler.analysis.slicing import backward_slice, sample_points
+
+    rng = np.random.default_rng(0)
+    samples = {t.name: sample_points(t.shape, SAMPLE_POINTS, rng) for t in kernel.by_role("output")}
+    sl = backward_slice(kernel, samples)
+    secs = cost.framework_seconds + _slice_seconds(kernel, sl)
+    nbytes = cost.framework_bytes + sum(t.nbytes for t in kernel.tensors
+                                        if t.name in sl.tensors and t.role not in ("input", "weight"))
+    return samples, sl, secs, nbytes
 
 
 def _slice_seconds(kernel, sl) -> float:
