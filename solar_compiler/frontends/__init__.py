@@ -8,12 +8,15 @@ when a file needs it, so `solar-opt` on `.loop` input never imports torch.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.ast import Kernel
+
+if TYPE_CHECKING:
+    from solar_compiler.frontends.llm.config import LLMConfig
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,13 @@ class FrontendOptions:
     validate: bool = True            # execute the loop IR and compare with the framework
     time_budget: float = 20.0        # seconds validation is expected to take (full, sampled, reduced)
     memory_budget_gb: float = 4.0    # memory the validation's framework run and executor may take
+    llm: LLMConfig | None = None     # None: deterministic only; else LLM per-op fill-in / whole program
+
+
+class CaptureFailed(SolarError):
+    """A deterministic frontend could not capture the program faithfully (its capture rejected the
+    program, or the translation does not reproduce it on fresh samples), as opposed to bad input:
+    under `--frontend=auto` the whole program then goes to the LLM frontend."""
 
 
 @dataclass
@@ -51,24 +61,64 @@ class SourceFrontend(Protocol):
     def translate(self, path: str, options: FrontendOptions) -> Translation: ...
 
 
-# name -> "module:Class"; extension -> frontend name. Jax and LLM frontends add lines here.
+# name -> "module:Class"; extension -> the deterministic frontend for it. A jax frontend adds lines here.
 FRONTENDS: dict[str, str] = {
     "torch": "solar_compiler.frontends.torch.frontend:TorchFrontend",
+    "llm": "solar_compiler.frontends.llm.frontend:LLMFrontend",
 }
 EXTENSIONS: dict[str, str] = {
     ".py": "torch",
 }
+LLM_FRONTEND = "llm"   # the fallback of `auto`, and the frontend that needs `FrontendOptions.llm`
+
+
+def frontend_names() -> list[str]:
+    return ["auto", *sorted(FRONTENDS)]
 
 
 def get_frontend(name: str, path: str) -> SourceFrontend:
-    """The frontend called `name`, or for "auto" the one registered for the file's extension."""
+    """The frontend called `name`; "auto" is the deterministic one registered for the file's
+    extension, falling back to the LLM frontend when it cannot capture the program."""
     if name == "auto":
         ext = Path(path).suffix
         if ext not in EXTENSIONS:
             known = ", ".join(sorted(EXTENSIONS))
             raise SolarError(f"{path}:1: no frontend for '{ext or path}' files (known: {known})")
-        name = EXTENSIONS[ext]
+        return AutoFrontend(_load(EXTENSIONS[ext], path))
+    return _load(name, path)
+
+
+def _load(name: str, path: str) -> SourceFrontend:
     if name not in FRONTENDS:
-        raise SolarError(f"{path}:1: unknown frontend '{name}' (known: {', '.join(sorted(FRONTENDS))})")
+        raise SolarError(f"{path}:1: unknown frontend '{name}' (known: {', '.join(frontend_names())})")
     module, _, cls = FRONTENDS[name].partition(":")
     return getattr(importlib.import_module(module), cls)()
+
+
+class AutoFrontend:
+    """Deterministic first (with per-op LLM fill-in when `options.llm` is set: the deterministic
+    frontend asks for it where an op has no template); the whole program through the LLM frontend
+    when the deterministic frontend raises `CaptureFailed`. The result says which path ran."""
+
+    extensions: tuple[str, ...] = ()
+
+    def __init__(self, deterministic: SourceFrontend):
+        self.deterministic = deterministic
+        self.name = deterministic.name
+
+    def translate(self, path: str, options: FrontendOptions) -> Translation:
+        try:
+            return self.deterministic.translate(path, options)
+        except CaptureFailed as e:
+            if options.llm is None:
+                raise
+            options.llm.require(str(e))
+            fallback = _load(LLM_FRONTEND, path)
+            self.name = fallback.name
+            # its own transcript folder: per-op requests of the failed attempt may already be there
+            llm = options.llm.in_subfolder(path, "whole-program")
+            result = fallback.translate(path, replace(options, llm=llm))
+            result.validation["deterministic_failed"] = str(e)
+            result.notes.append(f"{self.deterministic.name} frontend failed ({e}); whole program "
+                                "translated by the LLM frontend")
+            return result

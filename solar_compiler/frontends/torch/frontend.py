@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 
 from solar_compiler.errors import SolarError
-from solar_compiler.frontends import FrontendOptions, Translation
+from solar_compiler.frontends import CaptureFailed, FrontendOptions, Translation
+
+from .validation import REDUCIBLE, as_array, run_samples, shrink  # noqa: F401 - used by the LLM frontend
 
 FRONTEND_VERSION = "2"
 
@@ -34,23 +36,26 @@ class TorchFrontend:
                 hit.notes.append("translation cache hit")
                 return hit
         try:
-            result = run_in_child(sandboxed_job, path, options, timeout_s=options.timeout,
+            result = run_in_child(sandboxed_job, path, options,
+                                  timeout_s=options.timeout + _llm_allowance(options),
                                   memory_limit_gb=options.memory_gb, user_file=path)
         except SandboxError as e:
             raise SolarError(str(e)) from None
         if isinstance(result, str):
             raise SolarError(result)
+        if isinstance(result, SolarError):  # its class says what failed (CaptureFailed, LLM exit 3)
+            raise result
         if not options.no_cache:
             cache_store(key, result)
         return result
 
 
 # ---- the job (runs in the child) ------------------------------------------------------------------
-def sandboxed_job(path: str, options: FrontendOptions) -> Translation | str:
+def sandboxed_job(path: str, options: FrontendOptions) -> Translation | SolarError | str:
     """`translate_job`, with its diagnostics (SolarError, LoopIRError) returned as the one-line
-    message itself, so that the parent shows them unchanged. A diagnostic caused by a failed
-    allocation (the capture reports it as "forward raised RuntimeError: ... can't allocate memory")
-    is the sandbox's memory limit at work, and says so."""
+    message itself (a SolarError keeps its class), so that the parent shows them unchanged. A
+    diagnostic caused by a failed allocation (the capture reports it as "forward raised
+    RuntimeError: ... can't allocate memory") is the sandbox's memory limit at work, and says so."""
     from solar_compiler.loopir.ast import LoopIRError
 
     from .sandbox import memory_limit_message
@@ -58,7 +63,10 @@ def sandboxed_job(path: str, options: FrontendOptions) -> Translation | str:
     try:
         return translate_job(path, options)
     except (SolarError, LoopIRError) as e:
-        return memory_limit_message(e, path, options.memory_gb) or " ".join(str(e).split())
+        mem = memory_limit_message(e, path, options.memory_gb)
+        if mem is None and isinstance(e, SolarError):
+            return type(e)(" ".join(str(e).split()))
+        return mem or " ".join(str(e).split())
 
 
 def translate_job(path: str, options: FrontendOptions) -> Translation:
@@ -74,14 +82,17 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     try:
         spec = load_model_file(path)
         prog = capture(spec, mode=options.mode)
-    except (ModelFileError, CaptureError) as e:
+    except ModelFileError as e:
         raise SolarError(str(e)) from None
+    except CaptureError as e:
+        raise capture_failure(spec, options, str(e)) from None
     t1 = time.perf_counter()
-    tt = translate_program(prog, kernel_name=Path(path).stem)
+    filler = op_filler(spec, prog, options)
+    tt = translate_program(prog, kernel_name=Path(path).stem, filler=filler)
     check_bounds(tt.kernel)
     t2 = time.perf_counter()
     if options.validate:
-        record = validate(spec, prog, tt, options)
+        record = validate(spec, prog, tt, options, filler)
     else:
         record = {"validated": False, "method": None, "reason": "validation disabled (validate=false)",
                   "max_rel_err": None, "samples": 0, "sizes": None, "elements_checked": 0}
@@ -92,7 +103,56 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     if prog.fallback_reason:
         record["export_failed"] = prog.fallback_reason
     notes = list(tt.notes)
+    if filler is not None and filler.filled:
+        record["translated_by"] = filler.attribution(tt.source_ops)
     return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops)
+
+
+def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
+    """`CaptureFailed` (the whole program may go to the LLM) when the capture is what failed: the
+    program itself runs eagerly. When forward raises eagerly too, the program is wrong, not the
+    capture: a plain error. (Checked only when an LLM fallback is possible.)"""
+    if options.llm is None:
+        return CaptureFailed(message)
+    import torch
+
+    from .capture.util import quiet
+
+    try:
+        torch.manual_seed(0)
+        model, sample = spec.build_model(), spec.sample_inputs()
+        if options.mode == "eval":
+            model.eval()
+        with torch.no_grad(), quiet():
+            model(*sample)
+    except Exception:  # noqa: BLE001 - any failure of the program itself
+        return SolarError(message)
+    return CaptureFailed(message)
+
+
+def op_filler(spec, prog, options: FrontendOptions, parent=None):
+    """The LLM's per-op fill-in for ops without a template, when the LLM path is enabled (a reduced
+    instance's filler continues the run of its full-size `parent`: one budget, one transcript)."""
+    if options.llm is None:
+        return None
+    from solar_compiler.frontends.llm.ops import TorchOpFiller
+
+    return TorchOpFiller(spec, prog, options, session=parent.session if parent is not None else None)
+
+
+def _llm_allowance(options: FrontendOptions) -> float:
+    """Extra sandbox seconds for LLM requests made inside the child (two ops' worth of attempts)."""
+    llm = options.llm
+    return 0.0 if llm is None or not llm.available else 2 * llm.attempts * llm.timeout
+
+
+# ---- validation (validation.py); names the LLM frontend imports from here ------------------------
+def estimate(kernel) -> tuple[float, int]:
+    """(expected seconds of one whole-execution validation sample, bytes of all kernel tensors)."""
+    from .validation import estimate as cost_of
+
+    cost = cost_of(kernel)
+    return cost.seconds, cost.kernel_bytes
 
 
 # ---- cache ---------------------------------------------------------------------------------------
@@ -130,7 +190,8 @@ def cache_key(path: str, options: FrontendOptions) -> str:
     except OSError as e:
         raise SolarError(f"{path}:1: cannot read file: {e.strerror}") from None
     h = hashlib.sha256()
-    opts = (options.mode, options.validate, options.time_budget, options.memory_budget_gb)
+    opts = (options.mode, options.validate, options.time_budget, options.memory_budget_gb,
+            options.llm.cache_tag() if options.llm is not None else None)
     for part in (source, path.encode(), version("torch").encode(), _frontend_fingerprint().encode(),
                  repr(opts).encode()):
         h.update(hashlib.sha256(part).digest())

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from solar_compiler.errors import SolarError
-from solar_compiler.frontends import FrontendOptions
+from solar_compiler.frontends import CaptureFailed, FrontendOptions
 
 SAMPLE_SEEDS = (1, 2)   # fresh samples besides get_inputs()
 SAMPLE_POINTS = 256     # random output elements per output in sampled validation (plus corners, edges)
@@ -106,13 +106,14 @@ def estimate(kernel) -> Cost:
 
 
 # ---- the three methods ----------------------------------------------------------------------------
-def validate(spec, prog, tt, options: FrontendOptions) -> dict[str, Any]:
+def validate(spec, prog, tt, options: FrontendOptions, filler=None) -> dict[str, Any]:
     """Full, sampled or reduced validation (module doc); the record says which, how many output
-    elements were compared per sample, and at which sizes."""
+    elements were compared per sample, and at which sizes. `filler` is the LLM's per-op fill-in of
+    the full-size translation, continued by the reduced instance's (frontend.op_filler)."""
     record, why = _at_size(spec, prog, tt, options)
     if record is not None:
         return record
-    reduced = reduce_instance(spec, prog, tt, options)
+    reduced = reduce_instance(spec, prog, tt, options, filler)
     if isinstance(reduced, str):
         return {"validated": False, "method": None, "max_rel_err": None, "samples": 0, "sizes": None,
                 "elements_checked": 0, "reason": f"{why}; {reduced}"}
@@ -149,7 +150,7 @@ def _samples_within(seconds: float, budget: float, prog) -> int:
 def _feed(tt, kernel, ins, ws, rnd):
     feed = {tt.inputs[n]: a for n, a in {**ins, **ws}.items()}
     feed.update({tt.random[n]: a for n, a in rnd.items()})
-    return {k: _as_array(a, kernel.tensor(k)) for k, a in feed.items()}
+    return {k: as_array(a, kernel.tensor(k)) for k, a in feed.items()}
 
 
 def _seeds(prog, n: int) -> list[int | None]:
@@ -241,9 +242,10 @@ def _slice_seconds(kernel, sl) -> float:
 
 
 def _check(spec, seed, cmp) -> None:
+    """A mismatch: the captured program is not the source program, or a template is wrong."""
     if not cmp.ok:
         what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
-        raise SolarError(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
+        raise CaptureFailed(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
 
 
 def _record(prog, worst: float, samples: int, checked: int) -> dict[str, Any]:
@@ -254,7 +256,7 @@ def _record(prog, worst: float, samples: int, checked: int) -> dict[str, Any]:
     return record
 
 
-def _as_array(a, decl):
+def as_array(a, decl):
     """The reference array in the executor's dtype; a constant captured as shape (1,) for a 0-d
     tensor (same single element) takes the declared shape."""
     from solar_compiler.executor.numeric import USER
@@ -289,7 +291,7 @@ def _candidates(sizes: dict[str, int]):
         factor *= 2
 
 
-def reduce_instance(spec, prog, tt, options: FrontendOptions):
+def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
     """(overrides, spec, program, translation, record) of the mildest reduction that validates within
     the budgets and is the same program as the full-size one, or a string saying why there is none.
     When scaling every size together does not build (a size tied to a literal inside the model), the
@@ -299,13 +301,13 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions):
         return "the file has no module-level size definition to scale down"
     why, tried = "no reduction of its size definitions fits the budget", 0
     seen: list[dict[str, int]] = []
-    for keys in _key_sets(spec, prog, tt, options, sizes):
+    for keys in _key_sets(spec, tt, options, sizes, filler):
         for _, ov in _candidates({k: sizes[k] for k in keys}):
             if not ov or ov in seen:
                 continue
             seen.append(ov)
             tried += 1
-            got = _try(spec, tt, ov, options)
+            got = _try(spec, tt, ov, options, filler)
             if isinstance(got, str):
                 why = got
                 if "does not build" in got or "different program" in got:
@@ -315,7 +317,7 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions):
     return why
 
 
-def _key_sets(spec, prog, tt, options, sizes: dict[str, int]):
+def _key_sets(spec, tt, options, sizes: dict[str, int], filler):
     """All sizes first; then, when that fails at the mildest factor, the sizes that build alone."""
     yield list(sizes)
     if len(sizes) == 1:
@@ -323,24 +325,26 @@ def _key_sets(spec, prog, tt, options, sizes: dict[str, int]):
     alone = []
     for k in sizes:
         ov = {k: shrink(sizes[k], 4)}
-        if ov[k] != sizes[k] and not isinstance(_build(spec, tt, ov, options), str):
+        if ov[k] != sizes[k] and not isinstance(_build(spec, tt, ov, options, filler), str):
             alone.append(k)
     if alone and len(alone) < len(sizes):
         yield alone
 
 
-def _build(spec, tt, ov: dict[str, int], options: FrontendOptions):
+def _build(spec, tt, ov: dict[str, int], options: FrontendOptions, filler=None):
     """(spec, program, translation) of the reduced instance, or why it is not usable."""
     from solar_compiler.loopir.same_program import same_program
 
     from .capture import CaptureError, capture
+    from .frontend import op_filler
     from .model_file import ModelFileError
     from .translate import translate_program
 
     try:
         spec_r = spec.with_sizes(ov)
         prog_r = capture(spec_r, mode=options.mode)
-        tt_r = translate_program(prog_r, kernel_name=tt.kernel.name)
+        tt_r = translate_program(prog_r, kernel_name=tt.kernel.name,
+                                 filler=op_filler(spec_r, prog_r, options, filler))
     except (ModelFileError, CaptureError, SolarError) as e:
         return f"the reduced instance {ov} does not build ({' '.join(str(e).split())[:160]})"
     diff = same_program(tt.kernel, tt_r.kernel)
@@ -349,8 +353,8 @@ def _build(spec, tt, ov: dict[str, int], options: FrontendOptions):
     return spec_r, prog_r, tt_r
 
 
-def _try(spec, tt, ov: dict[str, int], options: FrontendOptions):
-    got = _build(spec, tt, ov, options)
+def _try(spec, tt, ov: dict[str, int], options: FrontendOptions, filler=None):
+    got = _build(spec, tt, ov, options, filler)
     if isinstance(got, str):
         return got
     spec_r, prog_r, tt_r = got
