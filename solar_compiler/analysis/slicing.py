@@ -23,6 +23,7 @@ narrowing does.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +36,10 @@ from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import Kernel, statements, typecheck
 
 MAX_PIECES = 512   # disjoint pieces per statement before a kept set is coarsened
+
+
+class SliceTooCostly(Exception):
+    """The slice was not computed within the time allowed (`backward_slice(deadline=...)`)."""
 
 
 @dataclass(frozen=True)
@@ -150,9 +155,11 @@ def _injective(st: _Stmt) -> bool:
     return set(st.ctx.ivs) <= seen
 
 
-def backward_slice(kernel: Kernel, samples: Mapping[str, np.ndarray], max_pieces: int = MAX_PIECES) -> Slice:
+def backward_slice(kernel: Kernel, samples: Mapping[str, np.ndarray], max_pieces: int = MAX_PIECES,
+                   deadline: float | None = None) -> Slice:
     """The pieces of every statement that the sampled output elements (`samples[name]`: rows of
-    indices) need; outputs not in `samples` need nothing."""
+    indices) need; outputs not in `samples` need nothing. Raises SliceTooCostly once
+    `time.process_time()` (CPU seconds of this process) passes `deadline`."""
     k = typecheck(kernel)
     stmts = [_Stmt(c, domain(c)) for c in statements(k)]
     vals = _Values(k)  # no known values: every read is live, except select branches an affine
@@ -163,6 +170,8 @@ def backward_slice(kernel: Kernel, samples: Mapping[str, np.ndarray], max_pieces
         st.splittable = s.kind != "=" or _injective(st)
 
     def kept_of(st: _Stmt, needed: isl.Set) -> isl.Set:
+        if deadline is not None and time.process_time() > deadline:
+            raise SliceTooCostly(f"the backward slice took longer than allowed (at statement {st.ctx.index})")
         s = st.ctx.stmt
         acc = isl.Map(f"{{ S{st.ctx.index}[{', '.join(st.ctx.ivs)}] -> "
                       f"T_{s.target}[{', '.join(i.to_isl() for i in s.indices)}] }}")

@@ -23,6 +23,7 @@ derived in docs/torch-frontend.md.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +134,8 @@ def _at_size(spec, prog, tt, options: FrontendOptions) -> tuple[dict[str, Any] |
     why = f"whole execution {cost.describe()}"
     if cost.framework_bytes > budget_b:
         return None, f"{why}; the framework needs {cost.framework_bytes / 2**30:.2f} GB at full size"
+    if cost.framework_seconds > options.time_budget:
+        return None, f"{why}; the framework alone is estimated {cost.framework_seconds:.1f} s at full size"
     got = run_sampled(spec, prog, tt, options, cost)
     if isinstance(got, str):
         return None, f"{why}; {got}"
@@ -184,13 +187,17 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS)) -> di
 
 def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[str, Any] | str:
     """Sampled validation (module doc), or why it does not fit the budgets."""
+    from solar_compiler.analysis.slicing import SliceTooCostly
     from solar_compiler.executor import compare, execute
     from solar_compiler.executor.compare import summation_tolerances
 
     from .capture import fresh_inputs, run_reference
 
     kernel = tt.validation_kernel()
-    samples, sl, secs, nbytes = plan_sampled(kernel, cost)
+    try:  # computing the slice may take at most a quarter of the budget (CPU seconds)
+        samples, sl, secs, nbytes = plan_sampled(kernel, cost, time.process_time() + options.time_budget / 4)
+    except SliceTooCostly as e:
+        return f"sampled: {e} ({options.time_budget / 4:.0f} s)"
     n = _samples_within(secs, options.time_budget, prog)
     if not n or nbytes > options.memory_budget_gb * 2**30:
         count = sum(len(v) for v in samples.values())
@@ -214,13 +221,13 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
     return _record(prog, worst, len(seeds), sum(len(v) for v in samples.values()))
 
 
-def plan_sampled(kernel, cost: Cost):
+def plan_sampled(kernel, cost: Cost, deadline: float | None = None):
     """(sampled output elements, their backward slice, expected seconds and bytes of one sample)."""
     from solar_compiler.analysis.slicing import backward_slice, sample_points
 
     rng = np.random.default_rng(0)
     samples = {t.name: sample_points(t.shape, SAMPLE_POINTS, rng) for t in kernel.by_role("output")}
-    sl = backward_slice(kernel, samples)
+    sl = backward_slice(kernel, samples, deadline=deadline)
     secs = cost.framework_seconds + _slice_seconds(kernel, sl)
     nbytes = cost.framework_bytes + sum(t.nbytes for t in kernel.tensors
                                         if t.name in sl.tensors and t.role not in ("input", "weight"))
