@@ -69,8 +69,8 @@ def mutated(monkeypatch):
     'the same program' and only execution can tell."""
     real = translate_mod.translate_program
 
-    def wrong(program, kernel_name="forward"):
-        tt = real(program, kernel_name)
+    def wrong(program, kernel_name="forward", **kwargs):
+        tt = real(program, kernel_name, **kwargs)
         tt.kernel = _first_accumulation_to_max(tt.kernel)
         return tt
 
@@ -400,3 +400,36 @@ def test_missing_third_party_module_names_its_package(tmp_path, monkeypatch):
     with pytest.raises(SolarError, match=r"needs the Python package 'einops' .* pip install einops or "
                                          r"pip install 'solar-opt\[kernelbench\]'$"):
         fe.translate_job(p, FrontendOptions())
+
+
+# ---- float64 second opinion ------------------------------------------------------------------------
+ILL = """class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(64)
+        self.lin = nn.Linear(64, 32)
+
+    def forward(self, x):
+        return self.lin(self.bn(x))
+
+def get_inputs():
+    base = torch.randn(1, 64) + 1.0
+    return [base + 1e-5 * torch.randn(2, 64)]   # two nearly equal rows: x - mean cancels
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_rounding_amplified_program_is_judged_in_float64(tmp_path):
+    """Train-mode batch norm over two rows 1e-5 apart: float32 keeps ~2 digits of x - mean, so two
+    correct float32 evaluations differ by far more than 1e-4; in float64 they agree."""
+    v = fe.translate_job(write(tmp_path, "ill.py", ILL), FrontendOptions(mode="train")).validation
+    assert v["validated"] and v["max_rel_err"] > 1e-4          # the float32 distance, reported as is
+    f64 = v["float64_check"]
+    assert f64["linear:loop_ir_vs_framework_f64"] < 1e-8 < f64["linear:probe"] * 10 + 1e-8
+
+
+def test_a_mutant_of_the_rounding_amplified_program_is_rejected_in_float64(tmp_path, mutated):
+    with pytest.raises(SolarError, match=r"validation failed on get_inputs\(\): .* for f64\)"):
+        fe.translate_job(write(tmp_path, "ill.py", ILL), FrontendOptions(mode="train"))
