@@ -80,11 +80,12 @@ def mutated(monkeypatch):
 # ---- size definitions of any form -------------------------------------------------------------------
 def test_size_sites_of_every_form():
     src = ("N = 2048 * 2\nM = 256 * 8  # 2048\nsizes = [32768, 32768]\ncfg = {'dim': 512, 'heads': 8}\n"
-           "shape = (16, (3, 224))\ndim = N * 4\na, b = 64, 2 ** 10\nk: int = int(1e6)\neps = 1e-5\n")
+           "shape = (16, (3, 224))\ndim = N * 4\na, b = 64, 2 ** 10\nk: int = int(1e6)\neps = 1e-5\n"
+           "height = width = 128\n")
     sites = {k: s.value for k, s in find_size_sites(ast.parse(src)).items()}
     assert sites == {"N": 4096, "M": 2048, "sizes[0]": 32768, "sizes[1]": 32768, "cfg['dim']": 512,
                      "cfg['heads']": 8, "shape[0]": 16, "shape[1][0]": 3, "shape[1][1]": 224, "a": 64,
-                     "b": 1024, "k": 1000000}  # dim derives from N: not a site; eps is no int
+                     "b": 1024, "k": 1000000, "height=width": 128}  # dim derives from N; eps is no int
 
 
 def test_with_sizes_rewrites_sites_and_derived_names_follow(tmp_path):

@@ -217,6 +217,14 @@ def find_size_sites(tree: ast.Module) -> dict[str, SizeSite]:
     in source order; a name assigned several times keeps its last assignment."""
     found: dict[str, SizeSite] = {}
     for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1:
+            # `height = width = 128`: one literal, one site named after every target
+            if all(isinstance(t, ast.Name) for t in stmt.targets):
+                for t in stmt.targets:
+                    for k in [k for k in found if k == t.id or k.startswith(t.id + "[")]:
+                        del found[k]
+                _sites_in(stmt.value, "=".join(t.id for t in stmt.targets), found)
+            continue
         if isinstance(stmt, ast.Assign):
             pairs = [(t, stmt.value) for t in stmt.targets]
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
