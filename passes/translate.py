@@ -40,8 +40,8 @@ class TranslatePass(ModulePass):
     timeout: int | float = 120
     memory_gb: int | float = 8.0
     validate: bool = True
-    time_budget: int | float = 2.0
-    memory_budget_gb: int | float = 2.0
+    time_budget: int | float = 20.0
+    memory_budget_gb: int | float = 4.0
     llm_model: str = ""
     llm_api_base: str = ""
     llm_attempts: int = 4

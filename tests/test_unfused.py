@@ -254,7 +254,9 @@ def test_text_report_shows_the_kernel_table(capsys, torch_files):
     bn = next(v for k, v in cells.items() if k.startswith("aten._native_batch_norm"))
     assert bn[2] == "S2-S4" and bn[5] == f"{2 * out_b + 4 * 16 * 4:,}"
     assert cells["unfused"][3] == "per kernel"
-    assert "validation: validated (torch-export frontend): 3 sample(s), max relative error" in out
+    # conv_bn_relu: one output of 8 x 16 x 32 x 32 elements, compared whole on 3 samples
+    assert f"validation: validated (torch-export frontend, full): 3 sample(s) of {8 * 16 * 32 * 32:,} " \
+        "output elements, max relative error" in out
     assert ", at full size" in out
 
 
@@ -412,10 +414,16 @@ def test_validation_text_prints_the_whole_record():
         "            value-dependent: the bound holds for the traced sample only; ops:",
         "              aten.nonzero.default at m.py:9: output shape depends on values (x2)",
         "              aten.topk.default at m.py:8: routing"]
+    sampled = {"validated": True, "frontend": "torch-export", "method": "sampled", "max_rel_err": 2e-7,
+               "samples": 1, "elements_checked": 264, "sizes": "full"}
+    assert _header_of(sampled) == [
+        "validation: validated (torch-export frontend, sampled): 1 sample(s) of 264 output elements, "
+        "max relative error 2.00e-07, at full size"]
     skipped = {"validated": False, "frontend": "torch-export", "max_rel_err": None, "samples": 0,
                "sizes": None, "reason": "validation disabled (validate=false)"}
-    assert _header_of(skipped) == ["validation: NOT validated (torch-export frontend)",
-                                   "            note: validation disabled (validate=false)"]
+    assert _header_of(skipped) == [
+        "validation: NOT validated (torch-export frontend; the bound is unvalidated): "
+        "validation disabled (validate=false)"]
 
 
 def test_module_validation_adds_the_frontends_value_dependent_ops():

@@ -17,8 +17,9 @@ that chunks run in program order; any axis of the largest factor for reductions,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +39,8 @@ class State:
     tensors: dict[str, np.ndarray]
     decls: dict[str, TensorDecl]
     budget: int  # bytes a statement's working set may take before it is chunked
+    pieces: Mapping[int, Sequence[Any]] | None = None  # statement index -> slice pieces (execute)
+    order: dict[int, int] | None = None                # id(statement) -> its index
     trace: IndirectTrace | None = None   # records what indirect accesses touch (executor/trace.py)
     index_of: dict[int, int] = field(default_factory=dict)  # id(statement) -> index in program order
 

@@ -28,8 +28,8 @@ class FrontendOptions:
     timeout: float = 120.0           # seconds for the sandboxed capture + translation + validation
     memory_gb: float = 8.0           # address-space limit of the sandbox, above its start-up size
     validate: bool = True            # execute the loop IR and compare with the framework
-    time_budget: float = 2.0         # validate at full size only if the reference runs within this
-    memory_budget_gb: float = 2.0    # ... and all tensors fit in this; else a size-reduced instance
+    time_budget: float = 20.0        # seconds validation is expected to take (full, sampled, reduced)
+    memory_budget_gb: float = 4.0    # memory the validation's framework run and executor may take
     llm: LLMConfig | None = None     # None: deterministic only; else LLM per-op fill-in / whole program
     sandboxed: bool = False          # the caller already isolates this process (time and memory
                                      # limits, crash containment): run in-process, no child of our own
