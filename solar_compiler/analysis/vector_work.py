@@ -108,6 +108,9 @@ class VectorWork:
                 if f.sequential:
                     self._scan_writes.setdefault(id(f), set()).add(c.stmt.target)
         self._computed: dict[SExpr, list[_Computed]] = {}
+        # tensor -> keys of `_computed` whose values read it (may hold stale or repeated keys): a
+        # write visits only those (an expression's hash walks its whole tree, so no full scan)
+        self._readers: dict[str, list[SExpr]] = {}
         self._last = -1
 
     # ---- per statement ----------------------------------------------------------------------------
@@ -126,6 +129,8 @@ class VectorWork:
         if not run.in_scan:
             for key, comp in run.new:
                 self._computed.setdefault(key, []).append(comp)
+                for t in comp.tensors:
+                    self._readers.setdefault(t, []).append(key)
         self._forget(ctx.stmt.target)
         return total[0], total[1]
 
@@ -138,12 +143,15 @@ class VectorWork:
 
     def _forget(self, tensor: str) -> None:
         """A statement wrote `tensor`: values computed from it earlier are stale."""
-        for key in list(self._computed):
-            kept = [c for c in self._computed[key] if tensor not in c.tensors]
-            if kept:
-                self._computed[key] = kept
-            else:
+        for key in self._readers.pop(tensor, ()):
+            comps = self._computed.get(key)
+            if comps is None:
+                continue
+            kept = [c for c in comps if tensor not in c.tensors]
+            if not kept:
                 del self._computed[key]
+            elif len(kept) < len(comps):
+                self._computed[key] = kept
 
     def _not_computed(self, key: SExpr, ctx: StmtContext, order: tuple[str, ...], total: int) -> int:
         """How many of the points (of its variables) at which `ctx` needs `key` no earlier statement
