@@ -44,6 +44,7 @@ MATRIX_RATE = 5e9
 VECTOR_RATE = 5e7
 IO_RATE = 1e7
 STATEMENT_SECONDS = 2e-3  # executor overhead per statement run (per step of a scan loop around it)
+SLICE_MIN_SECONDS = 1.0  # CPU seconds the backward slice may always take
 FRAMEWORK_MATRIX_RATE = 1e10  # the framework alone at full size (sampled validation)
 FRAMEWORK_VECTOR_RATE = 1e8
 
@@ -202,10 +203,13 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
     from .capture import fresh_inputs, run_reference
 
     kernel = tt.validation_kernel()
-    try:  # computing the slice may take at most a quarter of the budget (CPU seconds)
-        samples, sl, secs, nbytes = plan_sampled(kernel, cost, time.process_time() + options.time_budget / 4)
+    # computing the slice may take a quarter of the budget (CPU seconds), and at least SLICE_MIN_SECONDS
+    # (islpy's fixed cost: a tiny budget must not turn a cheap slice down)
+    allowed = max(options.time_budget / 4, SLICE_MIN_SECONDS)
+    try:
+        samples, sl, secs, nbytes = plan_sampled(kernel, cost, time.process_time() + allowed)
     except SliceTooCostly as e:
-        return f"sampled: {e} ({options.time_budget / 4:.0f} s)"
+        return f"sampled: {e} ({allowed:.0f} s)"
     n = _samples_within(secs, options.time_budget, prog)
     if not n or nbytes > options.memory_budget_gb * 2**30:
         count = sum(len(v) for v in samples.values())
