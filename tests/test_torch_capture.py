@@ -239,7 +239,7 @@ def test_capture_of_size_reduced_instance():
     assert spec.size_constants == {"M": 256, "K": 128, "N": 192}
     prog = capture(ex("matmul"), size_overrides={"M": 8, "N": 4})
     assert prog.nodes[0].outputs[0].shape == (8, 4) and prog.size_constants["M"] == 8
-    with pytest.raises(ModelFileError, match="no module-level int constant named Q"):
+    with pytest.raises(ModelFileError, match=r"no module-level size named Q \(known: M, K, N\)"):
         spec.with_sizes({"Q": 3})
 
 
