@@ -14,7 +14,7 @@ from solar_compiler.bench.errors import classify
 from solar_compiler.bench.forked import run_forked
 from solar_compiler.bench.results import Measured, geomean, group_stats, op_breakdown, rows_for
 from solar_compiler.bench.suite import Unit, discover
-from solar_compiler.bench.timing import CudaClock, lookup_timing, stats, time_calls
+from solar_compiler.bench.timing import CudaClock, TimingConfig, lookup_timing, stats, time_calls
 from solar_compiler.errors import SolarError
 
 
@@ -152,6 +152,26 @@ def test_time_calls_protocol():
         "median": 2.5,
         "num_trials": 4,
     }
+
+
+def test_time_calls_warm_contract_does_not_flush():
+    clock = FakeClock()
+    time_calls(lambda: None, [], clock, warmup=1, trials=2, min_trials=1, cap_s=None, flush=False)
+    assert clock.log == ["sync", "warm-done"] + ["sync", "start", "stop"] * 3
+
+
+def test_cache_state_reaches_the_bounds_and_the_timing():
+    from solar_compiler.bench.cli import parse_args
+    from solar_compiler.bench.jobs import BoundsConfig, solar_opt_argv
+
+    assert "--cache-state=warm" in solar_opt_argv("m.py", BoundsConfig(cache_state="warm"), "o.json")
+    assert "--cache-state=cold" in solar_opt_argv("m.py", BoundsConfig(), "o.json")
+    assert parse_args(["d"]).cache_state == "cold"
+    assert parse_args(["d", "--cache-state", "warm"]).cache_state == "warm"
+    assert TimingConfig(flush=False).cache_state == "warm"
+    # a bound for one contract is never reused for the other
+    assert BoundsConfig(cache_state="warm").fingerprint_fields() != BoundsConfig().fingerprint_fields()
+    assert TimingConfig(flush=False).fingerprint_fields() != TimingConfig().fingerprint_fields()
 
 
 def test_time_calls_cap_cuts_trials_on_cpu():

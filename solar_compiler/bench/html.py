@@ -202,7 +202,8 @@ def write_html(
     m = data["meta"]
     parts = [
         f"<h1>solar-bench report</h1><p class=meta>{esc(' '.join(m.get('command') or []))}<br>"
-        f"{m['models']} models, hw {esc(m['hw'])}, mode {esc(m['mode'])}, {m['workers']} worker(s) "
+        f"{m['models']} models, hw {esc(m['hw'])}, mode {esc(m['mode'])}, "
+        f"{esc(m.get('cache_state', 'cold'))} caches, {m['workers']} worker(s) "
         f"({esc(m['backend'])}), wall {m['wall_s']:.1f} s</p>"
     ]
     if m.get("timings_note"):

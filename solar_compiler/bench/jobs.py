@@ -21,6 +21,7 @@ class BoundsConfig:
     mode: str = "eval"
     precision: str | None = None
     no_narrow: bool = False
+    cache_state: str = "cold"  # the timing contract of the bounds (solar-opt --cache-state)
     validate: bool = True
     no_cache: bool = False
     memory_gb: float = 8.0
@@ -44,6 +45,7 @@ def solar_opt_argv(path: str, cfg: BoundsConfig, out_json: str) -> list[str]:
         "--roofline=all",
         f"--hw={cfg.hw}",
         f"--mode={cfg.mode}",
+        f"--cache-state={cfg.cache_state}",
         "--frontend-options",
         " ".join(fe),
         "--format=json",

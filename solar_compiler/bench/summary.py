@@ -35,7 +35,8 @@ def print_summary(data: dict[str, Any]) -> None:
     m = data["meta"]
     print(
         f"solar-bench: {m['models']} models ({m['computed']['bounds']} computed, {m['reused']} reused), "
-        f"hw {m['hw']}, mode {m['mode']}, {m['workers']} worker(s) ({m['backend']}), wall {m['wall_s']:.1f} s"
+        f"hw {m['hw']}, mode {m['mode']}, {m.get('cache_state', 'cold')} caches, {m['workers']} worker(s) "
+        f"({m['backend']}), wall {m['wall_s']:.1f} s"
     )
     if m.get("timings_note"):
         print(f"note: {m['timings_note']}")

@@ -48,6 +48,11 @@ class TimingConfig:
     min_trials: int = 5
     cap_s: float = 2.0  # CPU only: cut the timed calls to about this long
     seed: int = 42
+    flush: bool = True  # flush caches before each call (cold caches); False times warm calls
+
+    @property
+    def cache_state(self) -> str:
+        return "cold" if self.flush else "warm"
 
     def fingerprint_fields(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,9 +127,11 @@ def time_calls(
     min_trials: int,
     cap_s: float | None,
     discard_first: int = 1,
+    flush: bool = True,
 ) -> list[float]:
     """ms of `trials` calls (cut to about `cap_s` of calls when given, at least `min_trials`), after
-    `warmup` calls and `discard_first` discarded ones; each call is preceded by sync and flush."""
+    `warmup` calls and `discard_first` discarded ones; each call is preceded by sync and (when
+    `flush`, the cold-cache contract) a cache flush."""
     last = 0.0
     for _ in range(warmup):
         t0 = time.perf_counter()
@@ -138,7 +145,8 @@ def time_calls(
     times: list[float] = []
     for i in range(n + discard_first):
         clock.sync()
-        clock.flush()
+        if flush:
+            clock.flush()
         clock.start()
         fn(*args)
         ms = clock.stop()
@@ -224,15 +232,17 @@ def measure_job(path: str, cfg: TimingConfig) -> dict[str, Any]:
         out: dict[str, Any] = {
             "device": "cuda" if cuda else "cpu",
             "hardware": torch.cuda.get_device_name(dev) if cuda else cpu_name(),
-            "clock": "cuda-events, L2 flushed (256 MB write)"
-            if cuda
-            else "perf_counter, caches flushed (4x LLC write)",
+            "clock": ("cuda-events, L2 flushed (256 MB write)" if cuda
+                      else "perf_counter, caches flushed (4x LLC write)") if cfg.flush
+            else ("cuda-events" if cuda else "perf_counter") + ", warm caches (no flush)",
+            "cache_state": cfg.cache_state,
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,
             "mode": cfg.mode,
         }
         cap = None if cuda else cfg.cap_s
-        kw = {"warmup": cfg.warmup, "trials": cfg.trials, "min_trials": cfg.min_trials, "cap_s": cap}
+        kw = {"warmup": cfg.warmup, "trials": cfg.trials, "min_trials": cfg.min_trials, "cap_s": cap,
+              "flush": cfg.flush}
         out["eager"] = _timed(torch, model, inputs, dev, clock, kw, out)
         if cfg.compile:
             import torch._inductor.config as inductor_config
