@@ -7,6 +7,8 @@ graphs after `lift-einsum`, else the kernels): the needed work when `narrow-need
 program as written (`solar.as_written`) is priced beside it. `cache-size` (bytes, e.g. 64MB or
 0.5MiB) overrides the outermost (DRAM) level's capacity of cache-aware bounds, for what-if studies.
 The unfused bound is priced per source op where the statements carry origins, else per einsum node.
+`measured` (a time such as 310us, or a JSON file of per-module times) adds "% of SOL" and headroom
+per fidelity (`analysis/measured.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.bounds import FIDELITIES, parse_latency, parse_size
 from solar_compiler.analysis.costs import module_costs
+from solar_compiler.analysis.measured import parse_measured
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.analysis.summary import as_written_record, build_report, module_validation
 from solar_compiler.analysis.unfused import unfused_kernels
@@ -46,6 +49,7 @@ class RooflinePass(ModulePass):
     precision: str = "auto"
     inverse: str | None = None
     cache_size: str | int | None = None
+    measured: str | None = None   # a time (310us) or a JSON file of times: "% of SOL" in the report
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fidelity = parse_fidelity(self.fidelity)
@@ -57,6 +61,7 @@ class RooflinePass(ModulePass):
             raise SolarError("roofline: --cache-size sets the on-chip capacity of cache-aware bounds; "
                              "ask for them with fidelity cache-aware or all")
         latency = parse_latency(self.inverse) if self.inverse is not None else None
+        measured = parse_measured(self.measured) if self.measured is not None else None
         targets = parse_hw_list(self.hw if isinstance(self.hw, str) else ",".join(self.hw))
         source = program_info(op).source
         programs = module_programs(op)
@@ -67,5 +72,6 @@ class RooflinePass(ModulePass):
         report = build_report(graphs, targets, source=source, validation=module_validation(op),
                               precision=self.precision, fidelity=fidelity, latency_s=latency,
                               kernels=programs if "cache-aware" in fidelity else None,
-                              cache_size=cache_size, as_written=as_written_record(op), unfused=unfused)
+                              cache_size=cache_size, as_written=as_written_record(op), unfused=unfused,
+                              measured=measured)
         store_report(op, report)

@@ -21,7 +21,8 @@ LAYERS = [  # lowest first; a module belongs to the first layer with a prefix of
     ["solar_compiler.analysis", "solar_compiler.executor", "solar_compiler.hw", "solar_compiler.mutate"],
     ["solar_compiler.frontends"],
     ["solar_compiler.passes"],
-    ["solar_compiler.driver", "solar_compiler.report", "solar_compiler.plot", "solar_compiler.universe"],
+    ["solar_compiler.driver", "solar_compiler.report", "solar_compiler.render", "solar_compiler.plot",
+     "solar_compiler.universe"],
 ]
 
 
