@@ -93,13 +93,17 @@ def kernel_table(r: dict[str, Any], top: int) -> Any:
     shown = groups if top <= 0 else groups[:top]
     rest = groups[len(shown):]
     n = len(r["kernels_unfused"])
-    title = f"kernels by bound on {hws[0]} ({n}: one per source op, its intermediates on chip"
+    sourced = any(k["op"] for k in r["kernels_unfused"])
+    what = "one per source op, its intermediates on chip" if sourced else "one per statement"
+    title = f"kernels by bound on {hws[0]} ({n}: {what}"
     ranged = next((g for g in groups if g.count > 1), None)
     if ranged is not None:
         title += f"; {ranged.module}: {ranged.count} identical kernels of repeated blocks, summed"
     title += ")"
     t = table(title)
-    t.add_column("module", overflow="fold", ratio=1, min_width=12)
+    named = any(k.get("module") for k in r["kernels_unfused"])  # else every row would say 'model'
+    if named:
+        t.add_column("module", overflow="fold", ratio=1, min_width=12)
     t.add_column("op", overflow="fold", max_width=30)
     t.add_column("line", no_wrap=True)
     t.add_column("FLOPs", justify="right", no_wrap=True)
@@ -113,8 +117,8 @@ def kernel_table(r: dict[str, Any], top: int) -> Any:
     for g in shown:
         op = short_op(g.op)
         ai = "inf" if g.intensity is None else f"{g.intensity:.3g}"
-        cells = [g.module, op, short_loc(g.loc, r["source"]), fmt_si(g.fig.flops), fmt_si(g.fig.bytes, "B"),
-                 ai]
+        cells = [g.module] if named else []
+        cells += [op, short_loc(g.loc, r["source"]), fmt_si(g.fig.flops), fmt_si(g.fig.bytes, "B"), ai]
         for i, h in enumerate(hws):
             cells.append(fmt_time(g.fig.bound_s[h]))
             if i == 0:
@@ -122,14 +126,15 @@ def kernel_table(r: dict[str, Any], top: int) -> Any:
             cells.append(g.fig.by[h] or "-")
         t.add_row(*cells)
     if rest:
-        t.add_row(*_more_row(rest, hws))
+        t.add_row(*_more_row(rest, hws, named))
     return t
 
 
-def _more_row(rest: Sequence[KernelGroup], hws: Sequence[str]) -> list[str]:
+def _more_row(rest: Sequence[KernelGroup], hws: Sequence[str], named: bool) -> list[str]:
+    """The folded rows: their count (in the first column) and summed figures."""
     count = sum(g.count for g in rest)
-    cells = [f"({count} more)", "", "", fmt_si(sum(g.fig.flops for g in rest)),
-             fmt_si(sum(g.fig.bytes for g in rest), "B"), ""]
+    cells = [f"({count} more)"] + ([""] if named else [])
+    cells += ["", fmt_si(sum(g.fig.flops for g in rest)), fmt_si(sum(g.fig.bytes for g in rest), "B"), ""]
     for i, h in enumerate(hws):
         cells.append(fmt_time(sum(g.fig.bound_s[h] for g in rest)))
         if i == 0:

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from solar_compiler import progress
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends import CaptureFailed, FrontendOptions, Translation
 
@@ -45,8 +46,10 @@ class TorchFrontend:
         if not options.no_cache:
             hit = cache_load(key)
             if hit is not None:
+                progress.phase("translate", f"{path}: cached translation (--no-cache translates again)")
                 hit.notes.append("translation cache hit")
                 return hit
+        progress.phase("frontend", f"{path}: torch, in a sandboxed child (starting torch)")
         try:
             result = run_in_child(sandboxed_job, path, options,
                                   timeout_s=options.timeout + _llm_allowance(options),
@@ -90,6 +93,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     from .translate import translate_program
 
     t0 = time.perf_counter()
+    progress.phase("capture", f"{path}: building the model and tracing forward ({options.mode} mode)")
     try:
         spec = load_model_file(path)
         prog = capture(spec, mode=options.mode)
@@ -98,6 +102,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     except CaptureError as e:
         raise capture_failure(spec, options, str(e)) from None
     t1 = time.perf_counter()
+    progress.phase("translate", f"{len(prog.nodes)} ATen ops (captured by {prog.method}) to loop IR")
     filler = op_filler(spec, prog, options)
     tt = translate_program(prog, kernel_name=Path(path).stem, filler=filler)
     check_bounds(tt.kernel)
@@ -162,7 +167,11 @@ def validate(spec, prog, tt, options: FrontendOptions, filler=None) -> dict[str,
     """Execute and compare at full size when the budget allows, else on a reduced instance."""
     seconds, nbytes = estimate(tt.kernel)
     if seconds <= options.time_budget and nbytes <= options.memory_budget_gb * 2**30:
+        progress.phase("validate", f"executing the loop IR against torch at full size (estimated "
+                                   f"{seconds:.1f} s per sample)")
         return {**run_samples(spec, prog, tt, options.mode), "sizes": "full"}
+    progress.phase("validate", f"full size estimated {seconds:.1f} s, {nbytes / 2**30:.2f} GB per sample: "
+                               "on a reduced instance")
     reduced = reduce_instance(spec, prog, tt, options, filler)
     if isinstance(reduced, str):
         return {"validated": False, "max_rel_err": None, "samples": 0, "sizes": None,
