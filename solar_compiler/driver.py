@@ -553,14 +553,15 @@ def _usage_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
         close = difflib.get_close_matches(flag, known, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else " (solar-opt --help lists the options)"
         raise SolarError(f"unknown option '{flag}'{hint}")
-    m = re.match(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$", " ".join(message.split()))
+    text = " ".join(message.split())
+    m = re.match(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$", text)
     if m:  # a typo in a value: the closest choice, then all of them
         choices = [c.strip().strip("'") for c in m.group(3).split(",")]
         close = difflib.get_close_matches(m.group(2), choices, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise SolarError(f"argument {m.group(1)}: invalid choice '{m.group(2)}' ({hint}choose from "
                          f"{', '.join(choices)})")
-    raise SolarError(" ".join(message.split()))
+    raise SolarError(text)
 
 
 if __name__ == "__main__":

@@ -104,7 +104,8 @@ def test_bad_mlir_inputs_give_one_line(capsys, tmp_path: Path, text: str, messag
     ([MATMUL, "--roofline=all", "--explian"], "unknown option '--explian' (did you mean '--explain'?)"),
     ([MATMUL, "--roofline=al"], "argument --roofline: invalid choice 'al' (did you mean 'all'? choose from "
                                 "unfused, fused, cache-aware, all)"),
-    ([MATMUL, "--roofline=all", "--depth", "two"], "argument --depth: --depth expects a whole number, got 'two'"),
+    ([MATMUL, "--roofline=all", "--depth", "two"],
+     "argument --depth: --depth expects a whole number, got 'two'"),
     ([MATMUL, "--roofline=all", "--top=-1"], "argument --top: --top must be at least 0, got -1"),
     ([MATMUL, "--roofline=all", "--format=json", "--depth=2"],
      "--depth: options of the text report; the output here is 'json'"),
@@ -143,7 +144,8 @@ def test_explain_alone_prints_the_glossary(capsys) -> None:
 
     rc, out, err = run_main(capsys, "--explain")
     assert (rc, err) == (0, "")
-    assert out.startswith("terms (solar-opt --explain; docs/report.md):\n  bound: a lower bound on the runtime")
+    assert out.startswith("terms (solar-opt --explain; docs/report.md):\n"
+                          "  bound: a lower bound on the runtime")
     assert all(f"  {term}: " in out for term, _ in GLOSSARY)
 
 

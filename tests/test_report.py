@@ -140,8 +140,8 @@ def test_text_report_rows_and_totals():
     assert "narrowing:  not run: counts are as written" in text and "as written (before" not in text
     assert "policy auto" in text and "f32 contractions at TF32 tensor rate (494.7 TFLOP/s)" in text
     # what each dtype was priced at, per target, and the memory levels in words
-    assert "  rates:    matrix f32 494.7 TFLOP/s dense (TF32 tensor); vector f32 66.9 TFLOP/s (FP32 vector); " \
-        "DRAM 3.35 TB/s" in text
+    assert ("  rates:    matrix f32 494.7 TFLOP/s dense (TF32 tensor); vector f32 66.9 TFLOP/s "
+            "(FP32 vector); DRAM 3.35 TB/s") in text
     assert "  memory:   on-chip capacity 91.49 MB, fed at 2.039 TB/s; per-SM storage 448 KiB x 108, fed at " \
         "7.22 TB/s" in text
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("|")}
@@ -152,12 +152,14 @@ def test_text_report_rows_and_totals():
     # kernels (here: one per statement, no source ops) sorted by bound; SI counts rounded down, the share
     # of the unfused bound (277.8 / (20.03 + 277.8 + 40.06) us), no module column without module paths
     lines = text.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.startswith("kernels by bound on H100_SXM (3: one per"))
-    assert lines[at + 2].split() == ["op", "line", "FLOPs", "bytes", "FLOP/B", "bound", "share", "bound", "by",
-                                     "bound", "bound", "by"]
+    at = next(i for i, line in enumerate(lines)
+              if line.startswith("kernels by bound on H100_SXM (3: one per"))
+    assert lines[at + 2].split() == ["op", "line", "FLOPs", "bytes", "FLOP/B", "bound", "share", "bound",
+                                     "by", "bound", "bound", "by"]
     assert [line.split() for line in lines[at + 4:at + 7]] == [
         ["S1", "3", "137", "G", "268", "MB", "512", "277.8", "us", "82.2%", "matrix", "881", "us", "matrix"],
-        ["S2", "4", "16.7", "M", "134", "MB", "0.125", "40.06", "us", "11.9%", "memory", "65.83", "us", "memory"],
+        ["S2", "4", "16.7", "M", "134", "MB", "0.125", "40.06", "us", "11.9%", "memory", "65.83", "us",
+         "memory"],
         ["S0", "2", "0", "67.1", "MB", "0", "20.03", "us", "5.9%", "memory", "32.91", "us", "memory"]]
     assert "totals: 137,455,730,688 FLOPs" in text
     assert "inverse roofline: hardware needed for 2 ms" in text
@@ -175,7 +177,8 @@ def test_text_report_top_folds_the_rest_and_ops_adds_the_statements():
     at = next(i for i, line in enumerate(lines) if line.startswith("statements (einsum nodes), each priced"))
     assert "stays on" in lines[at] + lines[at + 1]  # the per-statement view says why it differs
     op_rows = [line.split() for line in lines[at:] if line.startswith(("S", "  "))]
-    assert ["S1", "model", "ik,kj->ij", "3", "137", "G", "268", "MB", "512", "277.8", "us", "matrix"] in op_rows
+    assert ["S1", "model", "ik,kj->ij", "3", "137", "G", "268", "MB", "512", "277.8", "us",
+            "matrix"] in op_rows
 
 
 def test_multiple_kernels_are_one_program_with_prefixed_names():
@@ -326,7 +329,8 @@ def test_e2e_example_text_and_plot(capsys, tmp_path):
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]]
             for line in out.splitlines() if line.startswith("|")}
     # 64x32x16 f32: 65,536 FLOPs; A 8 KiB + B 2 KiB + C 4 KiB = 14,336 bytes / 3.35 TB/s = 4.279 ns
-    assert "totals: 65,536 FLOPs (65,536 matrix, 0 vector); 14,336 bytes unfused, 14,336 bytes compulsory" in out
+    assert ("totals: 65,536 FLOPs (65,536 matrix, 0 vector); 14,336 bytes unfused, 14,336 bytes "
+            "compulsory") in out
     kernel = next(line.split() for line in out.splitlines() if line.startswith("S1 "))
     assert kernel == ["S1", "-", "65.5", "k", "14.3", "kB", "4.57", "4.279", "ns", "100.0%", "memory"]
     assert rows["fused"] == ["fused", "14,336", "4.279 ns", "memory"]
