@@ -44,7 +44,8 @@ def module_entries(r: dict[str, Any], depth: int) -> list[Entry]:
                 k["same_as"] == kids[0]["path"] for k in kids[1:]) and kids[0]["same_as"] is None:
             # a container of one run of identical blocks (a ModuleList): one row, 'h.0-11 (x12)'
             n = len(kids)
-            tail = kids[0]["name"] if n == 1 else f"{kids[0]['name']}-{_last_index(by_path, kids[0], n)} (x{n})"
+            first = kids[0]["name"]
+            tail = first if n == 1 else f"{first}-{_last_index(by_path, kids[0], n)} (x{n})"
             visit(kids[0], level, scale * n, f"{label}.{tail}")
             return
         out.append(Entry(label, level, figures(kernels, m["kernels"], hws, total, scale)))
