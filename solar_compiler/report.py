@@ -188,8 +188,11 @@ def render_text(r: dict[str, Any], width: int = 120, depth: int = 0, top: int = 
         say("note: cache-aware DRAM-level bytes differ per target (capacities differ): " + ", ".join(
             f"{h} {fmt_bytes(r['bounds'][h]['bytes_cache_aware'])}" for h in hws))
     if r["value_dependent"]:
+        vd = r["value_dependent"]
+        shown = vd if top <= 0 else vd[:top]
+        more = f"; {len(vd) - len(shown)} more (--top 0 lists all)" if len(shown) < len(vd) else ""
         say("value-dependent (indirect) accesses: " + "; ".join(
-            f"{v['op']} ({', '.join(v['tensors'])})" for v in r["value_dependent"]))
+            f"{v['op']} ({', '.join(dict.fromkeys(v['tensors']))})" for v in shown) + more)
     if r["inverse"] is not None:
         _inverse_table(con, r, [f for f in fid if f in ("unfused", "fused")])
     if ops:

@@ -1,14 +1,15 @@
 """A DLRM-style recommender: a bottom MLP on dense features, one `nn.EmbeddingBag` (sum) per sparse
-feature with multi-hot bags given by offsets, pairwise dot-product interaction, a top MLP."""
+feature with a fixed number of lookups per sample (multi-hot, 2-d indices: bags of `HOTS`), pairwise
+dot-product interaction of the features, a top MLP."""
 import torch
 import torch.nn as nn
 
-BATCH = 32
+BATCH = 64
 DENSE = 13
 TABLES = 4
-ROWS = 1000
-DIM = 16
-HOTS = 3  # lookups per bag
+ROWS = 5000
+DIM = 32
+HOTS = 4  # lookups per sample and table
 
 
 class Model(nn.Module):
@@ -18,21 +19,21 @@ class Model(nn.Module):
         self.emb = nn.ModuleList([nn.EmbeddingBag(rows, dim, mode="sum") for _ in range(tables)])
         pairs = (tables + 1) * tables // 2
         self.top = nn.Sequential(nn.Linear(dim + pairs, 64), nn.ReLU(), nn.Linear(64, 1))
-        self.pairs = torch.triu_indices(tables + 1, tables + 1, offset=1)
+        rows_i, cols_i = torch.triu_indices(tables + 1, tables + 1, offset=1)
+        self.register_buffer("rows_i", rows_i)
+        self.register_buffer("cols_i", cols_i)
 
-    def forward(self, dense, indices, offsets):
+    def forward(self, dense, sparse):
         x = self.bottom(dense)
-        feats = [x] + [e(indices[t], offsets[t]) for t, e in enumerate(self.emb)]
+        feats = [x] + [bag(sparse[:, t]) for t, bag in enumerate(self.emb)]
         z = torch.stack(feats, dim=1)
         dots = torch.bmm(z, z.transpose(1, 2))
-        inter = dots[:, self.pairs[0], self.pairs[1]]
+        inter = dots[:, self.rows_i, self.cols_i]
         return torch.sigmoid(self.top(torch.cat([x, inter], dim=1)))
 
 
 def get_inputs():
-    indices = torch.randint(0, ROWS, (TABLES, BATCH * HOTS))
-    offsets = torch.arange(0, BATCH * HOTS, HOTS).repeat(TABLES, 1)
-    return [torch.randn(BATCH, DENSE), indices, offsets]
+    return [torch.randn(BATCH, DENSE), torch.randint(0, ROWS, (BATCH, TABLES, HOTS))]
 
 
 def get_init_inputs():

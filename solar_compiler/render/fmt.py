@@ -60,6 +60,8 @@ ABBREVIATIONS = {
     "_scaled_dot_product_efficient_attention": "sdpa",
     "_scaled_dot_product_cudnn_attention": "sdpa",
     "_scaled_dot_product_attention_math": "sdpa",
+    "_embedding_bag": "embedding_bag",
+    "_embedding_bag_forward_only": "embedding_bag",
 }
 
 
