@@ -229,20 +229,66 @@ def test_fmt_time(s, text):
     assert fmt_time(s) == text
 
 
-def test_plot_svg_names_ops_and_targets(tmp_path):
+def test_plot_svg_names_kernels_and_targets(tmp_path):
     from solar_compiler.plot import write_plot
 
     path = tmp_path / "r.svg"
     write_plot(report("H100_SXM,A100_SXM"), str(path))
     svg = path.read_text()
-    assert svg.startswith("<?xml") and "H100_SXM" in svg and "A100_SXM" in svg
-    assert ">S1<" in svg and ">S2<" in svg  # placed ops, labelled
-    assert "not placed (0 FLOPs or 0 bytes): S0" in svg  # S0 moves bytes only
+    assert svg.startswith("<?xml") and "H100_SXM: fused 277.8 us" in svg and "A100_SXM" in svg
+    assert ">S1 (82.2%)<" in svg and ">S2 (11.9%)<" in svg  # kernels, labelled with their share
+    assert "1 kernel(s) with no FLOPs or no bytes not placed" in svg  # S0 moves bytes only
+    assert ">model, fused 277.8 us<" in svg and ">model, unfused 337.9 us<" in svg
     png = tmp_path / "r.png"
     write_plot(report(), str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SolarError, match="plot file must end in .png or .svg"):
         write_plot(report(), str(tmp_path / "r.pdf"))
+
+
+def _crowded_report() -> dict:
+    """40 kernels in 10 modules at nearby intensities, and a measured time: labels must find room."""
+    ops, kernels = [], []
+    for i in range(40):  # intensities from 1/8 to 4 FLOP/B, bounds within 2x of each other
+        n = 2 ** 20 + i * 4096
+        f = n * (1 + i % 8) * (1 + i // 8)
+        ops.append(OpCost(f"S{i}", "Y[i] = X[i] * W[i]", "i->i", f"m.py:{i + 1}", "vector", 0, f, 0, None,
+                          "f32", n, (acc("X", n),), (acc("Y", n),)))
+    g = GraphCosts("m", ops, 8 * 2 ** 20)
+    from solar_compiler.analysis.unfused import UnfusedKernel
+
+    for i, o in enumerate(ops):
+        kernels.append(UnfusedKernel(f"mul @ m.py:{i}", "aten.mul.Tensor", o.loc, (i,), (i,), o.reads,
+                                     o.writes, f"blocks.{i % 10}.mlp"))
+    from solar_compiler.analysis.measured import Measured
+
+    return build_report([g], parse_hw_list("H100_SXM"), source="m.py", validation=NOT_VALIDATED,
+                        unfused=[kernels], measured=Measured("3ms", 3e-3, {"blocks.1": 2e-4}))
+
+
+def test_plot_labels_do_not_overlap_and_show_the_model_and_measured_points():
+    from matplotlib.text import Text
+
+    from solar_compiler.plot import roofline_figure
+
+    fig = roofline_figure(_crowded_report())
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    labels = [t for t in ax.texts if t.get_text() and "unlabelled" not in t.get_text()]
+    unlabelled = next(t.get_text() for t in ax.texts if "unlabelled" in t.get_text())
+    assert unlabelled == f"{40 + 4 - len(labels)} kernel(s) unlabelled (smaller, or no room)"
+    for t in labels:
+        t.update_positions(renderer)
+    boxes = [Text.get_window_extent(t, renderer) for t in labels]  # the text, without a leader line
+    assert len(labels) >= 8
+    assert not [(a.get_text(), b.get_text()) for i, (a, ba) in enumerate(zip(labels, boxes, strict=True))
+                for b, bb in zip(labels[i + 1:], boxes[i + 1:], strict=True) if ba.overlaps(bb)]
+    axbox = ax.get_window_extent(renderer)
+    assert all(axbox.x0 <= b.x0 and b.x1 <= axbox.x1 and axbox.y0 <= b.y0 and b.y1 <= axbox.y1 for b in boxes)
+    text = {t.get_text() for t in labels}
+    assert any(t.startswith("blocks.") and " mul " in t for t in text)  # module path and op
+    assert any(t.startswith("measured 3 ms, ") and "% of fused SOL" in t for t in text)
+    assert "measured blocks.1 200 us" in text
 
 
 def test_pass_options_rejected():
@@ -335,7 +381,7 @@ def test_e2e_example_text_and_plot(capsys, tmp_path):
     assert kernel == ["S1", "-", "65.5", "k", "14.3", "kB", "4.57", "4.279", "ns", "100.0%", "memory"]
     assert rows["fused"] == ["fused", "14,336", "4.279 ns", "memory"]
     assert "unfused" not in rows and "cache-aware" not in rows
-    assert ">S1<" in plot.read_text()
+    assert ">S1 (100.0%)<" in plot.read_text()
 
 
 def test_e2e_errors_are_one_line(capsys):
