@@ -63,18 +63,33 @@ def display_path(module: str | None, labels: dict[str, str]) -> str:
     return ".".join(parts)
 
 
+def _place_in_run(r: dict[str, Any]) -> dict[int, tuple]:
+    """Kernel index -> (the run's first block, the kernel's position in its block) for every kernel
+    of a run of identical blocks (the outermost run it is in): kernels at one position of identical
+    blocks are one kernel repeated (`modules.py` checked their ops, FLOPs and bytes)."""
+    rows = r.get("modules") or []
+    head = {m["path"]: m["same_as"] for m in rows if m["same_as"] is not None}
+    heads = set(head.values())
+    out: dict[int, tuple] = {}
+    for m in rows:  # parents first: the outermost run wins
+        if m["path"] not in head and m["path"] not in heads:
+            continue
+        first = head.get(m["path"], m["path"])
+        for pos, k in enumerate(m["kernels"]):
+            out.setdefault(k, (first, pos))
+    return out
+
+
 def kernel_groups(r: dict[str, Any]) -> list[KernelGroup]:
     """Every kernel, identical repeats merged, sorted by bound on the first target (largest first)."""
     hws = list(r["bounds"])
     kernels = r["kernels_unfused"]
     total = unfused_totals(r)
     labels = run_labels(r)
+    place = _place_in_run(r)
     keyed: dict[tuple, list[int]] = {}
-    for i, k in enumerate(kernels):
-        path = display_path(k.get("module"), labels)
-        key = (path, k["op"] or k["name"], k["loc"], k["flops_matrix"], k["flops_vector"], k["bytes"]) \
-            if labels else (i,)
-        keyed.setdefault(key, []).append(i)
+    for i in range(len(kernels)):
+        keyed.setdefault(place.get(i, (i,)), []).append(i)
     groups = []
     for idx in keyed.values():
         k = kernels[idx[0]]
