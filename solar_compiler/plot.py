@@ -91,12 +91,13 @@ def _panel(ax: Any, report: dict[str, Any], h: str, groups: list, legend: bool) 
     for label, v in roofs:
         ax.plot([v / bw, hi], [v, v], lw=1.2, ls="--", label=f"{label} {v / 1e12:.4g} TFLOP/s")
     labels = []
-    for g in placed:
-        y = g.fig.flops / g.fig.bound_s[h]
-        share = g.fig.share[h]
-        ax.scatter([g.intensity], [y], s=20 + 600 * share, zorder=3, alpha=0.75,
-                   color=COLOURS.get(g.fig.by[h] or "", "tab:gray"), edgecolors="black", linewidths=0.5)
-        points.append((g.intensity, y))
+    if placed:  # one collection for every kernel: a network has hundreds
+        kx = [g.intensity for g in placed]
+        ky = [g.fig.flops / g.fig.bound_s[h] for g in placed]
+        ax.scatter(kx, ky, s=[20 + 600 * g.fig.share[h] for g in placed], zorder=3, alpha=0.75,
+                   c=[COLOURS.get(g.fig.by[h] or "", "tab:gray") for g in placed], edgecolors="black",
+                   linewidths=0.5)
+        points += list(zip(kx, ky, strict=True))
     named = any(k.get("module") for k in report["kernels_unfused"])
     names = [f"{g.module} {short_op(g.op)}" if named else short_op(g.op) for g in placed[:LABELLED]]
     for g, name in zip(placed, names, strict=False):
@@ -153,22 +154,26 @@ def _place_labels(fig: Any, ax: Any, labels: list[tuple[str, float, float, bool]
     """Each label beside its point where its box overlaps no placed label, no point, no roof and not
     the legend, trying rings of offsets farther out (with a leader line that crosses no label); a
     label that fits nowhere is left out, and a note counts the kernels left unlabelled."""
+    import numpy as np
+
     renderer = fig.canvas.get_renderer()
-    taken = []       # boxes a label may not overlap
-    texts = []       # placed labels' boxes, which a leader line may not cross
+    boxes: list[tuple[float, float, float, float]] = []  # what a label may not overlap: x0, y0, x1, y1
+    texts: list[Any] = []  # placed labels' boxes, which a leader line may not cross
     legend = ax.get_legend()
     if legend is not None:
-        taken.append(legend.get_window_extent(renderer))
+        lb = legend.get_window_extent(renderer)
+        boxes.append((lb.x0, lb.y0, lb.x1, lb.y1))
     axbox = ax.get_window_extent(renderer)
     for x, y in getattr(ax, "_solar_points", []):
         px, py = ax.transData.transform((x, y))
-        taken.append(_box(px - 5, py - 5, px + 5, py + 5))
+        boxes.append((px - 5, py - 5, px + 5, py + 5))
     for a, b in getattr(ax, "_solar_lines", []):  # the roofs: a label does not sit on a line
         (ax0, ay0), (ax1, ay1) = ax.transData.transform(a), ax.transData.transform(b)
         steps = max(1, int(math.hypot(ax1 - ax0, ay1 - ay0) / 6))
         for i in range(steps + 1):
             qx, qy = ax0 + (ax1 - ax0) * i / steps, ay0 + (ay1 - ay0) * i / steps
-            taken.append(_box(qx - 1.5, qy - 1.5, qx + 1.5, qy + 1.5))
+            boxes.append((qx - 1.5, qy - 1.5, qx + 1.5, qy + 1.5))
+    taken = np.array(boxes, dtype=float).reshape(-1, 4)
     scale = fig.dpi / 72.0
     labelled = 0
     for text, x, y, kernel in labels:
@@ -184,7 +189,8 @@ def _place_labels(fig: Any, ax: Any, labels: list[tuple[str, float, float, bool]
                 box = _box(x0, y0, x0 + w, y0 + hgt)
                 if box.x0 < axbox.x0 or box.x1 > axbox.x1 or box.y0 < axbox.y0 or box.y1 > axbox.y1:
                     continue
-                if any(box.overlaps(b) for b in taken):
+                if len(taken) and np.any((taken[:, 0] < box.x1) & (box.x0 < taken[:, 2])
+                                         & (taken[:, 1] < box.y1) & (box.y0 < taken[:, 3])):
                     continue
                 if r > 8 and _crosses(px, py, box, texts):
                     continue
@@ -196,7 +202,7 @@ def _place_labels(fig: Any, ax: Any, labels: list[tuple[str, float, float, bool]
             continue
         labelled += kernel
         dx, dy, r, box = spot
-        taken.append(box)
+        taken = np.vstack([taken, [box.x0, box.y0, box.x1, box.y1]])
         texts.append(box)
         arrow = {"arrowstyle": "-", "color": "0.4", "lw": 0.6} if r > 8 else None
         ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=FONT,
