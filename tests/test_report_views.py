@@ -136,3 +136,30 @@ def test_parse_measured(tmp_path):
     f.write_text("{")
     with pytest.raises(SolarError, match=r"t.json:1:2: bad JSON"):
         parse_measured(str(f))
+
+
+def test_glossary_explains_every_header_and_column_and_docs_hold_it():
+    """Every column header and header label the text report prints has a glossary entry, and
+    docs/report.md ends with the glossary as `--explain` prints it."""
+    import re
+    from pathlib import Path
+
+    from solar_compiler.render.glossary import GLOSSARY, markdown
+
+    root = Path(__file__).resolve().parent.parent
+    terms = {t.lower() for t, _ in GLOSSARY}
+    sources = [*(root / "solar_compiler/render").glob("*.py"), root / "solar_compiler/report.py"]
+    printed: set[str] = set()
+    for src in sources:
+        text = src.read_text()
+        for m in re.finditer(r'add_column\(\s*f?"([^"]*)"', text):
+            for part in m.group(1).replace("{h}", "").split("\\n"):
+                if part.strip():
+                    printed.add(part.strip().replace("-\\\\naware", "-aware"))
+        printed |= {m.group(1) for m in re.finditer(r'\("  ?([a-z ]+):"', text)}  # header labels
+        printed |= {m.group(1) for m in re.finditer(r'f?"([a-z][a-z ]*):\s+', text) if len(m.group(1)) < 12}
+    printed -= {"cache-", "aware", "reduced"} | {"x now", "DRAM BW", "matrix FLOP/s", "vector FLOP/s", "target", "met",
+                                      "scale all figures"}  # the inverse table: its own entry
+    missing = sorted(p for p in printed if p.lower() not in terms)
+    assert not missing, missing
+    assert (root / "docs/report.md").read_text().endswith(markdown())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 GLOSSARY: tuple[tuple[str, str], ...] = (
+    ("source", "the program the report is about, and its kernels (one per program; a model is one)."),
     ("bound", "a lower bound on the runtime: no implementation of this program on this target can be "
               "faster. A measured time below it is a bug in the bound (or a measurement of something else)."),
     ("unfused", "fidelity: one kernel per source op (one eager PyTorch kernel each), every kernel reading "
@@ -15,6 +16,7 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
               "compulsory bytes (each input, weight and output once) / DRAM bandwidth."),
     ("cache-aware", "fidelity: the fused terms and, per memory level, the traffic that must cross its "
                     "boundary under every schedule, given the storage behind it (docs/bounds.md)."),
+    ("fidelity", "how much of the machine a bound models: unfused, fused, cache-aware (below)."),
     ("bound by", "the resource whose time is the bound: matrix (tensor/matrix cores), vector (the other "
                  "arithmetic units), memory (DRAM bandwidth), or a memory level (chip, sm) for "
                  "cache-aware bounds; for a module, the resource binding the kernels that take most of "
@@ -22,6 +24,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("per kernel", "the unfused bound is a sum over kernels, each with its own bottleneck."),
     ("fused matrix/vector/memory term", "the three times whose maximum is the fused bound."),
     ("cache-aware <level> term", "the traffic that must cross that level's boundary / its bandwidth."),
+    ("level", "a memory level of a target, named for the storage on its fast side: chip (all on-chip "
+              "storage, behind the DRAM boundary), sm (one SM's own storage, behind L2)."),
     ("matrix", "contraction FLOPs (a multiply-add = 2 FLOPs) that tensor cores may run, priced at the "
                "matrix rate of the operands' dtype."),
     ("vector", "every other arithmetic FLOP (elementwise, reductions, transcendentals), priced at the "
@@ -51,8 +55,19 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                         "shapes): their bytes are counted on the traced sample or as a minimum."),
     ("narrowing", "work no output needs (a masked-out region, an unused slice) was dropped before "
                   "costing (narrow-needed); 'as written' counts include it."),
+    ("precision", "the precision policy (--precision; see policy)."),
     ("policy", "the accuracy f32 contractions must keep (--precision): auto lets them use TF32, as "
                "cuDNN/PyTorch do by default."),
+    ("notes", "what the frontend wants you to know (a mask read as index comparisons, a cached "
+              "translation)."),
+    ("note", "a remark on the validation (why it was partial, which capture method ran) or on the "
+             "bounds (cache-aware bytes that differ per target)."),
+    ("translated", "which ops a language model translated (--frontend auto with an LLM), with its "
+                   "model and attempts; the rest came from templates."),
+    ("more", "the flags that show other views of the same report."),
+    ("cache size", "a what-if on-chip capacity given with --cache-size instead of the target's."),
+    ("totals", "exact FLOPs (matrix and vector) and bytes: the unfused kernels' traffic, the compulsory "
+               "bytes, and the cache-aware DRAM-level bytes."),
     ("rates", "the peak each dtype's work was priced at, per unit, with the datasheet figure it comes "
               "from; dense (not 2:4-sparse) rates; estimate marks a figure no datasheet prints."),
     ("memory", "a target's storage levels in words: on-chip capacity (all storage behind the DRAM "

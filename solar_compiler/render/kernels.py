@@ -102,7 +102,25 @@ def kernel_groups(r: dict[str, Any]) -> list[KernelGroup]:
     return groups
 
 
-def kernel_table(r: dict[str, Any], top: int) -> Any:
+def wrap_path(path: str, room: int) -> str:
+    """A module path in lines of at most `room` characters, broken after a dot (a component longer
+    than a line is cut): 'features.denseblock1.' / 'denselayer6.norm1'."""
+    lines: list[str] = []
+    cur = ""
+    for part in path.split("."):
+        piece = part if not cur else "." + part
+        if cur and len(cur) + len(piece) > room:
+            lines.append(cur + ".")
+            cur = part
+        else:
+            cur += piece
+    lines.append(cur)
+    return "\n".join(line if len(line) <= room else line[:room] for line in lines)
+
+
+def kernel_table(r: dict[str, Any], top: int, width: int = 120) -> Any:
+    """The kernels by bound, `top` rows (0: all) and one row for the rest; a module path too long for
+    `width` is broken after a dot."""
     hws = list(r["bounds"])
     groups = kernel_groups(r)
     shown = groups if top <= 0 else groups[:top]
@@ -129,6 +147,7 @@ def kernel_table(r: dict[str, Any], top: int) -> Any:
         if i == 0:
             t.add_column("share", justify="right", no_wrap=True)
         t.add_column("bound by", no_wrap=True)
+    rows = []
     for g in shown:
         op = short_op(g.op)
         ai = "inf" if g.intensity is None else f"{g.intensity:.3g}"
@@ -139,9 +158,18 @@ def kernel_table(r: dict[str, Any], top: int) -> Any:
             if i == 0:
                 cells.append(fmt_pct(g.fig.share[h]))
             cells.append(g.fig.by[h] or "-")
-        t.add_row(*cells)
+        rows.append(cells)
     if rest:
-        t.add_row(*_more_row(rest, hws, named))
+        rows.append(_more_row(rest, hws, named))
+    if named and rows:  # what the other columns leave (a rule and a space between columns)
+        heads = [c.header for c in t.columns]
+        other = sum(max([len(line) for line in str(heads[c]).split("\n")] + [len(row[c]) for row in rows])
+                    for c in range(1, len(heads)))
+        room = max(16, width - other - 2 * (len(heads) - 1))
+        for row in rows:
+            row[0] = wrap_path(row[0], room)
+    for row in rows:
+        t.add_row(*row)
     return t
 
 

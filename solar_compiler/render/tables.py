@@ -18,7 +18,7 @@ def table(title: str | None = None, **kw: Any) -> Any:
     from rich.table import Table
 
     return Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False,
-                 show_edge=False, **kw)
+                 show_edge=False, collapse_padding=True, **kw)
 
 
 @dataclass
