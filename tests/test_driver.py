@@ -145,7 +145,7 @@ def test_explain_alone_prints_the_glossary(capsys) -> None:
     rc, out, err = run_main(capsys, "--explain")
     assert (rc, err) == (0, "")
     assert out.startswith("terms (solar-opt --explain; docs/report.md):\n"
-                          "  bound: a lower bound on the runtime")
+                          "  source: the program the report is about")
     assert all(f"  {term}: " in out for term, _ in GLOSSARY)
 
 
