@@ -62,6 +62,11 @@ ABBREVIATIONS = {
     "_scaled_dot_product_attention_math": "sdpa",
     "_embedding_bag": "embedding_bag",
     "_embedding_bag_forward_only": "embedding_bag",
+    "_native_batch_norm_legit_no_training": "batch_norm",
+    "_native_batch_norm_legit": "batch_norm",
+    "native_batch_norm": "batch_norm",
+    "native_layer_norm": "layer_norm",
+    "native_group_norm": "group_norm",
 }
 
 

@@ -11,14 +11,33 @@ from typing import Any
 TINY = 0.01
 
 
+class Titled:
+    """A table with its title above it, the title wrapped at the console's width rather than the
+    table's (a narrow table would fold a long title into several short lines)."""
+
+    def __init__(self, title: str | None, table: Any):
+        self.title = title
+        self.table = table
+
+    def __getattr__(self, name: str) -> Any:  # add_column, add_row, columns: the table's
+        return getattr(self.table, name)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.text import Text
+
+        if self.title:
+            yield Text(self.title, overflow="fold")
+        yield self.table
+
+
 def table(title: str | None = None, **kw: Any) -> Any:
     """A rich table in the report's style: no vertical rules, one rule under the header, the title
-    on the left (rich is imported only when a text report is rendered)."""
+    above it on the left (rich is imported only when a text report is rendered)."""
     from rich import box
     from rich.table import Table
 
-    return Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False,
-                 show_edge=False, collapse_padding=True, **kw)
+    return Titled(title, Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True,
+                               **kw))
 
 
 @dataclass
