@@ -15,7 +15,15 @@ did not run). `cache_size` is the DRAM-level capacity override (bytes) or `null`
 
 `ops` are the einsum nodes, each with its own bound; `kernels_unfused` are the kernels the unfused
 bound sums (`unfused.py`: one per source op when the statements carry origins, else one per node),
-each with its statements, external traffic and bound; `totals.bytes_unfused` is their traffic. The
+each with its statements, external traffic and bound; `totals.bytes_unfused` is their traffic. Each
+op and kernel row has `module`, the `nn.Module` path its source op ran in (the statements'
+`Origin.module`; null at the top level or without origins); `modules` are the module tree's rows
+(`modules.py`: path, parent, depth, kernel indices, FLOPs, bytes, per-target bound, share of the
+unfused bound and bottleneck, `same_as` for identical indexed blocks). `measured` is null, or the
+measured times against the bounds (`measured.py`: per target and fidelity `bound_s`,
+`percent_of_sol`, `headroom_x`, `headroom_s`, `below_bound`; per measured module the same against its
+part of the unfused bound). `hw.<target>.memory` lists the target's memory levels as its figures give
+them (`describe` in words), and each `matrix`/`vector` figure has its `label` ("BF16 tensor"). The
 validation record is the frontend's (`ProgramInfo.validation`), plus `value_dependent`, the
 frontend's list of value-dependent ops, and `notes`.
 """
