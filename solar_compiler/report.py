@@ -168,7 +168,7 @@ def render_text(r: dict[str, Any], width: int = 120, depth: int = 0, top: int = 
     say("\n".join(_wrapped_header(r, hws, ca, width)))
     con.print(_bounds_table(r, hws, fid, ca))
     if any(m["path"] for m in r.get("modules") or []):
-        con.print(module_table(r, depth or auto_depth(r, max(top, 12))))
+        con.print(module_table(r, depth or auto_depth(r, max(top, 12) if top > 0 else 1 << 30)))
     con.print(kernel_table(r, top, width))
     tables, notes = measured_tables(r)
     for t in tables:

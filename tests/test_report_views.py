@@ -32,10 +32,11 @@ def mem_op(i: int, n: int) -> OpCost:
                   (Access(f"X{i}", "f32", n, 4 * n),), (Access(f"Y{i}", "f32", n, 4 * n),))
 
 
-def blocks_report(measured: Measured | None = None, hw: str = "H100_SXM") -> dict:
-    ops = [mem_op(i, n) for i, (_, _, n) in enumerate(LAYOUT)]
+def blocks_report(measured: Measured | None = None, hw: str = "H100_SXM",
+                  layout: list[tuple[str | None, str, int]] = LAYOUT) -> dict:
+    ops = [mem_op(i, n) for i, (_, _, n) in enumerate(layout)]
     kernels = [UnfusedKernel(f"k{i}", op, o.loc, (i,), (i,), o.reads, o.writes, mod)
-               for i, ((mod, op, _), o) in enumerate(zip(LAYOUT, ops, strict=True))]
+               for i, ((mod, op, _), o) in enumerate(zip(layout, ops, strict=True))]
     return build_report([GraphCosts("m", ops, 8 * 4096)], parse_hw_list(hw), source="m.py",
                         validation=NOT_VALIDATED, unfused=[kernels], measured=measured)
 
@@ -93,6 +94,15 @@ def test_default_report_fits_the_width_and_names_top_level_modules():
     text = render_text(r, width=120)
     assert "h.0-1 (x2)" in text and "ln_f" in text and "(self)" in text
     assert "statements (einsum nodes)" not in text
+
+
+def test_top_zero_shows_the_deepest_tree():
+    # 14 distinct top-level modules with two children each: depth 1 is 15 rows, depth 2 is 43
+    layout = [(f"b{i}.{c}", "aten.mm.default", 1000 + i) for i in range(14) for c in ("p", "q")]
+    r = blocks_report(layout=layout)
+    assert "modules (depth 1 of 2; deeper: --depth 2)" in render_text(r, width=120, top=20)
+    text = render_text(r, width=120, top=0)  # --top 0: every row, so the whole tree
+    assert "modules (depth 2 of 2)" in text and "b13" in text
 
 
 def test_measured_total_and_modules():
