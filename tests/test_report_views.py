@@ -105,6 +105,34 @@ def test_top_zero_shows_the_deepest_tree():
     assert "modules (depth 2 of 2)" in text and "b13" in text
 
 
+def test_main_fields_render_in_the_width():
+    """Fields of the bound-validity and validation work (issue 9, 10) in the new header and totals:
+    the validation method and elements compared, the warm timing contract, aliases, the traced and
+    minimal indirect counts, the literal vector count."""
+    r = blocks_report(hw="H100_SXM,B200")
+    r["validation"] = {"validated": True, "frontend": "torch-export", "method": "reduced",
+                       "reduced_method": "sampled", "samples": 1, "elements_checked": 1234,
+                       "max_rel_err": 1e-7, "sizes": "reduced: N=64 (of 4096)",
+                       "full_size_same_program": True}
+    r["cache_state"] = "warm"
+    r["aliases"] = [{"position": 1, "output": "v", "of": "x", "role": "input", "how": "a view"}]
+    r["value_dependent"] = [{"op": "S1", "loc": "m.py:11", "tensors": ["W", "idx", "W"], "traced": ["W"]},
+                            {"op": "S2", "loc": "m.py:12", "tensors": ["T"], "traced": []}]
+    r["totals"]["flops_vector_literal"] = r["totals"]["flops_vector"] + 100
+    text = render_text(r, width=100)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    flat = " ".join(text.split())
+    assert ("validation: validated (torch-export frontend, reduced): 1 sample(s) of 1,234 output elements, "
+            "max relative error 1.00e-07, on a size-reduced instance (N=64 (of 4096); the full-size kernel "
+            "checked to be the same program)") in flat
+    assert "timing: warm caches: a working set that fits storage kept between calls" in flat
+    assert "aliases: output 1 ('v') is a view of input 'x': no work" in flat
+    assert "value-dependent (indirect) accesses: S1 (W, idx); S2 (T)" in flat
+    assert "--indirect min for the all-inputs minimum): S1 (W)" in flat
+    assert "counted at the fewest elements any index values touch: S1 (idx); S2 (T)" in flat
+    assert f"{r['totals']['flops_vector_literal']:,} counted literally" in flat
+
+
 def test_measured_total_and_modules():
     total = 8 * 10760 / BW
     r = blocks_report(Measured("t.json", 2 * total, {"h.0": 8 * 5120 / BW * 4}))

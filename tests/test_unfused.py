@@ -120,8 +120,9 @@ def test_softmax_is_one_kernel_reading_x_once_and_writing_y_once(capsys, torch_f
     assert (k["op"], k["stmts"]) == ("aten.softmax.int", [0, 1, 2, 3, 4])
     assert k["ops"] == ["S0", "S1", "S2", "S3", "S4"]
     assert (k["reads"], k["writes"]) == ({"x": n * d * 4}, {"softmax": n * d * 4})
-    # max (2 ops: max=), sum (exp(x - m) + accumulate: 3), output (exp, sub, div: 3) per element
-    assert (k["flops_matrix"], k["flops_vector"]) == (0, 7 * n * d)
+    # max (max=: 1), sum (exp(x - m) + accumulate: 3), output (its exp(x - m) is the sum's: the
+    # division, 1) per element: 5 (7 counted literally)
+    assert (k["flops_matrix"], k["flops_vector"]) == (0, 5 * n * d)
     assert k["bytes"] == r["totals"]["bytes_unfused"] == 2 * n * d * 4
     unfused = r["bounds"]["H100_SXM"]["unfused_s"]
     assert unfused == k["bound_s"]["H100_SXM"] == 2 * n * d * 4 / BW
@@ -239,21 +240,26 @@ def test_tril_matmul_kernels_by_hand(capsys, torch_files):
 
 def test_text_report_shows_the_kernel_table(capsys, torch_files):
     rc = main([torch_files["conv_bn_relu"], "--translate", "--lift-einsum", "--roofline=all", "--hw",
-               "H100_SXM"])
+               "H100_SXM", "--width", "200"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "kernels of the unfused bound (one per source op; its intermediates stay on chip)" in out
-    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]]
-             for line in out.splitlines() if line.startswith("|")}
+    lines = out.splitlines()
+    at = lines.index(next(x for x in lines if x.startswith("kernels by bound on H100_SXM")))
+    assert lines[at] == "kernels by bound on H100_SXM (3: one per source op, its intermediates on chip)"
+    rows = [x.split() for x in lines[at + 4:at + 7]]
     out_b = 8 * 16 * 32 * 32 * 4
-    conv = cells["aten.convolution.default"]
-    assert conv[2:] == ["S0-S1", "6,786,048", "0", f"{8 * 3 * 32 * 32 * 4 + 16 * 27 * 4 + out_b:,}",
-                        "186.4 ns", "memory"]
-    assert cells["aten.relu.default"][2:] == ["S5", "0", "131,072", f"{2 * out_b:,}", "313 ns", "memory"]
-    bn = next(v for k, v in cells.items() if k.startswith("aten._native_batch_norm"))
-    assert bn[2] == "S2-S4" and bn[5] == f"{2 * out_b + 4 * 16 * 4:,}"
-    assert cells["unfused"][3] == "per kernel"
-    assert "validation: validated (torch-export frontend): 3 sample(s), max relative error" in out
+    # bytes: conv reads x (8x3x32x32) and w (16x27), writes out (8x16x32x32), f32: 624,320 B; bn and
+    # relu read and write out (1,048,576 B; bn also its 4 per-channel vectors, +256 B); bound / 3.35 TB/s
+    assert rows == [
+        ["bn", "batch_norm", "20", "262", "k", "1.04", "MB", "0.25", "313.1", "ns", "38.5%", "memory"],
+        ["model", "relu", "20", "131", "k", "1.04", "MB", "0.125", "313", "ns", "38.5%", "memory"],
+        ["conv", "convolution", "20", "6.78", "M", "624", "kB", "10.9", "186.4", "ns", "22.9%", "memory"]]
+    # unfused: their sum, 624,320 + 1,048,832 + 1,048,576 B
+    unfused = 624_320 + 2 * out_b + 256 + 2 * out_b
+    assert f"| unfused                 | {unfused:,} | 812.5 ns | per kernel |" in out
+    # conv_bn_relu: one output of 8 x 16 x 32 x 32 elements, compared whole on 3 samples
+    assert f"validation: validated (torch-export frontend, full): 3 sample(s) of {8 * 16 * 32 * 32:,} " \
+        "output elements, max relative error" in out
     assert ", at full size" in out
 
 
@@ -315,7 +321,10 @@ def test_loop_record_prices_groups_and_survives_narrow_needed():
         ("max", x + row), ("exp-sum", x + row + y + row), ("div", y + row + y)]
     assert [k["reads"] for k in r["kernels_unfused"]] == [{"X": x}, {"X": x, "M": row}, {"Y": y, "S": row}]
     text = render_text(r)
-    assert "| max " in text and "per kernel" in text
+    assert "per kernel" in text
+    # the kernels table (no module column: no module paths): one row per kernel, by bound
+    table = text[text.index("kernels by bound"):text.index("totals:")].splitlines()[4:]
+    assert [row.split()[0] for row in table] == ["exp-sum", "div", "max"]
 
 
 def test_narrow_reports_the_origin_of_every_statement():
@@ -390,7 +399,7 @@ def _header_of(validation: dict) -> list[str]:
     _, g = _kernel("matmul")
     r = build_report([g], parse_hw_list("H100_SXM"), source="m.py", validation=validation,
                      fidelity=("unfused", "fused"))
-    text = render_text(r)
+    text = render_text(r, width=1000)  # one line per record line: no wrapping at the report's width
     return text[text.index("validation:"):text.index("precision:")].rstrip("\n").split("\n")
 
 
@@ -411,10 +420,16 @@ def test_validation_text_prints_the_whole_record():
         "            value-dependent: the bound holds for the traced sample only; ops:",
         "              aten.nonzero.default at m.py:9: output shape depends on values (x2)",
         "              aten.topk.default at m.py:8: routing"]
+    sampled = {"validated": True, "frontend": "torch-export", "method": "sampled", "max_rel_err": 2e-7,
+               "samples": 1, "elements_checked": 264, "sizes": "full"}
+    assert _header_of(sampled) == [
+        "validation: validated (torch-export frontend, sampled): 1 sample(s) of 264 output elements, "
+        "max relative error 2.00e-07, at full size"]
     skipped = {"validated": False, "frontend": "torch-export", "max_rel_err": None, "samples": 0,
                "sizes": None, "reason": "validation disabled (validate=false)"}
-    assert _header_of(skipped) == ["validation: NOT validated (torch-export frontend)",
-                                   "            note: validation disabled (validate=false)"]
+    assert _header_of(skipped) == [
+        "validation: NOT validated (torch-export frontend; the bound is unvalidated): "
+        "validation disabled (validate=false)"]
 
 
 def test_module_validation_adds_the_frontends_value_dependent_ops():

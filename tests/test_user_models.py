@@ -1,8 +1,8 @@
 """Four models a GPU performance engineer wrote (examples/models/: a GPT-2 stack in bf16 built with
 `self.to`, a ViT block, a UNet down block in fp16, a DLRM with `nn.EmbeddingBag`) translate, validate
 and print a default report (`--roofline=all --hw H100_SXM,B200`) that fits 120 columns and names
-every top-level module; the reports are snapshots (tests/snapshots/<model>.txt; the validation lines
-are masked, as their error figures depend on the machine's arithmetic). After a deliberate change of
+every top-level module; the reports are snapshots (tests/snapshots/<model>.txt; the validation's
+error figure is masked, as it depends on the machine's arithmetic). After a deliberate change of
 the report, regenerate them with `SOLAR_UPDATE_SNAPSHOTS=1 pytest tests/test_user_models.py`."""
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 MODELS = ("gpt2_block_bf16", "vit_block", "unet_down_fp16", "dlrm_embeddingbag")
 ARGV = ("--translate", "--frontend", "torch", "--roofline=all", "--hw", "H100_SXM,B200", "--width", "120")
-# `self.to(dtype)` in __init__ needs the capture's real construction (issue 13 item 7, another branch)
-NEEDS_REAL_CONSTRUCTION = "Couldn't swap"
 
 
 def _translate(name: str) -> tuple[str, str | None]:
@@ -66,8 +64,6 @@ def reports(tmp_path_factory) -> dict[str, tuple[int, str, str | None]]:
 
 def _report(reports, name: str) -> str:
     rc, text, error = reports[name]
-    if error is not None and NEEDS_REAL_CONSTRUCTION in error:
-        pytest.skip(f"{name}: self.to(dtype) in __init__ needs the capture's real construction: {error}")
     assert error is None and rc == 0, error
     return text
 
@@ -80,24 +76,17 @@ def _top_level_modules(name: str) -> list[str]:
 
 
 def _masked(text: str) -> str:
-    """The report with its validation lines (figures of the machine's arithmetic) masked."""
-    out, skipping = [], False
-    for line in text.splitlines():
-        if line.startswith("validation:"):
-            out.append("validation: <masked>")
-            skipping = True
-            continue
-        if skipping and line.startswith(" " * 12):
-            continue
-        skipping = False
-        out.append(line)
-    return "\n".join(out) + "\n"
+    """The report with the validation's error figure (the machine's arithmetic) masked; the method,
+    samples and elements compared stay (they follow from the budget estimates, not the machine)."""
+    return re.sub(r"(max\s+relative\s+error\s+)\d\.\d\de[-+]\d+", r"\1<masked>", text)
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_report_fits_120_columns_and_names_every_top_level_module(reports, name):
     text = _report(reports, name)
-    assert "validation: validated (torch-" in text
+    # the method and the output elements compared per sample (main's validation record)
+    assert re.search(r"^validation: validated \(torch-\S+ frontend, (full|sampled|reduced)\): \d+ "
+                     r"sample\(s\) of [\d,]+ output\s+elements", text, re.M), text.splitlines()[:4]
     assert max(len(line) for line in text.splitlines()) <= 120
     lines = text.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("modules (depth"))

@@ -49,10 +49,27 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("statement", "one loop nest of the loop IR, an einsum node after lift-einsum; --ops prices each "
                   "alone, so its intermediates cross DRAM there."),
     ("equation", "a statement's extended einsum: input indices -> output indices."),
-    ("validation", "the loop IR was executed on random inputs and compared with the framework: samples, "
-                   "the largest relative error, and whether at full size or a reduced instance."),
+    ("validation", "the loop IR was executed on random inputs and compared with the framework by one "
+                   "of three methods, full (the whole loop IR at full size), sampled (the framework at full "
+                   "size, the loop IR on sampled output elements through their backward slice) or reduced (a "
+                   "size-reduced instance checked to be the same program); then the samples, the output "
+                   "elements compared per sample, the largest relative error, and the sizes."),
     ("value-dependent", "ops whose work depends on input values (gathers, scatters, data-dependent "
-                        "shapes): their bytes are counted on the traced sample or as a minimum."),
+                        "shapes): their bytes are counted as the traced sample touched them (the bound "
+                        "holds for that sample), or with --indirect min as the fewest any index values "
+                        "touch."),
+    ("timing", "the timing contract the bounds assume (--cache-state): cold caches or warm caches."),
+    ("cold caches", "--cache-state cold (the default): every timed call starts with nothing on chip "
+                    "(L2 flushed before each trial, as KernelBench does), so every input, weight and "
+                    "output crosses the DRAM boundary."),
+    ("warm caches", "--cache-state warm: a working set that fits the storage kept between calls (on-chip, "
+                    "not per-SM) may start there; its bytes are priced at the bandwidth of the levels "
+                    "inside it."),
+    ("aliases", "outputs that are a view of an input, a weight or another output, or are returned twice: "
+                "eager frameworks run no kernel for them, so they cost nothing."),
+    ("vector work", "the vector FLOPs counted are the fewest a legal implementation needs (loop-invariant "
+                    "terms once, common subexpressions once, products reassociated); the line gives the "
+                    "literal count (every op at every point as written) beside it when they differ."),
     ("narrowing", "work no output needs (a masked-out region, an unused slice) was dropped before "
                   "costing (narrow-needed); 'as written' counts include it."),
     ("precision", "the precision policy (--precision; see policy)."),

@@ -59,12 +59,13 @@ def ops_table(r: dict[str, Any], top: int, cache_aware: bool) -> Any:
 
 def traffic_lines(r: dict[str, Any], h: str, top: int) -> list[str]:
     """Per contraction and level: the traffic lower bound beside the traffic of the best tiled
-    schedule found (an achievable figure), so that one sees how tight the bound can be."""
+    schedule found (an achievable figure), so that one sees how tight the bound can be; exact
+    integer bytes (the JSON's), as a bound and a schedule may differ in the last digits."""
     rows = [op for op in r["ops"] if (op.get("bytes_tiled") or {}).get(h)]
     rows.sort(key=lambda op: -op["bound_s"][h])
     out = []
     for op in rows if top <= 0 else rows[:top]:
-        parts = [f"{lv}: at least {fmt_si(op['bytes_cache_aware'][h][lv], 'B')}, tiled {fmt_si(t, 'B')}"
+        parts = [f"{lv}: at least {op['bytes_cache_aware'][h][lv]:,} B, tiled {t:,} B"
                  for lv, t in op["bytes_tiled"][h].items()]
         out.append(f"traffic of {op['name']} on {h} (lower bound vs best tiling found): " + "; ".join(parts))
     return out
