@@ -11,6 +11,8 @@ its working set in on-chip storage that persists between calls (docs/bounds.md).
 (`traced`, the default, or `min`) counts gathers and scatters by what the traced sample touched
 (value-dependent, said in the report) or by the fewest elements any index values touch.
 The unfused bound is priced per source op where the statements carry origins, else per einsum node.
+`measured` (a time such as 310us, or a JSON file of per-module times) adds "% of SOL" and headroom
+per fidelity (`analysis/measured.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.bounds import CACHE_STATES, FIDELITIES, parse_latency, parse_size
 from solar_compiler.analysis.costs import INDIRECT, module_costs
+from solar_compiler.analysis.measured import parse_measured
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.analysis.summary import as_written_record, build_report, module_validation
 from solar_compiler.analysis.unfused import unfused_kernels
@@ -52,6 +55,7 @@ class RooflinePass(ModulePass):
     cache_size: str | int | None = None
     cache_state: str = "cold"
     indirect: str = "traced"
+    measured: str | None = None   # a time (310us) or a JSON file of times: "% of SOL" in the report
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fidelity = parse_fidelity(self.fidelity)
@@ -67,6 +71,7 @@ class RooflinePass(ModulePass):
         if self.cache_state not in CACHE_STATES:
             raise SolarError(f"roofline: unknown cache state {self.cache_state!r}; expected cold or warm")
         latency = parse_latency(self.inverse) if self.inverse is not None else None
+        measured = parse_measured(self.measured) if self.measured is not None else None
         targets = parse_hw_list(self.hw if isinstance(self.hw, str) else ",".join(self.hw))
         source = program_info(op).source
         programs = module_programs(op)
@@ -79,5 +84,5 @@ class RooflinePass(ModulePass):
                               kernels=programs if "cache-aware" in fidelity else None,
                               cache_size=cache_size, as_written=as_written_record(op, self.indirect),
                               unfused=unfused, aliases=program_info(op).aliases, cache_state=self.cache_state,
-                              indirect=self.indirect)
+                              indirect=self.indirect, measured=measured)
         store_report(op, report)

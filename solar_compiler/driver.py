@@ -258,6 +258,20 @@ class SolarOptMain(xDSLOptMain):
                        help="required hardware for a target latency, e.g. 2ms or 500Hz")
         g.add_argument("--format", choices=("text", "json"), default=None, help="report format")
         g.add_argument("--plot", default=None, metavar="FILE", help="roofline chart (.png or .svg)")
+        g.add_argument("--measured", default=None, metavar="TIME|FILE.json",
+                       help="with --roofline: a measured time (310us) or a JSON of per-module times: "
+                            "% of SOL and headroom per fidelity")
+        g.add_argument("--depth", type=_count("--depth"), default=None, metavar="N",
+                       help="text report: module tree to depth N (default: the deepest that fits)")
+        g.add_argument("--top", type=_count("--top"), default=None, metavar="N",
+                       help="text report: rows per table (0: all; default: what fits the terminal)")
+        g.add_argument("--ops", action="store_true",
+                       help="text report: add the per-statement table (each statement priced alone)")
+        g.add_argument("--explain", action="store_true",
+                       help="text report: add the glossary of its terms (alone: print the glossary)")
+        g.add_argument("--width", type=_count("--width", 40), default=None, metavar="COLUMNS",
+                       help="text report width (default: the terminal's, else 120)")
+        g.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
         g.add_argument("--calibrate-host", action="store_true",
                        help="derive this machine's ceilings as target 'host' (docs/hw-targets.md)")
         g.add_argument("--force", action="store_true", help="with --calibrate-host: even on a busy machine")
@@ -298,12 +312,17 @@ class SolarOptMain(xDSLOptMain):
                 opts.append(f"indirect={a.indirect}")
             if a.inverse_roofline:
                 opts.append(f"inverse={_quote(a.inverse_roofline)}")
+            if a.measured:
+                opts.append(f"measured={_quote(a.measured)}")
             passes = roofline_pipeline(passes, narrow=not a.no_narrow)
             post.append(f"roofline{{{' '.join(opts)}}}")
             if a.target == "mlir":
                 a.target = "json" if a.format == "json" else "report"
         elif a.format:
             a.target = "json" if a.format == "json" else "report"
+        elif a.measured:
+            raise SolarError("--measured compares measured times with the bounds: add --roofline")
+        self._text_report_options()
         a.passes = ",".join(passes + post)
         try:
             super().setup_pipeline()
@@ -314,6 +333,8 @@ class SolarOptMain(xDSLOptMain):
         def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
             if previous is not None and not getattr(previous, "preserves_analyses", False):
                 invalidate_analyses(module)
+            if following is not None:
+                _pass_phase(following)
             if checked is None:
                 return
             # The module is verified after parsing and after every pass, except a pass that changes
@@ -329,6 +350,29 @@ class SolarOptMain(xDSLOptMain):
                 self.args.disable_verify = was
 
         self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
+
+    def _text_report_options(self) -> None:
+        """The text report's view flags become options of the `report` target (`report{width=..}`):
+        the width of the terminal (else $COLUMNS, else 120) and as many rows as fit it."""
+        a = self.args
+        view = a.depth is not None or a.top is not None or a.ops or a.explain or a.width is not None
+        if a.target != "report":
+            if view and a.target != "report" and not a.target.startswith("report{"):
+                flags = [f for f, on in (("--depth", a.depth is not None), ("--top", a.top is not None),
+                                         ("--ops", a.ops), ("--explain", a.explain),
+                                         ("--width", a.width is not None)) if on]
+                raise SolarError(f"{', '.join(flags)}: options of the text report; the output here is "
+                                 f"'{a.target}'")
+            return
+        width, rows = _terminal(None if a.output_file else sys.stdout)
+        opts = [f"width={a.width or width}", f"top={a.top if a.top is not None else max(10, rows // 2)}"]
+        if a.depth is not None:
+            opts.append(f"depth={a.depth}")
+        if a.ops:
+            opts.append("ops=true")
+        if a.explain:
+            opts.append("explain=true")
+        a.target = f"report{{{' '.join(opts)}}}"
 
     def prepare_input(self):  # noqa: ANN201 - xDSL's signature
         try:
@@ -389,6 +433,50 @@ def roofline_pipeline(passes: list[str], narrow: bool = True) -> list[str]:
     return segs
 
 
+#: The progress line of a pass about to run (`translate` reports its own phases from the frontend).
+PHASES = {"narrow-needed": ("narrow", "dropping work no output needs"),
+          "lift-einsum": ("lift", "loop nests to einsum nodes"),
+          "annotate-costs": ("cost", "exact FLOPs and bytes (islpy)")}
+
+
+def _pass_phase(p: ModulePass) -> None:
+    from solar_compiler import progress
+
+    if p.name == "roofline":
+        fid = getattr(p, "fidelity", "all")
+        hw = getattr(p, "hw", "")
+        progress.phase("bound", f"{'every fidelity' if fid == 'all' else fid} on "
+                                f"{hw if isinstance(hw, str) else ','.join(hw)}")
+    elif p.name in PHASES:
+        progress.phase(*PHASES[p.name])
+
+
+def _terminal(stream: IO[str] | None) -> tuple[int, int]:
+    """(columns, lines) for the text report: $COLUMNS/$LINES when set, else the terminal's when
+    `stream` is one, else 120 x 40 (a file or a pipe)."""
+    import shutil
+
+    fallback = (120, 40)
+    if os.environ.get("COLUMNS") or (stream is not None and stream.isatty()):
+        size = shutil.get_terminal_size(fallback)
+        return max(size.columns, 40), max(size.lines, 10)
+    return fallback
+
+
+def _count(flag: str, least: int = 0):  # noqa: ANN202 - an argparse type
+    """An argparse type: a whole number >= `least`, else the one-line usage error naming `flag`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} expects a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{flag} must be at least {least}, got {value}")
+        return value
+
+    return parse
+
+
 def _quote(value: str) -> str:
     """A pass-option string literal: unquoted, '0.5ms' or 'out/r.png' or 'A,B' would not lex as one."""
     return json.dumps(value)
@@ -412,8 +500,18 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     debug = "--debug" in argv
+    from solar_compiler import progress
+
+    progress.disable()
+    if "--quiet" not in argv and sys.stderr.isatty():
+        progress.enable(sys.stderr)
     try:
         with cancel_on_signals():  # SIGTERM/SIGINT: children killed in `finally`s, one line, 128+N
+            if argv == ["--explain"]:  # the glossary alone
+                from solar_compiler.render.glossary import explain_lines
+
+                print("\n".join(explain_lines(_terminal(sys.stdout)[0])))
+                return 0
             if "--calibrate-host" in argv:
                 from solar_compiler.hw.host import calibrate_host, summary
 
@@ -421,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join([*summary(target), f"host calibrated: {target.path}"]))
                 return 0
             run_pipeline(argv)
+            progress.phase("done")
     except SystemExit:
         raise
     except KeyboardInterrupt as e:
@@ -441,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"solar-opt: internal error (a bug in solar-opt, not in the input): {type(e).__name__}: "
               f"{text} (rerun with --debug for the traceback)", file=sys.stderr)
         return 70
+    finally:
+        progress.disable()
     return 0
 
 
@@ -481,7 +582,15 @@ def _usage_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
         close = difflib.get_close_matches(flag, known, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else " (solar-opt --help lists the options)"
         raise SolarError(f"unknown option '{flag}'{hint}")
-    raise SolarError(" ".join(message.split()))
+    text = " ".join(message.split())
+    m = re.match(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$", text)
+    if m:  # a typo in a value: the closest choice, then all of them
+        choices = [c.strip().strip("'") for c in m.group(3).split(",")]
+        close = difflib.get_close_matches(m.group(2), choices, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise SolarError(f"argument {m.group(1)}: invalid choice '{m.group(2)}' ({hint}choose from "
+                         f"{', '.join(choices)})")
+    raise SolarError(text)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar
 
@@ -17,8 +16,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.target import Target
 
 from solar_compiler.errors import SolarError
-from solar_compiler.hw.model import describe_storage
 from solar_compiler.records import load_report
+from solar_compiler.render.fmt import fmt_rate, fmt_time
+
+__all__ = ["JsonReportTarget", "TextReportTarget", "fmt_rate", "fmt_time", "module_report", "render_text"]
 
 # ---- reading back ---------------------------------------------------------------------------------
 
@@ -40,31 +41,23 @@ class JsonReportTarget(Target):
 
 @dataclass(frozen=True)
 class TextReportTarget(Target):
+    """`-t report{width=120 depth=2 top=20 ops=true explain=true}`: the text report at a width,
+    the module tree to a depth (0: the deepest that fits), `top` rows per table (0: all), the
+    per-statement table, the glossary (the driver's --width/--depth/--top/--ops/--explain set them)."""
+
     name: ClassVar[str] = "report"
+    width: int = 120
+    depth: int = 0
+    top: int = 20
+    ops: bool = False
+    explain: bool = False
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        output.write(render_text(module_report(module)))
+        output.write(render_text(module_report(module), width=self.width, depth=self.depth, top=self.top,
+                                 ops=self.ops, explain=self.explain))
 
 
 # ---- text -----------------------------------------------------------------------------------------
-
-def fmt_time(s: float | None) -> str:
-    if s is None:
-        return "n/a"
-    if s == 0:
-        return "0 s"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if s >= scale:
-            return f"{s / scale:.4g} {unit}"
-    return f"{s / 1e-12:.4g} ps"
-
-
-def fmt_rate(v: float, unit: str) -> str:
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if v >= scale:
-            return f"{v / scale:.4g} {prefix}{unit}"
-    return f"{v:.4g} {unit}"
-
 
 def _validation_lines(v: dict[str, Any]) -> list[str]:
     """The validation record in full: what ran (samples, error, sizes) and every note; a validation
@@ -136,6 +129,7 @@ def fmt_bytes(v: float | None) -> str:
 
 
 def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
+    """The header as 'label: text' lines (wrapped at the report's width by `render_text`)."""
     tot = r["totals"]
     lines = [
         "solar-opt roofline report",
@@ -146,22 +140,13 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
         f"timing:     {CACHE_CONTRACT[r.get('cache_state', 'cold')]}",
     ]
     if r["validation"].get("notes"):
-        lines.insert(-1, f"notes:      {'; '.join(r['validation']['notes'])}")
-    if r["narrowed"]:
+        lines.insert(-2, f"notes:      {'; '.join(r['validation']['notes'])}")
+    if r["narrowed"] and tot["flops_as_written"] != tot["flops"]:
         share = f" ({tot['flops'] / tot['flops_as_written']:.1%})" if tot["flops_as_written"] else ""
         lines.append(f"narrowing:  needed work only (narrow-needed): {tot['flops']:,} of "
                      f"{tot['flops_as_written']:,} FLOPs as written{share}")
-    else:
+    elif not r["narrowed"]:
         lines.append("narrowing:  not run: counts are as written")
-    for h in hws:
-        hw = r["hw"][h]
-        lines.append(f"hw:         {h}: {hw['description']}; DRAM {fmt_rate(hw['dram_bw']['value'], 'B/s')}; "
-                     f"{hw['precision']}")
-    if cache_aware:
-        for h in hws:
-            lv = "; ".join(f"{x['name']}: {describe_storage(x['per'], x['capacity'], x['units'])} at "
-                           f"{fmt_rate(x['bandwidth'], 'B/s')}" for x in r["bounds"][h]["levels"])
-            lines.append(f"levels:     {h}: {lv}")
     for i, a in enumerate(r.get("aliases") or []):
         what = "returned again" if a["how"] == "returned again" else f"a view of {a['role']} '{a['of']}'"
         lines.append(f"{'aliases:' if i == 0 else '':<12}output {a['position']} ('{a['output']}') is {what}: "
@@ -172,132 +157,104 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
     return lines
 
 
-def render_text(r: dict[str, Any]) -> str:
-    from rich import box
+def _wrapped_header(r: dict[str, Any], hws: list[str], cache_aware: bool, width: int) -> list[str]:
+    """The header lines, then per target what the bounds were priced with (`render/header.py`),
+    each wrapped at `width` under its label."""
+    from solar_compiler.render.header import split_label, target_lines, wrap
+
+    head = _header(r, hws, cache_aware)
+    pairs = [("", head[0])] + [split_label(line) for line in head[1:]]
+    for h in hws:
+        pairs += target_lines(h, r["hw"][h])
+    return wrap(pairs, width)
+
+
+def render_text(r: dict[str, Any], width: int = 120, depth: int = 0, top: int = 20, ops: bool = False,
+                explain: bool = False) -> str:
+    """The text report: header, bounds, module tree, kernels by bound, measured times, totals; the
+    per-statement table with `ops`, the glossary with `explain`. Every table fits `width` columns;
+    only the rows shown are rendered."""
     from rich.console import Console
-    from rich.table import Table
+
+    from solar_compiler.render.glossary import explain_lines
+    from solar_compiler.render.kernels import kernel_table
+    from solar_compiler.render.measured import measured_tables
+    from solar_compiler.render.ops import ops_table, traffic_lines
+    from solar_compiler.render.tree import auto_depth, module_table
 
     buf = io.StringIO()
     hws = list(r["bounds"])
     fid = [f for f in r["fidelity"] if f != "cache-aware"]
     ca = "cache-aware" in r["fidelity"] and all(r["bounds"][h]["cache_aware_s"] is not None for h in hws)
-    con = Console(file=buf, width=160 + (40 * len(hws) if ca else 0), no_color=True, force_terminal=False,
-                  color_system=None, highlight=False, emoji=False, markup=False)
-    con.print("\n".join(_header(r, hws, ca)), soft_wrap=True)
+    con = Console(file=buf, width=width, no_color=True, force_terminal=False, color_system=None,
+                  highlight=False, emoji=False, markup=False)
 
-    grouped = _grouped(r)
-    t = Table(title="ops" + (" (einsum nodes, each priced alone)" if grouped else ""), box=box.ASCII2,
-              title_justify="left", show_footer=True)
-    tot = r["totals"]
-    t.add_column("op", footer="total")
-    t.add_column("equation", overflow="fold", max_width=36)
-    t.add_column("loc", overflow="fold", max_width=20)
-    t.add_column("FLOPs matrix", justify="right", footer=f"{tot['flops_matrix']:,}")
-    t.add_column("FLOPs vector", justify="right", footer=f"{tot['flops_vector']:,}")
-    t.add_column("bytes", justify="right", footer=f"{sum(op['bytes'] for op in r['ops']):,}")
-    t.add_column("FLOP/B", justify="right")
-    for h in hws:
-        # grouped: the unfused bound is the kernels' sum, not this column's (see the kernels table)
-        t.add_column(f"{h}\nbound", justify="right",
-                     footer="" if grouped else fmt_time(r["bounds"][h]["unfused_s"]))
-        t.add_column(f"{h}\nbound by")
-        if ca:
-            t.add_column(f"{h}\ncache-aware bound", justify="right")
-            t.add_column(f"{h}\nlevel")
-    for op in r["ops"]:
-        ai = "inf" if op["intensity"] is None else f"{op['intensity']:.3g}"
-        vec = f"{op['flops_vector']:,}"
-        if op.get("flops_vector_literal", op["flops_vector"]) != op["flops_vector"]:
-            vec += f" (literal {op['flops_vector_literal']:,})"
-        cells = [op["name"], op["equation"], op["loc"] or "-", f"{op['flops_matrix']:,}", vec,
-                 f"{op['bytes']:,}", ai]
-        for h in hws:
-            cells += [fmt_time(op["bound_s"][h]), op["bottleneck"][h]]
-            if ca:
-                cells += [fmt_time(op["cache_aware_s"][h]), op["cache_aware_bottleneck"][h]]
-        t.add_row(*cells)
-    con.print(t)
-    if grouped:
-        con.print(_kernels_table(r, hws))
+    def say(text: str) -> None:
+        con.print(text, overflow="fold", crop=False)
+
+    say("\n".join(_wrapped_header(r, hws, ca, width)))
     con.print(_bounds_table(r, hws, fid, ca))
+    if any(m["path"] for m in r.get("modules") or []):
+        con.print(module_table(r, depth or auto_depth(r, max(top, 12) if top > 0 else 1 << 30)))
+    con.print(kernel_table(r, top, width))
+    tables, notes = measured_tables(r)
+    for t in tables:
+        con.print(t)
+    for note in notes:
+        say(note)
+    tot = r["totals"]
     extra = f", {fmt_bytes(tot['bytes_cache_aware'])} bytes cache-aware (DRAM level, {hws[0]})" if ca else ""
-    con.print(f"totals: {tot['flops']:,} FLOPs ({tot['flops_matrix']:,} matrix, {tot['flops_vector']:,} "
-              f"vector); {tot['bytes_unfused']:,} bytes unfused, {tot['bytes_fused']:,} bytes compulsory"
-              f"{extra}")
+    say(f"totals: {tot['flops']:,} FLOPs ({tot['flops_matrix']:,} matrix, {tot['flops_vector']:,} "
+        f"vector); {tot['bytes_unfused']:,} bytes unfused, {tot['bytes_fused']:,} bytes compulsory{extra}")
     literal = tot.get("flops_vector_literal", tot["flops_vector"])
     if literal != tot["flops_vector"]:
-        con.print(f"vector work: {tot['flops_vector']:,} FLOPs, the fewest a legal implementation needs "
-                  f"(loop-invariant terms once, common subexpressions once, products reassociated); "
-                  f"{literal:,} counted literally, every op at every point as written")
-    if r["narrowed"]:
-        con.print(f"as written (before narrow-needed): {tot['flops_as_written']:,} FLOPs "
-                  f"({tot['flops_matrix_as_written']:,} matrix, {tot['flops_vector_as_written']:,} vector); "
-                  f"{tot['bytes_unfused_as_written']:,} bytes unfused, {tot['bytes_fused_as_written']:,} "
-                  "bytes compulsory")
-    if ca:
-        _print_bracket(con, r, hws[0])
+        say(f"vector work: {tot['flops_vector']:,} FLOPs, the fewest a legal implementation needs "
+            f"(loop-invariant terms once, common subexpressions once, products reassociated); "
+            f"{literal:,} counted literally, every op at every point as written")
+    if r["narrowed"] and tot["flops_as_written"] != tot["flops"]:
+        say(f"as written (before narrow-needed): {tot['flops_as_written']:,} FLOPs "
+            f"({tot['flops_matrix_as_written']:,} matrix, {tot['flops_vector_as_written']:,} vector); "
+            f"{tot['bytes_unfused_as_written']:,} bytes unfused, {tot['bytes_fused_as_written']:,} "
+            "bytes compulsory")
     if ca and len({r["bounds"][h]["bytes_cache_aware"] for h in hws}) > 1:
-        con.print("note: cache-aware DRAM-level bytes differ per target (capacities differ): " + ", ".join(
+        say("note: cache-aware DRAM-level bytes differ per target (capacities differ): " + ", ".join(
             f"{h} {fmt_bytes(r['bounds'][h]['bytes_cache_aware'])}" for h in hws))
     if r["value_dependent"]:
-        traced = [v for v in r["value_dependent"] if v.get("traced")]
-        con.print("value-dependent (indirect) accesses: " + "; ".join(
-            f"{v['op']} ({', '.join(v['tensors'])})" for v in r["value_dependent"]))
+        vd = r["value_dependent"]
+        shown = vd if top <= 0 else vd[:top]
+        more = f"; {len(vd) - len(shown)} more (--top 0 lists all)" if len(shown) < len(vd) else ""
+        say("value-dependent (indirect) accesses: " + "; ".join(
+            f"{v['op']} ({', '.join(dict.fromkeys(v['tensors']))})" for v in shown) + more)
+        traced = [v for v in shown if v.get("traced")]
         if traced:
-            con.print("  counted as the traced sample touched them (the bound holds for that sample; "
-                      "--indirect min for the all-inputs minimum): " + "; ".join(
-                          f"{v['op']} ({', '.join(v['traced'])})" for v in traced))
-        if len(traced) < len(r["value_dependent"]):
-            con.print("  counted at the fewest elements any index values touch: " + "; ".join(
-                f"{v['op']} ({', '.join(t for t in v['tensors'] if t not in v.get('traced', []))})"
-                for v in r["value_dependent"] if set(v["tensors"]) - set(v.get("traced", []))))
+            say("  counted as the traced sample touched them (the bound holds for that sample; "
+                "--indirect min for the all-inputs minimum): " + "; ".join(
+                    f"{v['op']} ({', '.join(dict.fromkeys(v['traced']))})" for v in traced))
+        untraced = [(v["op"], [t for t in dict.fromkeys(v["tensors"]) if t not in (v.get("traced") or [])])
+                    for v in shown]
+        if any(ts for _, ts in untraced):
+            say("  counted at the fewest elements any index values touch: " + "; ".join(
+                f"{op} ({', '.join(ts)})" for op, ts in untraced if ts))
     if r["inverse"] is not None:
         _inverse_table(con, r, [f for f in fid if f in ("unfused", "fused")])
-    return buf.getvalue()
+    if ops:
+        con.print(ops_table(r, top, ca))
+        if ca:
+            for line in traffic_lines(r, hws[0], top):
+                say(line)
+    hints = [] if ops else ["--ops: per statement"]
+    hints += ["--depth N: module tree depth", "--top N: rows (0: all)"]
+    if not explain:
+        hints.append("--explain: terms")
+    say("more: " + "; ".join(hints))
+    if explain:
+        say("\n".join(explain_lines(width)))
+    return "".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines())
 
 
 def _grouped(r: dict[str, Any]) -> bool:
     """Whether the unfused kernels come from a source-op record (else they are the ops)."""
     return any(k["op"] is not None for k in r["kernels_unfused"])
-
-
-def _stmt_ranges(stmts: Sequence[int]) -> str:
-    """[2, 3, 4, 7] -> 'S2-S4, S7'."""
-    runs: list[list[int]] = []
-    for i in stmts:
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return ", ".join(f"S{a[0]}" if len(a) == 1 else f"S{a[0]}-S{a[-1]}" for a in runs)
-
-
-def _kernels_table(r: dict[str, Any], hws: list[str]) -> Any:
-    from rich import box
-    from rich.table import Table
-
-    tot = r["totals"]
-    t = Table(title="kernels of the unfused bound (one per source op; its intermediates stay on chip)",
-              box=box.ASCII2, title_justify="left", show_footer=True)
-    t.add_column("kernel", footer="total", overflow="fold", max_width=52)
-    t.add_column("loc", overflow="fold", max_width=64)
-    t.add_column("statements", overflow="fold", max_width=16)
-    t.add_column("FLOPs matrix", justify="right", footer=f"{tot['flops_matrix']:,}")
-    t.add_column("FLOPs vector", justify="right", footer=f"{tot['flops_vector']:,}")
-    t.add_column("bytes", justify="right", footer=f"{tot['bytes_unfused']:,}")
-    for h in hws:
-        t.add_column(f"{h}\nbound", justify="right", footer=fmt_time(r["bounds"][h]["unfused_s"]))
-        t.add_column(f"{h}\nbound by")
-    for k in r["kernels_unfused"]:
-        name = k["op"] if k["op"] is not None else k["name"]
-        if len(r["kernels"]) > 1:
-            name = f"{k['kernel']}.{name}"
-        cells = [name, k["loc"] or "-", _stmt_ranges(k["stmts"]) or ", ".join(k["ops"]),
-                 f"{k['flops_matrix']:,}", f"{k['flops_vector']:,}", f"{k['bytes']:,}"]
-        for h in hws:
-            cells += [fmt_time(k["bound_s"][h]), k["bottleneck"][h]]
-        t.add_row(*cells)
-    return t
 
 
 def _bounds_table(r: dict[str, Any], hws: list[str], fid: list[str], ca: bool) -> Any:
@@ -348,7 +305,7 @@ def _inverse_table(con: Any, r: dict[str, Any], fidelities: list[str]) -> None:
     t = Table(title=f"inverse roofline: hardware needed for {fmt_time(inv['latency_s'])}",
               box=box.ASCII2, title_justify="left")
     for name in ("target", "fidelity", "DRAM BW", "x now", "matrix FLOP/s", "x now", "vector FLOP/s",
-                 "x now", "all-figure scale", "met"):
+                 "x now", "scale all figures", "met"):
         t.add_column(name, justify="left" if name in ("target", "fidelity", "met") else "right")
     for h in r["bounds"]:
         for f in fidelities:
@@ -358,13 +315,3 @@ def _inverse_table(con: Any, r: dict[str, Any], fidelities: list[str]) -> None:
                       fmt_rate(d["vector_flops"], "FLOP/s"), f"{d['vector_x']:.3g}x",
                       f"{d['scale_x']:.3g}x" if "scale_x" in d else "-", "yes" if d["met"] else "no")
     con.print(t)
-
-
-def _print_bracket(con: Any, r: dict[str, Any], h: str) -> None:
-    """Per contraction and level: the traffic lower bound beside the traffic of the best tiled
-    schedule found (an achievable figure), so that users see how tight the bound can be."""
-    rows = [op for op in r["ops"] if op.get("bytes_tiled", {}).get(h)]
-    for op in rows:
-        parts = [f"{lv}: bound {fmt_bytes(op['bytes_cache_aware'][h][lv])} <= tiled {fmt_bytes(t)}"
-                 for lv, t in op["bytes_tiled"][h].items()]
-        con.print(f"traffic bracket {op['name']} ({h}): " + "; ".join(parts))

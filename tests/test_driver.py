@@ -99,6 +99,22 @@ def test_bad_mlir_inputs_give_one_line(capsys, tmp_path: Path, text: str, messag
      'bad pass pipeline \'loop-stats{x=1}\': Provided arguments ["x"] not found in expected arguments []'),
     ([MATMUL, "--rooflin=all"], "unknown option '--rooflin' (did you mean '--roofline'?)"),
     ([MATMUL, "--zzz"], "unknown option '--zzz' (solar-opt --help lists the options)"),
+    ([MATMUL, "--roofline=all", "--dpeth", "2"], "unknown option '--dpeth' (did you mean '--depth'?)"),
+    ([MATMUL, "--roofline=all", "--mesured=3us"], "unknown option '--mesured' (did you mean '--measured'?)"),
+    ([MATMUL, "--roofline=all", "--explian"], "unknown option '--explian' (did you mean '--explain'?)"),
+    ([MATMUL, "--roofline=al"], "argument --roofline: invalid choice 'al' (did you mean 'all'? choose from "
+                                "unfused, fused, cache-aware, all)"),
+    ([MATMUL, "--roofline=all", "--depth", "two"],
+     "argument --depth: --depth expects a whole number, got 'two'"),
+    ([MATMUL, "--roofline=all", "--top=-1"], "argument --top: --top must be at least 0, got -1"),
+    ([MATMUL, "--roofline=all", "--format=json", "--depth=2"],
+     "--depth: options of the text report; the output here is 'json'"),
+    ([MATMUL, "--lift-einsum", "--measured=3us"],
+     "--measured compares measured times with the bounds: add --roofline"),
+    ([MATMUL, "--roofline=all", "--measured=3 parsecs"],
+     "--measured '3 parsecs': expected a time such as 310us, or a JSON file of times"),
+    ([MATMUL, "--roofline=all", "--measured=/nonexistent/t.json"],
+     "/nonexistent/t.json: cannot read the measured times: No such file or directory"),
 ])
 def test_bad_invocations_give_one_line(capsys, argv: list[str], message: str) -> None:
     assert _one_line_error(*run_main(capsys, *argv)) == f"solar-opt: error: {message}"
@@ -112,6 +128,36 @@ def test_exit_status_and_stderr_of_the_real_process(tmp_path: Path) -> None:
     stdin = subprocess.run([SOLAR_OPT, "-f", "loop"], input="kernel\n", capture_output=True, text=True)
     assert (stdin.returncode, stdin.stderr) == (1, "solar-opt: error: stdin:1:7: unexpected end of line, "
                                                    "expected a name\n")
+
+
+def test_a_flag_typo_is_one_line_and_exit_1_in_the_real_process() -> None:
+    """The README's promise: a typo is one line with a suggestion and exit status 1 (not argparse's
+    usage text and exit 2)."""
+    r = subprocess.run([SOLAR_OPT, MATMUL, "--roofline=all", "--hw", "H100_SXM", "--plto", "x.svg"],
+                       capture_output=True, text=True)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == "solar-opt: error: unknown option '--plto' (did you mean '--plot'?)\n"
+
+
+def test_explain_alone_prints_the_glossary(capsys) -> None:
+    from solar_compiler.render.glossary import GLOSSARY
+
+    rc, out, err = run_main(capsys, "--explain")
+    assert (rc, err) == (0, "")
+    assert out.startswith("terms (solar-opt --explain; docs/report.md):\n"
+                          "  source: the program the report is about")
+    assert all(f"  {term}: " in out for term, _ in GLOSSARY)
+
+
+def test_view_flags_reach_the_text_report(capsys) -> None:
+    rc, out, _ = run_main(capsys, MATMUL, "--roofline=all", "--hw", "H100_SXM", "--width", "60", "--ops",
+                          "--explain", "--top", "1")
+    assert rc == 0
+    assert max(len(line) for line in out.splitlines()) <= 60
+    assert "statements (einsum nodes), each priced alone" in out.replace("\n", " ")
+    assert "  % of SOL: 100 x bound / measured" in out  # the glossary, after the report
+    rc, out, _ = run_main(capsys, MATMUL, "-t", "report{width=50}", "-p", "lift-einsum,roofline")
+    assert rc == 0 and max(len(line) for line in out.splitlines()) <= 50
 
 
 def test_debug_shows_the_traceback() -> None:

@@ -62,7 +62,7 @@ def test_json_shape_exact_keys():
     assert r["schema"] == "solar-report/1"
     assert set(r) == {"schema", "source", "validation", "precision", "fidelity", "kernels", "narrowed",
                       "cache_size", "cache_state", "indirect", "totals", "bounds", "ops", "kernels_unfused",
-                      "hw", "aliases", "value_dependent", "inverse"}
+                      "modules", "hw", "aliases", "value_dependent", "inverse", "measured"}
     assert r["validation"] == NOT_VALIDATED
     assert r["narrowed"] is False and r["cache_size"] is None
     flops, unfused, fused = 2 * N**3 + N * N, (1 + 4 + 2) * N * N * 4, 3 * N * N * 4
@@ -87,7 +87,7 @@ def test_json_shape_exact_keys():
                                 "unit", "matrix_dtype", "vector_dtype", "intensity", "sequential", "indirect",
                                 "bound_s",
                                 "bottleneck", "cache_aware_s", "cache_aware_bottleneck", "bytes_cache_aware",
-                                "bytes_tiled"}
+                                "bytes_tiled", "module"}
     assert r["ops"][1]["cache_aware_s"] == {"H100_SXM": None, "A100_SXM": None}
     assert [(o["unit"], o["flops"], o["bytes"]) for o in r["ops"]] == [
         ("memory", 0, N * N * 4), ("matrix", 2 * N**3, 4 * N * N * 4), ("vector", N * N, 2 * N * N * 4)]
@@ -98,7 +98,13 @@ def test_json_shape_exact_keys():
             assert set(d) == {"dram_bw_Bps", "dram_bw_x", "matrix_flops", "matrix_x", "vector_flops",
                               "vector_x", "scale_x", "met"}
     h = r["hw"]["H100_SXM"]
-    assert set(h) == {"description", "path", "precision", "dram_bw", "matrix", "vector"}
+    assert set(h) == {"description", "path", "precision", "dram_bw", "matrix", "vector", "memory"}
+    assert h["memory"] == [
+        {"name": "chip", "per": "chip", "units": 1, "capacity": 121_634_816, "bandwidth": 3.35e12,
+         "describe": "on-chip capacity 121.6 MB"},
+        {"name": "sm", "per": "sm", "units": 132, "capacity": 524_288, "bandwidth": 16.7e12,
+         "describe": "per-SM storage 512 KiB x 132"}]
+    assert r["measured"] is None and [m["path"] for m in r["modules"]] == [""]  # no module paths
     assert h["matrix"]["f32"]["value"] == 494.7e12 and h["matrix"]["f32"]["figure"] == "matrix.tf32"
     assert h["vector"]["f32"]["value"] == 66.9e12 and h["dram_bw"]["value"] == 3.35e12
     assert r["value_dependent"] == [] and r["fidelity"] == ["unfused", "fused", "cache-aware"]
@@ -111,6 +117,7 @@ def test_hw_record_labels_name_the_figure_used():
                 (Access("X", "bf16", N, 2 * N),), (Access("Y", "bf16", N, 2 * N),))
     h = report(graphs=[GraphCosts("e", [ex], 4 * N)])["hw"]["H100_SXM"]
     assert h["vector"]["bf16"] == {"value": 133.8e12, "figure": "vector.bf16", "estimate": True,
+                                   "label": "BF16 vector",
                                    "source": "https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper"}
 
 
@@ -134,18 +141,46 @@ def test_text_report_rows_and_totals():
     assert "validation: NOT validated: loop-text input; nothing was executed against a reference" in text
     assert "narrowing:  not run: counts are as written" in text and "as written (before" not in text
     assert "policy auto" in text and "f32 contractions at TF32 tensor rate (494.7 TFLOP/s)" in text
+    # what each dtype was priced at, per target, and the memory levels in words
+    assert ("  rates:    matrix f32 494.7 TFLOP/s dense (TF32 tensor); vector f32 66.9 TFLOP/s "
+            "(FP32 vector); DRAM 3.35 TB/s") in text
+    assert "  memory:   on-chip capacity 91.49 MB, fed at 2.039 TB/s; per-SM storage 448 KiB x 108, fed at " \
+        "7.22 TB/s" in text
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("|")}
-    assert {"S0", "S1", "S2", "total", "unfused", "fused", "cache-aware"} <= set(rows)
-    s1 = [c.strip() for c in rows["S1"].split("|")[1:-1]]
-    assert s1 == ["S1", "ik,kj->ij", "mm.py:3", "137,438,953,472", "0", "268,435,456", "512",
-                  "277.8 us", "matrix", "881 us", "matrix"]
-    total = [c.strip() for c in rows["total"].split("|")[1:-1]]
-    assert total[3:6] == ["137,438,953,472", "16,777,216", "469,762,048"]
+    assert {"unfused", "fused", "cache-aware"} <= set(rows)
     fused = [c.strip() for c in rows["fused"].split("|")[1:-1]]
     assert fused == ["fused", "201,326,592", "277.8 us", "matrix", "881 us", "matrix"]
     assert "n/a" in rows["cache-aware"]
+    # kernels (here: one per statement, no source ops) sorted by bound; SI counts rounded down, the share
+    # of the unfused bound (277.8 / (20.03 + 277.8 + 40.06) us), no module column without module paths
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines)
+              if line.startswith("kernels by bound on H100_SXM (3: one per"))
+    assert lines[at + 2].split() == ["op", "line", "FLOPs", "bytes", "FLOP/B", "bound", "share", "bound",
+                                     "by", "bound", "bound", "by"]
+    assert [line.split() for line in lines[at + 4:at + 7]] == [
+        ["S1", "3", "137", "G", "268", "MB", "512", "277.8", "us", "82.2%", "matrix", "881", "us", "matrix"],
+        ["S2", "4", "16.7", "M", "134", "MB", "0.125", "40.06", "us", "11.9%", "memory", "65.83", "us",
+         "memory"],
+        ["S0", "2", "0", "67.1", "MB", "0", "20.03", "us", "5.9%", "memory", "32.91", "us", "memory"]]
     assert "totals: 137,455,730,688 FLOPs" in text
     assert "inverse roofline: hardware needed for 2 ms" in text
+    assert "statements (einsum nodes), each priced alone" not in text  # only with --ops
+    assert "more: --ops: per statement; --depth N" in text
+
+
+def test_text_report_top_folds_the_rest_and_ops_adds_the_statements():
+    r = report("H100_SXM")
+    text = emit(TextReportTarget(top=1, ops=True), module_with(r))
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("kernels by bound"))
+    assert lines[at + 4].split()[:2] == ["S1", "3"]
+    assert lines[at + 5].split() == ["(2", "more)", "16.7", "M", "201", "MB", "60.1", "us", "17.8%"]
+    at = next(i for i, line in enumerate(lines) if line.startswith("statements (einsum nodes), each priced"))
+    assert "stays on" in lines[at] + lines[at + 1]  # the per-statement view says why it differs
+    op_rows = [line.split() for line in lines[at:] if line.startswith(("S", "  "))]
+    assert ["S1", "model", "ik,kj->ij", "3", "137", "G", "268", "MB", "512", "277.8", "us",
+            "matrix"] in op_rows
 
 
 def test_multiple_kernels_are_one_program_with_prefixed_names():
@@ -196,20 +231,66 @@ def test_fmt_time(s, text):
     assert fmt_time(s) == text
 
 
-def test_plot_svg_names_ops_and_targets(tmp_path):
+def test_plot_svg_names_kernels_and_targets(tmp_path):
     from solar_compiler.plot import write_plot
 
     path = tmp_path / "r.svg"
     write_plot(report("H100_SXM,A100_SXM"), str(path))
     svg = path.read_text()
-    assert svg.startswith("<?xml") and "H100_SXM" in svg and "A100_SXM" in svg
-    assert ">S1<" in svg and ">S2<" in svg  # placed ops, labelled
-    assert "not placed (0 FLOPs or 0 bytes): S0" in svg  # S0 moves bytes only
+    assert svg.startswith("<?xml") and "H100_SXM: fused 277.8 us" in svg and "A100_SXM" in svg
+    assert ">S1 (82.2%)<" in svg and ">S2 (11.9%)<" in svg  # kernels, labelled with their share
+    assert "1 kernel(s) with no FLOPs or no bytes not placed" in svg  # S0 moves bytes only
+    assert ">model, fused 277.8 us<" in svg and ">model, unfused 337.9 us<" in svg
     png = tmp_path / "r.png"
     write_plot(report(), str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SolarError, match="plot file must end in .png or .svg"):
         write_plot(report(), str(tmp_path / "r.pdf"))
+
+
+def _crowded_report() -> dict:
+    """40 kernels in 10 modules at nearby intensities, and a measured time: labels must find room."""
+    ops, kernels = [], []
+    for i in range(40):  # intensities from 1/8 to 4 FLOP/B, bounds within 2x of each other
+        n = 2 ** 20 + i * 4096
+        f = n * (1 + i % 8) * (1 + i // 8)
+        ops.append(OpCost(f"S{i}", "Y[i] = X[i] * W[i]", "i->i", f"m.py:{i + 1}", "vector", 0, f, 0, None,
+                          "f32", n, (acc("X", n),), (acc("Y", n),)))
+    g = GraphCosts("m", ops, 8 * 2 ** 20)
+    from solar_compiler.analysis.unfused import UnfusedKernel
+
+    for i, o in enumerate(ops):
+        kernels.append(UnfusedKernel(f"mul @ m.py:{i}", "aten.mul.Tensor", o.loc, (i,), (i,), o.reads,
+                                     o.writes, f"blocks.{i % 10}.mlp"))
+    from solar_compiler.analysis.measured import Measured
+
+    return build_report([g], parse_hw_list("H100_SXM"), source="m.py", validation=NOT_VALIDATED,
+                        unfused=[kernels], measured=Measured("3ms", 3e-3, {"blocks.1": 2e-4}))
+
+
+def test_plot_labels_do_not_overlap_and_show_the_model_and_measured_points():
+    from matplotlib.text import Text
+
+    from solar_compiler.plot import roofline_figure
+
+    fig = roofline_figure(_crowded_report())
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    labels = [t for t in ax.texts if t.get_text() and "unlabelled" not in t.get_text()]
+    unlabelled = next(t.get_text() for t in ax.texts if "unlabelled" in t.get_text())
+    assert unlabelled == f"{40 + 4 - len(labels)} kernel(s) unlabelled (smaller, or no room)"
+    for t in labels:
+        t.update_positions(renderer)
+    boxes = [Text.get_window_extent(t, renderer) for t in labels]  # the text, without a leader line
+    assert len(labels) >= 8
+    assert not [(a.get_text(), b.get_text()) for i, (a, ba) in enumerate(zip(labels, boxes, strict=True))
+                for b, bb in zip(labels[i + 1:], boxes[i + 1:], strict=True) if ba.overlaps(bb)]
+    axbox = ax.get_window_extent(renderer)
+    assert all(axbox.x0 <= b.x0 and b.x1 <= axbox.x1 and axbox.y0 <= b.y0 and b.y1 <= axbox.y1 for b in boxes)
+    text = {t.get_text() for t in labels}
+    assert any(t.startswith("blocks.") and " mul " in t for t in text)  # module path and op
+    assert any(t.startswith("measured 3 ms, ") and "% of fused SOL" in t for t in text)
+    assert "measured blocks.1 200 us" in text
 
 
 def test_pass_options_rejected():
@@ -296,10 +377,13 @@ def test_e2e_example_text_and_plot(capsys, tmp_path):
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]]
             for line in out.splitlines() if line.startswith("|")}
     # 64x32x16 f32: 65,536 FLOPs; A 8 KiB + B 2 KiB + C 4 KiB = 14,336 bytes / 3.35 TB/s = 4.279 ns
-    assert rows["S1"][3:] == ["65,536", "0", "14,336", "4.57", "4.279 ns", "memory"]
+    assert ("totals: 65,536 FLOPs (65,536 matrix, 0 vector); 14,336 bytes unfused, 14,336 bytes "
+            "compulsory") in out
+    kernel = next(line.split() for line in out.splitlines() if line.startswith("S1 "))
+    assert kernel == ["S1", "-", "65.5", "k", "14.3", "kB", "4.57", "4.279", "ns", "100.0%", "memory"]
     assert rows["fused"] == ["fused", "14,336", "4.279 ns", "memory"]
     assert "unfused" not in rows and "cache-aware" not in rows
-    assert ">S1<" in plot.read_text()
+    assert ">S1 (100.0%)<" in plot.read_text()
 
 
 def test_e2e_errors_are_one_line(capsys):

@@ -108,7 +108,7 @@ OLD_DISPATCH_OPS = """
 
 def test_the_template_modules_are_the_ones_the_registry_finds():
     assert registry.template_modules() == [f"{registry.TEMPLATES_PACKAGE}.{m}" for m in TEMPLATE_MODULES]
-    assert len(TEMPLATE_MODULES) == 16
+    assert len(TEMPLATE_MODULES) == 17
 
 
 @pytest.fixture(scope="module")

@@ -240,20 +240,23 @@ def test_tril_matmul_kernels_by_hand(capsys, torch_files):
 
 def test_text_report_shows_the_kernel_table(capsys, torch_files):
     rc = main([torch_files["conv_bn_relu"], "--translate", "--lift-einsum", "--roofline=all", "--hw",
-               "H100_SXM"])
+               "H100_SXM", "--width", "200"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "kernels of the unfused bound (one per source op; its intermediates stay on chip)" in out
-    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]]
-             for line in out.splitlines() if line.startswith("|")}
+    lines = out.splitlines()
+    at = lines.index(next(x for x in lines if x.startswith("kernels by bound on H100_SXM")))
+    assert lines[at] == "kernels by bound on H100_SXM (3: one per source op, its intermediates on chip)"
+    rows = [x.split() for x in lines[at + 4:at + 7]]
     out_b = 8 * 16 * 32 * 32 * 4
-    conv = cells["aten.convolution.default"]
-    assert conv[2:] == ["S0-S1", "6,786,048", "0", f"{8 * 3 * 32 * 32 * 4 + 16 * 27 * 4 + out_b:,}",
-                        "186.4 ns", "memory"]
-    assert cells["aten.relu.default"][2:] == ["S5", "0", "131,072", f"{2 * out_b:,}", "313 ns", "memory"]
-    bn = next(v for k, v in cells.items() if k.startswith("aten._native_batch_norm"))
-    assert bn[2] == "S2-S4" and bn[5] == f"{2 * out_b + 4 * 16 * 4:,}"
-    assert cells["unfused"][3] == "per kernel"
+    # bytes: conv reads x (8x3x32x32) and w (16x27), writes out (8x16x32x32), f32: 624,320 B; bn and
+    # relu read and write out (1,048,576 B; bn also its 4 per-channel vectors, +256 B); bound / 3.35 TB/s
+    assert rows == [
+        ["bn", "batch_norm", "20", "262", "k", "1.04", "MB", "0.25", "313.1", "ns", "38.5%", "memory"],
+        ["model", "relu", "20", "131", "k", "1.04", "MB", "0.125", "313", "ns", "38.5%", "memory"],
+        ["conv", "convolution", "20", "6.78", "M", "624", "kB", "10.9", "186.4", "ns", "22.9%", "memory"]]
+    # unfused: their sum, 624,320 + 1,048,832 + 1,048,576 B
+    unfused = 624_320 + 2 * out_b + 256 + 2 * out_b
+    assert f"| unfused                 | {unfused:,} | 812.5 ns | per kernel |" in out
     # conv_bn_relu: one output of 8 x 16 x 32 x 32 elements, compared whole on 3 samples
     assert f"validation: validated (torch-export frontend, full): 3 sample(s) of {8 * 16 * 32 * 32:,} " \
         "output elements, max relative error" in out
@@ -318,7 +321,10 @@ def test_loop_record_prices_groups_and_survives_narrow_needed():
         ("max", x + row), ("exp-sum", x + row + y + row), ("div", y + row + y)]
     assert [k["reads"] for k in r["kernels_unfused"]] == [{"X": x}, {"X": x, "M": row}, {"Y": y, "S": row}]
     text = render_text(r)
-    assert "| max " in text and "per kernel" in text
+    assert "per kernel" in text
+    # the kernels table (no module column: no module paths): one row per kernel, by bound
+    table = text[text.index("kernels by bound"):text.index("totals:")].splitlines()[4:]
+    assert [row.split()[0] for row in table] == ["exp-sum", "div", "max"]
 
 
 def test_narrow_reports_the_origin_of_every_statement():
@@ -393,7 +399,7 @@ def _header_of(validation: dict) -> list[str]:
     _, g = _kernel("matmul")
     r = build_report([g], parse_hw_list("H100_SXM"), source="m.py", validation=validation,
                      fidelity=("unfused", "fused"))
-    text = render_text(r)
+    text = render_text(r, width=1000)  # one line per record line: no wrapping at the report's width
     return text[text.index("validation:"):text.index("precision:")].rstrip("\n").split("\n")
 
 

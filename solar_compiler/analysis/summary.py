@@ -26,7 +26,15 @@ lists the ops with such accesses, their tensors, and those counted from the trac
 the same tensor returned twice): eager frameworks run no kernel for them, so no statement prices
 them. `ops` are the einsum nodes, each with its own bound; `kernels_unfused` are the kernels the unfused
 bound sums (`unfused.py`: one per source op when the statements carry origins, else one per node),
-each with its statements, external traffic and bound; `totals.bytes_unfused` is their traffic. The
+each with its statements, external traffic and bound; `totals.bytes_unfused` is their traffic. Each
+op and kernel row has `module`, the `nn.Module` path its source op ran in (the statements'
+`Origin.module`; null at the top level or without origins); `modules` are the module tree's rows
+(`modules.py`: path, parent, depth, kernel indices, FLOPs, bytes, per-target bound, share of the
+unfused bound and bottleneck, `same_as` for identical indexed blocks). `measured` is null, or the
+measured times against the bounds (`measured.py`: per target and fidelity `bound_s`,
+`percent_of_sol`, `headroom_x`, `headroom_s`, `below_bound`; per measured module the same against its
+part of the unfused bound). `hw.<target>.memory` lists the target's memory levels as its figures give
+them (`describe` in words), and each `matrix`/`vector` figure has its `label` ("BF16 tensor"). The
 validation record is the frontend's (`ProgramInfo.validation`), plus `value_dependent`, the
 frontend's list of value-dependent ops, and `notes`.
 """
@@ -41,6 +49,8 @@ from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.bounds import GraphBounds, graph_bounds, inverse_roofline
 from solar_compiler.analysis.costs import GraphCosts, program_costs
+from solar_compiler.analysis.measured import Measured, measured_record
+from solar_compiler.analysis.modules import module_rows
 from solar_compiler.analysis.program import Program, program_of
 from solar_compiler.analysis.unfused import UnfusedKernel, node_kernels, unfused_kernels
 from solar_compiler.dialects.solar import AsWrittenOp
@@ -86,8 +96,9 @@ def as_written_record(module: ModuleOp, indirect: str = "traced") -> dict[str, d
 
 
 def _figure(p: Priced) -> dict[str, Any]:
-    """The rate a dtype was priced at and the figure it came from (`HwTarget.price_*` name it)."""
-    return {"value": p.rate, "figure": p.key, "source": p.source, "estimate": p.estimate}
+    """The rate a dtype was priced at and the figure it came from (`HwTarget.price_*` name it), with
+    the figure in words (`label`: "BF16 tensor")."""
+    return {"value": p.rate, "figure": p.key, "source": p.source, "estimate": p.estimate, "label": p.label}
 
 
 def _as_written(graphs: Sequence[GraphCosts], unfused: Sequence[Sequence[UnfusedKernel]],
@@ -137,7 +148,16 @@ def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str) -> di
                     "estimate": bw.estimate},
         "matrix": {d: _figure(hw.price_matrix(d, precision)) for d in mdt},
         "vector": {d: _figure(hw.price_vector(d)) for d in vdt},
+        "memory": _memory_record(hw),
     }
+
+
+def _memory_record(hw: HwTarget) -> list[dict[str, Any]]:
+    """The target's memory levels as its figures give them (outermost first), for the report header:
+    the capacities behind each boundary and the bandwidth across it (`--cache-size` is not applied
+    here; the cache-aware `levels` carry what was priced)."""
+    return [{"name": lv.name, "per": lv.per, "units": lv.units, "capacity": math.ceil(lv.capacity.value),
+             "bandwidth": lv.bandwidth.value, "describe": lv.describe()} for lv in hw.levels]
 
 
 def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, source: str,
@@ -147,7 +167,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                  cache_size: int | None = None, as_written: dict[str, dict] | None = None,
                  unfused: Sequence[Sequence[UnfusedKernel]] | None = None,
                  aliases: Sequence[dict[str, Any]] = (), cache_state: str = "cold",
-                 indirect: str = "traced") -> dict[str, Any]:
+                 indirect: str = "traced", measured: Measured | None = None) -> dict[str, Any]:
     """The report dict (schema `solar-report/1`) for the given costs on every target. Cache-aware
     bounds need `kernels` (those the costs came from, same order); `as_written` is `narrow-needed`'s
     record (None: not narrowed); `unfused` the kernels of the unfused bound per graph (None: one per
@@ -189,6 +209,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
         })
     first = bounds[targets[0].name].cache_aware if targets else None
     kernel_rows = _kernel_rows(graphs, groups, op_rows, bounds)
+    _op_modules(op_rows, kernel_rows)
     report: dict[str, Any] = {
         "schema": SCHEMA, "source": source, "validation": validation,
         "precision": precision, "fidelity": list(fidelity),
@@ -215,6 +236,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                    for h, b in bounds.items()},
         "ops": op_rows,
         "kernels_unfused": kernel_rows,
+        "modules": module_rows(kernel_rows, [t.name for t in targets]),
         "hw": {t.name: _hw_record(t, graphs, precision) for t in targets},
         "aliases": [dict(a) for a in aliases],
         "value_dependent": [{"op": r["name"], "loc": r["loc"],
@@ -228,6 +250,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
         for h, b in bounds.items():
             inv[h] = inverse_roofline(b, graphs, latency_s)
         report["inverse"] = inv
+    report["measured"] = measured_record(report, measured) if measured is not None else None
     return report
 
 
@@ -240,7 +263,7 @@ def _kernel_rows(graphs: Sequence[GraphCosts], groups: Sequence[Sequence[Unfused
     for g, u in zip(graphs, groups, strict=True):
         for k in u:
             rows.append({"name": f"{g.kernel}.{k.name}" if multi else k.name, "kernel": g.kernel,
-                         "op": k.op, "loc": k.loc, "stmts": list(k.stmts),
+                         "op": k.op, "loc": k.loc, "module": k.module, "stmts": list(k.stmts),
                          "ops": [op_rows[base + i]["name"] for i in k.ops],
                          "flops_matrix": sum(g.ops[i].flops_matrix for i in k.ops),
                          "flops_vector": sum(g.ops[i].flops_vector for i in k.ops),
@@ -254,3 +277,8 @@ def _kernel_rows(graphs: Sequence[GraphCosts], groups: Sequence[Sequence[Unfused
     return rows
 
 
+def _op_modules(op_rows: list[dict[str, Any]], kernel_rows: Sequence[dict[str, Any]]) -> None:
+    """Each op (einsum node) gets the module path of the kernel it runs in (None: top level)."""
+    by_name = {name: k.get("module") for k in kernel_rows for name in k["ops"]}
+    for row in op_rows:
+        row["module"] = by_name.get(row["name"])

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from solar_compiler import progress
 from solar_compiler.errors import SolarError
 from solar_compiler.executor.trace import IndirectTrace
 from solar_compiler.frontends import CaptureFailed, FrontendOptions, Translation
@@ -35,8 +36,10 @@ class TorchFrontend:
         if not options.no_cache:
             hit = cache_load(key)
             if hit is not None:
+                progress.phase("translate", f"{path}: cached translation (--no-cache translates again)")
                 hit.notes.append("translation cache hit")
                 return hit
+        progress.phase("frontend", f"{path}: torch, in a sandboxed child (starting torch)")
         try:
             if options.sandboxed:  # already in a sandbox of the caller's: same job, same messages
                 result = run_in_process(sandboxed_job, path, options, memory_limit_gb=options.memory_gb,
@@ -85,6 +88,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     from .validation import validate
 
     t0 = time.perf_counter()
+    progress.phase("capture", f"{path}: building the model and tracing forward ({options.mode} mode)")
     try:
         spec = load_model_file(path)
         prog = capture(spec, mode=options.mode)
@@ -93,6 +97,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     except CaptureError as e:
         raise capture_failure(spec, options, str(e)) from None
     t1 = time.perf_counter()
+    progress.phase("translate", f"{len(prog.nodes)} ATen ops (captured by {prog.method}) to loop IR")
     filler = op_filler(spec, prog, options)
     tt = translate_program(prog, kernel_name=Path(path).stem, filler=filler)
     check_bounds(tt.kernel)

@@ -39,6 +39,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from solar_compiler import progress
 from solar_compiler.lifetime import die_with_parent, kill_group, limit_address_space
 
 __all__ = [
@@ -95,20 +96,25 @@ def run_in_child(fn, *args, timeout_s: float = 120, memory_limit_gb: float = 8, 
             f"{label}: cannot send the work to a child process ({type(exc).__name__}: {exc})"
         ) from None
     rfd, wfd = os.pipe()
+    env, progress_fds = progress.child_env()  # the child's phases on our stderr, when shown
     try:
         proc = subprocess.Popen(
             [sys.executable, "-c", _BOOTSTRAP, str(wfd), str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            pass_fds=(wfd,),
+            pass_fds=(wfd, *progress_fds),
             start_new_session=True,
             cwd=os.getcwd(),
+            env={**os.environ, **env} if env else None,
         )
     except OSError as exc:
         os.close(rfd)
         os.close(wfd)
         raise SandboxError(f"{label}: cannot start a child process ({exc.strerror})") from None
+    finally:
+        for fd in progress_fds:
+            os.close(fd)
     os.close(wfd)
     try:
         try:

@@ -40,7 +40,7 @@ class TorchTranslation:
     random: dict[str, str]        # capture random-tensor name -> kernel tensor written by the draw
     notes: list[str] = field(default_factory=list)
     # the ATen op each run of statements comes from, in program order:
-    # {"op": "aten.softmax.int", "loc": "m.py:12", "first": 3, "count": 5}
+    # {"op": "aten.softmax.int", "loc": "m.py:12", "first": 3, "count": 5, "module": "attn"}
     source_ops: list[dict] = field(default_factory=list)
     # outputs that alias an input, a weight or another output (`Alias.record`); their copies and
     # tensors exist only in the validation kernel
@@ -82,7 +82,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
                 raise
             del tr.tensors[declared:]  # what the template declared before giving up
             result = filler.fill(tr, node, e)
-        _record_group(tr, node.op, first)
+        _record_group(tr, node.op, first, node.module_path)
         vals = result if isinstance(result, tuple) else (result,)
         for meta, v in zip(node.outputs, vals, strict=False):
             if meta is None or v is None:
@@ -113,9 +113,12 @@ def _template_for(tr: Translator, node: AtenNode) -> Template:
     return fn
 
 
-def _record_group(tr: Translator, op: str, first: int) -> None:
+def _record_group(tr: Translator, op: str, first: int, module: str | None = None) -> None:
+    """One run of statements of one source op, with the nn.Module path it ran in (None at the top
+    level): `passes/translate.py` stamps both on the statements (`Assign.origin`)."""
     if tr.n_statements > first:
-        tr.source_ops.append({"op": op, "loc": tr.loc, "first": first, "count": tr.n_statements - first})
+        tr.source_ops.append({"op": op, "loc": tr.loc, "first": first, "count": tr.n_statements - first,
+                              "module": module})
 
 
 def _bind_param(tr: Translator, meta: TensorMeta, role: str) -> None:

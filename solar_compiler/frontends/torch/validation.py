@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from solar_compiler import progress
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends import CaptureFailed, FrontendOptions
 
@@ -117,6 +118,7 @@ def validate(spec, prog, tt, options: FrontendOptions, filler=None, trace=None) 
     record, why = _at_size(spec, prog, tt, options, trace)
     if record is not None:
         return record
+    progress.phase("validate", f"not at full size ({why}): on a reduced instance")
     reduced = reduce_instance(spec, prog, tt, options, filler)
     if isinstance(reduced, str):
         return {"validated": False, "method": None, "max_rel_err": None, "samples": 0, "sizes": None,
@@ -133,12 +135,16 @@ def _at_size(spec, prog, tt, options: FrontendOptions, trace=None) -> tuple[dict
     cost = estimate(tt.validation_kernel())
     n = _samples_within(cost.seconds, options.time_budget, prog)
     if n and cost.kernel_bytes <= budget_b:
+        progress.phase("validate", f"executing the loop IR against torch at full size, {n} sample(s) "
+                                   f"(estimated {cost.seconds:.1f} s per sample)")
         return {**run_samples(spec, prog, tt, options.mode, n, trace), "method": "full", "sizes": "full"}, ""
     why = f"whole execution {cost.describe()}"
     if cost.framework_bytes > budget_b:
         return None, f"{why}; the framework needs {cost.framework_bytes / 2**30:.2f} GB at full size"
     if cost.framework_seconds > options.time_budget:
         return None, f"{why}; the framework alone is estimated {cost.framework_seconds:.1f} s at full size"
+    progress.phase("validate", f"whole execution does not fit the budget ({cost.describe()}): torch at "
+                               "full size, the loop IR on sampled output elements")
     got = run_sampled(spec, prog, tt, options, cost)
     if isinstance(got, str):
         return None, f"{why}; {got}"

@@ -1,0 +1,186 @@
+"""The kernels of the unfused bound sorted by bound (the default report's second table, and the
+points of the plot): one row per kernel, named by its module path and op; the same kernel of
+identical repeated blocks (`h.0` .. `h.11`) is one row with its count; the rows past `top` are
+folded into one "N more" row with their share of the unfused bound."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from solar_compiler.analysis.modules import ancestors
+from solar_compiler.render.fmt import fmt_pct, fmt_si, fmt_time, short_loc, short_op
+from solar_compiler.render.tables import Figures, figures, table, unfused_totals
+
+
+@dataclass
+class KernelGroup:
+    """Kernels shown as one row: identical kernels of repeated blocks (`count` of them)."""
+
+    module: str          # display path, a repeated block's index as a range: 'h.0-11.attn.c_attn'
+    op: str
+    loc: str | None
+    kernels: list[int]   # indices into kernels_unfused
+    fig: Figures
+    flops_matrix: int
+    flops_vector: int
+
+    @property
+    def count(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def intensity(self) -> float | None:
+        return self.fig.flops / self.fig.bytes if self.fig.bytes else None
+
+
+def run_labels(r: dict[str, Any]) -> dict[str, str]:
+    """Module path of each member of a run of identical repeated blocks -> the run's range as its
+    last component (`h.3` -> '0-11')."""
+    rows = r.get("modules") or []
+    members: dict[str, list[str]] = {}
+    for m in rows:
+        if m["same_as"] is not None:
+            members.setdefault(m["same_as"], []).append(m["path"])
+    out: dict[str, str] = {}
+    for head, rest in members.items():
+        run = [head, *rest]
+        label = f"{head.rpartition('.')[2]}-{run[-1].rpartition('.')[2]}"
+        for p in run:
+            out[p] = label
+    return out
+
+
+def display_path(module: str | None, labels: dict[str, str]) -> str:
+    """The module path with each repeated block's index replaced by its run's range."""
+    if not module:
+        return "model"
+    parts = module.split(".")
+    for i, p in enumerate(ancestors(module)[1:]):
+        if p in labels:
+            parts[i] = labels[p]
+    return ".".join(parts)
+
+
+def _place_in_run(r: dict[str, Any]) -> dict[int, tuple]:
+    """Kernel index -> (the run's first block, the kernel's position in its block) for every kernel
+    of a run of identical blocks (the outermost run it is in): kernels at one position of identical
+    blocks are one kernel repeated (`modules.py` checked their ops, FLOPs and bytes)."""
+    rows = r.get("modules") or []
+    head = {m["path"]: m["same_as"] for m in rows if m["same_as"] is not None}
+    heads = set(head.values())
+    out: dict[int, tuple] = {}
+    for m in rows:  # parents first: the outermost run wins
+        if m["path"] not in head and m["path"] not in heads:
+            continue
+        first = head.get(m["path"], m["path"])
+        for pos, k in enumerate(m["kernels"]):
+            out.setdefault(k, (first, pos))
+    return out
+
+
+def kernel_groups(r: dict[str, Any]) -> list[KernelGroup]:
+    """Every kernel, identical repeats merged, sorted by bound on the first target (largest first)."""
+    hws = list(r["bounds"])
+    kernels = r["kernels_unfused"]
+    total = unfused_totals(r)
+    labels = run_labels(r)
+    place = _place_in_run(r)
+    keyed: dict[tuple, list[int]] = {}
+    for i in range(len(kernels)):
+        keyed.setdefault(place.get(i, (i,)), []).append(i)
+    groups = []
+    for idx in keyed.values():
+        k = kernels[idx[0]]
+        groups.append(KernelGroup(display_path(k.get("module"), labels), k["op"] or k["name"], k["loc"],
+                                  idx, figures(kernels, idx, hws, total),
+                                  sum(kernels[i]["flops_matrix"] for i in idx),
+                                  sum(kernels[i]["flops_vector"] for i in idx)))
+    first = hws[0] if hws else None
+    groups.sort(key=lambda g: -(g.fig.bound_s[first] if first else 0.0))
+    return groups
+
+
+def wrap_path(path: str, room: int) -> str:
+    """A module path in lines of at most `room` characters, broken after a dot (a component longer
+    than a line is cut): 'features.denseblock1.' / 'denselayer6.norm1'."""
+    lines: list[str] = []
+    cur = ""
+    for part in path.split("."):
+        piece = part if not cur else "." + part
+        if cur and len(cur) + len(piece) > room:
+            lines.append(cur + ".")
+            cur = part
+        else:
+            cur += piece
+    lines.append(cur)
+    return "\n".join(line if len(line) <= room else line[:room] for line in lines)
+
+
+def kernel_table(r: dict[str, Any], top: int, width: int = 120) -> Any:
+    """The kernels by bound, `top` rows (0: all) and one row for the rest; a module path too long for
+    `width` is broken after a dot."""
+    hws = list(r["bounds"])
+    groups = kernel_groups(r)
+    shown = groups if top <= 0 else groups[:top]
+    rest = groups[len(shown):]
+    n = len(r["kernels_unfused"])
+    sourced = any(k["op"] for k in r["kernels_unfused"])
+    what = "one per source op, its intermediates on chip" if sourced else "one per statement"
+    title = f"kernels by bound on {hws[0]} ({n}: {what}"
+    ranged = next((g for g in groups if g.count > 1), None)
+    if ranged is not None:
+        title += f"; {ranged.module}: {ranged.count} identical kernels of repeated blocks, summed"
+    title += ")"
+    t = table(title)
+    named = any(k.get("module") for k in r["kernels_unfused"])  # else every row would say 'model'
+    if named:
+        t.add_column("module", overflow="fold", ratio=1, min_width=12)
+    t.add_column("op", overflow="fold", max_width=30)
+    t.add_column("line", no_wrap=True)
+    t.add_column("FLOPs", justify="right", no_wrap=True)
+    t.add_column("bytes", justify="right", no_wrap=True)
+    t.add_column("FLOP/B", justify="right", no_wrap=True)
+    for i, h in enumerate(hws):
+        t.add_column(f"{h}\nbound", justify="right", no_wrap=True)
+        if i == 0:
+            t.add_column("share", justify="right", no_wrap=True)
+        t.add_column("bound by", no_wrap=True)
+    rows = []
+    for g in shown:
+        op = short_op(g.op)
+        ai = "inf" if g.intensity is None else f"{g.intensity:.3g}"
+        cells = [g.module] if named else []
+        cells += [op, short_loc(g.loc, r["source"]), fmt_si(g.fig.flops), fmt_si(g.fig.bytes, "B"), ai]
+        for i, h in enumerate(hws):
+            cells.append(fmt_time(g.fig.bound_s[h]))
+            if i == 0:
+                cells.append(fmt_pct(g.fig.share[h]))
+            cells.append(g.fig.by[h] or "-")
+        rows.append(cells)
+    if rest:
+        rows.append(_more_row(rest, hws, named))
+    if named and rows:  # what the other columns leave (a rule and a space between columns)
+        heads = [c.header for c in t.columns]
+        other = sum(max([len(line) for line in str(heads[c]).split("\n")] + [len(row[c]) for row in rows])
+                    for c in range(1, len(heads)))
+        room = max(16, width - other - 2 * (len(heads) - 1))
+        for row in rows:
+            row[0] = wrap_path(row[0], room)
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
+def _more_row(rest: Sequence[KernelGroup], hws: Sequence[str], named: bool) -> list[str]:
+    """The folded rows: their count (in the first column) and summed figures."""
+    count = sum(g.count for g in rest)
+    cells = [f"({count} more)"] + ([""] if named else [])
+    cells += ["", fmt_si(sum(g.fig.flops for g in rest)), fmt_si(sum(g.fig.bytes for g in rest), "B"), ""]
+    for i, h in enumerate(hws):
+        cells.append(fmt_time(sum(g.fig.bound_s[h] for g in rest)))
+        if i == 0:
+            cells.append(fmt_pct(sum(g.fig.share[h] for g in rest)))
+        cells.append("")
+    return cells
