@@ -7,6 +7,7 @@ failure deep in a pass. The records:
 
 * `ProgramInfo` (`solar.program`): the source file, the frontend that translated it, its
   validation record, the ops whose work depends on input values, and notes.
+* `ChainsRecord` (`solar.chains`): what `reorder-chains` did to each contraction tree.
 * the roofline report (`solar.report`, schema `solar-report/1`): a plain nested dict, stored with
   `data_to_attr` and read with `attr_to_data`.
 """
@@ -36,6 +37,7 @@ from solar_compiler.errors import SolarError
 
 PROGRAM_ATTR = "solar.program"
 REPORT_ATTR = "solar.report"
+CHAINS_ATTR = "solar.chains"
 
 
 # ---- plain data <-> attributes ----------------------------------------------------------------------
@@ -125,6 +127,18 @@ class ProgramInfo(Record):
     validation: dict[str, Any] | None = None
     value_dependent: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ChainsRecord(Record):
+    """Left by `reorder-chains`: one row per contraction tree (`analysis/chain_order.ChainPlan.row`:
+    figures as written and in the best order, whether it was applied) and the execution check of
+    the rewritten graph (`analysis/chain_check.validate_reorder`; None when nothing was rewritten)."""
+
+    ATTR: ClassVar[str] = CHAINS_ATTR
+    applied: bool
+    trees: list[dict[str, Any]] = field(default_factory=list)
+    validation: dict[str, Any] | None = None
 
 
 def program_info(module: ModuleOp) -> ProgramInfo:
