@@ -7,6 +7,7 @@ graphs after `lift-einsum`, else the kernels): the needed work when `narrow-need
 program as written (`solar.as_written`) is priced beside it. `cache-size` (bytes, e.g. 64MB or
 0.5MiB) overrides the outermost (DRAM) level's capacity of cache-aware bounds, for what-if studies.
 The unfused bound is priced per source op where the statements carry origins, else per einsum node.
+The contraction trees are listed with their best orders (`reorder-chains` applies them when it ran).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.bounds import FIDELITIES, parse_latency, parse_size
+from solar_compiler.analysis.chain_order import chains_section
 from solar_compiler.analysis.costs import module_costs
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.analysis.summary import as_written_record, build_report, module_validation
@@ -67,5 +69,6 @@ class RooflinePass(ModulePass):
         report = build_report(graphs, targets, source=source, validation=module_validation(op),
                               precision=self.precision, fidelity=fidelity, latency_s=latency,
                               kernels=programs if "cache-aware" in fidelity else None,
-                              cache_size=cache_size, as_written=as_written_record(op), unfused=unfused)
+                              cache_size=cache_size, as_written=as_written_record(op), unfused=unfused,
+                              chains=chains_section(op))
         store_report(op, report)

@@ -17,8 +17,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.target import Target
 
 from solar_compiler.errors import SolarError
-from solar_compiler.records import load_report
 from solar_compiler.hw.model import describe_storage
+from solar_compiler.records import load_report
 
 # ---- reading back ---------------------------------------------------------------------------------
 
@@ -105,6 +105,12 @@ def _validation_lines(v: dict[str, Any]) -> list[str]:
         for op in v["value_dependent"]:
             seen[op] = seen.get(op, 0) + 1
         out += [f"  {op}" + (f" (x{n})" if n > 1 else "") for op, n in seen.items()]
+    rc = v.get("reorder_chains")
+    if rc:
+        out.append(f"reorder-chains: the rewritten graph reproduces the original ({rc['how']}, "
+                   f"{rc['samples']} random sample(s) in {rc['dtype']}, max relative error "
+                   f"{rc['max_rel_err']:.2e})" if rc["validated"] else
+                   f"reorder-chains: the rewritten graph NOT checked: {rc['reason']}")
     return out
 
 
@@ -124,9 +130,12 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
     ]
     if r["validation"].get("notes"):
         lines.insert(-1, f"notes:      {'; '.join(r['validation']['notes'])}")
+    if r.get("chains"):
+        lines.append(_chains_line(r))
     if r["narrowed"]:
         share = f" ({tot['flops'] / tot['flops_as_written']:.1%})" if tot["flops_as_written"] else ""
-        lines.append(f"narrowing:  needed work only (narrow-needed): {tot['flops']:,} of "
+        both = _BEST if r.get("reorder_chains") else ""
+        lines.append(f"narrowing:  needed work only (narrow-needed{both}): {tot['flops']:,} of "
                      f"{tot['flops_as_written']:,} FLOPs as written{share}")
     else:
         lines.append("narrowing:  not run: counts are as written")
@@ -143,6 +152,45 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
         lines.append(f"cache size: {r['cache_size']:,} bytes at the outermost (DRAM) level: overridden by "
                      "--cache-size (what-if study, not the targets' figures)")
     return lines
+
+
+_BEST = " and reorder-chains"
+
+
+def _chains_line(r: dict[str, Any]) -> str:
+    """Whether the costs use the best association orders (`reorder-chains`), and what they save."""
+    rows = r["chains"]
+    better = [c for c in rows if c["better"]]
+    a, b = sum(c["flops_as_written"] for c in better), sum(c["flops_best"] for c in better)
+    gain = f"{a:,} -> {b:,} FLOPs in them ({a / b:.3g}x)" if better and b else ""
+    if not better:
+        ran = "reorder-chains ran" if r["reorder_chains"] else "as written"
+        return f"chains:     {ran}: no contraction tree has an order with fewer FLOPs ({len(rows)} priced)"
+    n = f"{len(better)} of {len(rows)} tree(s)"
+    if r["reorder_chains"]:
+        return f"chains:     best orders used (reorder-chains): {n} rewritten, {gain}"
+    return f"chains:     as written; {n} have an order with fewer FLOPs, {gain}: --reorder-chains applies it"
+
+
+def _chains_table(r: dict[str, Any]) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title="contraction trees (as written, and in the order with the fewest FLOPs)", box=box.ASCII2,
+              title_justify="left")
+    for name in ("tree", "loc", "order as written", "FLOPs", "bytes", "best order", "FLOPs ", "bytes ",
+                 "ratio", "used"):
+        t.add_column(name, justify="right" if name.strip() in ("FLOPs", "bytes", "ratio") else "left",
+                     overflow="fold", max_width=40 if "order" in name else 24)
+    multi = len(r["kernels"]) > 1
+    for c in r["chains"]:
+        best = c["flops_best"] is not None
+        t.add_row(f"{c['kernel']}.{c['root']}" if multi else c["root"], ", ".join(c["locs"]) or "-",
+                  c["order_as_written"], f"{c['flops_as_written']:,}", f"{c['bytes_as_written']:,}",
+                  c["order_best"] or "-", f"{c['flops_best']:,}" if best else "-",
+                  f"{c['bytes_best']:,}" if best else "-", f"{c['ratio']:.3g}x" if c["ratio"] else "-",
+                  "yes" if c["applied"] else "no")
+    return t
 
 
 def render_text(r: dict[str, Any]) -> str:
@@ -189,13 +237,16 @@ def render_text(r: dict[str, Any]) -> str:
     con.print(t)
     if grouped:
         con.print(_kernels_table(r, hws))
+    if r.get("chains"):
+        con.print(_chains_table(r))
     con.print(_bounds_table(r, hws, fid, ca))
     extra = f", {fmt_bytes(tot['bytes_cache_aware'])} bytes cache-aware (DRAM level, {hws[0]})" if ca else ""
     con.print(f"totals: {tot['flops']:,} FLOPs ({tot['flops_matrix']:,} matrix, {tot['flops_vector']:,} "
               f"vector); {tot['bytes_unfused']:,} bytes unfused, {tot['bytes_fused']:,} bytes compulsory"
               f"{extra}")
     if r["narrowed"]:
-        con.print(f"as written (before narrow-needed): {tot['flops_as_written']:,} FLOPs "
+        both = _BEST if r.get("reorder_chains") else ""
+        con.print(f"as written (before narrow-needed{both}): {tot['flops_as_written']:,} FLOPs "
                   f"({tot['flops_matrix_as_written']:,} matrix, {tot['flops_vector_as_written']:,} vector); "
                   f"{tot['bytes_unfused_as_written']:,} bytes unfused, {tot['bytes_fused_as_written']:,} "
                   "bytes compulsory")

@@ -18,6 +18,10 @@ bound sums (`unfused.py`: one per source op when the statements carry origins, e
 each with its statements, external traffic and bound; `totals.bytes_unfused` is their traffic. The
 validation record is the frontend's (`ProgramInfo.validation`), plus `value_dependent`, the
 frontend's list of value-dependent ops, and `notes`.
+
+`chains` lists the contraction trees (`chain_order.ChainPlan.row`: figures as written and in the best
+order) and `reorder_chains` says whether the costs are those of the best orders (the pass ran);
+`validation.reorder_chains` is the pass's execution check of the rewritten graph.
 """
 
 from __future__ import annotations
@@ -133,11 +137,12 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                  fidelity: Sequence[str] = ("unfused", "fused", "cache-aware"),
                  latency_s: float | None = None, kernels: Sequence[Program] | None = None,
                  cache_size: int | None = None, as_written: dict[str, dict] | None = None,
-                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None) -> dict[str, Any]:
+                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None,
+                 chains: dict[str, Any] | None = None) -> dict[str, Any]:
     """The report dict (schema `solar-report/1`) for the given costs on every target. Cache-aware
     bounds need `kernels` (those the costs came from, same order); `as_written` is `narrow-needed`'s
     record (None: not narrowed); `unfused` the kernels of the unfused bound per graph (None: one per
-    node)."""
+    node); `chains` is `chain_order.chains_section` (None: no trees)."""
     if not graphs:
         raise SolarError(f"{source}: no kernel to bound")
     ca_kernels = kernels if "cache-aware" in fidelity else None
@@ -197,7 +202,11 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                              "tensors": [a.tensor for a in (*o.reads, *o.writes) if a.indirect]}
                             for r, (_, o) in zip(op_rows, ops, strict=True) if o.indirect],
         "inverse": None,
+        "reorder_chains": bool(chains and chains["applied"]),
+        "chains": list(chains["trees"]) if chains else [],
     }
+    if chains and chains.get("validation"):
+        report["validation"] = {**validation, "reorder_chains": chains["validation"]}
     if latency_s is not None:
         inv: dict[str, Any] = {"latency_s": latency_s}
         for h, b in bounds.items():
