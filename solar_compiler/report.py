@@ -134,7 +134,7 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
         lines.append(_chains_line(r))
     if r["narrowed"]:
         share = f" ({tot['flops'] / tot['flops_as_written']:.1%})" if tot["flops_as_written"] else ""
-        both = _BEST if r.get("reorder_chains") else ""
+        both = _BEST if any(c["applied"] for c in r.get("chains", ())) else ""
         lines.append(f"narrowing:  needed work only (narrow-needed{both}): {tot['flops']:,} of "
                      f"{tot['flops_as_written']:,} FLOPs as written{share}")
     else:
@@ -245,7 +245,7 @@ def render_text(r: dict[str, Any]) -> str:
               f"vector); {tot['bytes_unfused']:,} bytes unfused, {tot['bytes_fused']:,} bytes compulsory"
               f"{extra}")
     if r["narrowed"]:
-        both = _BEST if r.get("reorder_chains") else ""
+        both = _BEST if any(c["applied"] for c in r.get("chains", ())) else ""
         con.print(f"as written (before narrow-needed{both}): {tot['flops_as_written']:,} FLOPs "
                   f"({tot['flops_matrix_as_written']:,} matrix, {tot['flops_vector_as_written']:,} vector); "
                   f"{tot['bytes_unfused_as_written']:,} bytes unfused, {tot['bytes_fused_as_written']:,} "

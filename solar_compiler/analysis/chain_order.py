@@ -25,6 +25,7 @@ from solar_compiler.analysis.chains import Factor, Tree, program_trees
 from solar_compiler.analysis.costs import GraphCosts, kernel_costs, module_costs
 from solar_compiler.analysis.manager import get_analysis
 from solar_compiler.analysis.program import Program, module_programs
+from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
@@ -79,6 +80,7 @@ class ChainPlan:
     tree: Tree
     written: Cost
     best: Order | None
+    note: str | None = None    # why no order was priced
 
     @property
     def better(self) -> bool:
@@ -100,6 +102,7 @@ class ChainPlan:
             "optimizer": b.optimizer if b else None,
             "flops_best": b.cost.flops if b else None, "bytes_best": b.cost.bytes if b else None,
             "ratio": self.ratio, "better": self.better, "applied": applied, "nodes_best": list(nodes),
+            "note": self.note,
         }
 
 
@@ -125,10 +128,14 @@ def plan_program(p: Program, costs: GraphCosts) -> list[ChainPlan]:
         ops = [by_name[n] for n in (*t.nodes, *t.fills)]
         written = Cost(sum(o.flops for o in ops), sum(o.flops_matrix for o in ops),
                        sum(o.flops_vector for o in ops), sum(o.bytes for o in ops), len(ops))
-        best = best_order(t, p.kernel, taken)
+        try:
+            best = best_order(t, p.kernel, taken)
+        except SolarError as e:  # an order the loop IR cannot express: the tree stays as written, said so
+            plans.append(ChainPlan(t, written, None, f"not priced: {' '.join(str(e).split())}"))
+            continue
         if best is not None:
             taken |= {d.name for d in best.new_tensors}
-        plans.append(ChainPlan(t, written, best))
+        plans.append(ChainPlan(t, written, best, None if best else "no order applies every mask"))
     return plans
 
 

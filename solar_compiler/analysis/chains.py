@@ -94,7 +94,8 @@ class Tree:
         den = [f.text() for f in self.factors if f.divide]
         body = " * ".join(num) + "".join(f" / {d}" for d in den)
         lhs = f"{self.output}[{', '.join(map(str, self.out_index))}]"
-        return f"{lhs} = " + (f"sum({', '.join(summed)}) " if summed else "") + body
+        where = f" if {' and '.join(map(str, self.constraints))}" if self.constraints else ""
+        return f"{lhs} = " + (f"sum({', '.join(summed)}) " if summed else "") + body + where
 
 
 # ---- product nodes -----------------------------------------------------------------------------------

@@ -9,7 +9,18 @@ from contextlib import contextmanager
 
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import DTYPES, Assign, For, If, Index, Kernel, Node, SExpr, TensorDecl, statements
+from solar_compiler.loopir.ast import (
+    DTYPES,
+    Assign,
+    For,
+    If,
+    Index,
+    Kernel,
+    Node,
+    SExpr,
+    TensorDecl,
+    statements,
+)
 from solar_compiler.loopir.simplify import simplify_affine, simplify_expr, simplify_index
 
 from ..capture.program import AtenNode, CapturedProgram, Namer, TensorMeta, TensorRef
