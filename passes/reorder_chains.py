@@ -70,7 +70,7 @@ def rewrite_tree(graph: GraphOp, plan: ChainPlan) -> list[str]:
     mini = kernel_to_graph(best.kernel)
     block = graph.body.block
     nodes = {n.sym_name.data: n for n in graph.nodes()}
-    symbols = set(nodes) | set(graph.tensor_ops())
+    symbols = set(nodes) | set(graph.tensor_ops()) | {d.name for d in best.new_tensors}
     root = nodes[t.root]
     anchor = _separate_init(graph, root, t.output) or root
     base = fresh_scope_number(graph)

@@ -457,8 +457,8 @@ def test_mla_prefill_absorbed_order_priced_with_the_causal_guards(cache, capsys,
 # ---- every torch example: only what a better order improves changes, and every rewrite validates ----
 EXAMPLES = sorted(p.stem for p in (ROOT / "examples" / "torch").glob("*.py"))
 # The examples with a tree that has an order with strictly fewer FLOPs (the others must not change).
-IMPROVED = {"attention_shared_kv", "causal_attention_buffer_mask", "causal_attention_manual", "lora",
-            "matrix_chain", "mla_decode"}
+IMPROVED = {"attention_shared_kv", "causal_attention_buffer_mask", "causal_attention_manual", "cosine_similarity",
+            "lora", "matrix_chain", "mla_decode", "transformer_encoder_manual"}
 
 
 def _translate(name: str):

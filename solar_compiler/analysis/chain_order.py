@@ -276,11 +276,11 @@ def emit(t: Tree, root: Step, optimizer: str, kernel: Kernel, taken: set[str]) -
         summed = [v for v in t.vars if v in letters[id(s)] and v not in par]
         cons = [c for c in t.constraints if c.vars() <= letters[id(s)]]
         if is_root:
-            body.append(_root_nest(t, value, par, summed, cons, ranges))
+            body += _root_nest(t, value, par, summed, cons, ranges)
         else:
             target = (names[id(s)], tuple(AffExpr.var(v) - ranges[v][0] for v in par))
-            body.append(_nest(target, value, par, summed, cons, [c for c in cons if c.vars() <= set(par)],
-                              ranges, t.loc, "none" if not summed else "folded"))
+            body += _nest(target, value, par, summed, cons, [c for c in cons if c.vars() <= set(par)],
+                          ranges, t.loc, "none" if not summed else "folded")
     tensors = _leaf_decls(t, kernel) + decls + [_as_output(kernel.tensor(t.output))]
     mini = typecheck(Kernel(t.kernel, tensors, body))
     g = kernel_costs(mini)
@@ -330,7 +330,7 @@ def _guarded(conds: Sequence[AffCond], inner: list[Node]) -> list[Node]:
 
 def _nest(target: tuple[str, tuple[AffExpr, ...]], value: SExpr, par: Sequence[str], summed: Sequence[str],
           cons: Sequence[AffCond], init_conds: Sequence[AffCond], ranges: dict[str, tuple[int, int]],
-          loc: str | None, init: str, origin: Any = None, init_origin: Any = None) -> Node:
+          loc: str | None, init: str, origin: Any = None, init_origin: Any = None) -> list[Node]:
     """One step's loop nest: `=` (no init), `+=` (init elsewhere) or a zero init then `+=`, the init
     under `init_conds` and the reduction under the rest of `cons`."""
     name, idx = target
@@ -345,11 +345,11 @@ def _nest(target: tuple[str, tuple[AffExpr, ...]], value: SExpr, par: Sequence[s
         zero = Assign(name, idx, "=", Const(0.0), loc, origin=init_origin)
         red = Assign(name, idx, "+=", value, loc, origin=origin)
         inner = _guarded(init_conds, [zero, *_wrap(_loops(summed, ranges), _guarded(rest, [red]))])
-    return _wrap(_loops(par, ranges), inner)[0]
+    return _wrap(_loops(par, ranges), inner)  # several nodes when there is no parallel loop
 
 
 def _root_nest(t: Tree, value: SExpr, par: Sequence[str], summed: Sequence[str], cons: Sequence[AffCond],
-               ranges: dict[str, tuple[int, int]]) -> Node:
+               ranges: dict[str, tuple[int, int]]) -> list[Node]:
     """The root step writes the tree's output where and how the root node did: `+=` onto a separate
     init, else its own zero init under the root's own conditions (so elements a mask of an inner
     node removes still read 0), or `=` when nothing else constrains it and nothing is summed."""
