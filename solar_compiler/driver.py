@@ -307,8 +307,19 @@ class SolarOptMain(xDSLOptMain):
         def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
             if previous is not None and not getattr(previous, "preserves_analyses", False):
                 invalidate_analyses(module)
-            if checked is not None:
+            if checked is None:
+                return
+            # The module is verified after parsing and after every pass, except a pass that changes
+            # no op (an analysis: `preserves_analyses`) or verifies what it builds itself
+            # (`verifies_output`): re-verifying ~16k unchanged ops costs seconds on a large network.
+            skip = previous is not None and (getattr(previous, "preserves_analyses", False)
+                                             or getattr(previous, "verifies_output", False))
+            was = self.args.disable_verify
+            self.args.disable_verify = was or skip
+            try:
                 checked(previous, module, following)
+            finally:
+                self.args.disable_verify = was
 
         self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
 

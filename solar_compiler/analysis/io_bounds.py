@@ -386,7 +386,12 @@ class KernelView:
 
 
 def view(program: Program | Kernel, direct_conv: bool = False) -> KernelView:
+    """The contraction view of a program (computed once per program and `direct_conv`)."""
     p = program if isinstance(program, Program) else program_from_kernel(program)
+    return p.cached(("io_bounds.view", direct_conv), lambda: _view(p, direct_conv))
+
+
+def _view(p: Program, direct_conv: bool) -> KernelView:
     k = p.kernel
     groups = list(p.nodes)
     written = {c.stmt.target for g in groups for c in g.stmts}

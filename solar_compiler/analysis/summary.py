@@ -65,7 +65,7 @@ def as_written_record(module: ModuleOp) -> dict[str, dict] | None:
     None when no transform changed the work."""
     snaps = [o for o in module.body.block.ops if isinstance(o, AsWrittenOp)]
     if not snaps:
-        return None
+        return None  # not narrowed; a kernel narrowing left unchanged is absent from the record
     out: dict[str, dict] = {}
     for snap in snaps:
         for kop in snap.body.block.ops:

@@ -157,7 +157,7 @@ class TorchOpFiller:
         """Values of `decls` on get_inputs(): the kernel so far, executed; random values when that
         would exceed the validation budget (the note says which)."""
         from solar_compiler.executor import execute
-        from solar_compiler.frontends.torch.frontend import _as_array, estimate
+        from solar_compiler.frontends.torch.frontend import as_array, estimate
         from solar_compiler.frontends.torch.translate import TorchTranslation
 
         wanted = {d.name for d in decls}
@@ -172,7 +172,7 @@ class TorchOpFiller:
         ref = self._reference_run()
         feed = {tr.inputs[n]: a for n, a in ref["inputs"].items()}
         feed.update({tr.random[n]: a for n, a in ref["random"].items() if n in tr.random})
-        feed = {k: _as_array(a, kernel.tensor(k)) for k, a in feed.items()}
+        feed = {k: as_array(a, kernel.tensor(k)) for k, a in feed.items()}
         got = execute(kernel, feed)
         return {d.name: feed[d.name] if d.name in feed else got[d.name] for d in decls}, \
             "the op's inputs as the program computes them on get_inputs()"

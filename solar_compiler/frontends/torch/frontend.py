@@ -127,14 +127,14 @@ def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
         return CaptureFailed(message)
     import torch
 
-    from .capture import _quiet
+    from .capture.util import quiet
 
     try:
         torch.manual_seed(0)
         model, sample = spec.build_model(), spec.sample_inputs()
         if options.mode == "eval":
             model.eval()
-        with torch.no_grad(), _quiet():
+        with torch.no_grad(), quiet():
             model(*sample)
     except Exception:  # noqa: BLE001 - any failure of the program itself
         return SolarError(message)
@@ -189,7 +189,7 @@ def run_samples(spec, prog, tt, mode: str) -> dict[str, Any]:
         ins, ws, outs, rnd = run_reference(spec, mode, inputs=inputs, seed=0, program=prog)
         feed = {tt.inputs[n]: a for n, a in {**ins, **ws}.items()}
         feed.update({tt.random[n]: a for n, a in rnd.items()})
-        feed = {k: _as_array(a, kernel.tensor(k)) for k, a in feed.items()}
+        feed = {k: as_array(a, kernel.tensor(k)) for k, a in feed.items()}
         got = execute(kernel, feed)
         ref = {k: outs[n] for k, n in zip(tt.outputs, prog.outputs, strict=True)}
         cmp = compare(ref, got, dtypes)
@@ -203,7 +203,7 @@ def run_samples(spec, prog, tt, mode: str) -> dict[str, Any]:
     return record
 
 
-def _as_array(a, decl):
+def as_array(a, decl):
     """The reference array in the executor's dtype; a constant captured as shape (1,) for a 0-d
     tensor (same single element) takes the declared shape."""
     import numpy as np
