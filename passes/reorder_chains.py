@@ -14,6 +14,7 @@ every tree's figures as written and in the best order, and the outcome of that c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, StringAttr, i64
@@ -35,6 +36,7 @@ _SCOPE_KEYS = ("scopes", "guard_scopes", "init_guard_scopes")
 @dataclass(frozen=True)
 class ReorderChainsPass(ModulePass):
     name = "reorder-chains"
+    verifies_output: ClassVar[bool] = True  # every graph it rewrites is verified here
 
     validate: bool = True   # execute the original and the rewritten graphs and compare them
 

@@ -78,7 +78,8 @@ CHAIN = """\
 
 # LoRA as the torch frontend writes it: x flattened by a view, then unflattened by the scale.
 LORA = """\
-    kernel lora(x: f32[2, 32, 1024] input, A: f32[1024, 16] weight, B: f32[16, 1024] weight, Y: f32[2, 32, 1024] output):
+    kernel lora(x: f32[2, 32, 1024] input, A: f32[1024, 16] weight, B: f32[16, 1024] weight,
+                Y: f32[2, 32, 1024] output):
         local W: f32[1024, 1024]
         local U: f32[64, 1024]
         for i in range(1024):
@@ -167,7 +168,8 @@ def test_a_mask_no_step_can_hold_is_not_emitted():
     p = program_from_kernel(k)
     (plan,) = plan_program(p, program_costs(p))
     t = plan.tree
-    assert [f.tensor for f in t.tensor_factors] == ["A", "B", "C"] and [str(c) for c in t.constraints] == ["b >= a"]
+    assert [f.tensor for f in t.tensor_factors] == ["A", "B", "C"]
+    assert [str(c) for c in t.constraints] == ["b >= a"]
     # (A * C) first holds a and b together; (A * B) first sums a away before C brings b, and (B * C)
     # sums b away before A brings a: neither can apply the mask, so neither is emitted
     assert emit(t, step_tree([(0, 2), (0, 1)], 3), "test", k, set()) is not None
@@ -201,7 +203,8 @@ def test_written_order_already_best_is_left_alone():
 def test_ties_are_not_rewritten():
     """RMSNorm-like scaling and a sum of squares: the same FLOPs in any order."""
     text = """\
-        kernel n(X: f32[8, 64] input, r: f32[8] input, w: f32[64] weight, Y: f32[8, 64] output, S: f32[8] output):
+        kernel n(X: f32[8, 64] input, r: f32[8] input, w: f32[64] weight, Y: f32[8, 64] output,
+                 S: f32[8] output):
             local T: f32[8, 64]
             local P: f32[8, 64]
             for i in range(8):
@@ -274,7 +277,8 @@ def test_rewritten_module_round_trips_through_mlir(capsys, tmp_path):
 
 def test_bias_root_keeps_its_init_and_one_unfused_kernel():
     text = """\
-        kernel b(A: f32[64, 4] input, B: f32[4, 64] input, C: f32[64, 4] input, c: f32[4] weight, Y: f32[64, 4] output):
+        kernel b(A: f32[64, 4] input, B: f32[4, 64] input, C: f32[64, 4] input, c: f32[4] weight,
+                 Y: f32[64, 4] output):
             local T: f32[64, 64]
             for i in range(64):
                 for j in range(64):
@@ -292,7 +296,8 @@ def test_bias_root_keeps_its_init_and_one_unfused_kernel():
     m = reordered(text)
     (p,) = module_programs(m)
     out = print_kernel(p.kernel)
-    assert out.index("Y_r0[l, k] +=") < out.index("Y[i, l] = c[l]") < out.index("Y[i, l] += A[i, k] * Y_r0[l, k]")
+    steps = ["Y_r0[l, k] +=", "Y[i, l] = c[l]", "Y[i, l] += A[i, k] * Y_r0[l, k]"]
+    assert [out.index(x) for x in steps] == sorted(out.index(x) for x in steps)
     assert ChainsRecord.load(m).validation["validated"]
 
 
@@ -310,7 +315,8 @@ def test_a_wrong_rewrite_is_caught_by_execution(monkeypatch):
 
 
 def test_too_large_for_the_whole_program_checks_each_tree(monkeypatch):
-    text = textwrap.dedent(CHAIN).replace("kernel chain(", "kernel chain(Z: f32[512, 512] input, ZZ: f32[512, 512] output, ") \
+    text = textwrap.dedent(CHAIN).replace("kernel chain(", "kernel chain(Z: f32[512, 512] input, "
+                                                           "ZZ: f32[512, 512] output, ") \
         + textwrap.indent(textwrap.dedent("""\
         for i in range(512):
             for j in range(512):
@@ -338,8 +344,10 @@ def test_errors():
 
 def test_driver_places_the_pass_after_lift_einsum():
     assert with_reorder_chains(["translate"]) == ["translate", "lift-einsum", "reorder-chains"]
-    assert with_reorder_chains(["narrow-needed", "lift-einsum"]) == ["narrow-needed", "lift-einsum", "reorder-chains"]
-    assert with_reorder_chains(["lift-einsum,annotate-costs"]) == ["lift-einsum", "reorder-chains", "annotate-costs"]
+    assert with_reorder_chains(["narrow-needed", "lift-einsum"]) == ["narrow-needed", "lift-einsum",
+                                                                      "reorder-chains"]
+    assert with_reorder_chains(["lift-einsum,annotate-costs"]) == ["lift-einsum", "reorder-chains",
+                                                                   "annotate-costs"]
 
 
 def test_report_header_json_and_table(capsys, tmp_path):
@@ -357,7 +365,8 @@ def test_report_header_json_and_table(capsys, tmp_path):
     assert r["validation"]["reorder_chains"]["validated"]
     assert main([str(src), "--roofline=fused", "--hw", "H100_SXM", "--reorder-chains"]) == 0
     out = capsys.readouterr().out
-    assert ("chains:     best orders used (reorder-chains): 1 of 1 tree(s) rewritten, 6,291,456 -> 524,288 FLOPs "
+    assert ("chains:     best orders used (reorder-chains): 1 of 1 tree(s) rewritten, 6,291,456 -> 524,288 "
+            "FLOPs "
             "in them (12x)") in out
     assert "reorder-chains: the rewritten graph reproduces the original (whole program, 2 random" in out
     assert "| S3   | -   | ((A * B) * C)    | 6,291,456 |" in out
@@ -430,35 +439,36 @@ def test_mla_prefill_by_hand_keeps_the_written_order(cache, capsys, monkeypatch)
     rows = {c["output"]: c for c in r["chains"] if c["nodes"] and len(c["nodes"]) > 1}
     scores, out = rows["einsum_2"], rows["linear_2"]
     assert scores["flops_as_written"] == 2 * t * H * DH * DC + 2 * H * DH * pairs == 671_612_928
-    assert out["flops_as_written"] == 2 * t * H * DV * DC + 2 * H * DV * pairs + 2 * s * H * DV * E == 2_819_096_576
+    assert out["flops_as_written"] == 2 * t * H * DV * DC + 2 * H * DV * pairs + 2 * s * H * DV * E \
+        == 2_819_096_576
     assert not scores["better"] and not out["better"] and not any(c["applied"] for c in r["chains"])
 
 
 def test_mla_prefill_absorbed_order_priced_with_the_causal_guards(cache, capsys, monkeypatch):
     """The absorbed order at prefill, emitted and priced with the mask: more FLOPs than written."""
     monkeypatch.chdir(ROOT)
-    s = t = 256
+    s = 256
     pairs = s * (s + 1) // 2
     m = ModuleOp([])
     ProgramInfo("examples/torch/mla_prefill.py").store(m)
-    for name in ("translate", "narrow-needed", "lift-einsum"):
-        from solar_compiler.passes import all_passes
+    from solar_compiler.passes import all_passes
 
+    for name in ("translate", "narrow-needed", "lift-einsum"):
         all_passes()[name]()().apply(CTX, m)
     (p,) = module_programs(m)
     plan = next(x for x in module_chain_plans(m) if x.tree.output == "einsum_2")
     facs = [f.tensor for f in plan.tree.tensor_factors]
     q, w = facs.index("linear"), facs.index("wkv_b_weight")
     absorbed = emit(plan.tree, step_tree([(q, w), (0, 1)], 3), "test", p.kernel, set())
-    assert absorbed.words == "(cat_1 * (linear * wkv_b_weight))" or "(linear * wkv_b_weight)" in absorbed.words
+    assert absorbed.words == "(mul_5 * (linear * wkv_b_weight))"       # q W_UK first, then against c_kv
     assert absorbed.cost.flops == 2 * s * H * DH * DC + 2 * H * DC * pairs == 1_075_838_976
 
 
 # ---- every torch example: only what a better order improves changes, and every rewrite validates ----
 EXAMPLES = sorted(p.stem for p in (ROOT / "examples" / "torch").glob("*.py"))
 # The examples with a tree that has an order with strictly fewer FLOPs (the others must not change).
-IMPROVED = {"attention_shared_kv", "causal_attention_buffer_mask", "causal_attention_manual", "cosine_similarity",
-            "lora", "matrix_chain", "mla_decode", "transformer_encoder_manual"}
+IMPROVED = {"attention_shared_kv", "causal_attention_buffer_mask", "causal_attention_manual",
+            "cosine_similarity", "lora", "matrix_chain", "mla_decode", "transformer_encoder_manual"}
 
 
 def _translate(name: str):
