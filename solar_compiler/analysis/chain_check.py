@@ -4,7 +4,8 @@ Both programs run in the executor on the same random inputs and their outputs, a
 tree's output, are compared with `executor.compare` (dtype-aware relative-norm tolerances). Both run
 in float64: the rewrite is an identity of real arithmetic, and rounding in the program's own
 precision would let a large softmax turn a last-bit difference of the reassociated sums into a
-visible one; in float64 the check is tight (tolerance 1e-10). The original itself was checked against the source program by the frontend.
+visible one; in float64 the check is tight (tolerance 1e-10). The original itself was checked
+against the source program by the frontend.
 
 The whole programs run when the executor's estimated time fits `BUDGET_S` (the torch frontend's
 rate model); otherwise, or when a program cannot run on random inputs (loaded indices out of
