@@ -41,6 +41,7 @@ from solar_compiler.loopir.ast import (
     typecheck,
 )
 from solar_compiler.records import ChainsRecord
+from solar_compiler.text.printer import print_kernel
 
 OPTIMAL_MAX = 8    # opt_einsum's exhaustive search: 0.1 s at 8 factors, 0.5 s at 9
 DP_MAX = 32        # its dynamic programme beyond that, greedy beyond this
@@ -140,29 +141,39 @@ def plan_program(p: Program, costs: GraphCosts) -> list[ChainPlan]:
 
 
 def best_order(t: Tree, kernel: Kernel, taken: set[str]) -> Order | None:
-    """The cheapest of the orders opt_einsum proposes, priced exactly (None: none applies)."""
+    """The cheapest of the orders opt_einsum proposes, priced exactly (None: none applies). Each
+    path comes plain and with its elementwise steps folded, and, where a factor has variables no other
+    factor or the output has (a pooling window after a 1x1 convolution), also with those summed
+    first, on the factor alone (numpy's einsum does the same; opt_einsum's paths never do it)."""
+    out_vars = set().union(*(i.vars() for i in t.out_index)) if t.out_index else set()
+    facs = t.tensor_factors
+    own = [f.vars() - out_vars - set().union(*(g.vars() for j, g in enumerate(facs) if j != i))
+           for i, f in enumerate(facs)]
     orders: dict[str, Order] = {}
-    for optimizer, path in candidate_paths(t):
-        root = step_tree(path, len(t.tensor_factors))
-        for variant in (root, fold_elementwise(root, t)):
-            o = emit(t, variant, optimizer, kernel, taken)
-            if o is not None:
-                orders.setdefault(o.words, o)
+    for drop in ([set()] * len(facs), own) if any(own) else ([set()] * len(facs),):
+        leaves = [Step((i,)) if d else i for i, d in enumerate(drop)]
+        for optimizer, path in candidate_paths(t, drop):
+            root = step_tree(path, leaves)
+            for variant in (root, fold_elementwise(root, t)):
+                o = emit(t, variant, optimizer, kernel, taken)
+                if o is not None:
+                    orders.setdefault(print_kernel(o.kernel), o)
     if not orders:
         return None
     return min(orders.values(), key=lambda o: (o.cost.flops, o.cost.bytes, o.cost.nodes))
 
 
-def candidate_paths(t: Tree) -> list[tuple[str, tuple[tuple[int, ...], ...]]]:
+def candidate_paths(t: Tree, drop: Sequence[set[str]]) -> list[tuple[str, tuple[tuple[int, ...], ...]]]:
+    """opt_einsum's paths over the tensor factors, without the variables `drop` sums first."""
     import opt_einsum
 
     ranges = t.range_of()
     letter = {v: opt_einsum.get_symbol(i) for i, v in enumerate(t.vars)}
-    terms = ["".join(letter[v] for v in t.vars if v in f.vars()) for f in t.tensor_factors]
+    idx = [f.vars() - d for f, d in zip(t.tensor_factors, drop, strict=True)]
+    terms = ["".join(letter[v] for v in t.vars if v in vs) for vs in idx]
     out_vars = set().union(*(i.vars() for i in t.out_index)) if t.out_index else set()
     out = "".join(letter[v] for v in t.vars if v in out_vars)
-    shapes = [tuple(ranges[v][1] - ranges[v][0] + 1 for v in t.vars if v in f.vars())
-              for f in t.tensor_factors]
+    shapes = [tuple(ranges[v][1] - ranges[v][0] + 1 for v in t.vars if v in vs) for vs in idx]
     n = len(terms)
     main = "optimal" if n <= OPTIMAL_MAX else "dp" if n <= DP_MAX else "greedy"
     out_paths: list[tuple[str, tuple[tuple[int, ...], ...]]] = []
@@ -174,9 +185,10 @@ def candidate_paths(t: Tree) -> list[tuple[str, tuple[tuple[int, ...], ...]]]:
     return out_paths
 
 
-def step_tree(path: Sequence[Sequence[int]], n: int) -> Step:
-    """The order an opt_einsum path describes (positions in a list that each step shrinks)."""
-    items: list[Step | int] = list(range(n))
+def step_tree(path: Sequence[Sequence[int]], leaves: Sequence[Step | int] | int) -> Step:
+    """The order an opt_einsum path describes (positions in a list that each step shrinks), over
+    `leaves` (the tensor factors' indices, or steps summing a factor alone; an int n: range(n))."""
+    items: list[Step | int] = list(range(leaves)) if isinstance(leaves, int) else list(leaves)
     for s in path:
         picked = tuple(items[i] for i in sorted(s))
         items = [x for i, x in enumerate(items) if i not in s] + [Step(picked)]
@@ -270,7 +282,7 @@ def emit(t: Tree, root: Step, optimizer: str, kernel: Kernel, taken: set[str]) -
             for f in consts:
                 (den if f.divide else num).append(Const(f.value))
                 parts.append(("1 / " if f.divide else "") + f"{f.value:g}")
-        texts[id(s)] = "(" + " * ".join(parts) + ")" if len(parts) > 1 else parts[0]
+        texts[id(s)] = "(" + " * ".join(parts) + ")" if len(parts) > 1 else f"sum({parts[0]})"
         value = _product(num, den)
         par = result[id(s)]
         summed = [v for v in t.vars if v in letters[id(s)] and v not in par]
