@@ -367,7 +367,7 @@ def test_pooling_after_a_1x1_convolution_pools_first():
 
 
 def test_a_tree_too_large_to_run_is_checked_on_a_sample_of_its_outputs(monkeypatch):
-    monkeypatch.setattr(chain_check, "BUDGET_S", 0.005)  # the tree: ~4 x 3 ms by the rate model; a sample: less
+    monkeypatch.setattr(chain_check, "BUDGET_S", 0.005)  # the tree: ~4 x 3 ms (rate model); a sample: less
     v = ChainsRecord.load(reordered(POOL)).validation
     assert v["validated"] and v["how"] == "each tree, sampled outputs" and v["max_rel_err"] < 1e-12
 
