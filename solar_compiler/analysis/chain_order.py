@@ -214,7 +214,7 @@ def fold_elementwise(root: Step, t: Tree) -> Step:
         for i, c in enumerate(x.children):
             rest = outside | set().union(*(letters(d) for j, d in enumerate(x.children) if j != i))
             kids += go(c, rest, False)
-            own |= letters(c) & rest
+            own |= letters(c) if isinstance(c, int) else letters(c) & rest  # this step's loops
         node = Step(tuple(kids))
         return [node] if top or own - outside else list(node.children)
 
