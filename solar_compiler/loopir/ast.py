@@ -178,6 +178,21 @@ class Origin:
     module: str | None = None
 
 
+@dataclass(frozen=True)
+class Traced:
+    """What a statement's indirect accesses of `tensor` (its gathers, or its scatter when `write`)
+    touched when the frontend ran the program on its traced sample: `elements` distinct elements,
+    over a domain of `points` iterations with `accesses` such accesses. A value-dependent count
+    that holds for that sample only; analyses use it while the statement keeps that domain and
+    those accesses (a transform that narrows the domain makes it stale, and it is then ignored)."""
+
+    tensor: str
+    write: bool
+    elements: int
+    points: int
+    accesses: int
+
+
 @dataclass
 class Assign:
     """`target[indices] kind value`. An index that is an SExpr (a loaded or computed integer) makes
@@ -190,6 +205,7 @@ class Assign:
     loc: str | None = None
     pos: str | None = field(default=None, compare=False)  # where the text form wrote it
     origin: Origin | None = None
+    traced: tuple[Traced, ...] = field(default=(), compare=False)  # traced indirect footprints
 
     @property
     def indirect(self) -> bool:
@@ -389,32 +405,49 @@ def coerce_literal(value: float | int | bool, dtype: str) -> float | int | bool:
 # ---- type checking ------------------------------------------------------------------------------
 def check_expr(e: SExpr) -> None:
     """Type rules of the closed scalar-op set (`rules.py`, shared with the dialect verifiers), on a
-    typed expression."""
+    typed expression: each op's operands are legal and its own dtype is the one the rule gives."""
     try:
         for n in e.walk():
             if isinstance(n, Binary):
-                binary_result(n.fn, n.a.typed(), n.b.typed())
+                got = binary_result(n.fn, n.a.typed(), n.b.typed())
             elif isinstance(n, Cmp):
-                cmp_result(n.pred, n.a.typed(), n.b.typed())
+                got = cmp_result(n.pred, n.a.typed(), n.b.typed())
             elif isinstance(n, Select):
-                select_result(n.cond.typed(), n.a.typed(), n.b.typed())
+                got = select_result(n.cond.typed(), n.a.typed(), n.b.typed())
             elif isinstance(n, Unary):
-                unary_result(n.fn, n.x.typed())
-            elif isinstance(n, Read):
-                for i in n.indices:
-                    if isinstance(i, SExpr):
-                        index_dtype(n.tensor, i.typed())
-            elif isinstance(n, Const | Cast):
-                cast_result(n.typed(), n.typed())
+                got = unary_result(n.fn, n.x.typed())
+            else:
+                if isinstance(n, Read):
+                    for i in n.indices:
+                        if isinstance(i, SExpr):
+                            index_dtype(n.tensor, i.typed())
+                elif isinstance(n, Const | Cast):
+                    cast_result(n.typed(), n.typed())
+                continue
+            if got != n.typed():
+                raise RuleError(f"'{getattr(n, 'fn', getattr(n, 'pred', 'select'))}' gives {got} but is "
+                                f"typed {n.typed()}")
     except RuleError as err:
         raise LoopIRError(str(err)) from None
+
+
+def _typed_tree(e: SExpr, kernel: Kernel) -> bool:
+    """Every node already has its dtype (an expression read from MLIR, or typed before), a read the
+    dtype of its tensor. Such a tree is checked as it is, not rebuilt: a subexpression shared by two
+    uses (an SSA value used twice) stays one object, which the analyses count once."""
+    for n in e.walk():
+        if getattr(n, "dtype", None) is None:
+            return False
+        if isinstance(n, Read) and n.dtype != kernel.tensor(n.tensor).dtype:
+            return False
+    return True
 
 
 def typecheck_assign(kernel: Kernel, a: Assign) -> Assign:
     target = kernel.tensor(a.target)
     if a.kind not in REDUCTIONS:
         raise LoopIRError(f"unknown assignment kind '{a.kind}'")
-    value = infer(a.value, kernel, target.dtype)
+    value = a.value if _typed_tree(a.value, kernel) else infer(a.value, kernel, target.dtype)
     check_expr(value)
     if value.dtype != target.dtype:
         raise LoopIRError(f"type mismatch: '{a.target}' is {target.dtype} but the value is {value.dtype}")
@@ -428,7 +461,7 @@ def typecheck_assign(kernel: Kernel, a: Assign) -> Assign:
                 index_dtype(a.target, i.typed())
             except RuleError as err:
                 raise LoopIRError(str(err)) from None
-    return Assign(a.target, indices, a.kind, value, a.loc, a.pos, a.origin)
+    return Assign(a.target, indices, a.kind, value, a.loc, a.pos, a.origin, a.traced)
 
 
 def typecheck(kernel: Kernel) -> Kernel:

@@ -1,18 +1,13 @@
 """The PyTorch frontend: capture (in a sandboxed child process), translate, validate, cache.
 
-Validation runs the loop IR on real data (the executor) and compares it with the model's own
-outputs, on the file's `get_inputs()` and on two fresh samples (one sample when the program is
-value-dependent: another sample may trace a different program). Full-size data is used only when
-the reference forward is expected to take under `time_budget` seconds and every tensor fits in
-`memory_budget_gb`; otherwise the module-level size constants are scaled down (`with_sizes`), the
-reduced instance is re-captured, re-translated and validated, and the full-size kernel is checked
-to be the same program with only sizes changed (`same_program`). The record says which was done.
+Validation (`validation.py`) runs the loop IR on real data (the executor) and compares it with
+the model's own outputs: whole at full size, on a backward slice of sampled output elements at full
+size, or on a size-reduced instance checked to be the same program. The record says which.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import pickle
 import tempfile
@@ -21,17 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from solar_compiler.errors import SolarError
+from solar_compiler.executor.trace import IndirectTrace
 from solar_compiler.frontends import CaptureFailed, FrontendOptions, Translation
 
-FRONTEND_VERSION = "1"
-SAMPLE_SEEDS = (1, 2)   # fresh samples besides get_inputs()
-MIN_REDUCED = 8         # a reduced size constant stays at least this large
-REDUCIBLE = 16          # constants below this (kernel sizes, strides, heads, layers) are kept
-# Points per second of one validation sample (reference forward, fresh inputs, loop-IR execution and
-# comparison together; measured here: about 2e7/s for elementwise statements): conservative, so
-# that "fits the time budget" means the whole validation stays within a few budgets.
-MATRIX_RATE = 2e9       # a contraction statement (executed with einsum/BLAS)
-VECTOR_RATE = 2e7       # any other statement
+from .validation import REDUCIBLE, as_array, has_indirect, run_samples, shrink, traced_records  # noqa: F401 - used by the LLM frontend
+
+FRONTEND_VERSION = "2"
 
 
 class TorchFrontend:
@@ -39,7 +29,7 @@ class TorchFrontend:
     extensions = (".py",)
 
     def translate(self, path: str, options: FrontendOptions) -> Translation:
-        from .sandbox import SandboxError, run_in_child
+        from .sandbox import SandboxError, run_in_child, run_in_process
 
         key = cache_key(path, options)
         if not options.no_cache:
@@ -48,9 +38,13 @@ class TorchFrontend:
                 hit.notes.append("translation cache hit")
                 return hit
         try:
-            result = run_in_child(sandboxed_job, path, options,
-                                  timeout_s=options.timeout + _llm_allowance(options),
-                                  memory_limit_gb=options.memory_gb, user_file=path)
+            if options.sandboxed:  # already in a sandbox of the caller's: same job, same messages
+                result = run_in_process(sandboxed_job, path, options, memory_limit_gb=options.memory_gb,
+                                        user_file=path)
+            else:
+                result = run_in_child(sandboxed_job, path, options,
+                                      timeout_s=options.timeout + _llm_allowance(options),
+                                      memory_limit_gb=options.memory_gb, user_file=path)
         except SandboxError as e:
             raise SolarError(str(e)) from None
         if isinstance(result, str):
@@ -88,6 +82,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     from .capture import CaptureError, capture
     from .model_file import ModelFileError, load_model_file
     from .translate import translate_program
+    from .validation import validate
 
     t0 = time.perf_counter()
     try:
@@ -102,11 +97,12 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     tt = translate_program(prog, kernel_name=Path(path).stem, filler=filler)
     check_bounds(tt.kernel)
     t2 = time.perf_counter()
+    trace = IndirectTrace() if has_indirect(tt.kernel) else None
     if options.validate:
-        record = validate(spec, prog, tt, options, filler)
+        record = validate(spec, prog, tt, options, filler, trace)
     else:
-        record = {"validated": False, "reason": "validation disabled (validate=false)", "max_rel_err": None,
-                  "samples": 0, "sizes": None}
+        record = {"validated": False, "method": None, "reason": "validation disabled (validate=false)",
+                  "max_rel_err": None, "samples": 0, "sizes": None, "elements_checked": 0}
     t3 = time.perf_counter()
     record = {"frontend": f"torch-{prog.method}", **record, "mode": options.mode,
               "seconds": {"capture": round(t1 - t0, 3), "translate": round(t2 - t1, 3),
@@ -114,9 +110,20 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     if prog.fallback_reason:
         record["export_failed"] = prog.fallback_reason
     notes = list(tt.notes)
+    traced: list[dict[str, Any]] = []
+    if trace is not None:
+        if record.get("validated") and record.get("method") == "full":
+            traced = traced_records(tt.kernel, trace)
+        else:
+            why = "validation was disabled" if not options.validate else \
+                "validation did not run the whole program at full size" if record.get("validated") else \
+                "validation did not run"
+            notes.append(f"indirect accesses counted at their minimum over all index values: no traced "
+                         f"sample at full size ({why})")
     if filler is not None and filler.filled:
         record["translated_by"] = filler.attribution(tt.source_ops)
-    return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops)
+    return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops, tt.aliases,
+                       traced)
 
 
 def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
@@ -157,128 +164,13 @@ def _llm_allowance(options: FrontendOptions) -> float:
     return 0.0 if llm is None or not llm.available else 2 * llm.attempts * llm.timeout
 
 
-# ---- validation -----------------------------------------------------------------------------------
-def validate(spec, prog, tt, options: FrontendOptions, filler=None) -> dict[str, Any]:
-    """Execute and compare at full size when the budget allows, else on a reduced instance."""
-    seconds, nbytes = estimate(tt.kernel)
-    if seconds <= options.time_budget and nbytes <= options.memory_budget_gb * 2**30:
-        return {**run_samples(spec, prog, tt, options.mode), "sizes": "full"}
-    reduced = reduce_instance(spec, prog, tt, options, filler)
-    if isinstance(reduced, str):
-        return {"validated": False, "max_rel_err": None, "samples": 0, "sizes": None,
-                "reason": f"too large to validate within budget (estimated {seconds:.1f} s, "
-                          f"{nbytes / 2**30:.2f} GB) and {reduced}"}
-    overrides, spec_r, prog_r, tt_r = reduced
-    sizes = "reduced: " + ", ".join(f"{k}={v}" for k, v in overrides.items())
-    return {**run_samples(spec_r, prog_r, tt_r, options.mode), "sizes": sizes,
-            "full_size_same_program": True}
-
-
-def run_samples(spec, prog, tt, mode: str) -> dict[str, Any]:
-    """Compare on get_inputs() and fresh samples; a mismatch fails the translation."""
-    from solar_compiler.executor import compare, execute
-
-    from .capture import fresh_inputs, run_reference
-
-    kernel = tt.validation_kernel()
-    dtypes = {t.name: t.dtype for t in kernel.tensors}
-    seeds: list[int | None] = [None] if prog.value_dependent else [None, *SAMPLE_SEEDS]
-    worst = 0.0
-    for seed in seeds:
-        inputs = None if seed is None else fresh_inputs(spec, seed)
-        ins, ws, outs, rnd = run_reference(spec, mode, inputs=inputs, seed=0, program=prog)
-        feed = {tt.inputs[n]: a for n, a in {**ins, **ws}.items()}
-        feed.update({tt.random[n]: a for n, a in rnd.items()})
-        feed = {k: as_array(a, kernel.tensor(k)) for k, a in feed.items()}
-        got = execute(kernel, feed)
-        ref = {k: outs[n] for k, n in zip(tt.outputs, prog.outputs, strict=True)}
-        cmp = compare(ref, got, dtypes)
-        what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
-        if not cmp.ok:  # the captured program is not the source program (or a template is wrong)
-            raise CaptureFailed(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
-        worst = max(worst, cmp.max_rel_err)
-    record: dict[str, Any] = {"validated": True, "max_rel_err": worst, "samples": len(seeds)}
-    if prog.value_dependent:
-        record["reason"] = "value-dependent program: validated on the traced sample only"
-    return record
-
-
-def as_array(a, decl):
-    """The reference array in the executor's dtype; a constant captured as shape (1,) for a 0-d
-    tensor (same single element) takes the declared shape."""
-    import numpy as np
-
-    from solar_compiler.executor.numeric import USER
-
-    a = np.ascontiguousarray(a, dtype=USER[decl.dtype])
-    if a.shape != decl.shape and a.size == 1 and math.prod(decl.shape) == 1:
-        a = a.reshape(decl.shape)
-    return a
-
-
+# ---- validation (validation.py); names the LLM frontend imports from here ------------------------
 def estimate(kernel) -> tuple[float, int]:
-    """(expected seconds of the eager reference, bytes of all tensors) of a kernel."""
-    from solar_compiler.analysis.polyhedral import iteration_count
-    from solar_compiler.loopir.ast import Binary, Read, statements
+    """(expected seconds of one whole-execution validation sample, bytes of all kernel tensors)."""
+    from .validation import estimate as cost_of
 
-    secs = 0.0
-    for ctx in statements(kernel):
-        v = ctx.stmt.value
-        matrix = ctx.stmt.kind == "+=" and isinstance(v, Binary) and v.fn == "mul" and \
-            isinstance(v.a, Read) and isinstance(v.b, Read)
-        secs += iteration_count(ctx) / (MATRIX_RATE if matrix else VECTOR_RATE)
-    return secs, sum(t.nbytes for t in kernel.tensors)
-
-
-def shrink(value: int, factor: int) -> int:
-    """`value / g` for the largest power of two g <= factor dividing it with a result >= MIN_REDUCED."""
-    if value < REDUCIBLE:
-        return value
-    g = factor
-    while g > 1 and (value % g or value // g < MIN_REDUCED):
-        g //= 2
-    return value // g
-
-
-def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
-    """(overrides, spec, program, translation) of the mildest reduction that fits the budget and is
-    the same program as the full-size one, or a string saying why there is none."""
-    from solar_compiler.loopir.same_program import same_program
-
-    from .capture import CaptureError, capture
-    from .model_file import ModelFileError
-    from .translate import translate_program
-
-    sizes = dict(spec.size_constants)
-    if not any(v >= REDUCIBLE for v in sizes.values()):
-        return "the file has no module-level size constant to scale down"
-    why = "no reduction of its size constants fits the budget"
-    seen: list[dict[str, int]] = []
-    factor = 2
-    while factor <= 2**16:
-        ov = {k: shrink(v, factor) for k, v in sizes.items()}
-        ov = {k: v for k, v in ov.items() if v != sizes[k]}
-        factor *= 2
-        if not ov or ov in seen:
-            continue
-        seen.append(ov)
-        try:
-            spec_r = spec.with_sizes(ov)
-            prog_r = capture(spec_r, mode=options.mode)
-            tt_r = translate_program(prog_r, kernel_name=tt.kernel.name,
-                                     filler=op_filler(spec_r, prog_r, options, filler))
-        except (ModelFileError, CaptureError, SolarError) as e:
-            why = f"the reduced instance {ov} does not build ({' '.join(str(e).split())[:160]})"
-            continue
-        secs, nbytes = estimate(tt_r.kernel)
-        if secs > options.time_budget or nbytes > options.memory_budget_gb * 2**30:
-            continue
-        diff = same_program(tt.kernel, tt_r.kernel)
-        if diff is not None:
-            why = f"the reduced instance {ov} is a different program ({diff})"
-            continue
-        return ov, spec_r, prog_r, tt_r
-    return why
+    cost = cost_of(kernel)
+    return cost.seconds, cost.kernel_bytes
 
 
 # ---- cache ---------------------------------------------------------------------------------------
@@ -289,7 +181,8 @@ def cache_dir() -> Path:
 
 # loop-IR modules whose code shapes a translation (simplification, random-draw stripping, the
 # reduced-size check), relative to the solar_compiler package
-_SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py")
+_SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py",
+                   "analysis/slicing.py", "executor/compare.py")
 
 
 def _frontend_fingerprint() -> str:

@@ -35,7 +35,7 @@ from .graph import torch_dtype
 from .inputs import fresh_inputs, input_names
 from .ops import KEEP_UNDECOMPOSED
 from .program import AtenNode, CapturedProgram, CaptureError, TensorMeta, TensorRef, sanitize
-from .reference import run_reference
+from .reference import run_reference, run_reference_f64
 
 __all__ = [
     "AtenNode",
@@ -48,6 +48,7 @@ __all__ = [
     "fresh_inputs",
     "input_names",
     "run_reference",
+    "run_reference_f64",
     "sanitize",
     "torch_dtype",
 ]
