@@ -19,6 +19,7 @@ REGISTRY: dict[str, str] = {
     "annotate-costs": "solar_compiler.passes.annotate_costs:AnnotateCostsPass",
     "roofline": "solar_compiler.passes.roofline:RooflinePass",
     "narrow-needed": "solar_compiler.passes.narrow_needed:NarrowNeededPass",
+    "reorder-chains": "solar_compiler.passes.reorder_chains:ReorderChainsPass",
 }
 
 

@@ -13,6 +13,7 @@ its working set in on-chip storage that persists between calls (docs/bounds.md).
 The unfused bound is priced per source op where the statements carry origins, else per einsum node.
 `measured` (a time such as 310us, or a JSON file of per-module times) adds "% of SOL" and headroom
 per fidelity (`analysis/measured.py`).
+The contraction trees are listed with their best orders (`reorder-chains` applies them when it ran).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.bounds import CACHE_STATES, FIDELITIES, parse_latency, parse_size
+from solar_compiler.analysis.chain_order import chains_section
 from solar_compiler.analysis.costs import INDIRECT, module_costs
 from solar_compiler.analysis.measured import parse_measured
 from solar_compiler.analysis.program import module_programs
@@ -84,5 +86,5 @@ class RooflinePass(ModulePass):
                               kernels=programs if "cache-aware" in fidelity else None,
                               cache_size=cache_size, as_written=as_written_record(op, self.indirect),
                               unfused=unfused, aliases=program_info(op).aliases, cache_state=self.cache_state,
-                              indirect=self.indirect, measured=measured)
+                              indirect=self.indirect, measured=measured, chains=chains_section(op))
         store_report(op, report)

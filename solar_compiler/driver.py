@@ -7,6 +7,7 @@ add registered passes, so `--lift-einsum` and `-p lift-einsum` give the same out
 `--roofline` (or `--inverse-roofline`) runs: `--translate`, `--lift-einsum`, the `-p` passes, then
 `lift-einsum` unless already there (the `-p` passes may need the loop dialect), with `narrow-needed`
 just before the first `lift-einsum` unless `--no-narrow` or `-p` has it, and `roofline{...}` last.
+`--reorder-chains` puts `reorder-chains` right after the first `lift-einsum` (adding both if needed).
 """
 
 from __future__ import annotations
@@ -239,6 +240,9 @@ class SolarOptMain(xDSLOptMain):
         g.add_argument("--no-cache", action="store_true", help="bypass the translation cache")
         g.add_argument("--lift-einsum", action="store_true",
                        help="loop IR -> einsum graph (pass 'lift-einsum')")
+        g.add_argument("--reorder-chains", action="store_true",
+                       help="rewrite contraction trees to their cheapest association order "
+                            "(pass 'reorder-chains', after lift-einsum)")
         g.add_argument("--roofline", choices=ROOFLINE_CHOICES, default=None,
                        help="compute bounds (pass 'roofline') and print the report")
         g.add_argument("--no-narrow", action="store_true",
@@ -323,6 +327,8 @@ class SolarOptMain(xDSLOptMain):
         elif a.measured:
             raise SolarError("--measured compares measured times with the bounds: add --roofline")
         self._text_report_options()
+        if a.reorder_chains:
+            passes = with_reorder_chains(passes)
         a.passes = ",".join(passes + post)
         try:
             super().setup_pipeline()
@@ -475,6 +481,16 @@ def _count(flag: str, least: int = 0):  # noqa: ANN202 - an argparse type
         return value
 
     return parse
+def with_reorder_chains(passes: list[str]) -> list[str]:
+    """`reorder-chains` right after the first `lift-einsum` (appended, with it, when absent)."""
+    segs = [p for spec in passes for p in split_pipeline(spec)]
+    names = [p.split("{", 1)[0].strip() for p in segs]
+    if "reorder-chains" in names:
+        return segs
+    if "lift-einsum" not in names:
+        return [*segs, "lift-einsum", "reorder-chains"]
+    at = names.index("lift-einsum") + 1
+    return [*segs[:at], "reorder-chains", *segs[at:]]
 
 
 def _quote(value: str) -> str:

@@ -8,6 +8,7 @@ failure deep in a pass. The records:
 * `ProgramInfo` (`solar.program`): the source file, the frontend that translated it, its
   validation record, the ops whose work depends on input values, notes, and the outputs that
   alias another tensor (no work).
+* `ChainsRecord` (`solar.chains`): what `reorder-chains` did to each contraction tree.
 * the roofline report (`solar.report`, schema `solar-report/1`): a plain nested dict, stored with
   `data_to_attr` and read with `attr_to_data`.
 """
@@ -38,6 +39,7 @@ from solar_compiler.errors import SolarError
 
 PROGRAM_ATTR = "solar.program"
 REPORT_ATTR = "solar.report"
+CHAINS_ATTR = "solar.chains"
 
 
 # ---- plain data <-> attributes ----------------------------------------------------------------------
@@ -167,6 +169,18 @@ class ProgramInfo(Record):
         if not data["aliases"]:
             del data["aliases"]
         return data_to_attr(data)  # type: ignore[return-value]
+
+
+@dataclass
+class ChainsRecord(Record):
+    """Left by `reorder-chains`: one row per contraction tree (`analysis/chain_order.ChainPlan.row`:
+    figures as written and in the best order, whether it was applied) and the execution check of
+    the rewritten graph (`analysis/chain_check.validate_reorder`; None when nothing was rewritten)."""
+
+    ATTR: ClassVar[str] = CHAINS_ATTR
+    applied: bool
+    trees: list[dict[str, Any]] = field(default_factory=list)
+    validation: dict[str, Any] | None = None
 
 
 def program_info(module: ModuleOp) -> ProgramInfo:

@@ -111,6 +111,12 @@ def _validation_lines(v: dict[str, Any]) -> list[str]:
         for op in v["value_dependent"]:
             seen[op] = seen.get(op, 0) + 1
         out += [f"  {op}" + (f" (x{n})" if n > 1 else "") for op, n in seen.items()]
+    rc = v.get("reorder_chains")
+    if rc:
+        out.append(f"reorder-chains: the rewritten graph reproduces the original ({rc['how']}, "
+                   f"{rc['samples']} random sample(s) in {rc['dtype']}, max relative error "
+                   f"{rc['max_rel_err']:.2e})" if rc["validated"] else
+                   f"reorder-chains: the rewritten graph NOT checked: {rc['reason']}")
     return out
 
 
@@ -141,9 +147,12 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
     ]
     if r["validation"].get("notes"):
         lines.insert(-2, f"notes:      {'; '.join(r['validation']['notes'])}")
+    if r.get("chains") and (r["reorder_chains"] or any(c["better"] for c in r["chains"])):
+        lines.append(_chains_line(r))  # said only where it tells something
     if r["narrowed"] and tot["flops_as_written"] != tot["flops"]:
         share = f" ({tot['flops'] / tot['flops_as_written']:.1%})" if tot["flops_as_written"] else ""
-        lines.append(f"narrowing:  needed work only (narrow-needed): {tot['flops']:,} of "
+        both = _BEST if any(c["applied"] for c in r.get("chains", ())) else ""
+        lines.append(f"narrowing:  needed work only (narrow-needed{both}): {tot['flops']:,} of "
                      f"{tot['flops_as_written']:,} FLOPs as written{share}")
     elif not r["narrowed"]:
         lines.append("narrowing:  not run: counts are as written")
@@ -155,6 +164,45 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
         lines.append(f"cache size: {r['cache_size']:,} bytes at the outermost (DRAM) level: overridden by "
                      "--cache-size (what-if study, not the targets' figures)")
     return lines
+
+
+_BEST = " and reorder-chains"
+
+
+def _chains_line(r: dict[str, Any]) -> str:
+    """Whether the costs use the best association orders (`reorder-chains`), and what they save."""
+    rows = r["chains"]
+    better = [c for c in rows if c["better"]]
+    a, b = sum(c["flops_as_written"] for c in better), sum(c["flops_best"] for c in better)
+    gain = f"{a:,} -> {b:,} FLOPs in them ({a / b:.3g}x)" if better and b else ""
+    if not better:
+        ran = "reorder-chains ran" if r["reorder_chains"] else "as written"
+        return f"chains:     {ran}: no contraction tree has an order with fewer FLOPs ({len(rows)} priced)"
+    n = f"{len(better)} of {len(rows)} tree(s)"
+    if r["reorder_chains"]:
+        return f"chains:     best orders used (reorder-chains): {n} rewritten, {gain}"
+    return f"chains:     as written; {n} have an order with fewer FLOPs, {gain}: --reorder-chains applies it"
+
+
+def _chains_table(r: dict[str, Any]) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title="contraction trees (as written, and in the order with the fewest FLOPs)", box=box.ASCII2,
+              title_justify="left")
+    for name in ("tree", "loc", "order as written", "FLOPs", "bytes", "best order", "FLOPs ", "bytes ",
+                 "ratio", "used"):
+        t.add_column(name, justify="right" if name.strip() in ("FLOPs", "bytes", "ratio") else "left",
+                     overflow="fold", max_width=40 if "order" in name else 24)
+    multi = len(r["kernels"]) > 1
+    for c in r["chains"]:
+        best = c["flops_best"] is not None
+        t.add_row(f"{c['kernel']}.{c['root']}" if multi else c["root"], ", ".join(c["locs"]) or "-",
+                  c["order_as_written"], f"{c['flops_as_written']:,}", f"{c['bytes_as_written']:,}",
+                  c["order_best"] or "-", f"{c['flops_best']:,}" if best else "-",
+                  f"{c['bytes_best']:,}" if best else "-", f"{c['ratio']:.3g}x" if c["ratio"] else "-",
+                  "yes" if c["applied"] else "no")
+    return t
 
 
 def _wrapped_header(r: dict[str, Any], hws: list[str], cache_aware: bool, width: int) -> list[str]:
@@ -197,6 +245,8 @@ def render_text(r: dict[str, Any], width: int = 120, depth: int = 0, top: int = 
     if any(m["path"] for m in r.get("modules") or []):
         con.print(module_table(r, depth or auto_depth(r, max(top, 12) if top > 0 else 1 << 30)))
     con.print(kernel_table(r, top, width))
+    if any(c["better"] or c["applied"] for c in r.get("chains", ())):
+        con.print(_chains_table(r))
     tables, notes = measured_tables(r)
     for t in tables:
         con.print(t)
@@ -212,7 +262,8 @@ def render_text(r: dict[str, Any], width: int = 120, depth: int = 0, top: int = 
             f"(loop-invariant terms once, common subexpressions once, products reassociated); "
             f"{literal:,} counted literally, every op at every point as written")
     if r["narrowed"] and tot["flops_as_written"] != tot["flops"]:
-        say(f"as written (before narrow-needed): {tot['flops_as_written']:,} FLOPs "
+        both = _BEST if any(c["applied"] for c in r.get("chains", ())) else ""
+        say(f"as written (before narrow-needed{both}): {tot['flops_as_written']:,} FLOPs "
             f"({tot['flops_matrix_as_written']:,} matrix, {tot['flops_vector_as_written']:,} vector); "
             f"{tot['bytes_unfused_as_written']:,} bytes unfused, {tot['bytes_fused_as_written']:,} "
             "bytes compulsory")

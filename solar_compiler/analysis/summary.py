@@ -37,6 +37,10 @@ part of the unfused bound). `hw.<target>.memory` lists the target's memory level
 them (`describe` in words), and each `matrix`/`vector` figure has its `label` ("BF16 tensor"). The
 validation record is the frontend's (`ProgramInfo.validation`), plus `value_dependent`, the
 frontend's list of value-dependent ops, and `notes`.
+
+`chains` lists the contraction trees (`chain_order.ChainPlan.row`: figures as written and in the best
+order) and `reorder_chains` says whether the costs are those of the best orders (the pass ran);
+`validation.reorder_chains` is the pass's execution check of the rewritten graph.
 """
 
 from __future__ import annotations
@@ -167,13 +171,14 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                  cache_size: int | None = None, as_written: dict[str, dict] | None = None,
                  unfused: Sequence[Sequence[UnfusedKernel]] | None = None,
                  aliases: Sequence[dict[str, Any]] = (), cache_state: str = "cold",
-                 indirect: str = "traced", measured: Measured | None = None) -> dict[str, Any]:
+                 indirect: str = "traced", measured: Measured | None = None,
+                 chains: dict[str, Any] | None = None) -> dict[str, Any]:
     """The report dict (schema `solar-report/1`) for the given costs on every target. Cache-aware
     bounds need `kernels` (those the costs came from, same order); `as_written` is `narrow-needed`'s
     record (None: not narrowed); `unfused` the kernels of the unfused bound per graph (None: one per
     node); `aliases` the outputs that alias another tensor (`ProgramInfo.aliases`): a program whose
     every output is one has no work, and its bounds are 0; `cache_state` the timing contract
-    (`bounds.CACHE_STATES`)."""
+    (`bounds.CACHE_STATES`); `chains` is `chain_order.chains_section` (None: no trees)."""
     if not graphs:
         raise SolarError(f"{source}: no kernel to bound")
     empty_ok = bool(aliases)
@@ -244,7 +249,11 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                              "traced": [a.tensor for a in (*o.reads, *o.writes) if a.traced]}
                             for r, (_, o) in zip(op_rows, ops, strict=True) if o.indirect],
         "inverse": None,
+        "reorder_chains": bool(chains and chains["applied"]),
+        "chains": list(chains["trees"]) if chains else [],
     }
+    if chains and chains.get("validation"):
+        report["validation"] = {**validation, "reorder_chains": chains["validation"]}
     if latency_s is not None:
         inv: dict[str, Any] = {"latency_s": latency_s}
         for h, b in bounds.items():
