@@ -129,12 +129,16 @@ def imported_alone() -> dict[str, dict]:
     return out
 
 
+# ops given templates after the registry replaced the dispatch tables (one line per addition)
+ADDED_OPS = {"aten._embedding_bag.default", "aten._embedding_bag_forward_only.default"}
+
+
 @pytest.mark.parametrize("module", TEMPLATE_MODULES)
 def test_every_template_module_imports_alone_in_a_fresh_interpreter(imported_alone, module):
     got = imported_alone[module]
     assert got["rc"] == 0, got["stderr"][-2000:]
     assert got["loaded"] == [f"{registry.TEMPLATES_PACKAGE}.{module}"]  # no other template module
-    assert got["ops"] and set(got["ops"]) <= set(OLD_DISPATCH_OPS)
+    assert got["ops"] and set(got["ops"]) <= set(OLD_DISPATCH_OPS) | ADDED_OPS
 
 
 def _imports(path: Path) -> list[tuple[int, str, int]]:

@@ -70,6 +70,12 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("vector work", "the vector FLOPs counted are the fewest a legal implementation needs (loop-invariant "
                     "terms once, common subexpressions once, products reassociated); the line gives the "
                     "literal count (every op at every point as written) beside it when they differ."),
+    ("chains", "contraction trees (chains of matrix products joined through intermediates used once) "
+               "and the association order with the fewest FLOPs (opt_einsum); --reorder-chains rewrites "
+               "the program to that order and checks it by execution (docs/reorder-chains.md)."),
+    ("contraction trees", "the table of chains: each tree's order as written and its best order, with "
+                          "FLOPs and bytes of each, their ratio, and whether the bounds use the best "
+                          "one ('used')."),
     ("narrowing", "work no output needs (a masked-out region, an unused slice) was dropped before "
                   "costing (narrow-needed); 'as written' counts include it."),
     ("precision", "the precision policy (--precision; see policy)."),
