@@ -237,9 +237,11 @@ def cache_dir() -> Path:
     return Path(base) / "solar-opt" / "translations"
 
 
-# loop-IR modules whose code shapes a translation (simplification, random-draw stripping, the
-# reduced-size check), relative to the solar_compiler package
-_SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py")
+# shared modules whose code shapes a translation, relative to the solar_compiler package: the loop-IR
+# rewrites (simplification, random-draw stripping, the reduced-size check), the captured program and
+# the builder the templates emit with
+_SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py",
+                   "frontends/program.py", "frontends/builder/*.py")
 
 
 def _frontend_fingerprint() -> str:
@@ -251,9 +253,10 @@ def _frontend_fingerprint() -> str:
         h.update(p.relative_to(root).as_posix().encode())
         h.update(p.read_bytes())
     package = root.parent.parent
-    for rel in _SHARED_SOURCES:
-        h.update(rel.encode())
-        h.update((package / rel).read_bytes())
+    for pattern in _SHARED_SOURCES:
+        for p in sorted(package.glob(pattern)):
+            h.update(p.relative_to(package).as_posix().encode())
+            h.update(p.read_bytes())
     return h.hexdigest()
 
 

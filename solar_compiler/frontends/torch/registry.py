@@ -15,7 +15,7 @@ import importlib.util
 import pkgutil
 from collections.abc import Callable
 
-from .builder.values import Val
+from solar_compiler.frontends.builder.values import Val
 
 Template = Callable[..., Val | tuple[Val | None, ...]]
 TEMPLATES_PACKAGE = f"{__package__}.templates"

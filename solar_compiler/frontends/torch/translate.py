@@ -1,22 +1,22 @@
 """Captured ATen graph (`CapturedProgram`) -> one loop-IR `Kernel`.
 
 Every ATen node is translated by its template (`registry.lookup`, templates in `templates/`, built
-with `builder/`). Values live in an environment of `Val`s: a stored value reads its own kernel
-tensor; a view is an index map composed into its consumers' reads; constant fills and `arange` are
-generators with no tensor at all. A value that is a graph output is materialised into an `output`
-tensor (a copy when it is a view).
+with the shared `frontends/builder/`). Values live in an environment of `Val`s: a stored value reads
+its own kernel tensor; a view is an index map composed into its consumers' reads; constant fills and
+`arange` are generators with no tensor at all. A value that is a graph output is materialised into an
+`output` tensor (a copy when it is a view).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from solar_compiler.frontends.builder.translator import TranslateError, Translator
+from solar_compiler.frontends.builder.values import Val, stored
+from solar_compiler.frontends.program import AtenNode, CapturedProgram, TensorMeta, TensorRef, sanitize
 from solar_compiler.loopir.ast import Kernel
 from solar_compiler.loopir.rewrite import writes_as_inputs
 
-from .builder.translator import TranslateError, Translator
-from .builder.values import Val, stored
-from .capture.program import AtenNode, CapturedProgram, TensorMeta, TensorRef, sanitize
 from .masks import affine_masks
 from .registry import Template, lookup
 

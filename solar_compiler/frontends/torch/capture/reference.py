@@ -13,10 +13,11 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.export.exported_program import _override_composite_implicit_decomp
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from solar_compiler.frontends.program import CapturedProgram, CaptureError
+
 from ..model_file import ModelSpec
 from .entry import capture
 from .ops import PRESERVE_CIA, aten, dropout_decomp, has_cia_kernel, is_random, mutated_arg_indices, tables
-from .program import CapturedProgram, CaptureError
 from .util import build_model, load_spec, quiet, resolve_attr, to_numpy
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from solar_compiler.frontends.builder.exprs import c, cast, mul
+from solar_compiler.frontends.builder.index_maps import int_tuple, window_index
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop, Val, ivars, stored
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 
-from ..builder.exprs import c, cast, mul
-from ..builder.index_maps import int_tuple, window_index
-from ..builder.translator import Translator
-from ..builder.values import Loop, Val, ivars, stored
-from ..capture.program import AtenNode
 from ..registry import template
 
 

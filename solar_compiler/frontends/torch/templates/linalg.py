@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from solar_compiler.frontends.builder.exprs import c, cast, mul, scale
+from solar_compiler.frontends.builder.index_maps import bcast_index
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop, Val, stored
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import SExpr, TensorDecl
 
-from ..builder.exprs import c, cast, mul, scale
-from ..builder.index_maps import bcast_index
-from ..builder.translator import Translator
-from ..builder.values import Loop, Val, stored
-from ..capture.program import AtenNode
 from ..registry import template
 
 Operand = tuple[Val, Sequence[str]]  # a value and the loop variable of each of its dims

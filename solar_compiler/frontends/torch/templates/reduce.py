@@ -8,15 +8,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from solar_compiler.frontends.builder.exprs import bin_, c, cast, cmp, div, index_value, mul, select, sub, un
+from solar_compiler.frontends.builder.index_maps import count, kept_shape, norm_dims, reshape_map
+from solar_compiler.frontends.builder.statements import accumulate, copy_into, finalize, reduce_into
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Val, stored, view
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
 
-from ..builder.exprs import bin_, c, cast, cmp, div, index_value, mul, select, sub, un
-from ..builder.index_maps import count, kept_shape, norm_dims, reshape_map
-from ..builder.statements import accumulate, copy_into, finalize, reduce_into
-from ..builder.translator import Translator
-from ..builder.values import Val, stored, view
-from ..capture.program import AtenNode
 from ..registry import template
 
 

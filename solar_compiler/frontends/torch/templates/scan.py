@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from solar_compiler.frontends.builder.exprs import add, cast, mul
+from solar_compiler.frontends.builder.index_maps import norm_dim
+from solar_compiler.frontends.builder.statements import copy_into
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop, Val, stored
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, SExpr
 
-from ..builder.exprs import add, cast, mul
-from ..builder.index_maps import norm_dim
-from ..builder.statements import copy_into
-from ..builder.translator import Translator
-from ..builder.values import Loop, Val, stored
-from ..capture.program import AtenNode
 from ..registry import template
 
 

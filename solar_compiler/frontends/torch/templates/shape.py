@@ -8,16 +8,16 @@ import itertools
 import math
 from collections.abc import Sequence
 
+from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, index_value, mul, select
+from solar_compiler.frontends.builder.index_maps import iadd, ineg_from, norm_dim, reshape_map
+from solar_compiler.frontends.builder.statements import copy_into, full_val, pad_into, store_or_inline
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop, Val, generator, ivars, loops, stored, view
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import INT_DTYPES, Index, SExpr
 from solar_compiler.loopir.simplify import literal
 
-from ..builder.exprs import add, c, cast, cmp, index_value, mul, select
-from ..builder.index_maps import iadd, ineg_from, norm_dim, reshape_map
-from ..builder.statements import copy_into, full_val, pad_into, store_or_inline
-from ..builder.translator import Translator
-from ..builder.values import Loop, Val, generator, ivars, loops, stored, view
-from ..capture.program import AtenNode
 from ..registry import template
 
 

@@ -12,7 +12,7 @@ from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import DTYPES, Assign, For, If, Index, Node, SExpr, TensorDecl
 from solar_compiler.loopir.simplify import simplify_affine, simplify_expr, simplify_index
 
-from ..capture.program import AtenNode, CapturedProgram, Namer, TensorMeta, TensorRef
+from ..program import AtenNode, CapturedProgram, Namer, TensorMeta, TensorRef
 from .values import Loop, Val, ivars, loops
 
 # Names the loop text form reserves (keywords, roles, dtypes, loop kinds, literals).

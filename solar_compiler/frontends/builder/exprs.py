@@ -27,7 +27,7 @@ from solar_compiler.loopir.ast import (
 from solar_compiler.loopir.simplify import Literal, literal
 from solar_compiler.loopir.simplify import fold as fold_with
 
-from ..capture.program import TensorRef
+from ..program import TensorRef
 from .translator import Translator
 from .values import Val
 
