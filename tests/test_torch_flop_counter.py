@@ -24,8 +24,8 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from solar_compiler.driver import main  # noqa: E402
 from solar_compiler.frontends import FrontendOptions  # noqa: E402
+from solar_compiler.frontends.model_file import load_model_file  # noqa: E402
 from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
-from solar_compiler.frontends.torch.model_file import load_model_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 # toggling oneDNN warns about Intel-GPU TF32 on every call

@@ -39,7 +39,7 @@ class TorchFrontend:
     extensions = (".py",)
 
     def translate(self, path: str, options: FrontendOptions) -> Translation:
-        from .sandbox import SandboxError, run_in_child
+        from solar_compiler.frontends.sandbox import SandboxError, run_in_child
 
         key = cache_key(path, options)
         if not options.no_cache:
@@ -65,9 +65,8 @@ def sandboxed_job(path: str, options: FrontendOptions) -> Translation | str:
     message itself, so that the parent shows them unchanged. A diagnostic caused by a failed
     allocation (the capture reports it as "forward raised RuntimeError: ... can't allocate memory")
     is the sandbox's memory limit at work, and says so."""
+    from solar_compiler.frontends.sandbox import memory_limit_message
     from solar_compiler.loopir.ast import LoopIRError
-
-    from .sandbox import memory_limit_message
 
     try:
         return translate_job(path, options)
@@ -78,9 +77,9 @@ def sandboxed_job(path: str, options: FrontendOptions) -> Translation | str:
 def translate_job(path: str, options: FrontendOptions) -> Translation:
     """Capture, translate and validate `path`; every failure is a one-line SolarError."""
     from solar_compiler.analysis.polyhedral import check_bounds
+    from solar_compiler.frontends.model_file import ModelFileError, load_model_file
 
     from .capture import CaptureError, capture
-    from .model_file import ModelFileError, load_model_file
     from .translate import translate_program
 
     t0 = time.perf_counter()
@@ -194,10 +193,10 @@ def shrink(value: int, factor: int) -> int:
 def reduce_instance(spec, prog, tt, options: FrontendOptions):
     """(overrides, spec, program, translation) of the mildest reduction that fits the budget and is
     the same program as the full-size one, or a string saying why there is none."""
+    from solar_compiler.frontends.model_file import ModelFileError
     from solar_compiler.loopir.same_program import same_program
 
     from .capture import CaptureError, capture
-    from .model_file import ModelFileError
     from .translate import translate_program
 
     sizes = dict(spec.size_constants)

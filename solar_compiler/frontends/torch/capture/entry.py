@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from solar_compiler.frontends.model_file import ModelFileError, ModelSpec, exception_summary
 from solar_compiler.frontends.program import CapturedProgram, CaptureError
 
-from ..model_file import ModelFileError, ModelSpec, exception_summary
 from .dispatch import capture_dispatch
 from .export import capture_export
 from .graph import NeedsFallback, SymbolicShape, UserFile

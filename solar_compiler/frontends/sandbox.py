@@ -12,10 +12,9 @@ failure becomes a :class:`SandboxError` with a one-line message:
   messages unchanged.
 
 The memory limit is ``RLIMIT_AS`` set in the child once it has imported the function's module
-(so interpreter and torch start-up are not counted): ``limit = current address space + N GB``.
+(so interpreter and framework start-up are not counted): ``limit = current address space + N GB``.
 
-This module imports neither torch nor numpy; the helpers :func:`eager_forward` and
-:func:`capture_child` import them in the child.
+Every framework frontend runs its job through it; this module imports no framework (nor numpy).
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SandboxError", "capture_child", "eager_forward", "memory_limit_message", "run_in_child"]
+__all__ = ["SandboxError", "memory_limit_message", "run_in_child"]
 
 _STARTUP_S = 120.0  # time allowed for the child to start and import the function's module
 
@@ -46,7 +45,7 @@ _BOOTSTRAP = (
     "_fd = int(sys.argv[1])\n"
     "_path = pickle.load(sys.stdin.buffer)\n"
     "sys.path[:] = _path\n"
-    "from solar_compiler.frontends.torch.sandbox import _child_main\n"
+    "from solar_compiler.frontends.sandbox import _child_main\n"
     "_child_main(_fd)\n"
 )
 
@@ -322,36 +321,3 @@ def _child_main(fd: int) -> None:
     finally:
         os.close(fd)
         os._exit(0)
-
-
-# --------------------------------------------------------------------------------------------
-# Helpers meant to run inside the child
-# --------------------------------------------------------------------------------------------
-
-
-def eager_forward(path: str, mode: str = "eval", seed: int = 0) -> list[tuple[tuple[int, ...], str]]:
-    """Load the model file, build the model and run forward once for real (no_grad).
-
-    Returns (shape, dtype) of every output tensor.
-    """
-    import torch
-
-    from .model_file import load_model_file
-
-    spec = load_model_file(path)
-    torch.manual_seed(seed)
-    model = spec.build_model()
-    if mode == "eval":
-        model.eval()
-    sample = spec.sample_inputs()
-    with torch.no_grad():
-        out = model(*sample)
-    flat, _ = torch.utils._pytree.tree_flatten(out)
-    return [(tuple(t.shape), str(t.dtype).replace("torch.", "")) for t in flat if isinstance(t, torch.Tensor)]
-
-
-def capture_child(path: str, mode: str = "eval", fake: bool = True, size_overrides: dict | None = None):
-    """:func:`capture.capture` (for use with :func:`run_in_child`)."""
-    from .capture import capture
-
-    return capture(path, mode=mode, fake=fake, size_overrides=size_overrides)
