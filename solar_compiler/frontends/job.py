@@ -1,0 +1,50 @@
+"""How every framework frontend runs its translation job: from the cache when it holds the result,
+else in a sandboxed child process (`sandbox.run_in_child`: time and memory limits) whose
+diagnostics come back as one line, and then into the cache."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from solar_compiler.errors import SolarError
+from solar_compiler.frontends import FrontendOptions, Translation
+
+# job(path, options) -> Translation: capture, translate and validate (runs in the child; raises
+# SolarError or LoopIRError for a diagnostic). A top-level function, so that it pickles by name.
+Job = Callable[[str, FrontendOptions], Translation]
+
+
+def translate_cached(job: Job, path: str, options: FrontendOptions, key: str) -> Translation:
+    """The cached translation under `key`, else `job(path, options)` run in a sandboxed child."""
+    from solar_compiler.frontends.cache import cache_load, cache_store
+    from solar_compiler.frontends.sandbox import SandboxError, run_in_child
+
+    if not options.no_cache:
+        hit = cache_load(key)
+        if hit is not None:
+            hit.notes.append("translation cache hit")
+            return hit
+    try:
+        result = run_in_child(child_job, job, path, options, timeout_s=options.timeout,
+                              memory_limit_gb=options.memory_gb, user_file=path)
+    except SandboxError as e:
+        raise SolarError(str(e)) from None
+    if isinstance(result, str):
+        raise SolarError(result)
+    if not options.no_cache:
+        cache_store(key, result)
+    return result
+
+
+def child_job(job: Job, path: str, options: FrontendOptions) -> Translation | str:
+    """`job`, with its diagnostics (SolarError, LoopIRError) returned as the one-line message itself,
+    so that the parent shows them unchanged. A diagnostic caused by a failed allocation (a capture
+    reports it as "forward raised RuntimeError: ... can't allocate memory") is the sandbox's memory
+    limit at work, and says so."""
+    from solar_compiler.frontends.sandbox import memory_limit_message
+    from solar_compiler.loopir.ast import LoopIRError
+
+    try:
+        return job(path, options)
+    except (SolarError, LoopIRError) as e:
+        return memory_limit_message(e, path, options.memory_gb) or " ".join(str(e).split())
