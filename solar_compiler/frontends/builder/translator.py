@@ -13,7 +13,7 @@ from solar_compiler.loopir.ast import DTYPES, Assign, For, If, Index, Node, SExp
 from solar_compiler.loopir.simplify import simplify_affine, simplify_expr, simplify_index
 
 from ..program import AtenNode, CapturedProgram, Namer, TensorMeta, TensorRef
-from .values import Loop, Val, ivars, loops
+from .values import Loop, Val, ivars, loops, stored
 
 # Names the loop text form reserves (keywords, roles, dtypes, loop kinds, literals).
 RESERVED = frozenset({
@@ -139,7 +139,43 @@ class Translator:
         self.emit(decl, idx, "=", v.read(idx), lps)
         return decl
 
+    # ---- the program's parameters and results ---------------------------------------------------
+    def bind_param(self, meta: TensorMeta, role: str) -> None:
+        """An input or weight of the program: a kernel tensor of that role, named after it."""
+        decl = self.declare(meta.name, meta.shape, meta.dtype, role)
+        self.inputs[meta.name] = decl.name
+        self.env[meta.name] = stored(decl)
+
+    def bind_program_outputs(self, program: CapturedProgram) -> list[str]:
+        """The `output` tensor of each program output, in order: the local that holds it, or a copy
+        (of a view, a generator, an input or weight, a drawn tensor, or an output returned twice)."""
+        roles = {t.name: t.role for t in self.tensors}
+        taken: set[str] = set()
+        out: list[str] = []
+        for name in program.outputs:
+            v = self.env.get(name)
+            if v is None:
+                raise TranslateError(f"{program.source}: graph output '{name}' is never computed")
+            self.loc = _loc_of(program, name) or f"{program.source}:1"
+            own = v.stored is not None and roles.get(v.stored) == "local" and v.stored not in taken
+            if own and v.stored not in self.random.values():
+                self.set_role(v.stored, "output")
+                taken.add(v.stored)
+                out.append(v.stored)
+                continue
+            decl = self.materialize(v, f"{name}_out" if v.stored else name, role="output")
+            taken.add(decl.name)
+            out.append(decl.name)
+        return out
+
     # ---- errors -----------------------------------------------------------------------------
     def error(self, what: str) -> TranslateError:
         op = self.node.op if self.node is not None else "program"
         return TranslateError(f"{self.loc or self.program.source}: {what} (in {op})")
+
+
+def _loc_of(program: CapturedProgram, name: str) -> str | None:
+    for node in program.nodes:
+        if any(m is not None and m.name == name for m in node.outputs):
+            return node.loc
+    return None

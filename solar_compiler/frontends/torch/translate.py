@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from solar_compiler.frontends.builder.translator import TranslateError, Translator
-from solar_compiler.frontends.builder.values import Val, stored
-from solar_compiler.frontends.program import AtenNode, CapturedProgram, TensorMeta, TensorRef, sanitize
+from solar_compiler.frontends.builder.values import Val
+from solar_compiler.frontends.program import AtenNode, CapturedProgram, TensorRef, sanitize
 from solar_compiler.loopir.ast import Kernel
 from solar_compiler.loopir.rewrite import writes_as_inputs
 
@@ -45,9 +45,9 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward") ->
     """The kernel of `program`: each node translated by its template, in program order."""
     tr = Translator(program, kernel_name)
     for meta in program.inputs:
-        _bind_param(tr, meta, "input")
+        tr.bind_param(meta, "input")
     for meta in program.weights:
-        _bind_param(tr, meta, "weight")
+        tr.bind_param(meta, "weight")
     _bind_masks(tr, program)
     last_loc: str | None = None
     for node in program.nodes:
@@ -71,7 +71,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward") ->
                 raise tr.error(f"template produced no value for output '{meta.name}'")
     tr.node = None
     first = tr.n_statements
-    outputs = _bind_outputs(tr, program)
+    outputs = tr.bind_program_outputs(program)
     _record_group(tr, "output copy", first)
     kernel = Kernel(sanitize(kernel_name), tr.tensors, tr.body)
     return TorchTranslation(kernel, tr.inputs, outputs, tr.random, tr.notes, tr.source_ops)
@@ -90,12 +90,6 @@ def _record_group(tr: Translator, op: str, first: int) -> None:
         tr.source_ops.append({"op": op, "loc": tr.loc, "first": first, "count": tr.n_statements - first})
 
 
-def _bind_param(tr: Translator, meta: TensorMeta, role: str) -> None:
-    decl = tr.declare(meta.name, meta.shape, meta.dtype, role)
-    tr.inputs[meta.name] = decl.name
-    tr.env[meta.name] = stored(decl)
-
-
 def _bind_masks(tr: Translator, program: CapturedProgram) -> None:
     """Constant mask buffers that are affine regions are read as comparisons of their indices
     (masks.py); the weight stays declared (validation feeds it) but is no longer read."""
@@ -103,35 +97,6 @@ def _bind_masks(tr: Translator, program: CapturedProgram) -> None:
         mask = replace(m, weight=tr.inputs[m.weight])
         tr.env[m.weight] = Val(mask.shape, mask.dtype, mask.read)
         tr.notes.append(mask.note())
-
-
-def _bind_outputs(tr: Translator, program: CapturedProgram) -> list[str]:
-    roles = {t.name: t.role for t in tr.tensors}
-    taken: set[str] = set()
-    out: list[str] = []
-    for name in program.outputs:
-        v = tr.env.get(name)
-        if v is None:
-            raise TranslateError(f"{program.source}: graph output '{name}' is never computed")
-        tr.loc = _loc_of(program, name) or f"{program.source}:1"
-        drawn = v.stored in tr.random.values()
-        if v.stored is not None and roles.get(v.stored) == "local" and v.stored not in taken and not drawn:
-            tr.set_role(v.stored, "output")
-            taken.add(v.stored)
-            out.append(v.stored)
-            continue
-        # a view, a generator, an input or weight, or an output returned twice: copy it
-        decl = tr.materialize(v, f"{name}_out" if v.stored else name, role="output")
-        taken.add(decl.name)
-        out.append(decl.name)
-    return out
-
-
-def _loc_of(program: CapturedProgram, name: str) -> str | None:
-    for node in program.nodes:
-        if any(m is not None and m.name == name for m in node.outputs):
-            return node.loc
-    return None
 
 
 def _describe(node: AtenNode) -> str:
