@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.affine import AffExpr
 
 from .exprs import c, cast, mul
-from .index_maps import range_guards, window_index
+from .index_maps import dilated_window_index, window_index
 from .translator import Translator
 from .values import Loop, Val, ivars, stored
 
@@ -76,7 +76,7 @@ def convolution(tr: Translator, x: Val, w: Val, b: Val | None, stride: Sequence[
     p = ivars(p_lps)
     ld = list(lhs_dilation) if lhs_dilation is not None else [1] * len(sp)
     if any(k != 1 for k in ld):
-        win, guards = _dilated_window(p, r, sp, isp, ksp, stride, padding, dilation, ld)
+        win, guards = dilated_window_index(p, r, sp, isp, ksp, stride, padding, dilation, ld)
     else:
         win, guards = window_index(p, r, sp, isp if not transposed else osp, ksp, stride, padding, dilation)
     if not transposed:
@@ -86,22 +86,3 @@ def convolution(tr: Translator, x: Val, w: Val, b: Val | None, stride: Sequence[
     value = mul(cast(x.read(_place(xl, x_idx)), dt), cast(w.read(_place(wl, w_idx)), dt))
     tr.emit(out, _place(ol, out_idx), "+=", value, [n_l, *g_lps, o_l, *p_lps, c_l, *r_lps], guards)
     return stored(out)
-
-
-def _dilated_window(p: Sequence[AffExpr], r: Sequence[AffExpr], p_extent: Sequence[int], size: Sequence[int],
-                    kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
-                    dilation: Sequence[int], ld: Sequence[int]) -> tuple[list[AffExpr], list[AffCond]]:
-    """The input index of each spatial dim of a window over an input dilated by `ld`: `q // ld` for
-    `q = p*s + r*d - pad`, guarded to the taps on input elements (`q % ld == 0`, inside the input)."""
-    idx: list[AffExpr] = []
-    guards: list[AffCond] = []
-    for d in range(len(p_extent)):
-        q = p[d] * stride[d] + r[d] * dilation[d] - padding[d]
-        hi = (p_extent[d] - 1) * stride[d] + (kernel[d] - 1) * dilation[d] - padding[d]
-        guards += range_guards(q, -padding[d], hi, (size[d] - 1) * ld[d] + 1)
-        if ld[d] != 1:
-            guards.append(AffCond.compare(q % ld[d], "==", AffExpr.lit(0)))
-            idx.append(q // ld[d])
-        else:
-            idx.append(q)
-    return idx, guards

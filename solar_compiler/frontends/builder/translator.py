@@ -116,6 +116,11 @@ class Translator:
             node = For(lp.iv, AffExpr.of(lp.lb), AffExpr.of(lp.ub), lp.step, lp.sequential, [node])
         self._bodies[-1].append(node)
 
+    @property
+    def ranges(self) -> dict[str, tuple[int, int]]:
+        """The (lowest, highest) value of each loop variable enclosing what is emitted now."""
+        return self._ranges[-1]
+
     @contextmanager
     def inside(self, lp: Loop) -> Iterator[AffExpr]:
         """Emit into the body of a new loop (a `scan` time loop of a recurrent template)."""

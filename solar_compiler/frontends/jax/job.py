@@ -1,0 +1,85 @@
+"""The JAX frontend's job, run in the sandboxed child (imports jax, so the parent never does): load
+the file, capture, translate, check bounds, validate against the JAX function's own outputs."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import jax  # noqa: F401 - imported with this module, before the child's memory limit is set
+
+from solar_compiler.analysis.polyhedral import check_bounds
+from solar_compiler.errors import SolarError
+from solar_compiler.frontends import FrontendOptions, Translation
+from solar_compiler.frontends.model_file import JAX_FORMAT, ModelFileError, ModelSpec, load_model_file
+from solar_compiler.frontends.program import CaptureError
+from solar_compiler.frontends.validation import SAMPLE_SEEDS, as_array, validate_sized
+
+from .capture import JaxModel, capture, load_model
+from .reference import feed, real_params, reference, sample_inputs
+from .translate import JaxTranslation, translate_program
+
+
+def translate_job(path: str, options: FrontendOptions) -> Translation:
+    """Capture, translate and validate `path`; every failure is a one-line SolarError."""
+    t0 = time.perf_counter()
+    try:
+        spec = load_model_file(path, JAX_FORMAT)
+        model, prog = build_capture(spec, options.mode)
+    except (ModelFileError, CaptureError) as e:
+        raise SolarError(str(e)) from None
+    t1 = time.perf_counter()
+    tt = translate_program(prog, kernel_name=Path(path).stem)
+    check_bounds(tt.kernel)
+    t2 = time.perf_counter()
+    if options.validate:
+        record = validate_sized(spec, tt.kernel, (model, prog, tt), options, lambda s: build(s, options, tt),
+                                lambda s, built: run_samples(*built))
+    else:
+        record = {"validated": False, "reason": "validation disabled (validate=false)", "max_rel_err": None,
+                  "samples": 0, "sizes": None}
+    t3 = time.perf_counter()
+    record = {"frontend": "jax-jaxpr", **record, "mode": options.mode,
+              "seconds": {"capture": round(t1 - t0, 3), "translate": round(t2 - t1, 3),
+                          "validate": round(t3 - t2, 3)}}
+    return Translation([tt.kernel], record, [], list(tt.notes), tt.source_ops)
+
+
+def build_capture(spec: ModelSpec, mode: str):
+    model = load_model(spec, mode)
+    return model, capture(model)
+
+
+def build(spec: ModelSpec, options: FrontendOptions, full: JaxTranslation):
+    """A (reduced) instance captured and translated, for the shared size-reduction rules."""
+    try:
+        model, prog = build_capture(spec, options.mode)
+    except CaptureError as e:
+        raise SolarError(str(e)) from None
+    tt = translate_program(prog, kernel_name=full.kernel.name)
+    return tt.kernel, (model, prog, tt)
+
+
+def run_samples(model: JaxModel, prog, tt: JaxTranslation) -> dict[str, Any]:
+    """Compare on get_inputs() and fresh samples; a mismatch fails the translation."""
+    from solar_compiler.executor import compare, execute
+
+    kernel = tt.kernel
+    dtypes = {t.name: t.dtype for t in kernel.tensors}
+    params = real_params(model)
+    run_reference = reference(model)
+    worst = 0.0
+    for seed in (None, *SAMPLE_SEEDS):
+        inputs = sample_inputs(model, seed)
+        outs = run_reference(params, inputs)
+        values = feed(prog, params, inputs)
+        got = execute(kernel, {tt.inputs[n]: as_array(a, kernel.tensor(tt.inputs[n]))
+                               for n, a in values.items()})
+        ref = dict(zip(tt.outputs, outs, strict=True))
+        cmp = compare(ref, got, dtypes)
+        what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
+        if not cmp.ok:
+            raise SolarError(f"{model.spec.path}: validation failed on {what}: {cmp.first_mismatch}")
+        worst = max(worst, cmp.max_rel_err)
+    return {"validated": True, "max_rel_err": worst, "samples": 1 + len(SAMPLE_SEEDS)}
