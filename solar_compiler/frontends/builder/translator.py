@@ -117,6 +117,11 @@ class Translator:
         self._bodies[-1].append(node)
 
     @property
+    def current_body(self) -> list[Node]:
+        """The statement list being emitted into (the innermost `inside` loop's body)."""
+        return self._bodies[-1]
+
+    @property
     def ranges(self) -> dict[str, tuple[int, int]]:
         """The (lowest, highest) value of each loop variable enclosing what is emitted now."""
         return self._ranges[-1]

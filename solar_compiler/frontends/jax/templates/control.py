@@ -12,6 +12,7 @@ output `ys` is a local `Y[L, ...]` written at step `t` (`L - 1 - s` for a revers
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from solar_compiler.frontends.builder.values import Loop, Val, generator, ivars,
 from solar_compiler.frontends.program import AtenNode, TensorMeta, TensorRef
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Const, TensorDecl
+from solar_compiler.loopir.rewrite import retarget
 
 from ..operands import scalar
 from ..program import Operand, SubProgram
@@ -28,12 +30,12 @@ from ..translator import JaxTranslator
 
 
 @dataclass(frozen=True)
-class Counter:
+class LoopCounter:
     start: int
     step: int
 
 
-def _step_of(body: SubProgram, res: Operand, k: int, start: int, first: int = 0) -> Counter | None:
+def _step_of(body: SubProgram, res: Operand, k: int, start: int, first: int = 0) -> LoopCounter | None:
     """Carry `k` (body parameter `first + k`) as a counter: the body's result `res` for it is
     `carry + literal`."""
     carry = body.invars[first + k].name
@@ -42,9 +44,9 @@ def _step_of(body: SubProgram, res: Operand, k: int, start: int, first: int = 0)
             continue
         a, b = node.args
         if a == TensorRef(carry) and isinstance(b, int) and not isinstance(b, bool):
-            return Counter(start, b)
+            return LoopCounter(start, b)
         if b == TensorRef(carry) and isinstance(a, int) and not isinstance(a, bool):
-            return Counter(start, a)
+            return LoopCounter(start, a)
     return None
 
 
@@ -87,6 +89,7 @@ def sequential_loop(tr: JaxTranslator, body: SubProgram, length: int, consts: Se
         buffers.append(decl)
     y_metas = [_y_meta(tr, i) for i in range(ncar, ncar + n_ys)]
     ys = [tr.declare(m.name, m.shape, m.dtype) if m is not None else None for m in y_metas]
+    y_views: dict[int, Val] = {}
     sname = _step_var(tr)
     with tr.inside(Loop(sname, 0, length, sequential=True)) as s:
         t = AffExpr.lit(length - 1) - s if reverse else s
@@ -102,22 +105,31 @@ def sequential_loop(tr: JaxTranslator, body: SubProgram, length: int, consts: Se
             xv = tr.val(x) if isinstance(x, TensorRef) else scalar(tr, x, "f32")
             vals.append(view(xv, xv.shape[1:], lambda idx, xv=xv: [t, *idx]))
         _bind(tr, body.invars[body_first:], vals)
+        n_before = len(tr.tensors)
         tr.translate_nodes(body.nodes)
+        fresh = {d.name for d in tr.tensors[n_before:]}
+        outs = [tr.val(o) if isinstance(o, TensorRef) else None for o in body.outvars]
+        carry_uses = Counter(v.stored for k, v in enumerate(outs[:ncar]) if v is not None and buffers[k])
+        uses = Counter(v.stored for v in outs if v is not None)
+        into: dict[str, TensorDecl] = {}  # step local -> the carry buffer it now lives in
         for k, meta in enumerate(carry_metas):
             buf = buffers[k]
-            if buf is None:
-                continue
-            v = _result(tr, body.outvars[k], meta.dtype)
-            lps = loops("i", meta.shape)
-            idx = ivars(lps)
-            tr.emit(buf, [s + 1, *idx], "=", cast(v.read(idx), meta.dtype), lps)
+            if buf is not None:
+                v = _result(tr, body.outvars[k], meta.dtype)
+                if _write_row(tr, buf, [s + 1], v, fresh, carry_uses) and v.stored is not None:
+                    into[v.stored] = buf
         for j, decl in enumerate(ys):
             if decl is None:
                 continue
             v = _result(tr, body.outvars[ncar + j], decl.dtype)
-            lps = loops("i", decl.shape[1:])
-            idx = ivars(lps)
-            tr.emit(decl, [t, *idx], "=", cast(v.read(idx), decl.dtype), lps)
+            if v.stored in into and into[v.stored].dtype == decl.dtype:
+                # the stacked output is the carry buffer's rows 1..L: no copy
+                tr.tensors = [d for d in tr.tensors if d.name != decl.name]
+                y_views[j] = view(stored(into[v.stored]), decl.shape,
+                                  lambda idx, L=length: [AffExpr.lit(L) - idx[0] if reverse else idx[0] + 1,
+                                                         *idx[1:]])
+            else:
+                _write_row(tr, decl, [t], v, fresh, uses)
     results: list[Val | None] = []
     for k, meta in enumerate(carry_metas):
         cnt, buf = counters[k], buffers[k]
@@ -127,8 +139,23 @@ def sequential_loop(tr: JaxTranslator, body: SubProgram, length: int, consts: Se
         else:
             assert buf is not None
             results.append(view(stored(buf), meta.shape, lambda idx: [AffExpr.lit(length), *idx]))
-    results += [stored(d) if d is not None else None for d in ys]
+    results += [y_views.get(j) or (stored(d) if d is not None else None) for j, d in enumerate(ys)]
     return results
+
+
+def _write_row(tr: JaxTranslator, buf: TensorDecl, lead: list[AffExpr], v: Val, fresh: set[str],
+               uses: Counter) -> bool:
+    """Row `lead` of `buf` = the step's value `v`: a local the step computed (and nothing else
+    returns) is written there directly (`retarget`: True), anything else is copied."""
+    if v.stored in fresh and uses[v.stored] == 1 and v.dtype == buf.dtype:
+        body = tr.current_body
+        body[:] = retarget(body, v.stored, buf.name, lead)
+        tr.tensors = [d for d in tr.tensors if d.name != v.stored]
+        return True
+    lps = loops("i", buf.shape[len(lead):])
+    idx = ivars(lps)
+    tr.emit(buf, [*lead, *idx], "=", cast(v.read(idx), buf.dtype), lps)
+    return False
 
 
 def _counter_val(e: AffExpr, dtype: str) -> Val:

@@ -16,6 +16,7 @@ from solar_compiler.frontends.builder.exprs import (
     add,
     bin_,
     c,
+    cast,
     cmp,
     div,
     maximum,
@@ -28,7 +29,7 @@ from solar_compiler.frontends.builder.exprs import (
 from solar_compiler.frontends.builder.statements import map_op
 from solar_compiler.frontends.builder.values import Val
 from solar_compiler.frontends.program import AtenNode, TensorRef
-from solar_compiler.loopir.ast import FLOAT_DTYPES, SExpr
+from solar_compiler.loopir.ast import FLOAT_DTYPES, Cast, IndexValue, SExpr
 
 from ..operands import literal_val, operand_dtype
 from ..registry import template
@@ -112,7 +113,17 @@ BINARY: dict[str, Callable[[SExpr, SExpr], SExpr]] = {
 
 
 def _binary(tr: JaxTranslator, node: AtenNode, fn: Callable[[SExpr, SExpr], SExpr]) -> Val:
+    dt = tr.out_meta().dtype
+    if dt in ("i32", "i8") and fn in (add, sub, mul):
+        # narrow integer arithmetic computed in i64 and converted back (the same values, wrap-around
+        # included): on loop counters and iotas it folds into one affine index value
+        return map_op(tr, lambda a, b: cast(fn(_widen(a), _widen(b)), dt), node.args[:2])
     return map_op(tr, fn, node.args[:2])
+
+
+def _widen(e: SExpr) -> SExpr:
+    """`e` as i64: a narrowed index value is the index value itself."""
+    return e.x if isinstance(e, Cast) and isinstance(e.x, IndexValue) else cast(e, "i64")
 
 
 for _name, _fn in BINARY.items():

@@ -75,7 +75,7 @@ def _gather(tr: JaxTranslator, node: AtenNode) -> Val:
     out = tr.result()
     lps = loops("i", out.shape)
     o = ivars(lps)
-    batch = [o[d] for d in range(out.ndim) if d not in offset_dims]
+    batch = [o[d] for d in range(len(out.shape)) if d not in offset_dims]
     offset = {wd: o[od] for wd, od in zip(window_dims, offset_dims, strict=True)}
     clip = _clip(node)
     idx: list[Index] = []
