@@ -134,7 +134,7 @@ def real_params(model: JaxModel) -> list[np.ndarray]:
         return []
     from flax import nnx
 
-    _, state = nnx.split(construct(model.spec))
+    state = jax.jit(lambda: nnx.state(construct(model.spec)))()  # one compile for every initialiser
     return [np.asarray(v) for v in jax.tree_util.tree_leaves(state)]
 
 

@@ -19,9 +19,14 @@ class JaxFrontend:
     extensions = (".py",)
 
     def translate(self, path: str, options: FrontendOptions) -> Translation:
-        from .job import translate_job
+        return translate_cached(job, path, options, cache_key(path, options))
 
-        return translate_cached(translate_job, path, options, cache_key(path, options))
+
+def job(path: str, options: FrontendOptions) -> Translation:
+    """`job.translate_job`, imported in the sandboxed child only: the parent never imports jax."""
+    from .job import translate_job
+
+    return translate_job(path, options)
 
 
 def cache_key(path: str, options: FrontendOptions) -> str:

@@ -12,13 +12,15 @@ from solar_compiler.frontends.program import CapturedProgram
 from .capture import JaxModel, real_params
 
 
-def sample_inputs(model: JaxModel, seed: int | None) -> list[np.ndarray]:
-    """`get_inputs()` (seed None), or a fresh sample: float inputs are a random permutation of the
-    file's sample (same values, so the same domain: a model taking logs stays valid), integer inputs
-    uniform in the observed [min, max] (indices stay in range), booleans fair coin flips."""
-    base = [np.asarray(a) for a in jax.tree_util.tree_leaves(model.spec.sample_inputs())]
-    if seed is None:
-        return base
+def file_inputs(model: JaxModel) -> list[np.ndarray]:
+    """`get_inputs()`, jitted: one compile for all its random draws."""
+    return [np.asarray(a) for a in jax.tree_util.tree_leaves(jax.jit(model.spec.sample_inputs)())]
+
+
+def fresh_inputs(base: list[np.ndarray], seed: int) -> list[np.ndarray]:
+    """A fresh sample like `base` (the file's own): float inputs are a random permutation of it
+    (same values, so the same domain: a model taking logs stays valid), integer inputs uniform in the
+    observed [min, max] (indices stay in range), booleans fair coin flips."""
     rng = np.random.default_rng(seed)
     out = []
     for b in base:
@@ -55,4 +57,4 @@ def feed(prog: CapturedProgram, params: list[np.ndarray], inputs: list[np.ndarra
     return values
 
 
-__all__ = ["feed", "real_params", "reference", "sample_inputs"]
+__all__ = ["feed", "file_inputs", "fresh_inputs", "real_params", "reference"]
