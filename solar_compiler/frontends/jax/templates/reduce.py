@@ -8,6 +8,7 @@ from solar_compiler.frontends.builder.index_maps import kept_shape
 from solar_compiler.frontends.builder.statements import accumulate, arg_index, reduce_into
 from solar_compiler.frontends.builder.values import Val, stored
 from solar_compiler.frontends.program import AtenNode
+from solar_compiler.loopir.ast import Read
 
 from ..registry import template
 from ..translator import JaxTranslator
@@ -26,12 +27,14 @@ def _axes(node: AtenNode, ndim: int) -> list[int]:
 def _reduce(tr: JaxTranslator, node: AtenNode, kind: str) -> Val:
     x = tr.val(node.args[0])
     dims = _axes(node, x.ndim)
+    meta = tr.out_meta()
+    if meta.dtype == "bool":  # any / all: max / min of 0/1 in an i8 local, read back as bool
+        acc = tr.declare(meta.name, meta.shape, "i8")
+        reduce_into(tr, acc, x.shape, dims, False, kind, c(kind == "min=", "i8"),
+                    lambda full: cast(x.read(full), "i8"))
+        return Val(acc.shape, "bool", lambda idx: cast(Read(acc.name, tuple(idx), "i8"), "bool"))
     target = tr.result()
-    if target.dtype == "bool":  # any / all: or from False, and from True
-        reduce_into(tr, target, x.shape, dims, False, kind, c(kind == "min=", "bool"),
-                    lambda full: cast(x.read(full), "bool"))
-    else:
-        accumulate(tr, target, x, dims, False, kind)
+    accumulate(tr, target, x, dims, False, kind)
     return stored(target)
 
 
