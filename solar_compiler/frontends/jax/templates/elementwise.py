@@ -131,7 +131,12 @@ for _name, _fn in BINARY.items():
 
 
 def _compare(tr: JaxTranslator, node: AtenNode, pred: str) -> Val:
-    return map_op(tr, lambda a, b: cmp(pred, a, b), node.args[:2], compute=operand_dtype(tr, node))
+    dt = operand_dtype(tr, node)
+    if dt in ("i32", "i8"):
+        # narrow integers compared as i64 (exact): on iotas and loop counters the comparison is one of
+        # affine index values, a mask that needed-work narrowing reads as a condition on the loops
+        return map_op(tr, lambda a, b: cmp(pred, _widen(a), _widen(b)), node.args[:2], compute=dt)
+    return map_op(tr, lambda a, b: cmp(pred, a, b), node.args[:2], compute=dt)
 
 
 for _pred in ("eq", "ne", "lt", "le", "gt", "ge"):
