@@ -66,7 +66,8 @@ def main_() -> int:
             total = t["flops_matrix"] + t["flops_vector"]
             tr = _transcendentals(path)
             print(f"| {n} | {t['flops_matrix']:,} | {t['flops_vector']:,} | {total:,} | "
-                  f"{int(x['flops']):,} | {total - int(x['flops']):+,} | {tr:,} | {int(x['transcendentals']):,} | "
+                  f"{int(x['flops']):,} | {total - int(x['flops']):+,} | {tr:,} | "
+                  f"{int(x['transcendentals']):,} | "
                   f"{t['bytes_fused']:,} | {int(x['bytes']):,} |")
     return 0
 
