@@ -186,3 +186,47 @@ def test_only_the_jax_frontend_imports_jax():
                 found.add(f.relative_to(ROOT).as_posix())
     assert found == {"solar_compiler/frontends/jax/capture.py", "solar_compiler/frontends/jax/job.py",
                      "solar_compiler/frontends/jax/reference.py"}
+
+
+def test_the_framework_frontends_import_only_the_shared_frontend_modules():
+    """frontends/jax never imports frontends/torch and the other way round: what they share lives in
+    frontends/ (builder, program, model_file, sandbox, job, cache, validation)."""
+    pkg = ROOT / "solar_compiler" / "frontends"
+    for mine, other in (("jax", "torch"), ("torch", "jax")):
+        for f in (pkg / mine).rglob("*.py"):
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    assert not node.module.startswith(f"solar_compiler.frontends.{other}"), (f, node.module)
+                if isinstance(node, ast.ImportFrom) and node.level >= 2:
+                    assert (node.module or "").split(".")[0] != other, (f, node.module)
+
+
+def test_retarget_moves_a_step_local_into_its_row():
+    from solar_compiler.loopir.affine import AffExpr
+    from solar_compiler.loopir.ast import Assign, Binary, For, Read
+    from solar_compiler.loopir.rewrite import retarget
+
+    i, s = AffExpr.var("i"), AffExpr.var("s")
+    body = [For("i", AffExpr.lit(0), AffExpr.lit(4), 1, False, [
+        Assign("t", (i,), "=", Binary("add", Read("x", (i,), "f32"), Read("t", (i,), "f32"), "f32")),
+        Assign("y", (i,), "=", Read("t", (i,), "f32"))])]
+    (f,) = retarget(body, "t", "C", [s + 1])
+    a, b = f.body
+    assert (a.target, [str(e) for e in a.indices]) == ("C", ["s + 1", "i"])
+    assert a.value.b == Read("C", (s + 1, i), "f32") and a.value.a == Read("x", (i,), "f32")
+    assert b.target == "y" and b.value == Read("C", (s + 1, i), "f32")
+
+
+def test_settle_decides_comparisons_of_loop_counters():
+    """JAX's wrap-around of a negative index, `select(i < 0, i + n, i)`, on a counter in [0, 16) is
+    the counter; an undecided comparison stays."""
+    from solar_compiler.frontends.builder.exprs import settle
+    from solar_compiler.loopir.affine import AffExpr
+    from solar_compiler.loopir.ast import Cast, Cmp, Const, IndexValue, Select
+
+    s = AffExpr.var("s")
+    iv = Cast(IndexValue(s, "i64"), "i32")
+    wrap = Select(Cmp("lt", iv, Const(0, "i32"), "bool"), Cast(IndexValue(s + 16, "i64"), "i32"), iv, "i32")
+    assert settle(wrap, {"s": (0, 15)}) == IndexValue(s, "i64")
+    open_ = Cmp("lt", iv, Const(8, "i32"), "bool")
+    assert isinstance(settle(open_, {"s": (0, 15)}), Cmp)
