@@ -4,7 +4,9 @@ diagnostics come back as one line, and then into the cache."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from typing import Any
 
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends import FrontendOptions, Translation
@@ -14,7 +16,7 @@ from solar_compiler.frontends import FrontendOptions, Translation
 Job = Callable[[str, FrontendOptions], Translation]
 
 
-def translate_cached(job: Job, path: str, options: FrontendOptions, key: str) -> Translation:
+def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key: str) -> Translation:
     """The cached translation under `key`, else `job(path, options)` run in a sandboxed child."""
     from solar_compiler.frontends.cache import cache_load, cache_store
     from solar_compiler.frontends.sandbox import SandboxError, run_in_child
@@ -48,3 +50,20 @@ def child_job(job: Job, path: str, options: FrontendOptions) -> Translation | st
         return job(path, options)
     except (SolarError, LoopIRError) as e:
         return memory_limit_message(e, path, options.memory_gb) or " ".join(str(e).split())
+
+
+class ByName:
+    """A job named by module and attribute, so that the parent need not import its module: unpickled
+    in the child, it is the function itself, imported while the child loads its work, before the
+    memory limit is set (a framework's import and start-up are not counted, as for the job's own
+    module)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return _resolve, (self.module, self.name)
+
+
+def _resolve(module: str, name: str) -> Job:
+    return getattr(importlib.import_module(module), name)

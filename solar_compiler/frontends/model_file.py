@@ -170,7 +170,8 @@ def _replace_in_line(text: str, col: int, end_col: int, new: str) -> str:
 
 
 def _find_size_constants(tree: ast.Module) -> dict[str, tuple[int, tuple[int, int, int]]]:
-    """Module-level ``NAME = <int literal>`` (or annotated) assignments, in source order.
+    """Module-level ``NAME = <int literal>`` (or annotated, or ``A, B = <int>, <int>``) assignments, in
+    source order.
 
     Returns name -> (value, (lineno, col_offset, end_col_offset)) of the literal; a name
     assigned several times keeps its last assignment.
@@ -183,15 +184,20 @@ def _find_size_constants(tree: ast.Module) -> dict[str, tuple[int, tuple[int, in
             target, value = stmt.target, stmt.value
         else:
             continue
-        if not isinstance(target, ast.Name):
-            continue
-        if not (isinstance(value, ast.Constant) and type(value.value) is int):
-            found.pop(target.id, None)
-            continue
-        if value.lineno != value.end_lineno:
-            continue
-        found.pop(target.id, None)  # keep source order of the last assignment
-        found[target.id] = (value.value, (value.lineno, value.col_offset, value.end_col_offset))
+        pairs: list[tuple[ast.expr, ast.expr]] = [(target, value)]
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and \
+                len(target.elts) == len(value.elts):
+            pairs = list(zip(target.elts, value.elts, strict=True))  # B, T, D = 8, 64, 128
+        for t, v in pairs:
+            if not isinstance(t, ast.Name):
+                continue
+            if not (isinstance(v, ast.Constant) and type(v.value) is int):
+                found.pop(t.id, None)
+                continue
+            if v.lineno != v.end_lineno:
+                continue
+            found.pop(t.id, None)  # keep source order of the last assignment
+            found[t.id] = (v.value, (v.lineno, v.col_offset, v.end_col_offset))
     return found
 
 

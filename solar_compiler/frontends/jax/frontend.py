@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from solar_compiler.frontends import FrontendOptions, Translation, cache
-from solar_compiler.frontends.job import translate_cached
+from solar_compiler.frontends.job import ByName, translate_cached
 
 FRONTEND_VERSION = "1"
 
@@ -19,14 +19,9 @@ class JaxFrontend:
     extensions = (".py",)
 
     def translate(self, path: str, options: FrontendOptions) -> Translation:
-        return translate_cached(job, path, options, cache_key(path, options))
-
-
-def job(path: str, options: FrontendOptions) -> Translation:
-    """`job.translate_job`, imported in the sandboxed child only: the parent never imports jax."""
-    from .job import translate_job
-
-    return translate_job(path, options)
+        # the job is imported in the sandboxed child only (with jax): the parent never imports jax
+        return translate_cached(ByName(f"{__package__}.job", "translate_job"), path, options,
+                                cache_key(path, options))
 
 
 def cache_key(path: str, options: FrontendOptions) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"),
                                                  "--xla_backend_optimization_level=0"]))
 
-import jax  # noqa: E402, F401
+import jax  # noqa: E402
 
 from solar_compiler.analysis.polyhedral import check_bounds
 from solar_compiler.errors import SolarError
@@ -26,6 +26,10 @@ from solar_compiler.frontends.validation import SAMPLE_SEEDS, as_array, validate
 from .capture import JaxModel, capture, load_model
 from .reference import feed, file_inputs, fresh_inputs, real_params, reference
 from .translate import JaxTranslation, translate_program
+
+# XLA's CPU client (its thread pools' address space) starts with this module, which the sandboxed
+# child imports while loading its work: before its memory limit, which then counts the model only
+jax.devices()
 
 
 def translate_job(path: str, options: FrontendOptions) -> Translation:
