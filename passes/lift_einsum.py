@@ -6,6 +6,7 @@ that rewrites it changes every figure computed after it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -21,6 +22,7 @@ from solar_compiler.loopir.graph_convert import lift_kernel
 @dataclass(frozen=True)
 class LiftEinsumPass(ModulePass):
     name = "lift-einsum"
+    verifies_output: ClassVar[bool] = True  # lift_kernel verifies every graph it builds
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for k in [o for o in op.body.block.ops if isinstance(o, KernelOp)]:

@@ -5,14 +5,16 @@ of `tril(A @ B)`, the unused rows of a sliced result, taps on a zero padding. Ru
 kernel, narrowed, and lifted again).
 
 The kernels as written are kept in `solar.as_written` (`dialects/solar.py`), which the roofline
-prices beside the needed work; a second run keeps the first snapshot. Narrowing may split a
-statement into guarded pieces and constant stores, or remove it; every piece keeps its statement's
-origin, so the kernels of the unfused bound (one per source op) survive it.
+prices beside the needed work; a second run keeps the first snapshot. A kernel that narrowing does
+not change stays where it is and is not copied (the snapshot, empty then, still says the pass ran).
+Narrowing may split a statement into guarded pieces and constant stores, or remove it; every piece
+keeps its statement's origin, so the kernels of the unfused bound (one per source op) survive it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -31,15 +33,30 @@ from solar_compiler.loopir.graph_convert import graph_to_kernel, lift_kernel
 @dataclass(frozen=True)
 class NarrowNeededPass(ModulePass):
     name = "narrow-needed"
+    verifies_output: ClassVar[bool] = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         top = list(op.body.block.ops)
         progs = [o for o in top if isinstance(o, KernelOp | GraphOp)]
         kernels = [op_to_kernel(o) if isinstance(o, KernelOp) else graph_to_kernel(o)[0] for o in progs]
-        if not any(isinstance(o, AsWrittenOp) for o in top) and progs:
-            op.body.block.insert_op_before(AsWrittenOp([kernel_to_op(k) for k in kernels]), progs[0])
+        snapshot = next((o for o in top if isinstance(o, AsWrittenOp)), None)
+        if snapshot is None and progs:
+            snapshot = AsWrittenOp()
+            op.body.block.insert_op_before(snapshot, progs[0])
+        keep = snapshot is not None and not snapshot.body.block.ops  # a second run keeps the first
         for o, k in zip(progs, kernels, strict=True):
-            narrowed = narrow(k).kernel
+            res = narrow(k)
+            if not res.changed:  # nothing to narrow: the program stays as it is (and is its own as-written)
+                continue
+            narrowed = res.kernel
             new = kernel_to_op(narrowed) if isinstance(o, KernelOp) else lift_kernel(narrowed)
-            Rewriter.replace_op(o, new)
+            new.verify()
+            if keep and isinstance(o, KernelOp):
+                op.body.block.insert_op_before(new, o)  # the narrowed kernel takes its place and
+                o.detach()                              # the kernel as written moves to the snapshot
+                snapshot.body.block.add_op(o)
+            else:
+                if keep:
+                    snapshot.body.block.add_op(kernel_to_op(k))
+                Rewriter.replace_op(o, new)
         invalidate_analyses(op)

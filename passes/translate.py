@@ -6,6 +6,12 @@ The module body is replaced by the translated `loop.kernel`s, and the record is 
 max_rel_err, samples, sizes, ...; see docs/torch-frontend.md), the ops whose work depends on input
 values (the bound holds for the traced sample) and notes. Each statement gets its `origin`: which
 source op, i.e. which eager kernel, it implements.
+
+`frontend` is `auto` (the deterministic frontend for the file, with per-op LLM fill-in where an op
+has no template and the whole program through the LLM when capture fails), a deterministic
+frontend by name (`torch`: no LLM at all), or `llm` (the whole program through the LLM). The
+`llm-*` options configure the LLM path (docs/llm-frontend.md); an empty `llm-model` means
+$SOLAR_LLM_MODEL.
 """
 
 from __future__ import annotations
@@ -36,9 +42,18 @@ class TranslatePass(ModulePass):
     validate: bool = True
     time_budget: int | float = 2.0
     memory_budget_gb: int | float = 2.0
+    llm_model: str = ""
+    llm_api_base: str = ""
+    llm_attempts: int = 4
+    llm_transcript_dir: str = ""
+    llm_replay: str = ""
+    llm_timeout: int | float = 120.0
+    llm_max_tokens: int = 200_000
+    llm_max_cost: int | float = 2.0
+    llm_max_response: int = 64_000
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from solar_compiler.frontends import FrontendOptions, get_frontend
+        from solar_compiler.frontends import LLM_FRONTEND, FrontendOptions, get_frontend
         from solar_compiler.loopir.convert import kernels_to_module
 
         info = ProgramInfo.load(op)
@@ -53,7 +68,8 @@ class TranslatePass(ModulePass):
         options = FrontendOptions(mode=self.mode, no_cache=self.no_cache, timeout=float(self.timeout),
                                   memory_gb=float(self.memory_gb), validate=self.validate,
                                   time_budget=float(self.time_budget),
-                                  memory_budget_gb=float(self.memory_budget_gb))
+                                  memory_budget_gb=float(self.memory_budget_gb),
+                                  llm=self._llm_config() if self.frontend in ("auto", LLM_FRONTEND) else None)
         result = fe.translate(path, options)
         stamp_origins(result.kernels, result.source_ops)
         new = kernels_to_module(result.kernels)
@@ -66,6 +82,17 @@ class TranslatePass(ModulePass):
         ProgramInfo(path, fe.name, result.validation, list(result.value_dependent),
                     list(result.notes)).store(op)
         invalidate_analyses(op)
+
+    def _llm_config(self):
+        from solar_compiler.frontends.llm.config import LLMConfig
+
+        return LLMConfig.resolve(self.llm_model, api_base=self.llm_api_base or None,
+                                 attempts=int(self.llm_attempts),
+                                 transcript_dir=self.llm_transcript_dir or None,
+                                 replay=self.llm_replay or None, timeout=float(self.llm_timeout),
+                                 max_tokens=int(self.llm_max_tokens), max_cost=float(self.llm_max_cost),
+                                 max_response=int(self.llm_max_response), use_cache=not self.no_cache)
+
 
 
 def stamp_origins(kernels: list[Kernel], source_ops: list[dict]) -> None:

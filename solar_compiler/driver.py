@@ -37,6 +37,8 @@ from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.errors import SolarError
 from solar_compiler.records import ProgramInfo
 
+MODEL_ENV = "SOLAR_LLM_MODEL"
+
 ROOFLINE_CHOICES = ("unfused", "fused", "cache-aware", "all")
 
 
@@ -203,9 +205,31 @@ class SolarOptMain(xDSLOptMain):
         super().register_all_arguments(arg_parser)
         arg_parser.error = partial(_usage_error, arg_parser)  # type: ignore[method-assign]
         arg_parser.allow_abbrev = False  # a typo must not silently select another option
+        _input_format_is_short_only(arg_parser)
         g = arg_parser.add_argument_group("solar-opt")
         g.add_argument("--translate", action="store_true",
                        help="translate a source program (.py) into loop IR (pass 'translate')")
+        g.add_argument("--frontend", dest="translate_frontend", default=None, metavar="NAME",
+                       help="with --translate: auto (default: deterministic, LLM where it cannot), "
+                            "torch, jax, or llm (the whole program through the LLM)")
+        g.add_argument("--llm-model", default=None, metavar="MODEL",
+                       help=f"litellm model string, or 'manual' (default: ${MODEL_ENV})")
+        g.add_argument("--llm-api-base", default=None, metavar="URL",
+                       help="OpenAI-compatible server for the model (Ollama, vLLM: http://127.0.0.1:8000/v1)")
+        g.add_argument("--llm-attempts", type=int, default=None, metavar="N",
+                       help="attempts per translation, repairs included (default 4)")
+        g.add_argument("--llm-transcript-dir", default=None, metavar="DIR",
+                       help="transcript and manual prompts (default .solar-llm/<source hash>/)")
+        g.add_argument("--llm-replay", default=None, metavar="FILE",
+                       help="replay a recorded JSON-lines transcript instead of asking a model")
+        g.add_argument("--llm-timeout", type=float, default=None, metavar="S",
+                       help="seconds per LLM request (default 120)")
+        g.add_argument("--llm-max-tokens", type=int, default=None, metavar="N",
+                       help="token budget of the run (default 200000)")
+        g.add_argument("--llm-max-cost", type=float, default=None, metavar="USD",
+                       help="cost budget of the run, as litellm prices it (default 2)")
+        g.add_argument("--llm-max-response", type=int, default=None, metavar="CHARS",
+                       help="largest response accepted (default 64000 characters)")
         g.add_argument("--frontend-options", default="", metavar="OPTS",
                        help="options of the translate pass, e.g. 'mode=train no-cache=true'")
         g.add_argument("--mode", choices=("eval", "train"), default=None, help="torch frontend mode")
@@ -225,7 +249,9 @@ class SolarOptMain(xDSLOptMain):
                        help="required hardware for a target latency, e.g. 2ms or 500Hz")
         g.add_argument("--format", choices=("text", "json"), default=None, help="report format")
         g.add_argument("--plot", default=None, metavar="FILE", help="roofline chart (.png or .svg)")
-        g.add_argument("--calibrate-host", action="store_true", help="measure this machine as target 'host'")
+        g.add_argument("--calibrate-host", action="store_true",
+                       help="derive this machine's ceilings as target 'host' (docs/hw-targets.md)")
+        g.add_argument("--force", action="store_true", help="with --calibrate-host: even on a busy machine")
         g.add_argument("--debug", action="store_true", help="show Python tracebacks")
 
     def setup_pipeline(self) -> None:
@@ -237,6 +263,13 @@ class SolarOptMain(xDSLOptMain):
                 opts.append(f"mode={a.mode}")
             if a.no_cache:
                 opts.append("no-cache=true")
+            if a.translate_frontend:
+                opts.append(f"frontend={_quote(a.translate_frontend)}")
+            for flag in LLM_FLAGS:
+                value = getattr(a, flag)
+                if value is not None:
+                    text = _quote(value) if isinstance(value, str) else value
+                    opts.append(f"{flag.replace('_', '-')}={text}")
             pre.append("translate" + (f"{{{' '.join(opts)}}}" if opts else ""))
         passes = pre + ([a.passes] if a.passes else [])
         if a.lift_einsum:
@@ -268,8 +301,19 @@ class SolarOptMain(xDSLOptMain):
         def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
             if previous is not None and not getattr(previous, "preserves_analyses", False):
                 invalidate_analyses(module)
-            if checked is not None:
+            if checked is None:
+                return
+            # The module is verified after parsing and after every pass, except a pass that changes
+            # no op (an analysis: `preserves_analyses`) or verifies what it builds itself
+            # (`verifies_output`): re-verifying ~16k unchanged ops costs seconds on a large network.
+            skip = previous is not None and (getattr(previous, "preserves_analyses", False)
+                                             or getattr(previous, "verifies_output", False))
+            was = self.args.disable_verify
+            self.args.disable_verify = was or skip
+            try:
                 checked(previous, module, following)
+            finally:
+                self.args.disable_verify = was
 
         self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
 
@@ -288,6 +332,18 @@ class SolarOptMain(xDSLOptMain):
 
             write_plot(module_report(prog), self.args.plot)
         return super().output_resulting_program(prog)
+
+
+LLM_FLAGS = ("llm_model", "llm_api_base", "llm_attempts", "llm_transcript_dir", "llm_replay", "llm_timeout",
+             "llm_max_tokens", "llm_max_cost", "llm_max_response")
+
+
+def _input_format_is_short_only(parser: argparse.ArgumentParser) -> None:
+    """xDSL spells its input-format option `-f/--frontend`; here `--frontend` picks the translation
+    frontend (auto|torch|jax|llm), so the input format keeps `-f` and gets `--input-format`."""
+    action = parser._option_string_actions.pop("--frontend")
+    action.option_strings = ["-f", "--input-format"]
+    parser._option_string_actions["--input-format"] = action
 
 
 def split_pipeline(pipeline: str) -> list[str]:
@@ -331,9 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     try:
         if "--calibrate-host" in argv:
-            from solar_compiler.hw import calibrate_host
+            from solar_compiler.hw.host import calibrate_host, summary
 
-            print(f"host calibrated: {calibrate_host()}")
+            target = calibrate_host(force="--force" in argv)
+            print("\n".join([*summary(target), f"host calibrated: {target.path}"]))
             return 0
         SolarOptMain(args=argv).run()
     except SystemExit:
@@ -347,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         print(f"solar-opt: error: {one_line(e)}", file=sys.stderr)
-        return 1
+        return int(getattr(e, "exit_code", 1))  # 3: the manual LLM provider waits for a response
     except Exception as e:
         if debug:
             raise

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DenseArrayBase,
     DictionaryAttr,
     Float64Type,
     FloatAttr,
@@ -39,8 +40,24 @@ REPORT_ATTR = "solar.report"
 
 
 # ---- plain data <-> attributes ----------------------------------------------------------------------
+TABLE_KEY = "solar.table"   # a list of rows with the same keys, stored column by column
+_COLUMNAR = 8               # lists at least this long are stored as dense arrays / tables
+
+
 def data_to_attr(value: Any) -> Attribute:
-    """JSON-like data (dict with str keys, list, tuple, str, int, float, bool, None) as an attribute."""
+    """JSON-like data (dict with str keys, list, tuple, str, int, float, bool, None) as an attribute.
+    Long lists of plain ints or floats become one dense array, and long lists of rows with the same
+    keys a table of columns: a report of a large network has ~40 fields per op, and one attribute
+    per field made storing it cost more than computing it."""
+    if isinstance(value, list | tuple) and len(value) >= _COLUMNAR:
+        dense = _dense(value)
+        if dense is not None:
+            return dense
+        if all(isinstance(r, dict) for r in value) and TABLE_KEY not in value[0] and \
+                all(r.keys() == value[0].keys() for r in value):
+            keys = list(value[0])
+            return DictionaryAttr({TABLE_KEY: ArrayAttr([StringAttr(k) for k in keys]),
+                                   **{k: data_to_attr([r[k] for r in value]) for k in keys}})
     if value is None:
         return NoneAttr()
     if isinstance(value, bool):
@@ -62,6 +79,14 @@ def data_to_attr(value: Any) -> Attribute:
     raise SolarError(f"cannot store a {type(value).__name__} in a record")
 
 
+def _dense(values: list | tuple) -> DenseArrayBase | None:
+    if all(type(v) is int for v in values) and all(-(2 ** 63) <= v < 2 ** 63 for v in values):
+        return DenseArrayBase.from_list(i64, list(values))
+    if all(type(v) is float for v in values):
+        return DenseArrayBase.from_list(Float64Type(), list(values))
+    return None
+
+
 def attr_to_data(attr: Attribute) -> Any:
     """The inverse of `data_to_attr`."""
     if isinstance(attr, NoneAttr | NoneType):  # `none` parses back as the NoneType
@@ -77,7 +102,13 @@ def attr_to_data(attr: Attribute) -> Any:
         return int(attr.data[4:]) if attr.data.startswith("int:") else attr.data
     if isinstance(attr, ArrayAttr):
         return [attr_to_data(a) for a in attr.data]
+    if isinstance(attr, DenseArrayBase):
+        return list(attr.get_values())
     if isinstance(attr, DictionaryAttr):
+        if TABLE_KEY in attr.data:
+            keys = [k.data for k in attr.data[TABLE_KEY].data]  # type: ignore[union-attr]
+            columns = [attr_to_data(attr.data[k]) for k in keys]
+            return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
         return {k: attr_to_data(v) for k, v in attr.data.items()}
     raise SolarError(f"attribute {attr} is not record data")
 

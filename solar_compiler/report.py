@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.target import Target
 
 from solar_compiler.errors import SolarError
+from solar_compiler.hw.model import describe_storage
 from solar_compiler.records import load_report
 
 # ---- reading back ---------------------------------------------------------------------------------
@@ -87,6 +88,13 @@ def _validation_lines(v: dict[str, Any]) -> list[str]:
         out = ["NOT validated: loop-text input; nothing was executed against a reference"]
     else:
         out = [f"NOT validated ({v['frontend']} frontend)"]
+    by = v.get("translated_by") or []
+    llm = [t for t in by if t.get("by") == "llm"]
+    if llm:  # which path produced each op: template, or LLM with model and attempts
+        n = len(by) - len(llm)
+        out.append((f"translated: {n} op(s) by template; " if n else "translated: ") + "; ".join(
+            f"{t['op']} ({t['loc']}) by LLM {t['model']}, {t['attempts']} attempt(s)"
+            + (", cached" if t.get("cached") else "") for t in llm))
     if v.get("reason"):
         out.append(f"note: {v['reason']}")
     if v.get("export_failed"):
@@ -128,9 +136,9 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
                      f"{hw['precision']}")
     if cache_aware:
         for h in hws:
-            lv = "; ".join(f"{x['name']} {fmt_bytes(x['capacity'])} B x {x['units']} at "
+            lv = "; ".join(f"{x['name']}: {describe_storage(x['per'], x['capacity'], x['units'])} at "
                            f"{fmt_rate(x['bandwidth'], 'B/s')}" for x in r["bounds"][h]["levels"])
-            lines.append(f"levels:     {h}: {lv}  (capacity per unit, boundary bandwidth)")
+            lines.append(f"levels:     {h}: {lv}")
     if r["cache_size"] is not None:
         lines.append(f"cache size: {r['cache_size']:,} bytes at the outermost (DRAM) level: overridden by "
                      "--cache-size (what-if study, not the targets' figures)")

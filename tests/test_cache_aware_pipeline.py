@@ -109,16 +109,16 @@ def test_user_narrow_pass_with_the_shorthand(capsys, tmp_path):
 def test_text_report_levels_and_binding_columns(capsys, tmp_path):
     rc, out, err = run(capsys, src(tmp_path, mm(N)), "--roofline=all", "--hw", "H100_SXM")
     assert (rc, err) == (0, "")
-    assert ("levels:     H100_SXM: dram 121,634,816 B x 1 at 3.35 TB/s; l2 524,288 B x 132 at 16.7 TB/s"
-            in out)
+    assert ("levels:     H100_SXM: chip: on-chip capacity 121.6 MB at 3.35 TB/s; "
+            "sm: per-SM storage 512 KiB x 132 at 16.7 TB/s") in out
     assert "cache size:" not in out
     rows = {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[1:-1]]
             for ln in out.splitlines() if ln.startswith("|")}
     # per op: unfused bound, its resource, cache-aware bound, binding level (compute here)
     assert rows["S1"][-4:] == ["277.8 us", "matrix", "277.8 us", "matrix"]
     assert rows["cache-aware"] == ["cache-aware", "201,326,592", "277.8 us", "matrix"]
-    assert rows["cache-aware dram term"] == ["cache-aware dram term", "201,326,592", "60.1 us", ""]
-    assert rows["cache-aware l2 term"][1:3] == ["1,321,474,699", "79.13 us"]
+    assert rows["cache-aware chip term"] == ["cache-aware chip term", "201,326,592", "60.1 us", ""]
+    assert rows["cache-aware sm term"][1:3] == ["1,321,474,699", "79.13 us"]
     assert "201,326,592 bytes cache-aware (DRAM level, H100_SXM)" in out
 
 
@@ -130,10 +130,10 @@ def test_cache_size_what_if(capsys, tmp_path):
     assert r["cache_size"] == 524288 and r["fidelity"] == ["cache-aware"]
     h = r["bounds"]["H100_SXM"]
     assert h["levels"][0]["capacity"] == 524288.0 and h["levels"][1]["capacity"] == 524288.0
-    # the DRAM boundary with one SM's capacity: one unit, so more traffic than the 132-unit l2 level
+    # the DRAM boundary with one SM's capacity: one unit, so more traffic than the 132-unit sm level
     assert h["levels"][0]["bytes"] > h["levels"][1]["bytes"] > 3 * N * N * 4
     assert h["cache_aware_s"] == h["levels"][0]["bytes"] / H100_BW > h["fused_s"]
-    assert h["cache_aware_bottleneck"] == "dram"
+    assert h["cache_aware_bottleneck"] == "chip"
     assert r["totals"]["bytes_cache_aware"] == h["levels"][0]["bytes"]
     rc, out, _ = run(capsys, path, "--roofline=cache-aware", "--cache-size=0.5MiB")
     assert ("cache size: 524,288 bytes at the outermost (DRAM) level: overridden by --cache-size "
@@ -184,8 +184,8 @@ def test_report_brackets_each_contraction_between_bound_and_tiled_traffic(capsys
     assert rc == 0
     (op,) = [o for o in json.loads(out)["ops"] if o["unit"] == "matrix"]
     bound, tiled = op["bytes_cache_aware"]["H100_SXM"], op["bytes_tiled"]["H100_SXM"]
-    assert bound["dram"] == tiled["dram"] == 3 * 1024 * 1024 * 4
-    assert bound["l2"] <= tiled["l2"]
-    assert tiled["l2"] > 3 * 1024 * 1024 * 4
+    assert bound["chip"] == tiled["chip"] == 3 * 1024 * 1024 * 4
+    assert bound["sm"] <= tiled["sm"]
+    assert tiled["sm"] > 3 * 1024 * 1024 * 4
     rc, text, _ = run(capsys, src(tmp_path, mm(1024)), "--roofline=all", "--hw", "H100_SXM")
-    assert f"traffic bracket {op['name']} (H100_SXM): dram: bound 12,582,912 <= tiled 12,582,912" in text
+    assert f"traffic bracket {op['name']} (H100_SXM): chip: bound 12,582,912 <= tiled 12,582,912" in text

@@ -16,6 +16,7 @@ from solar_compiler.analysis import io_bounds as io
 from solar_compiler.analysis import tiling
 from solar_compiler.analysis.costs import kernel_costs
 from solar_compiler.errors import SolarError
+from solar_compiler.hw import MemoryLevel
 from solar_compiler.loopir.ast import statements, typecheck
 from solar_compiler.text.parser import parse_kernel
 
@@ -87,7 +88,7 @@ ATTN = """kernel attn(Q: f32[4096, 128] input, K: f32[4096, 128] input, V: f32[4
             O[i, d] = O[i, d] / L[i]
 """
 
-LEVELS = [("dram", 120e6, 3.35e12), ("l2", 0.5 * MIB, 16.7e12)]
+LEVELS = [MemoryLevel.given("chip", 120e6, 3.35e12), MemoryLevel.given("sm", 0.5 * MIB, 16.7e12)]
 
 
 def contraction(text: str) -> io.Contraction | None:
@@ -206,13 +207,13 @@ def graph(text: str, levels=LEVELS, **kw) -> tuple[io.CacheAwareResult, int, io.
 def test_square_matmul_below_and_above_the_crossover():
     r, comp, v = graph(mm(1024, 1024, 1024))
     assert comp == 3 * 1024 * 1024 * 4 == 12582912
-    assert r.per_level["dram"] == comp          # 120 MB holds everything: compulsory only
+    assert r.per_level["chip"] == comp          # 120 MB holds everything: compulsory only
     reuse = io.graph_lower_bound(v, 0.5 * MIB)[0]
     # leading term 1.927 W / sqrt(S_words) words = 2.29e7 B, minus h ~ 2.3 S = 1.2e6 B: 2.17e7 B
     assert reuse == pytest.approx(theorem_r(2 ** 30, 0.5 * MIB), rel=1e-3)
     assert reuse == pytest.approx(1.92687 * 2 ** 30 / math.sqrt(2 ** 17) * 4 - 4 / math.sqrt(3) * 0.5 * MIB,
                                   rel=5e-3)
-    assert r.per_level["l2"] == reuse > comp
+    assert r.per_level["sm"] == reuse > comp
     assert r.bytes_dram == comp
 
 
@@ -220,10 +221,10 @@ def test_rectangular_matmul_both_sides():
     # tall-skinny: same W = 2^30 but compulsory 69206016 B > 2.29e7 B of reuse: compulsory wins
     r, comp, _ = graph(mm(4096, 64, 4096))
     assert comp == (4096 * 4096 + 4096 * 64 * 2) * 4 == 69206016
-    assert r.per_level["l2"] == comp
+    assert r.per_level["sm"] == comp
     # 2048 x 2048 x 1024: W = 2^32, compulsory 33554432 B; reuse ~9.1e7 B at 0.5 MiB; the bound
     # crosses compulsory near S = 4 (1.927 * 4 * 2^32 / 33554432)^2 B = 3.9 MB.
-    lv = [("a", 2 * MIB, 1.0), ("b", 16 * MIB, 1.0), ("c", 0.5 * MIB, 1.0)]
+    lv = [MemoryLevel.given(n, s, 1.0) for n, s in (("a", 2 * MIB), ("b", 16 * MIB), ("c", 0.5 * MIB))]
     r, comp, _ = graph(mm(2048, 2048, 1024), lv)
     assert comp == 33554432
     assert r.per_level["b"] == comp
@@ -236,7 +237,7 @@ def test_rectangular_matmul_both_sides():
 def test_conv_is_compulsory_unless_direct():
     r, comp, v = graph(CONV)
     assert comp == (2 * 32 * 64 * 56 * 56 + 64 * 64 * 9) * 4 == 51527680
-    assert r.per_level == {"dram": comp, "l2": comp}
+    assert r.per_level == {"chip": comp, "sm": comp}
     assert io.op_lower_bound(v, "S1", 16 * 1024) == 0.0  # a window: no reuse term by default
     _, _, vd = graph(CONV, direct_conv=True)
     # direct convolution: W = 32*64*64 * (56*3 - 2)^2, rho = 9 -> 1.927 W / (3 sqrt(S_words)) words
@@ -254,7 +255,7 @@ def test_causal_attention_is_compulsory_bound():
     assert v.eligible == ("S2",)             # Q K^T; P V reads P, produced on chip
     assert v.sunk == {"S2": False, "S9": True}
     assert v.contractions["S2"].work == 128 * 4096 * 4097 // 2
-    assert r.per_level == {"dram": comp, "l2": comp}
+    assert r.per_level == {"chip": comp, "sm": comp}
 
 
 def test_mlp_hidden_activation_is_not_counted():
@@ -262,9 +263,9 @@ def test_mlp_hidden_activation_is_not_counted():
     r, comp, v = graph(MLP)
     assert comp == 4 * 8192 * 8192 * 4 == 1073741824
     assert v.eligible == ("S1",) and v.sunk == {"S1": False, "S4": True}
-    assert r.per_level["dram"] == comp
+    assert r.per_level["chip"] == comp
     fused, who = io.graph_lower_bound(v, 0.5 * MIB)
-    assert who == ("S1",) and r.per_level["l2"] == fused
+    assert who == ("S1",) and r.per_level["sm"] == fused
     # layer 1's H is consumed on chip (Theorem R'): weaker than the same matmul written to memory
     alone = io.op_lower_bound(v, "S1", 0.5 * MIB)
     assert comp < fused < alone
@@ -281,33 +282,30 @@ def test_elementwise_chain_is_compulsory():
         for j in range(1024):
             Y[i, j] = max(T[i, j], 0.0)
 """
-    r, comp, v = graph(text, LEVELS + [("tiny", 64, 1.0)])
+    r, comp, v = graph(text, LEVELS + [MemoryLevel.given("tiny", 64, 1.0)])
     assert v.contractions == {}
     assert comp == 2 * 1024 * 1024 * 4
-    assert r.per_level == {"dram": comp, "l2": comp, "tiny": comp}
+    assert r.per_level == {"chip": comp, "sm": comp, "tiny": comp}
 
 
 def test_cache_aware_time_and_binding_level():
     k = parse_kernel(mm(1024, 1024, 1024), "t.loop")
     costs = kernel_costs(k)
-    r = io.cache_aware(k, costs, [("dram", 120e6, 1e12), ("l2", 0.5 * MIB, 1e13, 4)], 1e-9)
-    q_l2 = r.per_level["l2"]
-    assert r.per_level["dram"] == 12582912
-    assert r.time_s == max(12582912 / 1e12, q_l2 / 1e13)
-    assert r.binding_level == ("dram" if 12582912 / 1e12 >= q_l2 / 1e13 else "l2")
+    chip = MemoryLevel.given("chip", 120e6, 1e12)
+    r = io.cache_aware(k, costs, [chip, MemoryLevel.given("sm", 0.5 * MIB, 1e13, 4, "sm")], 1e-9)
+    q_sm = r.per_level["sm"]
+    assert q_sm == pytest.approx(theorem_r(2 ** 30, 0.5 * MIB, units=4), rel=1e-3)
+    assert r.per_level["chip"] == 12582912
+    assert r.time_s == max(12582912 / 1e12, q_sm / 1e13)
+    assert r.binding_level == ("chip" if 12582912 / 1e12 >= q_sm / 1e13 else "sm")
     (name, per, bind), = r.per_op
-    assert name == "S1" and per["dram"] == costs.ops[0].bytes
-    slow = io.cache_aware(k, costs, [("dram", 120e6, 1e12)], 1.0)
+    assert name == "S1" and per["chip"] == costs.ops[0].bytes
+    slow = io.cache_aware(k, costs, [chip], 1.0)
     assert slow.time_s == 1.0 and slow.binding_level == "compute"
-    with pytest.raises(SolarError, match="expected"):
-        io.cache_aware(k, costs, [("dram", 1.0)], 0.0)
+    with pytest.raises(SolarError, match="memory level chip: capacity, bandwidth and units must be positive"):
+        io.cache_aware(k, costs, [MemoryLevel.given("chip", 120e6, 1e12, units=0)], 0.0)
 
 
-def test_levels_from_target_per_sm_units():
-    from solar_compiler.hw import load_target
-
-    lv = io.levels_from_target(load_target("H100_SXM"))
-    assert [(n, u) for n, _, _, u in lv] == [("dram", 1), ("l2", 132)]
 
 
 # ---- the tiled upper curve --------------------------------------------------------------------------
@@ -398,7 +396,7 @@ def test_matmul_properties(m: int, n: int, k: int, batch: int, dt: str, s1: int,
         tiled = tiling.tiled_traffic(c, s)
         if tiled is not None:
             assert f.lower_bound(s) <= tiled.bytes                     # bound <= attainable
-    r, comp, _ = graph(text, [("x", lo, 1.0), ("y", hi, 1.0)])
+    r, comp, _ = graph(text, [MemoryLevel.given("x", lo, 1.0), MemoryLevel.given("y", hi, 1.0)])
     assert r.per_level["x"] >= r.per_level["y"] >= comp                # compulsory <= cache-aware
 
 

@@ -152,11 +152,11 @@ def test_the_frontend_is_chosen_by_the_files_imports(tmp_path):
 
 
 def test_frontend_option_overrides_the_imports(tmp_path):
-    """`frontend=jax` on a torch file runs the JAX frontend, which finds no `model`."""
+    """`--frontend=jax` on a torch file runs the JAX frontend, which finds no `model`."""
     path = tmp_path / "m.py"
     path.write_text("import torch\nN = 8\n\n\ndef get_inputs():\n    return [torch.randn(N)]\n")
-    r = subprocess.run([SOLAR_OPT, str(path), "--translate", "--frontend-options",
-                        "frontend=jax no-cache=true"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([SOLAR_OPT, str(path), "--translate", "--frontend=jax", "--no-cache"],
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 1
     assert r.stderr == f"solar-opt: error: {path}:6: missing 'model' or 'Model' (expected def " \
         "model(*inputs) or class Model, get_inputs, optionally get_init_inputs)\n"

@@ -95,3 +95,27 @@ def test_the_checker_sees_a_violation(tmp_path):
     f.write_text("from solar_compiler.passes.lift_einsum import LiftEinsumPass\n")
     assert imports("solar_compiler.analysis.x", f) >= {"solar_compiler.passes.lift_einsum"}
     assert layer_of("solar_compiler.passes.lift_einsum") > layer_of("solar_compiler.analysis.x")
+
+
+def imported_modules(name: str, path: Path) -> set[str]:
+    """The modules an import statement names (`from m import x`: m, or m.x when x is a module)."""
+    is_pkg = path.name == "__init__.py"
+    base = name.split(".") if is_pkg else name.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                out.add(".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else [])))
+            else:
+                out.add(node.module or "")
+    return {m for m in out if m.startswith("solar_compiler")}
+
+
+def test_every_import_of_the_package_resolves():
+    """A lazy import of a module that moved fails only when its function runs: find them all here."""
+    mods = modules()
+    bad = [f"{name} imports {t}" for name, path in mods.items() for t in imported_modules(name, path)
+           if t not in mods]
+    assert bad == []

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 from solar_compiler.analysis.costs import GraphCosts, OpCost
 from solar_compiler.analysis.unfused import UnfusedKernel, node_kernels
 from solar_compiler.errors import SolarError
-from solar_compiler.hw import HwTarget
+from solar_compiler.hw import HwTarget, MemoryLevel
 
 if TYPE_CHECKING:
     from solar_compiler.loopir.ast import Kernel
@@ -97,13 +97,29 @@ class KernelBound(_UnitTimes):
 
 @dataclass(frozen=True)
 class LevelBound:
-    """One memory boundary of a target: `bytes` must cross it (whole program, all units)."""
+    """One memory level of a target (after a --cache-size override): `bytes` must cross its boundary
+    (whole program, all units)."""
 
-    name: str
-    capacity: float        # bytes per unit on the fast side (after a --cache-size override)
-    bandwidth: float       # bytes/s across the boundary
-    units: int
+    level: MemoryLevel
     bytes: float
+
+    @property
+    def name(self) -> str:
+        return self.level.name
+
+    @property
+    def capacity(self) -> float:
+        """Bytes per unit on the fast side."""
+        return self.level.capacity.value
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes/s across the boundary."""
+        return self.level.bandwidth.value
+
+    @property
+    def units(self) -> int:
+        return self.level.units
 
     @property
     def time_s(self) -> float:
@@ -243,20 +259,17 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precis
     return replace(b, cache_aware=cache_aware_bounds(b, graphs, kernels, hw, cache_size))
 
 
-def target_levels(hw: HwTarget, cache_size: int | None = None) -> list[tuple[str, float, float, int]]:
-    """(name, capacity, bandwidth, units) of the target's levels, outermost first, with the outermost
-    (DRAM) capacity replaced by `cache_size` when given."""
-    from solar_compiler.analysis.io_bounds import levels_from_target
-
-    levels = levels_from_target(hw)
+def target_levels(hw: HwTarget, cache_size: int | None = None) -> list[MemoryLevel]:
+    """The target's memory levels, outermost first, with the outermost (DRAM-boundary) capacity
+    replaced by `cache_size` when given."""
+    levels = list(hw.levels)
     if not levels:
         raise SolarError(f"{hw.name}: the target defines no memory levels ({hw.path}: levels), "
                          "so it has no cache-aware bound; use fidelity unfused or fused")
     if cache_size is not None:
         if cache_size <= 0:
             raise SolarError(f"cache size {cache_size} bytes: must be positive")
-        name, _, bw, units = levels[0]
-        levels[0] = (name, float(cache_size), bw, units)
+        levels[0] = levels[0].with_capacity(float(cache_size), "--cache-size (what-if)")
     return levels
 
 
@@ -272,7 +285,7 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
         raise SolarError(f"cache-aware bounds: kernels {[k.name for k in kernels]} do not match the costed "
                          f"kernels {[g.kernel for g in graphs]}")
     levels = target_levels(hw, cache_size)
-    names = [lv[0] for lv in levels]
+    names = [lv.name for lv in levels]
     per_level = dict.fromkeys(names, 0.0)
     per_op: list[dict[str, float]] = []
     tiled: list[dict[str, float] | None] = []  # per op: the attainable side of the bracket
@@ -281,7 +294,7 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
         contractions = view(k).contractions
         for o in g.ops:
             c = contractions.get(o.name)
-            found = {lv: tiled_traffic(c, cap, REPORT_COMBOS) for lv, cap, _, _ in levels} if c else {}
+            found = {x.name: tiled_traffic(c, x.capacity.value, REPORT_COMBOS) for x in levels} if c else {}
             ok = bool(found) and all(t is not None for t in found.values())
             tiled.append({lv: t.bytes for lv, t in found.items() if t is not None} if ok else None)
         for n in names:
@@ -289,7 +302,7 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
         if [name for name, _, _ in r.per_op] != [o.name for o in g.ops]:
             raise SolarError(f"kernel {g.kernel}: cache-aware ops do not match the costed ops")
         per_op += [q for _, q, _ in r.per_op]
-    lv = tuple(LevelBound(n, cap, bw, units, per_level[n]) for n, cap, bw, units in levels)
+    lv = tuple(LevelBound(x, per_level[x.name]) for x in levels)
     terms = {"matrix": b.fused_matrix_s, "vector": b.fused_vector_s}
     terms.update({x.name: x.time_s for x in lv})
     terms[names[0]] = max(terms[names[0]], b.fused_memory_s)

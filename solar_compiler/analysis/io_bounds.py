@@ -27,7 +27,6 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import islpy as isl
 import numpy as np
@@ -43,6 +42,7 @@ from solar_compiler.analysis.polyhedral import (  # _groups: the same variable g
 )
 from solar_compiler.analysis.program import Program, program_from_kernel
 from solar_compiler.errors import SolarError
+from solar_compiler.hw import MemoryLevel
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import (
     DTYPES,
@@ -54,11 +54,7 @@ from solar_compiler.loopir.ast import (
     stmt_reads,
 )
 
-if TYPE_CHECKING:
-    from solar_compiler.hw import HwTarget
-
 H_GRID = 2.0 ** (np.arange(0, 8 * 64) / 8)  # segment sizes (bytes) every bound is evaluated at
-Level = tuple  # (name, capacity_bytes, bandwidth_Bps) or (name, capacity_bytes, bandwidth_Bps, units)
 
 
 # ---- recognising contractions ----------------------------------------------------------------------------
@@ -390,7 +386,12 @@ class KernelView:
 
 
 def view(program: Program | Kernel, direct_conv: bool = False) -> KernelView:
+    """The contraction view of a program (computed once per program and `direct_conv`)."""
     p = program if isinstance(program, Program) else program_from_kernel(program)
+    return p.cached(("io_bounds.view", direct_conv), lambda: _view(p, direct_conv))
+
+
+def _view(p: Program, direct_conv: bool) -> KernelView:
     k = p.kernel
     groups = list(p.nodes)
     written = {c.stmt.target for g in groups for c in g.stmts}
@@ -455,49 +456,27 @@ class CacheAwareResult:
     binding_level: str                                # level (or "compute") that sets time_s
 
 
-def _level(lv: Level) -> tuple[str, float, float, int]:
-    if len(lv) == 3:
-        return lv[0], float(lv[1]), float(lv[2]), 1
-    if len(lv) == 4:
-        return lv[0], float(lv[1]), float(lv[2]), int(lv[3])
-    raise SolarError(f"memory level {lv!r}: expected (name, capacity_bytes, bandwidth_Bps[, units])")
-
-
-def cache_aware(kernel: Program | Kernel, costs: GraphCosts, levels: Sequence[Level], compute_s: float,
+def cache_aware(kernel: Program | Kernel, costs: GraphCosts, levels: Sequence[MemoryLevel], compute_s: float,
                 direct_conv: bool = False) -> CacheAwareResult:
     """Cache-aware bound: time = max(compute_s, max over levels of Q_level / bandwidth), where
-    Q_level = max(compulsory bytes, best proven reuse bound at that level's capacity). Sliding
-    windows get a reuse term only with `direct_conv` (no Winograd/FFT implementation)."""
+    Q_level = max(compulsory bytes, best proven reuse bound at that level's capacity per unit, over
+    its units). Sliding windows get a reuse term only with `direct_conv` (no Winograd/FFT
+    implementation)."""
     if not levels:
         raise SolarError(f"kernel {costs.kernel}: no memory levels for a cache-aware bound")
     v = view(kernel, direct_conv)
-    lvls = [_level(lv) for lv in levels]
-    for name, cap, bw, units in lvls:
-        if cap <= 0 or bw <= 0 or units < 1:
-            raise SolarError(f"memory level {name}: capacity, bandwidth and units must be positive")
-    per_level = {name: max(float(costs.compulsory_bytes), graph_lower_bound(v, cap, units)[0])
-                 for name, cap, _, units in lvls}
+    for lv in levels:
+        if lv.capacity.value <= 0 or lv.bandwidth.value <= 0 or lv.units < 1:
+            raise SolarError(f"memory level {lv.name}: capacity, bandwidth and units must be positive")
+    comp = float(costs.compulsory_bytes)
+    per_level = {lv.name: max(comp, graph_lower_bound(v, lv.capacity.value, lv.units)[0]) for lv in levels}
     per_op = []
     for op in costs.ops:
-        q = {name: max(float(op.bytes), op_lower_bound(v, op.name, cap, units))
-             for name, cap, _, units in lvls}
-        per_op.append((op.name, q, max(lvls, key=lambda lv: q[lv[0]] / lv[2])[0]))
-    t_mem = {name: per_level[name] / bw for name, _, bw, _ in lvls}
+        q = {lv.name: max(float(op.bytes), op_lower_bound(v, op.name, lv.capacity.value, lv.units))
+             for lv in levels}
+        per_op.append((op.name, q, max(levels, key=lambda lv: q[lv.name] / lv.bandwidth.value).name))
+    t_mem = {lv.name: per_level[lv.name] / lv.bandwidth.value for lv in levels}
     worst = max(t_mem, key=lambda n: t_mem[n])
     time_s = max(compute_s, t_mem[worst])
-    return CacheAwareResult(time_s, per_level[lvls[0][0]], per_op, per_level,
+    return CacheAwareResult(time_s, per_level[levels[0].name], per_op, per_level,
                             worst if t_mem[worst] >= compute_s else "compute")
-
-
-def levels_from_target(hw: HwTarget) -> list[tuple[str, float, float, int]]:
-    """(name, capacity, bandwidth, units) of a target's levels: the outermost (DRAM) boundary has
-    one unit (the whole chip); inner levels are per SM/CU, so units = the SM count."""
-    out = []
-    for i, lvl in enumerate(hw.levels):
-        units = 1
-        if i > 0:
-            if hw.sm_count is None:
-                raise SolarError(f"{hw.name}: level {lvl.name} is per SM but the target has no sm.count")
-            units = int(hw.sm_count.value)
-        out.append((lvl.name, lvl.capacity.value, lvl.bandwidth.value, units))
-    return out

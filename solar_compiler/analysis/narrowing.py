@@ -410,11 +410,18 @@ def _kills(k: Kernel, stmts: list[_Stmt]) -> None:
             readers.setdefault(r.tensor, set()).add(top[st.ctx.index])
         if s.kind != "=":
             readers.setdefault(s.target, set()).add(top[st.ctx.index])
+    writes: dict[int, isl.Map] = {}  # statement index -> its write relation over its domain
+
+    def written(st: _Stmt) -> isl.Map:
+        if st.ctx.index not in writes:
+            s = st.ctx.stmt
+            writes[st.ctx.index] = _access(st.ctx, s.target, s.indices).intersect_domain(st.dom)
+        return writes[st.ctx.index]
+
     for w in stmts:
         sw = w.ctx.stmt
         if sw.kind != "=" or sw.indirect:  # a scatter's elements are unknown: it is never killed
             continue
-        acc = _access(w.ctx, sw.target, sw.indices).intersect_domain(w.dom)
         for w2 in stmts[w.ctx.index + 1:]:
             s2 = w2.ctx.stmt
             t1, t2 = top[w.ctx.index], top[w2.ctx.index]
@@ -424,8 +431,7 @@ def _kills(k: Kernel, stmts: list[_Stmt]) -> None:
                 break  # a read in between (or in either nest): nothing later kills
             if s2.indirect:
                 continue  # may write fewer elements than it reaches: kills nothing
-            over = _access(w2.ctx, s2.target, s2.indices).intersect_domain(w2.dom).range()
-            dead = acc.intersect_range(over).domain()
+            dead = written(w).intersect_range(written(w2).range()).domain()
             w.kill = dead if w.kill is None else w.kill.union(dead)
 
 

@@ -29,7 +29,18 @@ class Constraint:
 
 
 def domain_constraints(ctx: StmtContext) -> tuple[tuple[str, ...], list[Constraint], dict[str, int]]:
-    """(ivs, constraints, steps) of a statement's iteration domain: loop bounds and guards."""
+    """(ivs, constraints, steps) of a statement's iteration domain: loop bounds and guards. Computed
+    once per statement context (kept on it: a context is immutable) since every count, footprint
+    and reuse bound of the statement starts from it."""
+    memo = ctx.__dict__.get("_domain")
+    if memo is None:
+        memo = _domain_constraints(ctx)
+        object.__setattr__(ctx, "_domain", memo)
+    ivs, cons, steps = memo
+    return ivs, list(cons), dict(steps)
+
+
+def _domain_constraints(ctx: StmtContext) -> tuple[tuple[str, ...], tuple[Constraint, ...], dict[str, int]]:
     cons: list[Constraint] = []
     steps: dict[str, int] = {}
     for f in ctx.loops:
@@ -42,7 +53,7 @@ def domain_constraints(ctx: StmtContext) -> tuple[tuple[str, ...], list[Constrai
             cons.append(Constraint(c, frozenset(c.vars())))
     for g in ctx.guards:
         cons.append(Constraint(g, frozenset(g.vars())))
-    return ctx.ivs, cons, steps
+    return ctx.ivs, tuple(cons), steps
 
 
 def _isl_set(name: str, ivs: Sequence[str], conds: Sequence[AffCond]) -> isl.Set:

@@ -9,7 +9,9 @@ it, so the analyses have one entry point whatever stage the module is at.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
@@ -23,6 +25,8 @@ from solar_compiler.loopir.convert import op_to_kernel
 from solar_compiler.loopir.graph_convert import graph_to_kernel
 from solar_compiler.loopir.grouping import NodeGroup, group_statements
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class Program:
@@ -30,6 +34,13 @@ class Program:
 
     kernel: Kernel
     nodes: tuple[NodeGroup, ...]
+    memo: dict = field(default_factory=dict, compare=False, repr=False)  # analyses of this program
+
+    def cached(self, key: object, fn: Callable[[], T]) -> T:
+        """`fn()` computed once per program (a view several analyses share)."""
+        if key not in self.memo:
+            self.memo[key] = fn()
+        return self.memo[key]
 
     @property
     def name(self) -> str:
@@ -42,18 +53,10 @@ def program_from_kernel(kernel: Kernel) -> Program:
 
 
 def program_of(op: KernelOp | GraphOp) -> Program:
-    if isinstance(op, GraphOp):
+    if isinstance(op, GraphOp):  # a verified graph lowers to a typed kernel (types are the SSA types)
         k, groups = graph_to_kernel(op)
-        return Program(typecheck(k), tuple(_retyped(groups, k)))
+        return Program(k, tuple(groups))
     return program_from_kernel(op_to_kernel(op))
-
-
-def _retyped(groups: list[NodeGroup], k: Kernel) -> list[NodeGroup]:
-    """The groups of `k` after typecheck (which rebuilds statements): same positions, same names."""
-    from solar_compiler.loopir.ast import statements
-
-    ctxs = statements(typecheck(k))
-    return [NodeGroup(tuple(ctxs[c.index] for c in g.stmts), g.label) for g in groups]
 
 
 def program_ops(module: ModuleOp) -> list[KernelOp | GraphOp]:

@@ -33,7 +33,7 @@ from solar_compiler.analysis.program import Program, program_of
 from solar_compiler.analysis.unfused import UnfusedKernel, node_kernels, unfused_kernels
 from solar_compiler.dialects.solar import AsWrittenOp
 from solar_compiler.errors import SolarError
-from solar_compiler.hw import Figure, HwTarget
+from solar_compiler.hw import HwTarget, Priced
 from solar_compiler.records import program_info
 
 SCHEMA = "solar-report/1"
@@ -61,7 +61,7 @@ def as_written_record(module: ModuleOp) -> dict[str, dict] | None:
     None when no transform changed the work."""
     snaps = [o for o in module.body.block.ops if isinstance(o, AsWrittenOp)]
     if not snaps:
-        return None
+        return None  # not narrowed; a kernel narrowing left unchanged is absent from the record
     out: dict[str, dict] = {}
     for snap in snaps:
         for kop in snap.body.block.ops:
@@ -73,16 +73,9 @@ def as_written_record(module: ModuleOp) -> dict[str, dict] | None:
     return out
 
 
-def _figure(hw: HwTarget, rate: float, sections: Sequence[str]) -> dict[str, Any]:
-    """The sourced figure a rate came from (hw's pricing picks one listed figure; equal rates share a
-    datasheet line, so the first match names it)."""
-    for section in sections:
-        table: dict[str, Figure] = getattr(hw, section)
-        for fmt, fig in table.items():
-            if float(fig.value) == rate:
-                return {"value": rate, "figure": f"{section}.{fmt}", "source": fig.source,
-                        "estimate": fig.estimate}
-    return {"value": rate, "figure": None, "source": hw.path, "estimate": False}
+def _figure(p: Priced) -> dict[str, Any]:
+    """The rate a dtype was priced at and the figure it came from (`HwTarget.price_*` name it)."""
+    return {"value": p.rate, "figure": p.key, "source": p.source, "estimate": p.estimate}
 
 
 def _as_written(graphs: Sequence[GraphCosts], unfused: Sequence[Sequence[UnfusedKernel]],
@@ -116,7 +109,8 @@ def _cache_aware_record(b: GraphBounds) -> dict[str, Any]:
     return {"cache_aware_s": ca.time_s, "cache_aware_bottleneck": ca.bottleneck,
             "bytes_cache_aware": ca.bytes_dram, "cache_aware_terms_s": dict(ca.terms_s),
             "levels": [{"name": lv.name, "capacity": lv.capacity, "bandwidth": lv.bandwidth,
-                        "units": lv.units, "bytes": lv.bytes, "time_s": lv.time_s} for lv in ca.levels]}
+                        "units": lv.units, "per": lv.level.per, "bytes": lv.bytes, "time_s": lv.time_s}
+                       for lv in ca.levels]}
 
 
 def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str) -> dict[str, Any]:
@@ -129,8 +123,8 @@ def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str) -> di
         "precision": hw.describe_precision(precision),
         "dram_bw": {"value": bw.value, "figure": "dram.bandwidth", "source": bw.source,
                     "estimate": bw.estimate},
-        "matrix": {d: _figure(hw, hw.matrix_peak(d, precision), ("matrix", "vector")) for d in mdt},
-        "vector": {d: _figure(hw, hw.vector_peak(d), ("vector",)) for d in vdt},
+        "matrix": {d: _figure(hw.price_matrix(d, precision)) for d in mdt},
+        "vector": {d: _figure(hw.price_vector(d)) for d in vdt},
     }
 
 

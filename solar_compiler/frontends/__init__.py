@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import ast
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.ast import Kernel
+
+if TYPE_CHECKING:
+    from solar_compiler.frontends.llm.config import LLMConfig
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,13 @@ class FrontendOptions:
     validate: bool = True            # execute the loop IR and compare with the framework
     time_budget: float = 2.0         # validate at full size only if the reference runs within this
     memory_budget_gb: float = 2.0    # ... and all tensors fit in this; else a size-reduced instance
+    llm: LLMConfig | None = None     # None: deterministic only; else LLM per-op fill-in / whole program
+
+
+class CaptureFailed(SolarError):
+    """A deterministic frontend could not capture the program faithfully (its capture rejected the
+    program, or the translation does not reproduce it on fresh samples), as opposed to bad input:
+    under `--frontend=auto` the whole program then goes to the LLM frontend."""
 
 
 @dataclass
@@ -52,10 +62,11 @@ class SourceFrontend(Protocol):
     def translate(self, path: str, options: FrontendOptions) -> Translation: ...
 
 
-# name -> "module:Class"; extension -> the frontend of its files by default.
+# name -> "module:Class"; extension -> the deterministic frontend of its files by default.
 FRONTENDS: dict[str, str] = {
     "torch": "solar_compiler.frontends.torch.frontend:TorchFrontend",
     "jax": "solar_compiler.frontends.jax.frontend:JaxFrontend",
+    "llm": "solar_compiler.frontends.llm.frontend:LLMFrontend",
 }
 EXTENSIONS: dict[str, str] = {
     ".py": "torch",
@@ -63,10 +74,16 @@ EXTENSIONS: dict[str, str] = {
 # A source file's framework, by the top-level packages it imports: the frontend of the one framework
 # it imports; a file importing none (or that does not parse) gets its extension's default.
 IMPORTS: dict[str, str] = {"torch": "torch", "jax": "jax", "flax": "jax"}
+LLM_FRONTEND = "llm"   # the fallback of `auto`, and the frontend that needs `FrontendOptions.llm`
+
+
+def frontend_names() -> list[str]:
+    return ["auto", *sorted(FRONTENDS)]
 
 
 def source_frontend(path: str) -> str:
-    """The frontend for `path` under `auto`: by its imports (IMPORTS), else by its extension."""
+    """The deterministic frontend for `path` under `auto`: by its imports (IMPORTS), else by its
+    extension."""
     ext = Path(path).suffix
     if ext not in EXTENSIONS:
         known = ", ".join(sorted(EXTENSIONS))
@@ -91,10 +108,44 @@ def source_frontend(path: str) -> str:
 
 
 def get_frontend(name: str, path: str) -> SourceFrontend:
-    """The frontend called `name`, or for "auto" the one of the file's framework (`source_frontend`)."""
+    """The frontend called `name`; "auto" is the deterministic one of the file's framework
+    (`source_frontend`), falling back to the LLM frontend when it cannot capture the program."""
     if name == "auto":
-        name = source_frontend(path)
+        return AutoFrontend(_load(source_frontend(path), path))
+    return _load(name, path)
+
+
+def _load(name: str, path: str) -> SourceFrontend:
     if name not in FRONTENDS:
-        raise SolarError(f"{path}:1: unknown frontend '{name}' (known: {', '.join(sorted(FRONTENDS))})")
+        raise SolarError(f"{path}:1: unknown frontend '{name}' (known: {', '.join(frontend_names())})")
     module, _, cls = FRONTENDS[name].partition(":")
     return getattr(importlib.import_module(module), cls)()
+
+
+class AutoFrontend:
+    """Deterministic first (with per-op LLM fill-in when `options.llm` is set: the deterministic
+    frontend asks for it where an op has no template); the whole program through the LLM frontend
+    when the deterministic frontend raises `CaptureFailed`. The result says which path ran."""
+
+    extensions: tuple[str, ...] = ()
+
+    def __init__(self, deterministic: SourceFrontend):
+        self.deterministic = deterministic
+        self.name = deterministic.name
+
+    def translate(self, path: str, options: FrontendOptions) -> Translation:
+        try:
+            return self.deterministic.translate(path, options)
+        except CaptureFailed as e:
+            if options.llm is None:
+                raise
+            options.llm.require(str(e))
+            fallback = _load(LLM_FRONTEND, path)
+            self.name = fallback.name
+            # its own transcript folder: per-op requests of the failed attempt may already be there
+            llm = options.llm.in_subfolder(path, "whole-program")
+            result = fallback.translate(path, replace(options, llm=llm))
+            result.validation["deterministic_failed"] = str(e)
+            result.notes.append(f"{self.deterministic.name} frontend failed ({e}); whole program "
+                                "translated by the LLM frontend")
+            return result

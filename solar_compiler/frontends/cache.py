@@ -54,7 +54,8 @@ def cache_key(path: str, options: FrontendOptions, framework: str, frontend_fing
     except OSError as e:
         raise SolarError(f"{path}:1: cannot read file: {e.strerror}") from None
     h = hashlib.sha256()
-    opts = (options.mode, options.validate, options.time_budget, options.memory_budget_gb)
+    opts = (options.mode, options.validate, options.time_budget, options.memory_budget_gb,
+            options.llm.cache_tag() if options.llm is not None else None)
     for part in (source, path.encode(), framework.encode(), frontend_fingerprint.encode(),
                  repr(opts).encode()):
         h.update(hashlib.sha256(part).digest())

@@ -16,8 +16,11 @@ from solar_compiler.frontends import FrontendOptions, Translation
 Job = Callable[[str, FrontendOptions], Translation]
 
 
-def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key: str) -> Translation:
-    """The cached translation under `key`, else `job(path, options)` run in a sandboxed child."""
+def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key: str,
+                     extra_timeout: float = 0.0) -> Translation:
+    """The cached translation under `key`, else `job(path, options)` run in a sandboxed child (with
+    `extra_timeout` seconds more than `options.timeout`: time the job spends waiting on others, such
+    as LLM requests)."""
     from solar_compiler.frontends.cache import cache_load, cache_store
     from solar_compiler.frontends.sandbox import SandboxError, run_in_child
 
@@ -27,29 +30,34 @@ def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key
             hit.notes.append("translation cache hit")
             return hit
     try:
-        result = run_in_child(child_job, job, path, options, timeout_s=options.timeout,
+        result = run_in_child(child_job, job, path, options, timeout_s=options.timeout + extra_timeout,
                               memory_limit_gb=options.memory_gb, user_file=path)
     except SandboxError as e:
         raise SolarError(str(e)) from None
     if isinstance(result, str):
         raise SolarError(result)
+    if isinstance(result, SolarError):  # its class says what failed (CaptureFailed, LLM exit 3)
+        raise result
     if not options.no_cache:
         cache_store(key, result)
     return result
 
 
-def child_job(job: Job, path: str, options: FrontendOptions) -> Translation | str:
-    """`job`, with its diagnostics (SolarError, LoopIRError) returned as the one-line message itself,
-    so that the parent shows them unchanged. A diagnostic caused by a failed allocation (a capture
-    reports it as "forward raised RuntimeError: ... can't allocate memory") is the sandbox's memory
-    limit at work, and says so."""
+def child_job(job: Job, path: str, options: FrontendOptions) -> Translation | SolarError | str:
+    """`job`, with its diagnostics (SolarError, LoopIRError) returned as the one-line message itself
+    (a SolarError keeps its class), so that the parent shows them unchanged. A diagnostic caused by a
+    failed allocation (a capture reports it as "forward raised RuntimeError: ... can't allocate
+    memory") is the sandbox's memory limit at work, and says so."""
     from solar_compiler.frontends.sandbox import memory_limit_message
     from solar_compiler.loopir.ast import LoopIRError
 
     try:
         return job(path, options)
     except (SolarError, LoopIRError) as e:
-        return memory_limit_message(e, path, options.memory_gb) or " ".join(str(e).split())
+        mem = memory_limit_message(e, path, options.memory_gb)
+        if mem is None and isinstance(e, SolarError):
+            return type(e)(" ".join(str(e).split()))
+        return mem or " ".join(str(e).split())
 
 
 class ByName:

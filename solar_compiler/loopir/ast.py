@@ -235,10 +235,17 @@ class Kernel:
     body: list[Node] = field(default_factory=list)
 
     def tensor(self, name: str) -> TensorDecl:
-        for t in self.tensors:
-            if t.name == name:
-                return t
-        raise LoopIRError(f"unknown tensor '{name}'")
+        """The declaration of `name`: O(1) through an index of positions, rebuilt when the list no
+        longer matches it (tensors are appended and replaced while a frontend builds a kernel)."""
+        index = self.__dict__.get("_index")
+        i = index.get(name) if index is not None else None
+        if i is None or i >= len(self.tensors) or self.tensors[i].name != name:
+            index = {t.name: j for j, t in enumerate(self.tensors)}
+            self.__dict__["_index"] = index
+            i = index.get(name)
+            if i is None:
+                raise LoopIRError(f"unknown tensor '{name}'")
+        return self.tensors[i]
 
     def by_role(self, *roles: str) -> list[TensorDecl]:
         return [t for t in self.tensors if t.role in roles]

@@ -29,18 +29,18 @@ def us(s: float) -> str:
 def main(hw: str = "H100_SXM") -> None:
     print(f"target {hw}\n")
     print("| program | GFLOP needed (as written) | fused as written, us | fused, us | cache-aware, us "
-          "| cache-aware / fused | binds | l2-level bytes / compulsory | what-if 1 MiB: ratio |")
+          "| cache-aware / fused | binds | sm-level bytes / compulsory | what-if 1 MiB: ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
     for path in sorted(HERE.glob("*.loop")):
         r = report(path, hw, "--roofline=all")
         w = report(path, hw, "--roofline=fused", "--no-narrow")
         small = report(path, hw, "--roofline=cache-aware", "--cache-size=1MiB")["bounds"][hw]
         b, t = r["bounds"][hw], r["totals"]
-        l2 = next(lv for lv in b["levels"] if lv["name"] == "l2")
+        sm = next(lv for lv in b["levels"] if lv["name"] == "sm")
         print(f"| {path.stem} | {t['flops'] / 1e9:,.2f} ({t['flops_as_written'] / 1e9:,.2f}) "
               f"| {us(w['bounds'][hw]['fused_s'])} | {us(b['fused_s'])} | {us(b['cache_aware_s'])} "
               f"| {b['cache_aware_s'] / b['fused_s']:.3f} | {b['cache_aware_bottleneck']} "
-              f"| {l2['bytes'] / t['bytes_fused']:.2f} | {small['cache_aware_s'] / small['fused_s']:.3f} |")
+              f"| {sm['bytes'] / t['bytes_fused']:.2f} | {small['cache_aware_s'] / small['fused_s']:.3f} |")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,18 @@ from contextlib import contextmanager
 
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import DTYPES, Assign, For, If, Index, Node, SExpr, TensorDecl
+from solar_compiler.loopir.ast import (
+    DTYPES,
+    Assign,
+    For,
+    If,
+    Index,
+    Kernel,
+    Node,
+    SExpr,
+    TensorDecl,
+    statements,
+)
 from solar_compiler.loopir.simplify import simplify_affine, simplify_expr, simplify_index
 
 from ..program import AtenNode, CapturedProgram, Namer, TensorMeta, TensorRef
@@ -24,6 +35,12 @@ RESERVED = frozenset({
 
 class TranslateError(SolarError):
     """An ATen program the translator cannot express: `<file>:<line>: what`, one line."""
+
+
+class NoTemplate(TranslateError):
+    """An op (or this use of it) has no template: an `OpFiller` (the LLM frontend's per-op fill-in)
+    may translate it instead. Templates raise it through `tr.no_template(...)`, before emitting any
+    statement."""
 
 
 class Translator:
@@ -181,7 +198,13 @@ class Translator:
     # ---- errors -----------------------------------------------------------------------------
     def error(self, what: str) -> TranslateError:
         op = self.node.op if self.node is not None else "program"
-        return TranslateError(f"{self.loc or self.program.source}: {what} (in {op})")
+        cls = NoTemplate if what.startswith("no loop-IR template") else TranslateError
+        return cls(f"{self.loc or self.program.source}: {what} (in {op})")
+
+    def append(self, nodes: Sequence[Node]) -> None:
+        """Splice nodes built elsewhere (a per-op kernel body) at the current point."""
+        self._bodies[-1].extend(nodes)
+        self.n_statements += len(statements(Kernel("_", [], list(nodes))))
 
 
 def _loc_of(program: CapturedProgram, name: str) -> str | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from solar_compiler.errors import SolarError
-from solar_compiler.frontends import FrontendOptions, Translation, cache
+from solar_compiler.frontends import CaptureFailed, FrontendOptions, Translation, cache
 from solar_compiler.frontends.cache import fingerprint
 from solar_compiler.frontends.job import translate_cached
 from solar_compiler.frontends.validation import SAMPLE_SEEDS, as_array, validate_sized
@@ -28,7 +28,8 @@ class TorchFrontend:
     extensions = (".py",)
 
     def translate(self, path: str, options: FrontendOptions) -> Translation:
-        return translate_cached(translate_job, path, options, cache_key(path, options))
+        return translate_cached(translate_job, path, options, cache_key(path, options),
+                                extra_timeout=_llm_allowance(options))
 
 
 # ---- the job (runs in the sandboxed child) -------------------------------------------------------
@@ -44,14 +45,17 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     try:
         spec = load_model_file(path)
         prog = capture(spec, mode=options.mode)
-    except (ModelFileError, CaptureError) as e:
+    except ModelFileError as e:
         raise SolarError(str(e)) from None
+    except CaptureError as e:
+        raise capture_failure(spec, options, str(e)) from None
     t1 = time.perf_counter()
-    tt = translate_program(prog, kernel_name=Path(path).stem)
+    filler = op_filler(spec, prog, options)
+    tt = translate_program(prog, kernel_name=Path(path).stem, filler=filler)
     check_bounds(tt.kernel)
     t2 = time.perf_counter()
     if options.validate:
-        record = validate(spec, prog, tt, options)
+        record = validate(spec, prog, tt, options, filler)
     else:
         record = {"validated": False, "reason": "validation disabled (validate=false)", "max_rel_err": None,
                   "samples": 0, "sizes": None}
@@ -62,13 +66,54 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     if prog.fallback_reason:
         record["export_failed"] = prog.fallback_reason
     notes = list(tt.notes)
+    if filler is not None and filler.filled:
+        record["translated_by"] = filler.attribution(tt.source_ops)
     return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops)
 
 
+def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
+    """`CaptureFailed` (the whole program may go to the LLM) when the capture is what failed: the
+    program itself runs eagerly. When forward raises eagerly too, the program is wrong, not the
+    capture: a plain error. (Checked only when an LLM fallback is possible.)"""
+    if options.llm is None:
+        return CaptureFailed(message)
+    import torch
+
+    from .capture.util import quiet
+
+    try:
+        torch.manual_seed(0)
+        model, sample = spec.build_model(), spec.sample_inputs()
+        if options.mode == "eval":
+            model.eval()
+        with torch.no_grad(), quiet():
+            model(*sample)
+    except Exception:  # noqa: BLE001 - any failure of the program itself
+        return SolarError(message)
+    return CaptureFailed(message)
+
+
+def op_filler(spec, prog, options: FrontendOptions, parent=None):
+    """The LLM's per-op fill-in for ops without a template, when the LLM path is enabled (a reduced
+    instance's filler continues the run of its full-size `parent`: one budget, one transcript)."""
+    if options.llm is None:
+        return None
+    from solar_compiler.frontends.llm.ops import TorchOpFiller
+
+    return TorchOpFiller(spec, prog, options, session=parent.session if parent is not None else None)
+
+
+def _llm_allowance(options: FrontendOptions) -> float:
+    """Extra sandbox seconds for LLM requests made inside the child (two ops' worth of attempts)."""
+    llm = options.llm
+    return 0.0 if llm is None or not llm.available else 2 * llm.attempts * llm.timeout
+
+
 # ---- validation -----------------------------------------------------------------------------------
-def validate(spec, prog, tt, options: FrontendOptions) -> dict[str, Any]:
+def validate(spec, prog, tt, options: FrontendOptions, filler=None) -> dict[str, Any]:
     """Execute and compare at full size when the budget allows, else on a reduced instance (the
-    shared rules of `frontends/validation.py`): a reduced file is re-captured and re-translated."""
+    shared rules of `frontends/validation.py`): a reduced file is re-captured and re-translated (its
+    op fill-in continuing the full-size one's)."""
     from .capture import CaptureError, capture
     from .translate import translate_program
 
@@ -77,7 +122,8 @@ def validate(spec, prog, tt, options: FrontendOptions) -> dict[str, Any]:
             prog_r = capture(spec_r, mode=options.mode)
         except CaptureError as e:
             raise SolarError(str(e)) from None
-        tt_r = translate_program(prog_r, kernel_name=tt.kernel.name)
+        tt_r = translate_program(prog_r, kernel_name=tt.kernel.name,
+                                 filler=op_filler(spec_r, prog_r, options, filler))
         return tt_r.kernel, (prog_r, tt_r)
 
     return validate_sized(spec, tt.kernel, (prog, tt), options, build,
@@ -104,8 +150,8 @@ def run_samples(spec, prog, tt, mode: str) -> dict[str, Any]:
         ref = {k: outs[n] for k, n in zip(tt.outputs, prog.outputs, strict=True)}
         cmp = compare(ref, got, dtypes)
         what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
-        if not cmp.ok:
-            raise SolarError(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
+        if not cmp.ok:  # the captured program is not the source program (or a template is wrong)
+            raise CaptureFailed(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
         worst = max(worst, cmp.max_rel_err)
     record: dict[str, Any] = {"validated": True, "max_rel_err": worst, "samples": len(seeds)}
     if prog.value_dependent:

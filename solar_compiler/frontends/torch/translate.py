@@ -10,8 +10,9 @@ its own kernel tensor; a view is an index map composed into its consumers' reads
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
-from solar_compiler.frontends.builder.translator import TranslateError, Translator
+from solar_compiler.frontends.builder.translator import NoTemplate, Translator
 from solar_compiler.frontends.builder.values import Val
 from solar_compiler.frontends.program import AtenNode, CapturedProgram, TensorRef, sanitize
 from solar_compiler.loopir.ast import Kernel
@@ -19,6 +20,13 @@ from solar_compiler.loopir.rewrite import writes_as_inputs
 
 from .masks import affine_masks
 from .registry import Template, lookup
+
+
+class OpFiller(Protocol):
+    """Translates an op that has no template (the LLM frontend's per-op fill-in): emits its
+    statements through the translator (`declare`, `append`, ...) and returns one value per output."""
+
+    def fill(self, tr: Translator, node: AtenNode, why: NoTemplate) -> Val | tuple[Val | None, ...]: ...
 
 
 @dataclass
@@ -41,8 +49,10 @@ class TorchTranslation:
 
 
 # ---- the translation driver ---------------------------------------------------------------------
-def translate_program(program: CapturedProgram, kernel_name: str = "forward") -> TorchTranslation:
-    """The kernel of `program`: each node translated by its template, in program order."""
+def translate_program(program: CapturedProgram, kernel_name: str = "forward",
+                      filler: OpFiller | None = None) -> TorchTranslation:
+    """The kernel of `program`: each node translated by its template, in program order; an op without
+    a template goes to `filler` when one is given."""
     tr = Translator(program, kernel_name)
     for meta in program.inputs:
         tr.bind_param(meta, "input")
@@ -54,9 +64,14 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward") ->
         tr.node = node
         tr.loc = node.loc or last_loc or f"{program.source}:1"
         last_loc = tr.loc
-        fn = _template_for(tr, node)
-        first = tr.n_statements
-        result = fn(tr, node)
+        first, declared = tr.n_statements, len(tr.tensors)
+        try:
+            result = _template_for(tr, node)(tr, node)
+        except NoTemplate as e:
+            if filler is None or tr.n_statements != first:
+                raise
+            del tr.tensors[declared:]  # what the template declared before giving up
+            result = filler.fill(tr, node, e)
         _record_group(tr, node.op, first)
         vals = result if isinstance(result, tuple) else (result,)
         for meta, v in zip(node.outputs, vals, strict=False):
@@ -78,10 +93,11 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward") ->
 
 
 def _template_for(tr: Translator, node: AtenNode) -> Template:
-    """The template of `node`'s op; an op without one is an error naming it (`file:line`)."""
+    """The template of `node`'s op; an op without one is an error naming it (`file:line`), which a
+    per-op filler may take over (`NoTemplate`)."""
     fn = lookup(node.op)
     if fn is None:
-        raise TranslateError(f"{tr.loc}: no loop-IR template for {node.op} ({_describe(node)})")
+        raise NoTemplate(f"{tr.loc}: no loop-IR template for {node.op} ({_describe(node)})")
     return fn
 
 

@@ -1,0 +1,160 @@
+"""Which rate a bound divides a dtype's work by: the fastest method that meets the dtype's accuracy
+contract on the target (a lower bound must assume the fastest legal implementation).
+
+A contraction on operands of dtype ``d`` may run
+
+* natively on any matrix or vector unit whose input format holds every value of ``d`` exactly
+  (``EXACT``: f16 fits TF32, f32 fits FP64, i8 fits FP16, ...), products accumulated at >= the
+  dtype's precision;
+* under an emulation the target lists (``HwTarget.emulation``): a method that reaches the accuracy
+  of a format in ``EXACT[d]`` on another unit, at that unit's rate divided by its products per
+  emulated product (BF16x9 and FP16x3 for fp32, Ozaki-II on INT8 for fp32 and fp64);
+* for f32 only, in the reduced-precision format of the precision policy (``POLICY_FORMAT``): TF32
+  under ``auto``, as PyTorch and cuDNN run fp32 convolutions in TF32 by default.
+
+Integer and bool work may also run on the fp32 vector lanes. Vector (elementwise) work uses vector
+units only. The result names the figure it used (``Priced.key``), so reports label it exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from solar_compiler.hw.errors import HwTargetError
+
+if TYPE_CHECKING:
+    from solar_compiler.hw.model import HwTarget
+
+_F8_EXACT = ("fp8", "fp16", "bf16", "tf32", "fp32", "fp64")
+#: Formats that represent EVERY value of a dtype exactly, own format first. Running a contraction in
+#: any of them is a legal implementation (inputs converted losslessly, products accumulated at >= the
+#: dtype's precision), so the fastest of them is the rate a lower bound must assume. Examples: f16
+#: fits TF32 (8-bit exponent, 10-bit mantissa); i8 fits fp16/bf16 (integers up to 2048/256 are
+#: exact); f32 fits fp64. i64 fits nothing narrower.
+EXACT: dict[str, tuple[str, ...]] = {
+    "f64": ("fp64",),
+    "f32": ("fp32", "fp64"),
+    "f16": ("fp16", "tf32", "fp32", "fp64"),
+    "bf16": ("bf16", "tf32", "fp32", "fp64"),
+    "f8e4m3": _F8_EXACT,
+    "f8e5m2": _F8_EXACT,
+    "i8": ("int8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
+    "i32": ("int32", "fp64"),
+    "i64": (),
+    "bool": ("int8", "fp8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
+}
+# Integer ALU throughput is taken to be at most the fp32 lane rate (true of every target here: H100
+# runs INT32 at half its FP32 rate), so integer/bool work is also priced at the fp32 vector rate.
+_INT_DTYPES = ("i64", "i32", "i8", "bool")
+#: The reduced-precision format each policy lets an f32 contraction use besides the fp32 contract
+#: ("fp32": none).
+POLICY_FORMAT = {"auto": "tf32", "fp32": None, "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
+LABEL = {
+    "fp64": "FP64",
+    "fp32": "FP32",
+    "tf32": "TF32",
+    "bf16": "BF16",
+    "fp16": "FP16",
+    "fp8": "FP8",
+    "int8": "INT8",
+    "int32": "INT32",
+}
+_SECTION_LABEL = {"matrix": "tensor", "vector": "vector"}
+#: Loop-IR dtypes (solar_compiler/text/loop.lark).
+DTYPES = tuple(EXACT)
+#: Precision policies for f32 contractions.
+PRECISIONS = tuple(POLICY_FORMAT)
+
+
+@dataclass(frozen=True)
+class Priced:
+    """The rate a dtype's work is priced at and where it comes from: ``key`` is the figure used
+    (``matrix.tf32``, ``vector.fp32``, ``emulation.fp16x3``), ``label`` says it in words."""
+
+    rate: float
+    key: str
+    label: str
+    source: str
+    estimate: bool
+
+
+def price_matrix(t: HwTarget, dtype: str, precision: str = "auto") -> Priced:
+    """The fastest legal method for a contraction on ``dtype`` under ``precision`` (module doc)."""
+    _check_dtype(t, dtype)
+    if precision not in POLICY_FORMAT:
+        known = ", ".join(PRECISIONS)
+        raise HwTargetError(f"{t.name}: unknown precision policy {precision!r}; known: {known}")
+    formats = list(EXACT[dtype])
+    extra = POLICY_FORMAT[precision]
+    if dtype == "f32" and extra is not None:
+        formats.insert(0, extra)
+    keys = [f"{section}.{fmt}" for fmt in formats for section in ("matrix", "vector")]
+    if dtype in _INT_DTYPES:
+        keys.append("vector.fp32")
+    keys += [f"emulation.{name}" for name, e in t.emulation.items() if e.computes in EXACT[dtype]]
+    return _pick(t, dtype, "contractions", keys)
+
+
+def price_vector(t: HwTarget, dtype: str) -> Priced:
+    """The fastest vector unit whose format holds ``dtype`` exactly (so f16 uses max(FP16, FP32)
+    vector); integer and bool work at max(INT32 if listed, FP32 vector)."""
+    _check_dtype(t, dtype)
+    keys = [f"vector.{fmt}" for fmt in EXACT[dtype]]
+    if dtype in _INT_DTYPES:
+        keys.append("vector.fp32")
+    return _pick(t, dtype, "vector work", keys)
+
+
+def describe_precision(t: HwTarget, precision: str = "auto") -> str:
+    """One line for reports saying how f32 contractions are priced under ``precision``."""
+    p = price_matrix(t, "f32", precision)
+    text = f"{precision}: f32 contractions at {p.label} rate ({fmt_rate(p.rate)})"
+    wanted = POLICY_FORMAT[precision]
+    if wanted is not None and wanted not in t.matrix and wanted not in t.vector:
+        text += f"; {t.name} lists no {LABEL[wanted]} rate"
+    return text
+
+
+def priced(t: HwTarget, key: str) -> Priced | None:
+    """The rate behind a figure key, or None when the target does not list it."""
+    section, _, name = key.partition(".")
+    if section == "emulation":
+        e = t.emulation.get(name)
+        if e is None:
+            return None
+        base = priced(t, e.via)
+        if base is None:  # the loader checks ``via``; a hand-built target may not
+            raise HwTargetError(f"{t.name}: emulation {name} runs on {e.via}, which the target does not list")
+        label = f"{name} emulation ({e.products:g} {base.label} products each)"
+        return Priced(base.rate / e.products, key, label, e.source, e.estimate or base.estimate)
+    fig = {"matrix": t.matrix, "vector": t.vector}[section].get(name)
+    if fig is None:
+        return None
+    return Priced(float(fig.value), key, f"{LABEL[name]} {_SECTION_LABEL[section]}", fig.source, fig.estimate)
+
+
+def fmt_rate(rate: float) -> str:
+    if rate >= 1e12:
+        return f"{rate / 1e12:.1f} TFLOP/s"
+    return f"{rate / 1e9:.1f} GFLOP/s"
+
+
+def _check_dtype(t: HwTarget, dtype: str) -> None:
+    if dtype not in EXACT:
+        raise HwTargetError(f"{t.name}: unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+
+
+def _pick(t: HwTarget, dtype: str, kind: str, keys: list[str]) -> Priced:
+    """The fastest of the listed figures; on a tie the first (native units before emulations)."""
+    best: Priced | None = None
+    for key in dict.fromkeys(keys):
+        p = priced(t, key)
+        if p is not None and (best is None or p.rate > best.rate):
+            best = p
+    if best is None:
+        tried = ", ".join(dict.fromkeys(keys)) or "none"
+        raise HwTargetError(
+            f"{t.name}: no rate for {dtype} {kind} (would use one of: {tried}); add one to {t.path}"
+        )
+    return best

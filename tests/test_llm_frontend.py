@@ -1,0 +1,218 @@
+"""The LLM frontend end to end through `solar-opt`: the recorded examples in examples/llm/ replayed
+(per-op fill-in and whole program), the manual provider's prompt / exit 3 / rerun cycle,
+`--frontend=llm` against the deterministic path, and the errors when no model is configured."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from solar_compiler.driver import main  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "llm"
+
+# per example: (the ops the LLM wrote with their attempts, total FLOPs derived by hand)
+# sort_rows: rank[i, j] += i64(x[i,k] < x[i,j] or x[i,k] == x[i,j] and k < j): 8*16*16 = 2048 points
+#   of 3 comparisons, and, or and the += (6 vector FLOPs, the cast is free) = 12,288; values * 2.0: 128
+# scatter_mean: 128 sums + 128 counts + per bucket element (32) a division, a comparison and a select
+# running_max: 15 scan steps of max + 16 additions
+# softsign: linear 4x32x32 (8,192 matrix; the bias is the accumulator's initial value, no FLOP);
+#   abs, +, / per element (384); * 3.0 (128)
+RECORDED = {
+    "sort_rows": ([("aten.sort.default", 2)], 12_416),
+    "mask_assign": ([("aten.index.Tensor", 2), ("aten.index_put.default", 1)], None),
+    "scatter_mean": ([("aten.scatter_reduce.two", 2)], 352),
+    "running_max": ([("the whole program", 2)], 31),
+    "softsign_custom_op": ([("solar_examples.softsign.default", 2)], 8_192 + 384 + 128),
+}
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("SOLAR_LLM_MODEL", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def _json_report(capsys, *args: str) -> dict:
+    rc = main([*args, "--roofline=fused", "--hw", "H100_SXM", "--format", "json"])
+    assert rc == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_recorded_example_replays_validates_and_reports(name, capsys):
+    llm_ops, flops = RECORDED[name]
+    r = _json_report(capsys, str(EXAMPLES / f"{name}.py"), "--translate",
+                     "--llm-replay", str(EXAMPLES / f"{name}.transcript.jsonl"))
+    v = r["validation"]
+    assert v["validated"] is True
+    by_llm = [(t["op"], t["attempts"]) for t in v["translated_by"] if t["by"] == "llm"]
+    assert by_llm == llm_ops
+    assert all(t["model"] == f"manual (replayed from {name}.transcript.jsonl)"
+               for t in v["translated_by"] if t["by"] == "llm")
+    if flops is not None:
+        assert r["totals"]["flops"] == flops
+    # every recorded transcript has a wrong first attempt that the repair loop corrected
+    recs = [json.loads(x) for x in (EXAMPLES / f"{name}.transcript.jsonl").read_text().splitlines()]
+    assert any(not x["accepted"] and x["diagnostic"] for x in recs)
+    assert recs[-1]["accepted"]
+
+
+def test_text_report_names_the_path_of_each_op(capsys):
+    assert main([str(EXAMPLES / "scatter_mean.py"), "--translate", "--roofline=fused", "--hw", "H100_SXM",
+                 "--llm-replay", str(EXAMPLES / "scatter_mean.transcript.jsonl")]) == 0
+    out = capsys.readouterr().out
+    where = str(EXAMPLES / "scatter_mean.py")
+    assert (f"translated: aten.scatter_reduce.two ({where}:14) by LLM manual "
+            "(replayed from scatter_mean.transcript.jsonl), 2 attempt(s)") in out
+
+
+def test_deterministic_path_rejects_the_examples(capsys):
+    assert main([str(EXAMPLES / "sort_rows.py"), "--translate", "--frontend=torch"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("sort_rows.py:11: no loop-IR template for aten.sort.default (%x)")
+    assert main([str(EXAMPLES / "scatter_mean.py"), "--translate"]) == 1  # auto, no model configured
+    err = capsys.readouterr().err.strip()
+    assert "scatter_mean.py:14: no loop-IR template for scatter reduction 'mean'" in err
+    assert "an LLM can translate it, but no model is configured: configure a model with --llm-model" in err
+    assert len(err.splitlines()) == 1
+
+
+MODEL = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    N = 8
+
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.sort(x).values + 1.0
+
+
+    def get_inputs():
+        return [torch.randn(N)]
+
+
+    def get_init_inputs():
+        return []
+''')
+SORT = """```loop
+kernel sort(self: f32[8] input, values: f32[8] output):
+    local rank: i64[8]
+    for j in range(8):
+        rank[j] = 0
+        for k in range(8):
+            rank[j] += i64(self[k] < self[j] or (self[k] == self[j] and k < j))
+        values[rank[j]] = self[j]
+```
+"""
+
+
+def test_manual_provider_prompt_exit_3_then_rerun_finishes(tmp_path, capsys):
+    src = tmp_path / "m.py"
+    src.write_text(MODEL)
+    args = [str(src), "--translate", "--llm-model=manual", "--llm-transcript-dir", "dialog", "-t", "loop"]
+    assert main(args) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["solar-opt: error: dialog/001.prompt.md: prompt for aten.sort.default at m.py:10 written; "
+                   "put the model's answer in dialog/001.response.md and rerun the same command"]
+    prompt = (tmp_path / "dialog" / "001.prompt.md").read_text()
+    assert "aten.sort.default(self=self: f32[8]) -> (values: f32[8])" in prompt
+    assert "- `self: f32[8] input`\n- `values: f32[8] output`" in prompt
+    descending = SORT.replace("self[k] < self[j]", "self[k] > self[j]")
+    (tmp_path / "dialog" / "001.response.md").write_text(descending)
+    assert main(args) == 3  # wrong: the repair prompt says where
+    capsys.readouterr()
+    repair = (tmp_path / "dialog" / "002.prompt.md").read_text()
+    assert "Your kernel was rejected: validation failed on the reference pair: values[0]: got" in repair
+    (tmp_path / "dialog" / "002.response.md").write_text(SORT)
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "values[sort_rank[j]] = x[j]" in out.replace("getitem", "values")
+    recs = [json.loads(x) for x in (tmp_path / "dialog" / "transcript.jsonl").read_text().splitlines()]
+    assert [(r["task"], r["attempt"], r["accepted"]) for r in recs] == \
+        [("aten.sort.default at m.py:10", 1, False), ("aten.sort.default at m.py:10", 2, True)]
+
+
+ADD = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    N = 8
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.Parameter(torch.randn(N))
+
+        def forward(self, x, y):
+            return x * self.scale + y
+
+
+    def get_inputs():
+        return [torch.randn(4, N), torch.randn(4, N)]
+
+
+    def get_init_inputs():
+        return []
+''')
+
+
+def test_whole_program_llm_mode_matches_the_deterministic_flops(tmp_path, capsys):
+    src = tmp_path / "add.py"
+    src.write_text(ADD)
+    args = [str(src), "--translate", "--frontend=llm", "--llm-model=manual", "--llm-transcript-dir", "d"]
+    assert main([*args, "-t", "loop"]) == 3
+    capsys.readouterr()
+    prompt = (tmp_path / "d" / "001.prompt.md").read_text()
+    params = ("- `x: f32[4, 8] input`\n- `y: f32[4, 8] input`\n- `scale: f32[8] weight`\n"
+              "- `out: f32[4, 8] output`")
+    assert params in prompt and "return x * self.scale + y" in prompt
+    (tmp_path / "d" / "001.response.md").write_text(
+        "```loop\nkernel add(x: f32[4, 8] input, y: f32[4, 8] input, scale: f32[8] weight, "
+        "out: f32[4, 8] output):\n    for i in range(4):\n        for j in range(8):\n"
+        "            out[i, j] = x[i, j] * scale[j] + y[i, j]\n```\n")
+    llm = _json_report(capsys, *args)
+    torch_ = _json_report(capsys, str(src), "--translate", "--frontend=torch")
+    assert llm["validation"]["frontend"] == "llm" and llm["validation"]["samples"] == 3
+    assert llm["totals"]["flops"] == torch_["totals"]["flops"] == 2 * 32
+
+
+def test_whole_program_without_a_model_is_one_line(tmp_path, capsys):
+    src = tmp_path / "add.py"
+    src.write_text(ADD)
+    assert main([str(src), "--translate", "--frontend=llm"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"solar-opt: error: {src}:1: the whole program is to be translated by an LLM; "
+                          "an LLM can translate it, but no model is configured")
+
+
+def test_accuracy_benchmark_with_the_manual_provider(tmp_path):
+    import subprocess
+    import sys
+
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "add.py").write_text(ADD)
+    answer = tmp_path / "tr" / "add" / "001.response.md"
+    answer.parent.mkdir(parents=True)
+    answer.write_text("```loop\nkernel add(x: f32[4, 8] input, y: f32[4, 8] input, scale: f32[8] weight, "
+                      "out: f32[4, 8] output):\n    for i in range(4):\n        for j in range(8):\n"
+                      "            out[i, j] = x[i, j] * scale[j] + y[i, j]\n```\n")
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "llm_accuracy.py"
+    p = subprocess.run([sys.executable, str(bench), str(models), "--llm-model", "manual", "--transcripts",
+                        str(tmp_path / "tr"), "--json", str(tmp_path / "rows.json")],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    assert [(r["validated"], r["attempts"], r["flops_llm"], r["flops_deterministic"], r["flops_equal"])
+            for r in rows] == [(True, 1, 64, 64, True)]
+    assert "validated 1/1; FLOPs equal to the deterministic path's 1/1 comparable" in p.stdout
