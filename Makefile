@@ -15,14 +15,21 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev,llm,jax]'
 	touch $@
 
+# Test-only extras: Ray (the --ray backend test) and playwright driving Debian's chromium (the
+# report.html browser test); chromium comes from apt (CI runs as root on Debian).
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/python -m pip install -q -e '.[dev,llm,ray,browser]'
+	command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+	touch $@
+
 install: $(VENV)/.installed
 
 demo: install
 	$(BIN)/solar-opt $(DEMO) --translate --lift-einsum --roofline=all --hw H100_SXM
 
-test: install
+test: install $(VENV)/.installed-test
 	$(BIN)/ruff check .
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
+	PATH="$(abspath $(BIN)):$$PATH" SOLAR_TEST_REQUIRE_OPTIONAL=1 $(BIN)/python -m pytest
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/lit -s lit_tests
 
 lint: install

@@ -51,6 +51,7 @@ class TranslatePass(ModulePass):
     llm_max_tokens: int = 200_000
     llm_max_cost: int | float = 2.0
     llm_max_response: int = 64_000
+    sandboxed: bool = False  # the caller isolates this process already (solar-bench's forked workers)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from solar_compiler.frontends import LLM_FRONTEND, FrontendOptions, get_frontend
@@ -69,7 +70,8 @@ class TranslatePass(ModulePass):
                                   memory_gb=float(self.memory_gb), validate=self.validate,
                                   time_budget=float(self.time_budget),
                                   memory_budget_gb=float(self.memory_budget_gb),
-                                  llm=self._llm_config() if self.frontend in ("auto", LLM_FRONTEND) else None)
+                                  llm=self._llm_config() if self.frontend in ("auto", LLM_FRONTEND) else None,
+                                  sandboxed=self.sandboxed)
         result = fe.translate(path, options)
         stamp_origins(result.kernels, result.source_ops)
         new = kernels_to_module(result.kernels)

@@ -16,11 +16,12 @@ import dataclasses
 import io
 import json
 import os
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass
 from functools import partial
-from typing import IO, ClassVar, NoReturn
+from typing import IO, Any, ClassVar, NoReturn
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
@@ -35,6 +36,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.errors import SolarError
+from solar_compiler.lifetime import Cancelled, cancel_on_signals
 from solar_compiler.records import ProgramInfo
 
 MODEL_ENV = "SOLAR_LLM_MODEL"
@@ -153,6 +155,7 @@ class _DeferredOutput(io.StringIO):
 
 class SolarOptMain(xDSLOptMain):
     _deferred: _DeferredOutput | None = None
+    json_report: dict[str, Any] | None = None  # the last chunk's report, when the output is JSON
 
     def prepare_output(self) -> IO[str]:
         out = self.args.output_file
@@ -331,7 +334,10 @@ class SolarOptMain(xDSLOptMain):
             from solar_compiler.report import module_report
 
             write_plot(module_report(prog), self.args.plot)
-        return super().output_resulting_program(prog)
+        text = super().output_resulting_program(prog)
+        if self.args.target == "json":  # for run_pipeline's caller (solar-bench)
+            self.json_report = json.loads(text)
+        return text
 
 
 LLM_FLAGS = ("llm_model", "llm_api_base", "llm_attempts", "llm_transcript_dir", "llm_replay", "llm_timeout",
@@ -378,6 +384,17 @@ def _quote(value: str) -> str:
     return json.dumps(value)
 
 
+def run_pipeline(argv: list[str]) -> dict[str, Any] | None:
+    """Run `solar-opt` for the command line `argv` in this process: the output goes where `argv` says
+    (stdout, or `-o FILE`, written only on success); returns the report dict (schema
+    `solar-report/1`) when the output is the JSON report (`--format=json`), else None. Errors raise
+    (SolarError and others); `main` turns them into one line. `solar-bench` calls this in its
+    sandboxed workers, so both tools build the same pipeline."""
+    opt = SolarOptMain(args=argv)
+    opt.run()
+    return opt.json_report
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run `solar-opt`. A user error (SolarError, a parse or verification error) is one line on stderr
     and exit 1; anything else is a bug, reported as one line saying so (the traceback with --debug)
@@ -386,18 +403,20 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:]
     debug = "--debug" in argv
     try:
-        if "--calibrate-host" in argv:
-            from solar_compiler.hw.host import calibrate_host, summary
+        with cancel_on_signals():  # SIGTERM/SIGINT: children killed in `finally`s, one line, 128+N
+            if "--calibrate-host" in argv:
+                from solar_compiler.hw.host import calibrate_host, summary
 
-            target = calibrate_host(force="--force" in argv)
-            print("\n".join([*summary(target), f"host calibrated: {target.path}"]))
-            return 0
-        SolarOptMain(args=argv).run()
+                target = calibrate_host(force="--force" in argv)
+                print("\n".join([*summary(target), f"host calibrated: {target.path}"]))
+                return 0
+            run_pipeline(argv)
     except SystemExit:
         raise
-    except KeyboardInterrupt:
-        print("solar-opt: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        sig = e if isinstance(e, Cancelled) else Cancelled(signal.SIGINT)
+        print(f"solar-opt: cancelled by {sig.name}", file=sys.stderr)
+        return sig.exit_code
     except BrokenPipeError:  # the reader of our output went away (`| head`): nothing to report
         return 1
     except (SolarError, ParseError, VerifyException, DiagnosticException) as e:

@@ -517,3 +517,43 @@ def test_costs_read_the_graph_and_a_rewrite_of_it_changes_them():
     assert [o.name for o in after.ops] == ["S1", "S4", "S5"]
     assert after.flops_vector == before[0].flops_vector - before[0].ops[1].flops_vector
     assert after.flops_matrix == before[0].flops_matrix
+
+
+SSA_REUSE = """
+builtin.module {
+  loop.kernel "k" {
+    loop.tensor "x" : f32 array<i64: 8> "input"
+    loop.tensor "y" : f32 array<i64: 8> "output"
+    loop.for "i" = <"0"> to <"8"> step 1 : i64 {
+      loop.stmt "y" [#loop.aff<"i">] "=" {
+        %x = loop.read "x" [#loop.aff<"i">] dynamic array<i64> : f32
+        %e = loop.unary "exp" %x : f32 -> f32
+        %s = loop.binary "add" %e, %e : f32, f32, -> f32
+        loop.yield %s : f32
+      }
+    }
+  }
+}
+"""
+
+
+def test_an_ssa_value_used_twice_is_costed_once():
+    """`%e = exp(x); y = %e + %e`: one exp and one add per point (8 + 8 vector FLOPs, 8 transcendental),
+    not two exps as the expanded tree `exp(x) + exp(x)` would count."""
+    from xdsl.dialects.builtin import Builtin
+    from xdsl.parser import Parser
+
+    from solar_compiler.dialects.loop import Loop
+
+    ctx = Context()
+    ctx.load_dialect(Builtin)
+    ctx.load_dialect(Loop)
+    m = Parser(ctx, SSA_REUSE.replace("f32, f32, -> f32", "f32, f32 -> f32")).parse_module()
+    m.verify()
+    (g,) = module_costs(m)
+    (op,) = g.ops
+    assert (op.flops_vector, op.flops_transcendental) == (16, 8)
+    # the same value written as a tree in the text form is two exps: as written, not shared
+    k = parse_kernel("kernel k(x: f32[8] input, y: f32[8] output):\n    for i in range(8):\n"
+                     "        y[i] = exp(x[i]) + exp(x[i])\n", "t.loop")
+    assert kernel_costs(k).ops[0].flops_vector == 24

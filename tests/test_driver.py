@@ -169,3 +169,21 @@ def test_plain_xdsl_opt_loads_the_universe() -> None:
                        text=True)
     assert r.returncode == 0, r.stderr
     assert "einsum.graph @matmul attributes {cost.compulsory_bytes = 14336 : i64}" in r.stdout
+
+
+def test_an_internal_error_is_reported_as_a_bug(capsys, monkeypatch) -> None:
+    """Anything that is not a user error (SolarError, a parse or verification error) says it is a bug
+    and exits 70; --debug shows the traceback instead."""
+    from solar_compiler import driver
+
+    def broken(self):  # noqa: ANN001, ANN202
+        raise KeyError("no such key")
+
+    monkeypatch.setattr(driver.SolarOptMain, "run", broken)
+    rc = driver.main([MATMUL])
+    err = capsys.readouterr().err
+    assert rc == 70
+    assert err == ("solar-opt: internal error (a bug in solar-opt, not in the input): "
+                   "KeyError: 'no such key' (rerun with --debug for the traceback)\n")
+    with pytest.raises(KeyError):
+        driver.main([MATMUL, "--debug"])

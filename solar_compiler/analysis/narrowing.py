@@ -27,6 +27,7 @@ Value-dependent masks (a mask tensor that is an input) are not narrowed. Regions
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -152,14 +153,15 @@ def _cond_set(ctx: StmtContext, cond: AffCond) -> isl.Set:
 class _Values:
     """Known values of every tensor at the current point of a statement-by-statement walk."""
 
-    def __init__(self, k: Kernel):
+    def __init__(self, k: Kernel, known: dict[str, Known] | None = None):
         self.k = k
-        self.known: dict[str, Known] = {t.name: {} for t in k.tensors}
+        self.known: dict[str, Known] = {t.name: {} for t in k.tensors} if known is None else known
         self.dirty: set[str] = set()  # written inside the enclosing scan loop: unknown there
 
     def snapshot(self) -> _Values:
-        out = _Values(self.k)
-        out.known = {t: dict(v) for t, v in self.known.items()}
+        """A copy for one statement. Shallow: a tensor's table of known values is replaced, never
+        updated in place, when a statement writes it (a deep copy per statement was quadratic)."""
+        out = _Values(self.k, dict(self.known))
         out.dirty = set(self.dirty)
         return out
 
@@ -418,16 +420,24 @@ def _kills(k: Kernel, stmts: list[_Stmt]) -> None:
             writes[st.ctx.index] = _access(st.ctx, s.target, s.indices).intersect_domain(st.dom)
         return writes[st.ctx.index]
 
+    by_target: dict[str, list[_Stmt]] = {}  # the statements writing each tensor, in program order
+    for st in stmts:
+        by_target.setdefault(st.ctx.stmt.target, []).append(st)
+    read_at = {t: sorted(ts) for t, ts in readers.items()}
     for w in stmts:
         sw = w.ctx.stmt
         if sw.kind != "=" or sw.indirect:  # a scatter's elements are unknown: it is never killed
             continue
-        for w2 in stmts[w.ctx.index + 1:]:
+        for w2 in by_target[sw.target]:
+            if w2.ctx.index <= w.ctx.index:
+                continue
             s2 = w2.ctx.stmt
             t1, t2 = top[w.ctx.index], top[w2.ctx.index]
-            if s2.target != sw.target or s2.kind != "=" or t2 == t1:
+            if s2.kind != "=" or t2 == t1:
                 continue
-            if any(t1 <= t <= t2 for t in readers.get(sw.target, ())):
+            rs = read_at.get(sw.target, [])
+            j = bisect.bisect_left(rs, t1)
+            if j < len(rs) and rs[j] <= t2:
                 break  # a read in between (or in either nest): nothing later kills
             if s2.indirect:
                 continue  # may write fewer elements than it reaches: kills nothing

@@ -32,6 +32,8 @@ class FrontendOptions:
     time_budget: float = 2.0         # validate at full size only if the reference runs within this
     memory_budget_gb: float = 2.0    # ... and all tensors fit in this; else a size-reduced instance
     llm: LLMConfig | None = None     # None: deterministic only; else LLM per-op fill-in / whole program
+    sandboxed: bool = False          # the caller already isolates this process (time and memory
+                                     # limits, crash containment): run in-process, no child of our own
 
 
 class CaptureFailed(SolarError):

@@ -20,9 +20,9 @@ def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key
                      extra_timeout: float = 0.0) -> Translation:
     """The cached translation under `key`, else `job(path, options)` run in a sandboxed child (with
     `extra_timeout` seconds more than `options.timeout`: time the job spends waiting on others, such
-    as LLM requests)."""
+    as LLM requests), or in this process when `options.sandboxed` says the caller isolates it."""
     from solar_compiler.frontends.cache import cache_load, cache_store
-    from solar_compiler.frontends.sandbox import SandboxError, run_in_child
+    from solar_compiler.frontends.sandbox import SandboxError, run_in_child, run_in_process
 
     if not options.no_cache:
         hit = cache_load(key)
@@ -30,8 +30,12 @@ def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key
             hit.notes.append("translation cache hit")
             return hit
     try:
-        result = run_in_child(child_job, job, path, options, timeout_s=options.timeout + extra_timeout,
-                              memory_limit_gb=options.memory_gb, user_file=path)
+        if options.sandboxed:  # already in a sandbox of the caller's: same job, same messages
+            result = run_in_process(child_job, _resolved(job), path, options,
+                                    memory_limit_gb=options.memory_gb, user_file=path)
+        else:
+            result = run_in_child(child_job, job, path, options, timeout_s=options.timeout + extra_timeout,
+                                  memory_limit_gb=options.memory_gb, user_file=path)
     except SandboxError as e:
         raise SolarError(str(e)) from None
     if isinstance(result, str):
@@ -75,3 +79,7 @@ class ByName:
 
 def _resolve(module: str, name: str) -> Job:
     return getattr(importlib.import_module(module), name)
+
+
+def _resolved(job: Job | ByName) -> Job:
+    return _resolve(job.module, job.name) if isinstance(job, ByName) else job

@@ -14,7 +14,15 @@ failure becomes a :class:`SandboxError` with a one-line message:
 The memory limit is ``RLIMIT_AS`` set in the child once it has imported the function's module
 (so interpreter and framework start-up are not counted): ``limit = current address space + N GB``.
 
-Every framework frontend runs its job through it; this module imports no framework (nor numpy).
+The child never outlives its parent: it leads its own process group, asks the kernel for SIGKILL when
+the parent dies (``solar_compiler.lifetime``), and is killed with its group at once when the wait is
+interrupted (``Cancelled`` from SIGTERM/SIGINT in ``solar-opt``, or any other exception).
+
+:func:`run_in_process` is the same contract without the child, for a caller that already isolates
+the process (``solar-bench`` forks one sandbox per model from a warm worker).
+
+Every framework frontend runs its job through it (``frontends/job.py``); this module imports no
+framework (nor numpy).
 """
 
 from __future__ import annotations
@@ -31,7 +39,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SandboxError", "memory_limit_message", "run_in_child"]
+from solar_compiler.lifetime import die_with_parent, kill_group, limit_address_space
+
+__all__ = ["SandboxError", "memory_limit_message", "run_in_child", "run_in_process"]
 
 _STARTUP_S = 120.0  # time allowed for the child to start and import the function's module
 
@@ -46,7 +56,7 @@ _BOOTSTRAP = (
     "_path = pickle.load(sys.stdin.buffer)\n"
     "sys.path[:] = _path\n"
     "from solar_compiler.frontends.sandbox import _child_main\n"
-    "_child_main(_fd)\n"
+    "_child_main(_fd, int(sys.argv[2]))\n"
 )
 
 
@@ -84,7 +94,7 @@ def run_in_child(fn, *args, timeout_s: float = 120, memory_limit_gb: float = 8, 
     rfd, wfd = os.pipe()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _BOOTSTRAP, str(wfd)],
+            [sys.executable, "-c", _BOOTSTRAP, str(wfd), str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -121,12 +131,28 @@ def run_in_child(fn, *args, timeout_s: float = 120, memory_limit_gb: float = 8, 
             _kill(proc)
             raise SandboxError(f"{label}: the child process sent an incomplete result")
         status, value = pickle.loads(body)
+    except BaseException:  # Cancelled (SIGTERM/SIGINT), or anything else: the child goes now
+        _kill(proc)
+        raise
     finally:
         os.close(rfd)
         _reap(proc)
     if status == "ok":
         return value
     raise SandboxError(value)
+
+
+def run_in_process(fn, *args, memory_limit_gb: float = 8, user_file=None, **kwargs):
+    """``fn(*args, **kwargs)`` here, with :func:`run_in_child`'s error contract: any exception becomes a
+    :class:`SandboxError` with the same one-line message the child would send. No time or memory limit
+    is set: the caller's own sandbox (a forked process with rlimits) provides them."""
+    label = _label(fn, args, user_file)
+    try:
+        return fn(*args, **kwargs)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - everything becomes a one-line message
+        raise SandboxError(_describe(exc, label, memory_limit_gb)) from None
 
 
 class _Reader:
@@ -155,13 +181,7 @@ class _Reader:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        try:
-            proc.kill()
-        except ProcessLookupError:
-            pass
+    kill_group(proc.pid)
 
 
 def _reap(proc: subprocess.Popen) -> None:
@@ -201,29 +221,6 @@ _MEMORY_MARKERS = (
     "bad_alloc",
     "std::bad_alloc",
 )
-
-
-def _address_space_bytes() -> int:
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _set_memory_limit(limit_gb: float) -> None:
-    import resource
-
-    if limit_gb <= 0:
-        return
-    limit = _address_space_bytes() + int(limit_gb * 2**30)
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def _is_memory_error(exc: BaseException) -> bool:
@@ -293,12 +290,13 @@ def _send(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _child_main(fd: int) -> None:
+def _child_main(fd: int, parent_pid: int) -> None:
+    die_with_parent(parent_pid)
     label = "<child>"
     limit_gb = 0.0
     try:
         fn, args, kwargs, limit_gb, label = pickle.load(sys.stdin.buffer)
-        _set_memory_limit(limit_gb)
+        limit_address_space(limit_gb)
         _send(fd, b"R")
         try:
             result: Any = ("ok", fn(*args, **kwargs))

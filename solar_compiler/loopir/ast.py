@@ -389,32 +389,49 @@ def coerce_literal(value: float | int | bool, dtype: str) -> float | int | bool:
 # ---- type checking ------------------------------------------------------------------------------
 def check_expr(e: SExpr) -> None:
     """Type rules of the closed scalar-op set (`rules.py`, shared with the dialect verifiers), on a
-    typed expression."""
+    typed expression: each op's operands are legal and its own dtype is the one the rule gives."""
     try:
         for n in e.walk():
             if isinstance(n, Binary):
-                binary_result(n.fn, n.a.typed(), n.b.typed())
+                got = binary_result(n.fn, n.a.typed(), n.b.typed())
             elif isinstance(n, Cmp):
-                cmp_result(n.pred, n.a.typed(), n.b.typed())
+                got = cmp_result(n.pred, n.a.typed(), n.b.typed())
             elif isinstance(n, Select):
-                select_result(n.cond.typed(), n.a.typed(), n.b.typed())
+                got = select_result(n.cond.typed(), n.a.typed(), n.b.typed())
             elif isinstance(n, Unary):
-                unary_result(n.fn, n.x.typed())
-            elif isinstance(n, Read):
-                for i in n.indices:
-                    if isinstance(i, SExpr):
-                        index_dtype(n.tensor, i.typed())
-            elif isinstance(n, Const | Cast):
-                cast_result(n.typed(), n.typed())
+                got = unary_result(n.fn, n.x.typed())
+            else:
+                if isinstance(n, Read):
+                    for i in n.indices:
+                        if isinstance(i, SExpr):
+                            index_dtype(n.tensor, i.typed())
+                elif isinstance(n, Const | Cast):
+                    cast_result(n.typed(), n.typed())
+                continue
+            if got != n.typed():
+                raise RuleError(f"'{getattr(n, 'fn', getattr(n, 'pred', 'select'))}' gives {got} but is "
+                                f"typed {n.typed()}")
     except RuleError as err:
         raise LoopIRError(str(err)) from None
+
+
+def _typed_tree(e: SExpr, kernel: Kernel) -> bool:
+    """Every node already has its dtype (an expression read from MLIR, or typed before), a read the
+    dtype of its tensor. Such a tree is checked as it is, not rebuilt: a subexpression shared by two
+    uses (an SSA value used twice) stays one object, which the analyses count once."""
+    for n in e.walk():
+        if getattr(n, "dtype", None) is None:
+            return False
+        if isinstance(n, Read) and n.dtype != kernel.tensor(n.tensor).dtype:
+            return False
+    return True
 
 
 def typecheck_assign(kernel: Kernel, a: Assign) -> Assign:
     target = kernel.tensor(a.target)
     if a.kind not in REDUCTIONS:
         raise LoopIRError(f"unknown assignment kind '{a.kind}'")
-    value = infer(a.value, kernel, target.dtype)
+    value = a.value if _typed_tree(a.value, kernel) else infer(a.value, kernel, target.dtype)
     check_expr(value)
     if value.dtype != target.dtype:
         raise LoopIRError(f"type mismatch: '{a.target}' is {target.dtype} but the value is {value.dtype}")

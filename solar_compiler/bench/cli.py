@@ -1,0 +1,351 @@
+"""`solar-bench DIR|FILE... [--hw ...] [--mode eval|train]`: bounds (and measured times) for a suite.
+
+    solar-bench examples/torch --hw host --measure
+    solar-bench KernelBench/level1 KernelBench/level2 KernelBench/level3 --hw H100_SXM \\
+        --timings baseline_time_torch.json --workers 2
+
+Outputs in `--out` (default solar-bench-out/): results.csv, results.json, report.html, and per model
+models/<group>/<stem>.{bounds,report,measure}.json, .html and .log. A rerun resumes (`--force`
+recomputes). Exit status: 0, or 1 when a measured time beats a bound (a violation), 2 on a usage
+error, 128+N when cancelled by signal N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from solar_compiler.errors import SolarError
+from solar_compiler.lifetime import Cancelled, cancel_on_signals
+
+from .forked import Outcome
+from .jobs import BoundsConfig
+from .store import Store, fingerprint
+from .suite import Unit, discover
+from .timing import TimingConfig, env_for_device, load_timings
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="solar-bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("paths", nargs="+", help="model files or folders (a sub-folder is a group)")
+    p.add_argument("--hw", default="H100_SXM", help="target(s), as solar-opt --hw (default H100_SXM)")
+    p.add_argument(
+        "--mode",
+        choices=("eval", "train"),
+        default=None,
+        help="eval() or train() semantics (default eval; train with --timings)",
+    )
+    p.add_argument("--precision", default=None, help="precision policy, as solar-opt --precision")
+    p.add_argument("--no-narrow", action="store_true", help="price the programs as written")
+    p.add_argument("--no-validate", action="store_true", help="skip validation (coverage will be 0)")
+    p.add_argument("--no-cache", action="store_true", help="bypass the translation cache")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="warm worker processes (default: usable cores)",
+    )
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per model (bounds)")
+    p.add_argument("--memory-gb", type=float, default=8.0, help="address-space limit per model (GiB)")
+    p.add_argument("--out", type=Path, default=Path("solar-bench-out"), help="output folder")
+    p.add_argument("--force", action="store_true", help="recompute models already stored")
+    m = p.add_argument_group("measured runtimes")
+    m.add_argument("--measure", action="store_true", help="time each model's forward in this run")
+    m.add_argument("--compile", action="store_true", help="with --measure: also time torch.compile(model)")
+    m.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="timing device (auto: cuda when available)",
+    )
+    m.add_argument("--trials", type=int, default=100, help="timed calls (KernelBench: 100)")
+    m.add_argument("--warmup", type=int, default=3, help="warm-up calls (KernelBench: 3)")
+    m.add_argument(
+        "--measure-cap-s",
+        type=float,
+        default=2.0,
+        help="CPU: cut the timed calls to about this many seconds (at least 5 calls)",
+    )
+    m.add_argument("--measure-timeout", type=float, default=600.0, help="seconds per model (timing)")
+    m.add_argument(
+        "--timings",
+        default=None,
+        metavar="FILE.json",
+        help='times taken elsewhere, KernelBench format {"level1": {"<file>.py": {"mean": ms}}}',
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="run the jobs as Ray tasks on a cluster (default: a local Ray started here)",
+    )
+    a = p.parse_args(argv)
+    if a.measure and a.timings:
+        p.error("--measure and --timings are exclusive (one measured time per model)")
+    if a.compile and not a.measure:
+        p.error("--compile needs --measure")
+    if a.workers < 1:
+        p.error("--workers must be at least 1")
+    if a.mode is None:
+        a.mode = "train" if a.timings else "eval"
+    return a
+
+
+class Progress:
+    """A rich progress bar (done / failed / remaining, ETA) on a terminal; one line per model elsewhere."""
+
+    def __init__(self, total: int, what: str):
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.total, self.done, self.failed = total, 0, 0
+        self.bar = None
+        if self.console.is_terminal and total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(
+                TextColumn(f"{what}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("failed {task.fields[failed]}  remaining {task.fields[left]}"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.task = self.bar.add_task(what, total=total, failed=0, left=total)
+            self.bar.start()
+
+    def update(self, unit: Unit, ok: bool, text: str) -> None:
+        self.done += 1
+        self.failed += not ok
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, failed=self.failed, left=self.total - self.done)
+        else:
+            print(f"[{self.done}/{self.total}] {unit.key}: {text}", file=sys.stderr, flush=True)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def target_files_sha(hw: str) -> dict[str, str | None]:
+    """The content of each target that is a file outside the code (a YAML path, or the calibrated
+    `host`), so that a recalibrated host or an edited YAML recomputes stored bounds."""
+    import hashlib
+
+    out: dict[str, str | None] = {}
+    for name in (t.strip() for t in hw.split(",") if t.strip()):
+        if name.lower() == "host":
+            path: Path | None = host_file()
+        else:
+            path = Path(name) if name.endswith((".yaml", ".yml")) else None
+        if path is not None:
+            try:
+                out[name] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+            except OSError:
+                out[name] = None
+    return out
+
+
+def host_file() -> Path | None:
+    try:
+        from solar_compiler.hw import host_cache_path
+    except ImportError:
+        return None
+    return Path(host_cache_path())
+
+
+def calibrate_host_once(hw: str) -> None:
+    """`--hw host` on a machine not calibrated yet: calibrate here, once, before the workers start
+    (not in each warm-up at the same time, and the stored bounds' fingerprint names the result)."""
+    if "host" in [t.strip().lower() for t in hw.split(",")]:
+        path = host_file()
+        if path is not None and not path.exists():
+            from solar_compiler.driver import main as solar_opt
+
+            print("solar-bench: calibrating the host target (once)", file=sys.stderr, flush=True)
+            if solar_opt(["--calibrate-host"]) != 0:
+                raise SolarError("host calibration failed (the line above says why; "
+                                 "`solar-opt --calibrate-host --force` records it on a busy machine)")
+
+
+def make_backend(a: argparse.Namespace, init: dict[str, Any], log: str):
+    if a.ray:
+        from .ray_backend import RayPool
+
+        return RayPool(None if a.ray == "local" else a.ray, a.workers, init, log)
+    from .pool import Pool
+
+    return Pool(a.workers, init, log)
+
+
+def run(a: argparse.Namespace) -> int:
+    t_start = time.time()
+    units = discover(a.paths)
+    timings = load_timings(a.timings) if a.timings else None
+    store = Store(a.out)
+    a.out.mkdir(parents=True, exist_ok=True)
+    run_id = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
+    bcfg = BoundsConfig(
+        hw=a.hw,
+        mode=a.mode,
+        precision=a.precision,
+        no_narrow=a.no_narrow,
+        validate=not a.no_validate,
+        no_cache=a.no_cache,
+        memory_gb=a.memory_gb,
+    )
+    tcfg = TimingConfig(
+        device=a.device,
+        mode=a.mode,
+        compile=a.compile,
+        warmup=a.warmup,
+        trials=a.trials,
+        cap_s=a.measure_cap_s,
+    )
+    calibrate_host_once(a.hw)
+    bfields = {**bcfg.fingerprint_fields(), "hw_files": target_files_sha(a.hw)}
+    bfp = {u.key: fingerprint(bfields, u) for u in units}
+    mfp = {u.key: fingerprint(tcfg.fingerprint_fields(), u) for u in units}
+    cores = len(os.sched_getaffinity(0))
+    todo = [u for u in units if a.force or store.load(u, "bounds", bfp[u.key]) is None]
+    init = {"hw": a.hw, "mode": a.mode}
+    log = str(a.out / "workers.log")
+    backend = make_backend(a, init, log)
+    by_id = {}
+
+    def job(u: Unit, kind: str, cfg, timeout: float, threads: int) -> dict[str, Any]:
+        j = {
+            "id": f"{kind}:{u.key}",
+            "kind": kind,
+            "path": u.path,
+            "cwd": u.cwd,
+            "config": cfg,
+            "timeout_s": timeout,
+            "memory_gb": a.memory_gb,
+            "threads": threads,
+            "log": str(store.path(u, f"{kind}.log")),
+            "env": env_for_device(),
+            "unit": u,
+        }
+        store.path(u, "log").parent.mkdir(parents=True, exist_ok=True)
+        by_id[j["id"]] = u
+        return j
+
+    computed = {"bounds": 0, "measure": 0}
+    prog: Progress | None = None
+
+    def on_done(j: dict[str, Any], o: Outcome) -> None:
+        u: Unit = j["unit"]
+        kind = j["kind"]
+        rec = {
+            "fingerprint": (bfp if kind == "bounds" else mfp)[u.key],
+            "unit": u.as_dict(),
+            "status": "ok" if o.ok else "failed",
+            "error_class": o.error_class,
+            "error": o.error,
+            "seconds": o.seconds,
+            "cpu_s": o.cpu_s,
+            "peak_rss_kb": o.peak_rss_kb,
+            "worker_rss_kb": o.extra.get("worker_rss_kb"),
+            "run_id": run_id,
+            "backend": "ray" if a.ray else "pool",
+        }
+        report = None
+        if o.ok and kind == "bounds":
+            report = o.value["report"]
+            rec["pipeline_s"] = o.value["pipeline_s"]
+        elif o.ok:
+            rec["timing"] = o.value
+        store.save(u, kind, rec, report)
+        computed[kind] += 1
+        assert prog is not None
+        prog.update(
+            u, o.ok, f"{kind} ok {o.seconds:.1f} s" if o.ok else f"{kind} failed ({o.error_class}): {o.error}"
+        )
+
+    interrupted: Cancelled | None = None
+    try:
+        with cancel_on_signals():
+            try:
+                prog = Progress(len(todo), "bounds")
+                threads = max(1, cores // max(1, min(a.workers, len(todo) or 1)))
+                backend.run([job(u, "bounds", bcfg, a.timeout, threads) for u in todo], on_done)
+                prog.stop()
+                if a.measure:
+                    ok = [
+                        u for u in units if (store.load(u, "bounds", bfp[u.key]) or {}).get("status") == "ok"
+                    ]
+                    mtodo = [u for u in ok if a.force or store.load(u, "measure", mfp[u.key]) is None]
+                    prog = Progress(len(mtodo), "timing")
+                    # one at a time: timings must not share the machine (or the GPU) with other work
+                    backend.run(
+                        [job(u, "measure", tcfg, a.measure_timeout, cores) for u in mtodo],
+                        on_done,
+                        max_parallel=1,
+                    )
+                    prog.stop()
+                backend.close()
+            except BaseException:
+                if prog is not None:
+                    prog.stop()
+                backend.kill()
+                raise
+    except Cancelled as e:
+        interrupted = e
+    if interrupted is not None:
+        done = sum(store.load(u, "bounds", bfp[u.key]) is not None for u in units)
+        print(
+            f"solar-bench: cancelled by {interrupted.name}: {done} of {len(units)} models stored in "
+            f"{a.out}; rerun to resume",
+            file=sys.stderr,
+        )
+        return interrupted.exit_code
+
+    from .outputs import write_outputs
+
+    meta = {
+        "command": ["solar-bench", *sys.argv[1:]] if sys.argv else [],
+        "run_id": run_id,
+        "hw": a.hw,
+        "mode": a.mode,
+        "precision": a.precision or "auto",
+        "workers": a.workers,
+        "backend": "ray" if a.ray else "pool",
+        "models": len(units),
+        "computed": computed,
+        "reused": len(units) - len(todo),
+        "wall_s": round(time.time() - t_start, 2),
+        "worker_info": getattr(backend, "infos", []),
+        "timings_file": a.timings,
+        "measure": tcfg.fingerprint_fields() if a.measure else None,
+    }
+    if a.timings:
+        meta["timings_note"] = (
+            f"measured times from {a.timings} (taken on another machine; KernelBench "
+            f"times are in train mode: no .eval()); bounds computed in mode {a.mode}"
+        )
+    violations = write_outputs(a.out, units, store, bfp, mfp if a.measure else None, timings, a, meta)
+    return 1 if violations else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(a)
+    except SolarError as e:
+        print(f"solar-bench: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # a Ctrl-C outside the run (start-up)
+        print("solar-bench: cancelled by SIGINT", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""results.csv, results.json, the stdout summary and the HTML pages, from the store."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .results import (
+    COLUMNS,
+    Measured,
+    fused_terms,
+    group_stats,
+    measured_from_file,
+    measured_from_stats,
+    op_breakdown,
+    rows_for,
+)
+from .store import Store, write_json
+from .suite import Unit
+from .timing import lookup_timing
+
+
+def _measured(
+    unit: Unit, store: Store, mfp: dict[str, str] | None, timings: dict | None, timings_name: str | None
+) -> Measured | None:
+    if timings is not None:
+        entry = lookup_timing(timings, unit.group, unit.name)
+        if entry is None:
+            return None
+        hw = entry.get("hardware") or "unknown hardware"
+        return measured_from_file(entry, f"{Path(timings_name or '').name} ({hw})")
+    if mfp is not None:
+        rec = store.load(unit, "measure", mfp[unit.key])
+        if rec and rec.get("status") == "ok":
+            t = rec["timing"]
+            src = f"{t['device']} {'eager+compile' if 'compile' in t else 'eager'} ({t['hardware']})"
+            return measured_from_stats(t, src)
+    return None
+
+
+def collect(
+    units: list[Unit],
+    store: Store,
+    bfp: dict[str, str],
+    mfp: dict[str, str] | None,
+    timings: dict | None,
+    timings_name: str | None,
+    targets: list[str],
+):
+    rows: list[dict[str, Any]] = []
+    reports: dict[str, dict] = {}
+    measure_errors: dict[str, str] = {}
+    for u in units:
+        b = store.load(u, "bounds", bfp[u.key])
+        rep = store.report(u) if b and b.get("status") == "ok" else None
+        if rep is not None:
+            reports[u.key] = rep
+        if mfp is not None:
+            m = store.load(u, "measure", mfp[u.key])
+            if m and m.get("status") != "ok":
+                measure_errors[u.key] = f"{m.get('error_class')}: {m.get('error')}"
+        link = os.path.relpath(store.path(u, "html"), store.out)
+        rows += rows_for(u, targets, b, rep, _measured(u, store, mfp, timings, timings_name), link)
+    return rows, reports, measure_errors
+
+
+def violation_details(rows: list[dict[str, Any]], reports: dict[str, dict]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        if not r["violation"]:
+            continue
+        rep = reports[f"{r['group']}/{r['model']}"]
+        out.append(
+            {
+                "group": r["group"],
+                "model": r["model"],
+                "target": r["target"],
+                "measured_min_s": min(
+                    x for x in (r["measured_min_s"], r["measured_compile_min_s"]) if x is not None
+                ),
+                "bound": r["violation_bound"],
+                "fused_s": r["fused_s"],
+                "cache_aware_s": r["cache_aware_s"],
+                **fused_terms(rep, r["target"]),
+                "ops": op_breakdown(rep, r["target"]),
+            }
+        )
+    return out
+
+
+def write_outputs(
+    out: Path,
+    units: list[Unit],
+    store: Store,
+    bfp: dict[str, str],
+    mfp: dict[str, str] | None,
+    timings: dict | None,
+    args,
+    meta: dict[str, Any],
+) -> int:
+    """Write everything; print the summary; return the number of violations."""
+    from .html import write_html
+    from .summary import print_summary
+
+    targets = [t.strip() for t in args.hw.split(",") if t.strip()]
+    rows, reports, measure_errors = collect(units, store, bfp, mfp, timings, args.timings, targets)
+    groups = group_stats(rows)
+    viol = violation_details(rows, reports)
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: "" if r[k] is None else r[k] for k in COLUMNS})
+    data = {
+        "schema": "solar-bench/1",
+        "meta": meta,
+        "groups": [g.as_dict() for g in groups],
+        "violations": viol,
+        "measure_errors": measure_errors,
+        "rows": rows,
+    }
+    write_json(out / "results.json", data)
+    write_html(out, data, units, store, reports)
+    print_summary(data)
+    print(f"outputs: {out / 'results.csv'}, {out / 'results.json'}, {out / 'report.html'}")
+    return len(viol)
+
+
+def load_results(out: Path) -> dict[str, Any]:
+    return json.loads((out / "results.json").read_text())

@@ -1,0 +1,112 @@
+"""Process lifetime: child processes that never outlive the command that started them.
+
+Three mechanisms, used together by the torch sandbox and by `solar-bench`:
+
+* `die_with_parent()`, called first thing in a child: the kernel sends it SIGKILL when its parent
+  dies (PR_SET_PDEATHSIG), even when the parent was killed by SIGKILL and ran no clean-up;
+* each child leads its own process group, so `kill_group()` also reaches what the child started;
+* `cancel_on_signals()` in the command itself turns SIGTERM and SIGINT into `Cancelled` (a
+  KeyboardInterrupt), so that the `finally` blocks waiting on children run and kill them at once.
+
+This module imports nothing heavy (ctypes, signal, os only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+import signal
+from collections.abc import Iterator
+
+__all__ = ["Cancelled", "cancel_on_signals", "die_with_parent", "kill_group", "limit_address_space"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+class Cancelled(KeyboardInterrupt):
+    """The command received SIGTERM or SIGINT. A KeyboardInterrupt, so that `except Exception`
+    in model code or libraries never swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def _raise_cancelled(signum: int, frame) -> None:
+    # a second signal while the first is being handled must not interrupt the clean-up
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise Cancelled(signum)
+
+
+@contextlib.contextmanager
+def cancel_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT raise `Cancelled` in the main thread while the block runs (only there can
+    Python handle signals; elsewhere this does nothing). The previous handlers are restored after."""
+    try:
+        old = {s: signal.signal(s, _raise_cancelled) for s in (signal.SIGTERM, signal.SIGINT)}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel for SIGKILL when the parent dies (Linux; elsewhere a no-op), then exit at once if
+    the parent is already gone (it may have died before the request was made)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group led by `pid` (the child and whatever it started), or the process
+    alone when it leads none; a process already gone is no error."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+        return
+    except (ProcessLookupError, PermissionError):
+        pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _address_space_bytes() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def limit_address_space(limit_gb: float) -> None:
+    """RLIMIT_AS = the current address space + `limit_gb` GiB (so the interpreter and the libraries
+    already loaded are not counted); 0 or less means no limit."""
+    if limit_gb <= 0:
+        return
+    limit = _address_space_bytes() + int(limit_gb * 2**30)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))

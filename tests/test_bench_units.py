@@ -1,0 +1,330 @@
+"""solar-bench building blocks without torch: error classes, suite discovery, the forked sandbox,
+timing loop and clocks, timing files, rows / headroom / violations / group statistics."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import time
+
+import pytest
+
+from solar_compiler.bench.errors import classify
+from solar_compiler.bench.forked import run_forked
+from solar_compiler.bench.results import Measured, geomean, group_stats, op_breakdown, rows_for
+from solar_compiler.bench.suite import Unit, discover
+from solar_compiler.bench.timing import CudaClock, lookup_timing, stats, time_calls
+from solar_compiler.errors import SolarError
+
+
+# ---- error classes ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "msg, cls",
+    [
+        ("m.py:7: no loop-IR template for aten._linalg_det.default (%x)", "unsupported op"),
+        ("m.py: validation failed on get_inputs(): out[0, 1] 1.5 vs 2.0", "validate"),
+        ("m.py: exceeded memory limit of 1 GB", "memory"),
+        ("m.py:4: forward raised RuntimeError: DefaultCPUAllocator: can't allocate memory", "memory"),
+        ("m.py: timed out after 120 s", "timeout"),
+        ("m.py:3: syntax error: invalid syntax", "translate"),
+        ("m.py: lift-einsum: statement S3 is not affine", "translate"),
+    ],
+)
+def test_classify(msg, cls):
+    assert classify(msg) == cls
+
+
+# ---- discovery ------------------------------------------------------------------------------------
+def test_discover_groups(tmp_path):
+    (tmp_path / "suite" / "level1").mkdir(parents=True)
+    (tmp_path / "suite" / "level2").mkdir()
+    for p in (
+        "suite/top.py",
+        "suite/level1/b.py",
+        "suite/level1/a.py",
+        "suite/level2/c.py",
+        "suite/level1/__init__.py",
+        "suite/level2/notes.txt",
+    ):
+        (tmp_path / p).write_text("x = 1\n")
+    units = discover(["suite", "suite/level1/a.py"], cwd=str(tmp_path))
+    assert [(u.group, u.name, u.path) for u in units] == [
+        ("suite", "top.py", "suite/top.py"),
+        ("level1", "a.py", "suite/level1/a.py"),
+        ("level1", "b.py", "suite/level1/b.py"),
+        ("level2", "c.py", "suite/level2/c.py"),
+    ]
+    with pytest.raises(SolarError, match="nope: no such file"):
+        discover(["nope"], cwd=str(tmp_path))
+
+
+# ---- forked sandbox: each way a job can end ---------------------------------------------------------
+def _ok(x):
+    return {"twice": 2 * x}
+
+
+def _raises(x):
+    raise ValueError(f"bad value {x}")
+
+
+def _segfault(x):
+    ctypes.string_at(0)
+
+
+def _sleeps(x):
+    time.sleep(x)
+
+
+def _hog(x):
+    return bytearray(x << 30)
+
+
+def _exits(x):
+    import os
+
+    os._exit(3)
+
+
+@pytest.mark.parametrize(
+    "fn, arg, ok, cls, msg",
+    [
+        (_ok, 21, True, None, None),
+        (_raises, 7, False, "translate", "ValueError: bad value 7"),
+        (_segfault, 0, False, "crash", "the interpreter died with signal SIGSEGV"),
+        (_sleeps, 60, False, "timeout", "timed out after 1.5 s"),
+        (_hog, 4, False, "memory", "exceeded memory limit of 1 GB (MemoryError)"),
+        (_exits, 0, False, "crash", "the sandbox exited (code 3) without a result"),
+    ],
+)
+def test_forked_outcomes(fn, arg, ok, cls, msg, tmp_path):
+    t0 = time.monotonic()
+    started = []
+    o = run_forked(
+        fn, (arg,), timeout_s=1.5, memory_gb=1, log_path=str(tmp_path / "log"), on_start=started.append
+    )
+    assert (o.ok, o.error_class) == (ok, cls)
+    assert time.monotonic() - t0 < 10 and len(started) == 1
+    if ok:
+        assert o.value == {"twice": 42}
+    else:
+        assert o.error == msg
+    assert o.peak_rss_kb > 0
+
+
+# ---- timing ---------------------------------------------------------------------------------------
+class FakeClock:
+    def __init__(self):
+        self.log: list[str] = []
+        self.t = 0.0
+
+    def sync(self):
+        self.log.append("sync")
+
+    def flush(self):
+        self.log.append("flush")
+
+    def start(self):
+        self.log.append("start")
+
+    def stop(self):
+        self.t += 1.0
+        self.log.append("stop")
+        return self.t
+
+    def after_warmup(self):
+        self.log.append("warm-done")
+
+
+def test_time_calls_protocol():
+    calls = []
+    clock = FakeClock()
+    times = time_calls(lambda x: calls.append(x), [5], clock, warmup=3, trials=4, min_trials=1, cap_s=None)
+    assert len(calls) == 3 + 1 + 4  # warm-up, one discarded, timed
+    assert times == [2.0, 3.0, 4.0, 5.0]  # the first timed call (1.0) is discarded
+    trial = ["sync", "flush", "start", "stop"]
+    assert clock.log == ["sync"] * 3 + ["warm-done"] + trial * 5
+    assert stats([1.0, 2.0, 3.0, 6.0]) == {
+        "mean": 3.0,
+        "std": pytest.approx(math.sqrt(3.5)),
+        "min": 1.0,
+        "max": 6.0,
+        "median": 2.5,
+        "num_trials": 4,
+    }
+
+
+def test_time_calls_cap_cuts_trials_on_cpu():
+    clock = FakeClock()
+    slow = lambda: time.sleep(0.05)  # noqa: E731
+    times = time_calls(slow, [], clock, warmup=1, trials=100, min_trials=3, cap_s=0.2)
+    assert 3 <= len(times) <= 5
+
+
+class _Event:
+    log: list[str] = []
+
+    def __init__(self, enable_timing):
+        assert enable_timing
+        self.t = None
+
+    def record(self):
+        self.t = len(_Event.log)
+        _Event.log.append("record")
+
+    def elapsed_time(self, other):
+        return float(other.t - self.t)
+
+
+class _FakeCudaTorch:
+    int64 = "int64"
+
+    class cuda:
+        Event = _Event
+
+        @staticmethod
+        def synchronize(device=None):
+            _Event.log.append(f"sync:{device}")
+
+        @staticmethod
+        def empty_cache():
+            _Event.log.append("empty_cache")
+
+    class _Buf:
+        def fill_(self, v):
+            _Event.log.append(f"fill:{v}")
+
+    @staticmethod
+    def empty(n, dtype, device):
+        assert (n, dtype, device) == (32 * 1024 * 1024, "int64", "cuda:0")  # 256 MB, KernelBench's flush
+        return _FakeCudaTorch._Buf()
+
+
+def test_cuda_clock_follows_kernelbench_order():
+    _Event.log = []
+    clock = CudaClock(_FakeCudaTorch, "cuda:0")
+    times = time_calls(
+        lambda: _Event.log.append("call"), [], clock, warmup=2, trials=2, min_trials=1, cap_s=None
+    )
+    trial = ["sync:cuda:0", "fill:42", "record", "call", "record", "sync:cuda:0"]
+    assert _Event.log == ["call", "sync:cuda:0"] * 2 + ["empty_cache"] + trial * 3
+    assert times == [2.0, 2.0]  # events record, call, record: elapsed = 2 log entries
+
+
+def test_timing_file_lookup(tmp_path):
+    from solar_compiler.bench.timing import load_timings
+
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"level1": {"a.py": {"mean": 1.5, "min": 1.2}}, "level2": {"b.py": {"mean": 2}}}))
+    t = load_timings(str(p))
+    assert lookup_timing(t, "level1", "a.py")["min"] == 1.2
+    assert lookup_timing(t, "elsewhere", "b.py") == {"mean": 2}
+    assert lookup_timing(t, "level2", "a.py") is None
+    p.write_text('{"level1": {"a.py": {"std": 1}}}')
+    with pytest.raises(SolarError, match=r"level1/a.py: no 'mean' \(ms\)"):
+        load_timings(str(p))
+
+
+# ---- rows, headroom, violations ------------------------------------------------------------------------
+def _report(fused, cache_aware, unfused, validated=True):
+    return {
+        "validation": {"validated": validated},
+        "totals": {"flops": 1000, "bytes_unfused": 800, "bytes_fused": 400, "bytes_cache_aware": 400},
+        "bounds": {
+            "T": {
+                "unfused_s": unfused,
+                "fused_s": fused,
+                "cache_aware_s": cache_aware,
+                "fused_bottleneck": "memory",
+                "fused_terms_s": {"memory": fused},
+            }
+        },
+        "kernels_unfused": [
+            {
+                "op": "aten.mm",
+                "loc": "m.py:3",
+                "flops_matrix": 900,
+                "flops_vector": 0,
+                "bytes": 500,
+                "bound_s": {"T": 3e-6},
+                "bottleneck": {"T": "memory"},
+            },
+            {
+                "op": "aten.relu",
+                "loc": "m.py:4",
+                "flops_matrix": 0,
+                "flops_vector": 100,
+                "bytes": 300,
+                "bound_s": {"T": 1e-6},
+                "bottleneck": {"T": "memory"},
+            },
+        ],
+    }
+
+
+def _unit(name, group="g"):
+    return Unit(group, name, f"{group}/{name}", "/", "0" * 64)
+
+
+def test_rows_headroom_and_violation():
+    ok = rows_for(
+        _unit("a.py"),
+        ["T"],
+        {"status": "ok", "seconds": 1.0},
+        _report(2e-6, 3e-6, 4e-6),
+        Measured(12e-6, 6e-6, "test"),
+        "a.html",
+    )
+    (r,) = ok
+    assert (r["headroom_unfused"], r["headroom_fused"], r["headroom_cache_aware"]) == pytest.approx(
+        (3.0, 6.0, 4.0)
+    )
+    assert r["violation"] is False
+    # fastest call 2.5 us beats the cache-aware bound 3 us (the tighter one), though not the fused 2 us
+    (v,) = rows_for(
+        _unit("b.py"),
+        ["T"],
+        {"status": "ok"},
+        _report(2e-6, 3e-6, 4e-6),
+        Measured(12e-6, 2.5e-6, "test"),
+        "b.html",
+    )
+    assert (v["violation"], v["violation_bound"]) == (True, "cache-aware")
+    (f,) = rows_for(
+        _unit("c.py"),
+        ["T"],
+        {"status": "failed", "error_class": "crash", "error": "SIGSEGV"},
+        None,
+        None,
+        "c.html",
+    )
+    assert (f["status"], f["error_class"], f["validated"]) == ("failed", "crash", False)
+    un = rows_for(
+        _unit("d.py"),
+        ["T"],
+        {"status": "ok"},
+        _report(1e-6, None, 2e-6, validated=False),
+        Measured(8e-6, 8e-6, "test"),
+        "d.html",
+    )
+    (g,) = group_stats(ok + [v, f] + un)
+    assert (g.models, g.bounded, g.validated, g.measured, g.violations, g.failed) == (
+        4,
+        3,
+        2,
+        3,
+        1,
+        {"crash": 1},
+    )
+    assert g.coverage == 0.5
+    # headroom over validated and measured rows only: fused 6 (a) and 6 (b)
+    assert g.geomean["fused"] == pytest.approx(6.0)
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+
+
+def test_op_breakdown_orders_by_bound():
+    ops = op_breakdown(_report(2e-6, 3e-6, 4e-6), "T")
+    assert [(o["op"], o["flops"], o["share"]) for o in ops] == [
+        ("aten.mm", 900, 0.75),
+        ("aten.relu", 100, 0.25),
+    ]
