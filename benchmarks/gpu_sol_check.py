@@ -70,9 +70,11 @@ class Row:
 
 # ---- bounds ---------------------------------------------------------------------------------------
 
-def bounds_command(path: Path, json_out: Path, hw: str, mode: str, precision: str | None) -> list[str]:
+def bounds_command(path: Path, json_out: Path, hw: str, mode: str, precision: str | None,
+                   cache_state: str = "cold") -> list[str]:
     cmd = [sys.executable, "-c", DRIVER, str(path), "--translate", "--roofline=all", f"--hw={hw}",
-           f"--mode={mode}", "--frontend-options", "validate=false", "--format=json", "-o", str(json_out)]
+           f"--mode={mode}", "--frontend-options", "validate=false", "--format=json", "-o", str(json_out),
+           f"--cache-state={cache_state}"]
     return cmd + ([f"--precision={precision}"] if precision else [])
 
 
@@ -100,17 +102,19 @@ def preflight() -> str | None:
     return f"solar-opt cannot run here ({last}); see benchmarks/README.md for installing it"
 
 
-def report_path(cache: Path, path: Path, hw: str, mode: str, precision: str | None) -> Path:
-    return cache / f"{path.stem}.{hw}.{mode}{'.' + precision if precision else ''}.json"
+def report_path(cache: Path, path: Path, hw: str, mode: str, precision: str | None,
+                cache_state: str = "cold") -> Path:
+    warm = ".warm" if cache_state == "warm" else ""
+    return cache / f"{path.stem}.{hw}.{mode}{'.' + precision if precision else ''}{warm}.json"
 
 
 def compute_bounds(path: Path, cache: Path, hw: str, mode: str, precision: str | None,
-                   timeout_s: float) -> Bounds | str:
+                   timeout_s: float, cache_state: str = "cold") -> Bounds | str:
     """Bounds of one example, or the one-line reason there are none. `cache/<stem>.<hw>.<mode>.json`
     is reused when present (bounds computed earlier, e.g. on a CPU machine: no device time)."""
-    json_out = report_path(cache, path, hw, mode, precision)
+    json_out = report_path(cache, path, hw, mode, precision, cache_state)
     if not json_out.exists():
-        cmd = bounds_command(path, json_out, hw, mode, precision)
+        cmd = bounds_command(path, json_out, hw, mode, precision, cache_state)
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=cache)
         except subprocess.TimeoutExpired:
@@ -139,7 +143,7 @@ def load_example(path: Path):
 
 
 def time_model(path: Path, *, dry_run: bool, mode: str, trials: int, min_trials: int, cap_s: float,
-               compile_model: bool, seed: int = 42) -> Timing:
+               compile_model: bool, seed: int = 42, flush: bool = True) -> Timing:
     """min and median ms of the forward, KernelBench style (module docstring). The number of timed
     calls is cut so that they take about `cap_s` (at least `min_trials`). A forward that creates
     tensors without a device (torch.rand(...) inside forward) fails against device inputs; it is then
@@ -157,19 +161,20 @@ def time_model(path: Path, *, dry_run: bool, mode: str, trials: int, min_trials:
     inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
     fn = torch.compile(model) if compile_model else model
     try:
-        return _timed(fn, inputs, dev, trials, min_trials, cap_s, "")
+        return _timed(fn, inputs, dev, trials, min_trials, cap_s, "", flush)
     except RuntimeError as e:
         if "same device" not in str(e):
             raise
     torch.set_default_device(dev)
     try:
         note = "forward creates tensors: default device set"
-        return _timed(fn, inputs, dev, trials, min_trials, cap_s, note)
+        return _timed(fn, inputs, dev, trials, min_trials, cap_s, note, flush)
     finally:
         torch.set_default_device(None)
 
 
-def _timed(fn, inputs: list, dev, trials: int, min_trials: int, cap_s: float, note: str) -> Timing:
+def _timed(fn, inputs: list, dev, trials: int, min_trials: int, cap_s: float, note: str,
+           flush: bool = True) -> Timing:
     import torch
 
     cuda = dev.type == "cuda"
@@ -185,7 +190,8 @@ def _timed(fn, inputs: list, dev, trials: int, min_trials: int, cap_s: float, no
         times: list[float] = []
         for i in range(n + 1):  # the first timed call is discarded, as KernelBench does
             if cuda:
-                flush_buf.fill_(42)
+                if flush:
+                    flush_buf.fill_(42)
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 sync()
                 start.record()
@@ -275,6 +281,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--mode", choices=("train", "eval"), default="train",
                    help="train: no .eval(), as KernelBench (default); bounds use the same mode")
     p.add_argument("--precision", default=None, help="precision policy of the bounds (default: auto)")
+    p.add_argument("--cache-state", choices=("cold", "warm"), default="cold",
+                   help="timing contract: cold flushes L2 before each timed call and uses cold-cache bounds; "
+                        "warm flushes nothing and uses warm-cache bounds")
     p.add_argument("--out", type=Path, required=True, help="folder for results.json and results.csv")
     p.add_argument("--bounds-dir", type=Path, default=None,
                    help="reuse/keep the bound reports here (default: a temporary folder)")
@@ -304,18 +313,19 @@ def main(argv: list[str] | None = None) -> int:
     cache = (a.bounds_dir or Path(tempfile.mkdtemp(prefix="solbounds-"))).resolve()
     cache.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    todo = [f for f in files if not report_path(cache, f, a.hw, a.mode, a.precision).exists()]
+    todo = [f for f in files if not report_path(cache, f, a.hw, a.mode, a.precision, a.cache_state).exists()]
     why = preflight() if todo else None
     if why is not None:
         print(f"gpu_sol_check: error: {why}", file=sys.stderr)
         return 2
     with ThreadPoolExecutor(max(1, a.workers)) as pool:
         got = list(pool.map(lambda f: compute_bounds(f, cache, a.hw, a.mode, a.precision,
-                                                     a.bounds_timeout_s), files))
+                                                     a.bounds_timeout_s, a.cache_state), files))
     rows = [Row(f.stem, bounds=b) if isinstance(b, Bounds) else Row(f.stem, error=b)
             for f, b in zip(files, got, strict=True)]
     print(f"bounds: {len(files)} examples in {time.perf_counter() - t0:.1f} s", flush=True)
-    meta = {"hw": a.hw, "mode": a.mode, "precision": a.precision or "auto", "dry_run": a.dry_run,
+    meta = {"hw": a.hw, "mode": a.mode, "precision": a.precision or "auto", "cache_state": a.cache_state,
+            "dry_run": a.dry_run,
             "compile": a.compile, "bounds_only": a.bounds_only}
     if not a.bounds_only:
         meta.update(time_all(a, files, rows))
@@ -348,7 +358,8 @@ def time_all(a: argparse.Namespace, files: list[Path], rows: list[Row]) -> dict[
             continue
         try:
             row.timing = time_model(f, dry_run=a.dry_run, mode=a.mode, trials=trials,
-                                    min_trials=a.min_trials, cap_s=a.cap_s, compile_model=a.compile)
+                                    min_trials=a.min_trials, cap_s=a.cap_s, compile_model=a.compile,
+                                    flush=a.cache_state == "cold")
         except Exception as e:  # any failure of the user's model is that row's error, not the run's
             row.error = "timing: " + (" ".join(f"{type(e).__name__}: {e}".split())[:300])
         finally:
@@ -360,7 +371,8 @@ def time_all(a: argparse.Namespace, files: list[Path], rows: list[Row]) -> dict[
         print(f"  {row.example}: {record(row)['status']}", flush=True)
     dev = "cpu" if a.dry_run else torch.cuda.get_device_name()
     return {"device": dev, "torch": torch.__version__, "trials": trials, "cap_s": a.cap_s,
-            "clock": "perf_counter" if a.dry_run else "cuda-events, L2 flushed",
+            "clock": "perf_counter" if a.dry_run else
+                     "cuda-events, " + ("L2 flushed" if a.cache_state == "cold" else "no flush (warm)"),
             "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
             "tf32_cudnn": torch.backends.cudnn.allow_tf32,
             "timing_s": round(time.perf_counter() - start, 1)}

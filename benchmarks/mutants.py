@@ -8,7 +8,9 @@ the executor rejects (an in-domain out-of-range index, a dependence carried by a
 killed at run time. Among the rest, a mutant is output-changing when some output on some sample
 differs from the original by more than 10x the validation tolerance (which excludes equivalent
 mutants, e.g. a changed softmax max-shift), and killed when `compare` rejects it on the first sample,
-the one validation uses. Prints the kill rate among output-changing mutants per kernel and in total.
+the one validation uses. The tolerance is the one validation uses: the dtype's grown by the
+summation length feeding each output (`summation_tolerances` of the original kernel). Prints the
+kill rate among output-changing mutants per kernel and in total.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 
 from solar_compiler.analysis.polyhedral import check_bounds
 from solar_compiler.executor import compare, execute
-from solar_compiler.executor.compare import TOLERANCE, output_dtypes
+from solar_compiler.executor.compare import TOLERANCE, output_dtypes, summation_tolerances
 from solar_compiler.executor.numeric import USER, quantize
 from solar_compiler.loopir.ast import FLOAT_DTYPES, Assign, Kernel, LoopIRError, SExpr, statements, typecheck
 from solar_compiler.mutate import mutants
@@ -89,10 +91,11 @@ def random_inputs(kernel: Kernel, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-def differs(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], dtypes: dict[str, str]) -> bool:
+def differs(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], dtypes: dict[str, str],
+            tols: dict[str, float]) -> bool:
     for name, dt in dtypes.items():
-        c = compare({name: ref[name]}, {name: got[name]}, {name: dt})
-        if dt in TOLERANCE and c.max_rel_err > 10 * TOLERANCE[dt] or dt not in TOLERANCE and not c.ok:
+        c = compare({name: ref[name]}, {name: got[name]}, {name: dt}, tolerances=tols)
+        if dt in TOLERANCE and c.max_rel_err > 10 * tols[name] or dt not in TOLERANCE and not c.ok:
             return True
     return False
 
@@ -102,6 +105,7 @@ def run_kernel(kernel: Kernel) -> Tally:
     samples = [random_inputs(kernel, seed) for seed in range(SAMPLES)]
     base = [execute(kernel, s) for s in samples]
     dtypes = output_dtypes(kernel)
+    tols = summation_tolerances(kernel)
     for desc, m in mutants(kernel):
         tally.total += 1
         try:
@@ -117,12 +121,12 @@ def run_kernel(kernel: Kernel) -> Tally:
         except Exception as e:  # an executor bug, not a verdict on the mutant: list it
             tally.crashes.append(f"{kernel.name}: {desc}: {type(e).__name__}: {e}")
             continue
-        if not any(differs(b, o, dtypes) for b, o in zip(base, outs, strict=True)):
+        if not any(differs(b, o, dtypes, tols) for b, o in zip(base, outs, strict=True)):
             tally.equivalent += 1
             tally.equivalents.append(f"{kernel.name}: {desc}")
             continue
         tally.changing += 1
-        if compare(base[0], outs[0], dtypes).ok:
+        if compare(base[0], outs[0], dtypes, tolerances=tols).ok:
             tally.survivors.append(f"{kernel.name}: {desc}")
         else:
             tally.killed += 1

@@ -79,13 +79,14 @@ from solar_compiler.dialects.loop import (
     ScalarBodyOwner,
     TensorDeclOp,
     TensorUser,
+    TracedAttr,
     check_dynamic_write,
     check_tensor_uses,
     checked_rule,
     dtype_type,
     type_dtype,
 )
-from solar_compiler.loopir.ast import Origin
+from solar_compiler.loopir.ast import Origin, Traced
 from solar_compiler.loopir.rules import index_dtype
 
 REDUCE_OPS = ("none", "add", "mul", "max", "min")
@@ -174,6 +175,7 @@ class NodeOp(LocatedOp, TensorUser):
     init_guard_depths = opt_prop_def(DenseArrayBase)
     origin = opt_prop_def(OriginAttr)
     init_origin = opt_prop_def(OriginAttr)
+    traced = opt_prop_def(ArrayAttr[TracedAttr])
     body = region_def("single_block")
     traits = traits_def(HasParent(GraphOp), SymbolOpInterface(), ScalarBodyOwner())
     irdl_options = (ParsePropInAttrDict(),)
@@ -188,7 +190,8 @@ class NodeOp(LocatedOp, TensorUser):
                  output_dynamic: Sequence[int] = (), init: Attribute | None = None,
                  init_depth: tuple[int, int] | None = None, init_guard_scopes: Sequence[int] = (),
                  init_guard_depths: Sequence[int] = (), origin: Origin | None = None,
-                 init_origin: Origin | None = None, location: LocationAttr | None = None):
+                 init_origin: Origin | None = None, location: LocationAttr | None = None,
+                 traced: Sequence[Traced] = ()):
         props: dict[str, Attribute] = {
             "sym_name": StringAttr(name), "inputs": ArrayAttr([FlatSymbolRefAttr(t) for t in inputs]),
             "output": FlatSymbolRefAttr(output), "reduce": StringAttr(reduce),
@@ -214,6 +217,8 @@ class NodeOp(LocatedOp, TensorUser):
             props["origin"] = OriginAttr(origin)
         if init_origin is not None:
             props["init_origin"] = OriginAttr(init_origin)
+        if traced:
+            props["traced"] = ArrayAttr([TracedAttr(t) for t in traced])
         super().__init__(properties=props, regions=[body])
         if location is not None:
             self.location = location

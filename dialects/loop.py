@@ -56,7 +56,7 @@ from xdsl.traits import HasParent, IsTerminator, NoTerminator, OpTrait
 from xdsl.utils.exceptions import VerifyException
 
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import DTYPES, FLOAT_DTYPES, REDUCTIONS, ROLES, LoopIRError, Origin
+from solar_compiler.loopir.ast import DTYPES, FLOAT_DTYPES, REDUCTIONS, ROLES, LoopIRError, Origin, Traced
 from solar_compiler.loopir.rules import (
     RuleError,
     binary_result,
@@ -172,6 +172,61 @@ class OriginAttr(ParametrizedAttribute):
             op = parser.parse_str_literal()
             parser.parse_punctuation(",")
             return (IntAttr(n), StringAttr(op), StringAttr(parser.parse_str_literal()))
+
+
+@irdl_attr_definition
+class TracedAttr(ParametrizedAttribute):
+    """`#loop.traced<"emb_weight", read, 917504, 1048576, 1>`: what a statement's indirect accesses
+    of a tensor touched on the frontend's traced sample (`ast.Traced`): the tensor, `read` or
+    `write`, distinct elements, domain points and number of such accesses."""
+
+    name = "loop.traced"
+    tensor: StringAttr
+    write: IntAttr
+    elements: IntAttr
+    points: IntAttr
+    accesses: IntAttr
+
+    def __init__(self, t: Traced):
+        super().__init__(StringAttr(t.tensor), IntAttr(int(t.write)), IntAttr(t.elements), IntAttr(t.points),
+                         IntAttr(t.accesses))
+
+    @property
+    def traced(self) -> Traced:
+        return Traced(self.tensor.data, bool(self.write.data), self.elements.data, self.points.data,
+                      self.accesses.data)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.tensor.data)
+            printer.print_string(f", {'write' if self.write.data else 'read'}, {self.elements.data}, "
+                                 f"{self.points.data}, {self.accesses.data}")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            tensor = parser.parse_str_literal()
+            parser.parse_punctuation(",")
+            kind = parser.parse_identifier()
+            if kind not in ("read", "write"):
+                parser.raise_error(f"expected read or write, got {kind}")
+            nums = []
+            for _ in range(3):
+                parser.parse_punctuation(",")
+                nums.append(parser.parse_integer())
+            return (StringAttr(tensor), IntAttr(int(kind == "write")), *(IntAttr(n) for n in nums))
+
+    def verify_(self) -> None:
+        if min(self.elements.data, self.points.data, self.accesses.data) < 0 or self.accesses.data == 0:
+            raise VerifyException("loop.traced: counts must be non-negative and accesses positive")
+
+
+def traced_attr(traced: Sequence[Traced]) -> ArrayAttr | None:
+    return ArrayAttr([TracedAttr(t) for t in traced]) if traced else None
+
+
+def traced_of(attr: ArrayAttr | None) -> tuple[Traced, ...]:
+    return () if attr is None else tuple(a.traced for a in attr.data if isinstance(a, TracedAttr))
 
 
 @irdl_attr_definition
@@ -471,7 +526,7 @@ class StmtOp(LocatedOp, TensorUser):
     the yield passes after the stored value, in position order; `indices` holds the placeholder 0
     there. Analyses treat such a dimension as reaching any element of the target. The source
     position is the op's location; `origin` names the source-level op (one eager kernel) the
-    statement implements."""
+    statement implements; `traced` what its indirect accesses touched on the traced sample."""
 
     name = "loop.stmt"
     target = prop_def(StringAttr)
@@ -479,13 +534,15 @@ class StmtOp(LocatedOp, TensorUser):
     kind = prop_def(StringAttr)
     dynamic = opt_prop_def(DenseArrayBase)
     origin = opt_prop_def(OriginAttr)
+    traced = opt_prop_def(ArrayAttr[TracedAttr])
     body = region_def("single_block")
     traits = traits_def(ScalarBodyOwner())
     assembly_format = "$target $indices $kind (`dynamic` qualified($dynamic)^)? (`origin` $origin^)? " \
-                      "attr-dict-with-keyword $body"
+                      "(`traced` $traced^)? attr-dict-with-keyword $body"
 
     def __init__(self, target: str, indices: Sequence[AffExpr], kind: str, ops: Sequence[Operation],
-                 loc: str | None = None, dynamic: Sequence[int] = (), origin: Origin | None = None):
+                 loc: str | None = None, dynamic: Sequence[int] = (), origin: Origin | None = None,
+                 traced: Sequence[Traced] = ()):
         from xdsl.ir import Block, Region
 
         props: dict[str, Attribute] = {"target": StringAttr(target),
@@ -495,6 +552,8 @@ class StmtOp(LocatedOp, TensorUser):
             props["dynamic"] = DenseArrayBase.from_list(i64, sorted(dynamic))
         if origin is not None:
             props["origin"] = OriginAttr(origin)
+        if traced:
+            props["traced"] = ArrayAttr([TracedAttr(t) for t in traced])
         super().__init__(properties=props, regions=[Region(Block(ops))])
         self.location = location_of(loc)
 
@@ -748,4 +807,5 @@ class YieldOp(LocatedOp):
 
 
 Loop = Dialect("loop", [KernelOp, TensorOp, ForOp, IfOp, StmtOp, ReadOp, IndexOp, ConstOp, UnaryOp,
-                        BinaryOp, CmpOp, SelectOp, CastOp, YieldOp], [AffAttr, CondAttr, OriginAttr])
+                        BinaryOp, CmpOp, SelectOp, CastOp, YieldOp],
+               [AffAttr, CondAttr, OriginAttr, TracedAttr])

@@ -6,6 +6,10 @@ Costs are those of the module's programs as the analyses read them (`analysis/pr
 graphs after `lift-einsum`, else the kernels): the needed work when `narrow-needed` ran first; the
 program as written (`solar.as_written`) is priced beside it. `cache-size` (bytes, e.g. 64MB or
 0.5MiB) overrides the outermost (DRAM) level's capacity of cache-aware bounds, for what-if studies.
+`cache-state` (`cold`, the default, or `warm`) is the timing contract: whether a timed call may find
+its working set in on-chip storage that persists between calls (docs/bounds.md). `indirect`
+(`traced`, the default, or `min`) counts gathers and scatters by what the traced sample touched
+(value-dependent, said in the report) or by the fewest elements any index values touch.
 The unfused bound is priced per source op where the statements carry origins, else per einsum node.
 """
 
@@ -18,8 +22,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from solar_compiler.analysis.bounds import FIDELITIES, parse_latency, parse_size
-from solar_compiler.analysis.costs import module_costs
+from solar_compiler.analysis.bounds import CACHE_STATES, FIDELITIES, parse_latency, parse_size
+from solar_compiler.analysis.costs import INDIRECT, module_costs
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.analysis.summary import as_written_record, build_report, module_validation
 from solar_compiler.analysis.unfused import unfused_kernels
@@ -46,6 +50,8 @@ class RooflinePass(ModulePass):
     precision: str = "auto"
     inverse: str | None = None
     cache_size: str | int | None = None
+    cache_state: str = "cold"
+    indirect: str = "traced"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fidelity = parse_fidelity(self.fidelity)
@@ -56,16 +62,22 @@ class RooflinePass(ModulePass):
         if cache_size is not None and "cache-aware" not in fidelity:
             raise SolarError("roofline: --cache-size sets the on-chip capacity of cache-aware bounds; "
                              "ask for them with fidelity cache-aware or all")
+        if self.indirect not in INDIRECT:
+            raise SolarError(f"roofline: unknown indirect counting {self.indirect!r}; expected traced or min")
+        if self.cache_state not in CACHE_STATES:
+            raise SolarError(f"roofline: unknown cache state {self.cache_state!r}; expected cold or warm")
         latency = parse_latency(self.inverse) if self.inverse is not None else None
         targets = parse_hw_list(self.hw if isinstance(self.hw, str) else ",".join(self.hw))
         source = program_info(op).source
         programs = module_programs(op)
         if not programs:
             raise SolarError(f"{source}: roofline: no kernel in the module (is the input translated?)")
-        graphs = module_costs(op)
-        unfused = [unfused_kernels(p, g) for p, g in zip(programs, graphs, strict=True)]
+        graphs = module_costs(op, self.indirect)
+        unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
         report = build_report(graphs, targets, source=source, validation=module_validation(op),
                               precision=self.precision, fidelity=fidelity, latency_s=latency,
                               kernels=programs if "cache-aware" in fidelity else None,
-                              cache_size=cache_size, as_written=as_written_record(op), unfused=unfused)
+                              cache_size=cache_size, as_written=as_written_record(op, self.indirect),
+                              unfused=unfused, aliases=program_info(op).aliases, cache_state=self.cache_state,
+                              indirect=self.indirect)
         store_report(op, report)

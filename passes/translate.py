@@ -24,7 +24,7 @@ from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.errors import SolarError
-from solar_compiler.loopir.ast import Kernel, Origin, statements
+from solar_compiler.loopir.ast import Kernel, Origin, Traced, statements
 from solar_compiler.records import ProgramInfo
 
 
@@ -40,8 +40,8 @@ class TranslatePass(ModulePass):
     timeout: int | float = 120
     memory_gb: int | float = 8.0
     validate: bool = True
-    time_budget: int | float = 2.0
-    memory_budget_gb: int | float = 2.0
+    time_budget: int | float = 20.0
+    memory_budget_gb: int | float = 4.0
     llm_model: str = ""
     llm_api_base: str = ""
     llm_attempts: int = 4
@@ -74,6 +74,7 @@ class TranslatePass(ModulePass):
                                   sandboxed=self.sandboxed)
         result = fe.translate(path, options)
         stamp_origins(result.kernels, result.source_ops)
+        stamp_traced(result.kernels, result.traced)
         new = kernels_to_module(result.kernels)
         for old in list(op.body.block.ops):
             old.detach()
@@ -82,7 +83,7 @@ class TranslatePass(ModulePass):
             k.detach()
             op.body.block.add_op(k)
         ProgramInfo(path, fe.name, result.validation, list(result.value_dependent),
-                    list(result.notes)).store(op)
+                    list(result.notes), list(result.aliases)).store(op)
         invalidate_analyses(op)
 
     def _llm_config(self):
@@ -118,3 +119,23 @@ def stamp_origins(kernels: list[Kernel], source_ops: list[dict]) -> None:
     if at != len(ctxs):
         raise SolarError(f"kernel {kernels[0].name}: the frontend's source-op record does not cover its "
                          f"{len(ctxs)} statements in order")
+
+
+def stamp_traced(kernels: list[Kernel], traced: list[dict]) -> None:
+    """Put the frontend's traced footprints of indirect accesses (`Translation.traced`, over the
+    statements of its single kernel) on the statements (`Assign.traced`). A record naming a statement
+    that does not exist is an error."""
+    if not traced:
+        return
+    if len(kernels) != 1:
+        raise SolarError(f"translate: traced footprints describe one kernel, the frontend gave "
+                         f"{len(kernels)}")
+    ctxs = statements(kernels[0])
+    for t in traced:
+        i = t.get("stmt")
+        if not isinstance(i, int) or not 0 <= i < len(ctxs):
+            raise SolarError(f"kernel {kernels[0].name}: a traced footprint names statement {i!r}, "
+                             f"the kernel has {len(ctxs)}")
+        s = ctxs[i].stmt
+        s.traced = (*s.traced, Traced(str(t["tensor"]), bool(t["write"]), int(t["elements"]),
+                                      int(t["points"]), int(t["accesses"])))

@@ -248,6 +248,12 @@ class SolarOptMain(xDSLOptMain):
         g.add_argument("--precision", default=None, help="precision policy: auto|fp32|tf32|bf16|fp16|fp8")
         g.add_argument("--cache-size", default=None,
                        help="cache-aware what-if: DRAM-level on-chip capacity in bytes (64MB, 0.5MiB)")
+        g.add_argument("--cache-state", choices=("cold", "warm"), default=None,
+                       help="timing contract: cold caches (default; flushed before each timed call) or warm "
+                            "(a working set that fits on-chip storage may start there)")
+        g.add_argument("--indirect", choices=("traced", "min"), default=None,
+                       help="indirect reads and writes: distinct elements the traced sample touched "
+                            "(default) or the minimum over all index values")
         g.add_argument("--inverse-roofline", default=None, metavar="LATENCY",
                        help="required hardware for a target latency, e.g. 2ms or 500Hz")
         g.add_argument("--format", choices=("text", "json"), default=None, help="report format")
@@ -286,6 +292,10 @@ class SolarOptMain(xDSLOptMain):
                 opts.append(f"precision={_quote(a.precision)}")
             if a.cache_size:
                 opts.append(f"cache-size={_quote(a.cache_size)}")
+            if a.cache_state:
+                opts.append(f"cache-state={a.cache_state}")
+            if a.indirect:
+                opts.append(f"indirect={a.indirect}")
             if a.inverse_roofline:
                 opts.append(f"inverse={_quote(a.inverse_roofline)}")
             passes = roofline_pipeline(passes, narrow=not a.no_narrow)

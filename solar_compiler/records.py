@@ -6,7 +6,8 @@ exactly, and a malformed one is a one-line error naming the attribute, never a J
 failure deep in a pass. The records:
 
 * `ProgramInfo` (`solar.program`): the source file, the frontend that translated it, its
-  validation record, the ops whose work depends on input values, and notes.
+  validation record, the ops whose work depends on input values, notes, and the outputs that
+  alias another tensor (no work).
 * the roofline report (`solar.report`, schema `solar-report/1`): a plain nested dict, stored with
   `data_to_attr` and read with `attr_to_data`.
 """
@@ -156,6 +157,16 @@ class ProgramInfo(Record):
     validation: dict[str, Any] | None = None
     value_dependent: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # program outputs that alias an input, a weight or another output and so cost nothing:
+    # {"position", "output", "of", "role", "how"} (the torch frontend's `Alias.record`); stored only
+    # when there are some
+    aliases: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_attr(self) -> DictionaryAttr:
+        data = asdict(self)
+        if not data["aliases"]:
+            del data["aliases"]
+        return data_to_attr(data)  # type: ignore[return-value]
 
 
 def program_info(module: ModuleOp) -> ProgramInfo:

@@ -145,8 +145,13 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
-def alive(pids: set[int]) -> set[int]:
-    return set(pids) & set(_ppids())
+def alive(pids: set[int], grace_s: float = 10.0) -> set[int]:
+    """The processes of `pids` still running after `grace_s`: SIGKILL is asynchronous, and a process
+    with a large address space (torch) takes a moment to be torn down after the tool has exited."""
+    deadline = time.monotonic() + grace_s
+    while (left := set(pids) & set(_ppids())) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
 
 
 # ---- planted failures ----------------------------------------------------------------------------------

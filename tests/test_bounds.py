@@ -279,12 +279,16 @@ def test_cache_aware_matmul_4096_is_compute_bound(h100):
     assert g.compulsory_bytes == 3 * N * N * 4
     chip, sm = ca.levels
     assert (chip.name, chip.capacity, chip.units, chip.bytes) == ("chip", H100_DRAM_CAP, 1, 3 * N * N * 4)
-    # one SM: 1.927 W / sqrt(S_words) words less ~132 segments: 1.3215e9 B, 6.6x compulsory ...
+    # one SM: 1.927 W / sqrt(S_words) words less ~132 segments. Policy auto: an operand may be a
+    # 19-bit TF32 value (2.375 B), the output stays 4 B: w = 1 / (2.375^2 * 4); 7.358e9 B, 3.7x
+    # compulsory (1.3215e9 B with 4-byte operands: test_cache_aware_matmul_4096_fp32_operands) ...
     assert (sm.name, sm.capacity, sm.units) == ("sm", H100_SM_CAP, 132)
-    assert sm.bytes == pytest.approx(theorem_r(N**3, H100_SM_CAP, units=132), rel=1e-5)
-    assert sm.bytes == pytest.approx(1.32147e9, rel=1e-5)
-    # ... but 1.3215e9 / 16.7e12 = 79.1 us < 277.8 us of TF32 compute: cache-aware = fused, exactly
-    assert ca.terms_s["sm"] == sm.bytes / H100_L2_BW == pytest.approx(79.13e-6, rel=1e-3)
+    # (the code's fixed grid of h, 2^(k/8) B, lands within 2.2e-4 of the fine grid's optimum)
+    best = theorem_r(N**3, H100_SM_CAP, w=1 / (2.375**2 * 4), units=132)
+    assert best * (1 - 3e-4) <= sm.bytes <= best
+    assert sm.bytes == 735_792_064
+    # ... but 7.358e8 / 16.7e12 = 44.1 us < 277.8 us of TF32 compute: cache-aware = fused, exactly
+    assert ca.terms_s["sm"] == sm.bytes / H100_L2_BW == pytest.approx(44.06e-6, rel=1e-3)
     assert ca.terms_s["chip"] == b.fused_memory_s
     assert b.cache_aware_s == b.fused_s == 2 * N**3 / H100_TF32
     assert ca.bottleneck == "matrix" and ca.bytes_dram == 3 * N * N * 4 and ca.cache_size is None
@@ -293,17 +297,28 @@ def test_cache_aware_matmul_4096_is_compute_bound(h100):
     assert op.bytes == {"chip": 3 * N * N * 4, "sm": sm.bytes}
 
 
+def test_cache_aware_matmul_4096_fp32_operands(h100):
+    # policy fp32: 4-byte operands (w = 1/64) and fp32-accurate compute (Ozaki-II on INT8, 329.8 TF)
+    b, _ = with_kernels(mm_text(N, N, N), hw=h100, precision="fp32")
+    sm = b.cache_aware.levels[1]
+    assert sm.bytes == pytest.approx(theorem_r(N**3, H100_SM_CAP, units=132), rel=1e-5)
+    assert sm.bytes == pytest.approx(1.32147e9, rel=1e-5)
+    assert b.cache_aware_s == b.fused_s == pytest.approx(2 * N**3 / (1978.9e12 / 6), rel=1e-12)
+
+
 def test_cache_size_overrides_the_dram_level(h100):
-    b, _ = with_kernels(mm_text(N, N, N), hw=h100, cache_size=2**20)
+    b, _ = with_kernels(mm_text(N, N, N), hw=h100, cache_size=2**18, precision="fp32")
     chip, sm = b.cache_aware.levels
-    # 1 MiB = 2^18 words: 1.92687 * 2^36 / 2^9 words * 4 B - (4 / sqrt 3) * 2^20 B = 1.0321e9 B
-    assert chip.capacity == 2**20
-    assert chip.bytes == pytest.approx(theorem_r(N**3, 2**20), rel=1e-3)
-    assert chip.bytes == pytest.approx(1.92687 * 2**36 / 512 * 4 - 4 / 3**0.5 * 2**20, rel=1e-3)
+    # 256 KiB = 2^16 words, 4-byte operands (policy fp32): 1.92687 * 2^36 / 2^8 words * 4 B
+    # - (4 / sqrt 3) * 2^18 B = 2.0683e9 B
+    assert chip.capacity == 2**18
+    assert chip.bytes == pytest.approx(theorem_r(N**3, 2**18), rel=1e-3)
+    assert chip.bytes == pytest.approx(1.92687 * 2**36 / 256 * 4 - 4 / 3**0.5 * 2**18, rel=1e-3)
     assert sm.capacity == H100_SM_CAP  # inner levels keep the target's figures
-    assert b.cache_aware_s == chip.bytes / H100_BW == pytest.approx(308.0e-6, rel=1e-3)
+    # 617.4 us, above the 416.7 us of fp32-accurate compute
+    assert b.cache_aware_s == chip.bytes / H100_BW == pytest.approx(617.4e-6, rel=1e-3)
     assert b.cache_aware_s > b.fused_s and b.cache_aware.bottleneck == "chip"
-    assert b.cache_aware.cache_size == 2**20
+    assert b.cache_aware.cache_size == 2**18
 
 
 def test_cache_aware_elementwise_equals_fused(h100):

@@ -118,13 +118,17 @@ def test_text_report_levels_and_binding_columns(capsys, tmp_path):
     assert rows["S1"][-4:] == ["277.8 us", "matrix", "277.8 us", "matrix"]
     assert rows["cache-aware"] == ["cache-aware", "201,326,592", "277.8 us", "matrix"]
     assert rows["cache-aware chip term"] == ["cache-aware chip term", "201,326,592", "60.1 us", ""]
-    assert rows["cache-aware sm term"][1:3] == ["1,321,474,699", "79.13 us"]
+    # policy auto: an f32 operand may be a 19-bit TF32 value on the way to the SMs (1,321,474,699 B
+    # and 79.13 us with 4-byte operands, as under --precision fp32)
+    assert rows["cache-aware sm term"][1:3] == ["735,792,064", "44.06 us"]
     assert "201,326,592 bytes cache-aware (DRAM level, H100_SXM)" in out
 
 
 def test_cache_size_what_if(capsys, tmp_path):
     path = src(tmp_path, mm(N))
-    rc, out, err = run(capsys, path, "--roofline=cache-aware", "--cache-size=0.5MiB", "--format=json")
+    # 4-byte f32 operands (policy fp32): the DRAM level binds above the fused bound (416.7 us)
+    rc, out, err = run(capsys, path, "--roofline=cache-aware", "--cache-size=0.5MiB", "--precision=fp32",
+                       "--format=json")
     assert (rc, err) == (0, "")
     r = json.loads(out)
     assert r["cache_size"] == 524288 and r["fidelity"] == ["cache-aware"]

@@ -91,14 +91,16 @@ ATTN = """kernel attn(Q: f32[4096, 128] input, K: f32[4096, 128] input, V: f32[4
 LEVELS = [MemoryLevel.given("chip", 120e6, 3.35e12), MemoryLevel.given("sm", 0.5 * MIB, 16.7e12)]
 
 
-def contraction(text: str) -> io.Contraction | None:
-    """The first `+=` statement's contraction view (its init folded when lift-einsum folds it)."""
+def contraction(text: str, precision: str = "fp32") -> io.Contraction | None:
+    """The first `+=` statement's contraction view (its init folded when lift-einsum folds it).
+    Under the `fp32` policy by default: the figures here are derived with 4-byte f32 operands (under
+    `auto` an f32 operand may be a 19-bit TF32 value: `test_operand_bytes_follow_the_policy`)."""
     k = parse_kernel(text, "t.loop")
-    found = list(io.view(k).contractions.values())
+    found = list(io.view(k, precision=precision).contractions.values())
     if found:
         return found[0]
     t = typecheck(k)
-    return io.recognise(t, next(c for c in statements(t) if c.stmt.kind == "+="))
+    return io.recognise(t, next(c for c in statements(t) if c.stmt.kind == "+="), precision=precision)
 
 
 # ---- recognition ------------------------------------------------------------------------------------
@@ -199,6 +201,8 @@ def theorem_r(work: float, s: float, w: float = 1 / 64, delta: int = 4, units: i
 
 # ---- matmuls around the crossover -------------------------------------------------------------------
 def graph(text: str, levels=LEVELS, **kw) -> tuple[io.CacheAwareResult, int, io.KernelView]:
+    """Cache-aware traffic of a program under the `fp32` policy (4-byte f32 operands) by default."""
+    kw.setdefault("precision", "fp32")
     k = parse_kernel(text, "t.loop")
     costs = kernel_costs(k)
     return io.cache_aware(k, costs, levels, 0.0, **kw), costs.compulsory_bytes, io.view(k, **kw)
@@ -292,7 +296,8 @@ def test_cache_aware_time_and_binding_level():
     k = parse_kernel(mm(1024, 1024, 1024), "t.loop")
     costs = kernel_costs(k)
     chip = MemoryLevel.given("chip", 120e6, 1e12)
-    r = io.cache_aware(k, costs, [chip, MemoryLevel.given("sm", 0.5 * MIB, 1e13, 4, "sm")], 1e-9)
+    r = io.cache_aware(k, costs, [chip, MemoryLevel.given("sm", 0.5 * MIB, 1e13, 4, "sm")], 1e-9,
+                       precision="fp32")
     q_sm = r.per_level["sm"]
     assert q_sm == pytest.approx(theorem_r(2 ** 30, 0.5 * MIB, units=4), rel=1e-3)
     assert r.per_level["chip"] == 12582912

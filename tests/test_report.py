@@ -61,14 +61,15 @@ def test_json_shape_exact_keys():
     r = json.loads(emit(JsonReportTarget(), module_with(report("H100_SXM,A100_SXM", latency=2e-3))))
     assert r["schema"] == "solar-report/1"
     assert set(r) == {"schema", "source", "validation", "precision", "fidelity", "kernels", "narrowed",
-                      "cache_size", "totals", "bounds", "ops", "kernels_unfused", "hw", "value_dependent",
-                      "inverse"}
+                      "cache_size", "cache_state", "indirect", "totals", "bounds", "ops", "kernels_unfused",
+                      "hw", "aliases", "value_dependent", "inverse"}
     assert r["validation"] == NOT_VALIDATED
     assert r["narrowed"] is False and r["cache_size"] is None
     flops, unfused, fused = 2 * N**3 + N * N, (1 + 4 + 2) * N * N * 4, 3 * N * N * 4
     # not narrowed: the as-written counts are the counts
     assert r["totals"] == {"flops": flops, "flops_matrix": 2 * N**3, "flops_vector": N * N,
-                           "bytes_unfused": unfused, "bytes_fused": fused, "bytes_cache_aware": None,
+                           "flops_vector_literal": N * N, "bytes_unfused": unfused, "bytes_fused": fused,
+                           "bytes_cache_aware": None,
                            "flops_as_written": flops, "flops_matrix_as_written": 2 * N**3,
                            "flops_vector_as_written": N * N, "bytes_unfused_as_written": unfused,
                            "bytes_fused_as_written": fused}
@@ -82,8 +83,9 @@ def test_json_shape_exact_keys():
         assert set(b["fused_terms_s"]) == {"matrix", "vector", "memory"}
     assert [o["name"] for o in r["ops"]] == ["S0", "S1", "S2"]
     assert set(r["ops"][1]) == {"name", "kernel", "equation", "label", "loc", "flops", "flops_matrix",
-                                "flops_vector", "flops_transcendental", "bytes", "unit", "matrix_dtype",
-                                "vector_dtype", "intensity", "sequential", "indirect", "bound_s",
+                                "flops_vector", "flops_vector_literal", "flops_transcendental", "bytes",
+                                "unit", "matrix_dtype", "vector_dtype", "intensity", "sequential", "indirect",
+                                "bound_s",
                                 "bottleneck", "cache_aware_s", "cache_aware_bottleneck", "bytes_cache_aware",
                                 "bytes_tiled"}
     assert r["ops"][1]["cache_aware_s"] == {"H100_SXM": None, "A100_SXM": None}
@@ -160,7 +162,7 @@ def test_value_dependent_ops_listed():
                     (Access("W", "f32", 8, 32, indirect=True), Access("idx", "i64", 8, 64)),
                     (acc("Y", 8),), indirect=True)
     r = report(graphs=[GraphCosts("mm", [*g.ops, gather], g.compulsory_bytes)])
-    assert r["value_dependent"] == [{"op": "S3", "loc": "emb.py:7", "tensors": ["W"]}]
+    assert r["value_dependent"] == [{"op": "S3", "loc": "emb.py:7", "tensors": ["W"], "traced": []}]
 
 
 def test_validation_record():

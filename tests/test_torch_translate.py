@@ -16,8 +16,8 @@ from solar_compiler.errors import SolarError  # noqa: E402
 from solar_compiler.frontends.builder.index_maps import reshape_map  # noqa: E402
 from solar_compiler.frontends.model_file import load_model_file  # noqa: E402
 from solar_compiler.frontends.torch.capture import capture  # noqa: E402
-from solar_compiler.frontends.torch.frontend import run_samples  # noqa: E402
 from solar_compiler.frontends.torch.translate import translate_program  # noqa: E402
+from solar_compiler.frontends.torch.validation import run_samples  # noqa: E402
 from solar_compiler.loopir.affine import AffExpr  # noqa: E402
 from solar_compiler.loopir.ast import Assign, Read, reads, statements, typecheck  # noqa: E402
 from solar_compiler.loopir.same_program import same_program  # noqa: E402
@@ -183,9 +183,11 @@ def test_source_ops_group_the_statements_of_each_aten_op(tmp_path):
     fwd = "return torch.softmax(self.fc(x), dim=-1), x"
     tt, _, _ = check(model(tmp_path, fwd, "torch.randn(3, 8)", init))
     groups = [(g["op"], g["first"], g["count"]) for g in tt.source_ops]
-    # linear: bias init + contraction; softmax: max (2), sum (2), output; then the copy of input x
-    assert groups == [("aten.linear.default", 0, 2), ("aten.softmax.int", 2, 5), ("output copy", 7, 1)]
-    assert len(stmts(tt)) == 8
+    # linear: bias init + contraction; softmax: max (2), sum (2), output; returning input x is an
+    # alias (no copy: eager runs no kernel for it), checked by the validation kernel only
+    assert groups == [("aten.linear.default", 0, 2), ("aten.softmax.int", 2, 5)]
+    assert len(stmts(tt)) == 7
+    assert [a["of"] for a in tt.aliases] == ["x"] and tt.outputs[1] in {t.name for t in tt.alias_tensors}
 
 
 # ---- normalisation -------------------------------------------------------------------------------
@@ -360,9 +362,15 @@ def test_two_views_of_one_input_stay_one_tensor():
     assert len(readers) == 2
 
 
-def test_view_output_is_materialised(tmp_path):
+def test_view_outputs_of_inputs_are_aliases_and_of_intermediates_copies(tmp_path):
+    # views of an input (and the input itself) cost nothing: no statement, validated through copies
+    # the validation kernel alone holds
     tt, _, _ = check(model(tmp_path, "return x.t(), x", "torch.randn(3, 4)"))
-    assert [(s.stmt.target, iteration_count(s)) for s in stmts(tt)] == [("permute", 12), ("x_out", 12)]
+    assert stmts(tt) == [] and [(a["of"], a["how"]) for a in tt.aliases] == [("x", "a view")] * 2
+    # a view of an intermediate is materialised by a copy
+    tt, _, _ = check(model(tmp_path, "return (x * 2).t()", "torch.randn(3, 4)"))
+    assert [(s.stmt.target, iteration_count(s)) for s in stmts(tt)] == [("mul", 12), ("permute", 12)]
+    assert tt.aliases == []
 
 
 def test_reshape_maps_simplify_exactly():

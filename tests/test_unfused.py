@@ -121,8 +121,9 @@ def test_softmax_is_one_kernel_reading_x_once_and_writing_y_once(capsys, torch_f
     assert (k["op"], k["stmts"]) == ("aten.softmax.int", [0, 1, 2, 3, 4])
     assert k["ops"] == ["S0", "S1", "S2", "S3", "S4"]
     assert (k["reads"], k["writes"]) == ({"x": n * d * 4}, {"softmax": n * d * 4})
-    # max (2 ops: max=), sum (exp(x - m) + accumulate: 3), output (exp, sub, div: 3) per element
-    assert (k["flops_matrix"], k["flops_vector"]) == (0, 7 * n * d)
+    # max (max=: 1), sum (exp(x - m) + accumulate: 3), output (its exp(x - m) is the sum's: the
+    # division, 1) per element: 5 (7 counted literally)
+    assert (k["flops_matrix"], k["flops_vector"]) == (0, 5 * n * d)
     assert k["bytes"] == r["totals"]["bytes_unfused"] == 2 * n * d * 4
     unfused = r["bounds"]["H100_SXM"]["unfused_s"]
     assert unfused == k["bound_s"]["H100_SXM"] == 2 * n * d * 4 / BW
@@ -254,7 +255,9 @@ def test_text_report_shows_the_kernel_table(capsys, torch_files):
     bn = next(v for k, v in cells.items() if k.startswith("aten._native_batch_norm"))
     assert bn[2] == "S2-S4" and bn[5] == f"{2 * out_b + 4 * 16 * 4:,}"
     assert cells["unfused"][3] == "per kernel"
-    assert "validation: validated (torch-export frontend): 3 sample(s), max relative error" in out
+    # conv_bn_relu: one output of 8 x 16 x 32 x 32 elements, compared whole on 3 samples
+    assert f"validation: validated (torch-export frontend, full): 3 sample(s) of {8 * 16 * 32 * 32:,} " \
+        "output elements, max relative error" in out
     assert ", at full size" in out
 
 
@@ -412,10 +415,16 @@ def test_validation_text_prints_the_whole_record():
         "            value-dependent: the bound holds for the traced sample only; ops:",
         "              aten.nonzero.default at m.py:9: output shape depends on values (x2)",
         "              aten.topk.default at m.py:8: routing"]
+    sampled = {"validated": True, "frontend": "torch-export", "method": "sampled", "max_rel_err": 2e-7,
+               "samples": 1, "elements_checked": 264, "sizes": "full"}
+    assert _header_of(sampled) == [
+        "validation: validated (torch-export frontend, sampled): 1 sample(s) of 264 output elements, "
+        "max relative error 2.00e-07, at full size"]
     skipped = {"validated": False, "frontend": "torch-export", "max_rel_err": None, "samples": 0,
                "sizes": None, "reason": "validation disabled (validate=false)"}
-    assert _header_of(skipped) == ["validation: NOT validated (torch-export frontend)",
-                                   "            note: validation disabled (validate=false)"]
+    assert _header_of(skipped) == [
+        "validation: NOT validated (torch-export frontend; the bound is unvalidated): "
+        "validation disabled (validate=false)"]
 
 
 def test_module_validation_adds_the_frontends_value_dependent_ops():

@@ -35,6 +35,7 @@ is a schedule of that kernel in the same fast memory, and every transfer moves o
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -51,6 +52,38 @@ if TYPE_CHECKING:
 
 RESOURCES = ("matrix", "vector", "memory")
 FIDELITIES = ("unfused", "fused", "cache-aware")
+#: The timing contract a bound assumes (docs/bounds.md, "What a bound assumes"): `cold` caches (each
+#: timed call starts with nothing on chip: KernelBench flushes L2 before every trial), or `warm` ones
+#: (a loop timed without flushing: a working set that fits on-chip storage may start there).
+CACHE_STATES = ("cold", "warm")
+
+
+def persists(level: MemoryLevel) -> bool:
+    """Whether the storage behind `level` can keep data from one timed call to the next: chip-wide
+    storage (a GPU's L2, a CPU's caches) and a CPU core's private caches can; a GPU SM's or
+    cluster's shared memory, registers and L1 hold data for one kernel launch only."""
+    return level.per in ("chip", "core")
+
+
+def warm_traffic(reads: float, writes: float, level: MemoryLevel) -> float:
+    """Bytes that must cross `level`'s boundary under warm caches when a cold run must move `reads`
+    bytes in and `writes` bytes out: storage that persists holds at most A = capacity x units bytes,
+    so at most A of the reads start behind the boundary and at most A of the writes stay there at
+    the end (docs/bounds.md)."""
+    if not persists(level):
+        return reads + writes
+    a = level.capacity.value * level.units
+    return max(0.0, reads - a) + max(0.0, writes - a)
+
+
+def memory_time(reads: float, writes: float, hw: HwTarget, cache_state: str,
+                levels: Sequence[MemoryLevel]) -> float:
+    """Seconds to move `reads` bytes in and `writes` bytes out of a program (or kernel, or op) that
+    touches each once: cold, all of it at DRAM bandwidth; warm, the slowest level once the bytes
+    that can be resident behind each level are taken off (`warm_traffic`)."""
+    if cache_state == "cold":
+        return (reads + writes) / hw.dram_bw.value
+    return max(warm_traffic(reads, writes, lv) / lv.bandwidth.value for lv in levels)
 
 
 class _UnitTimes:
@@ -101,7 +134,7 @@ class LevelBound:
     (whole program, all units)."""
 
     level: MemoryLevel
-    bytes: float
+    bytes: int
 
     @property
     def name(self) -> str:
@@ -131,10 +164,10 @@ class OpCacheAware:
     """One op run on its own (operands read, results written): its traffic per level and bound."""
 
     name: str
-    bytes: dict[str, float]   # level -> bytes
+    bytes: dict[str, int]     # level -> bytes (a real-valued bound rounded up)
     bound_s: float
     bottleneck: str           # "matrix", "vector" or the binding level's name
-    tiled_bytes: dict[str, float] | None = None  # contractions: traffic of the best tiling found
+    tiled_bytes: dict[str, int] | None = None  # contractions: traffic of the best tiling found
 
 
 @dataclass(frozen=True)
@@ -153,7 +186,7 @@ class CacheAwareBounds:
         return _argmax_memory_first(self.terms_s, [lv.name for lv in self.levels])
 
     @property
-    def bytes_dram(self) -> float:
+    def bytes_dram(self) -> int:
         return self.levels[0].bytes
 
 
@@ -170,6 +203,7 @@ class GraphBounds:
     unfused_memory_s: float  # sum over kernels of t_memory
     kernels: tuple[KernelBound, ...] = ()  # the kernels of the unfused bound
     cache_aware: CacheAwareBounds | None = None  # None when not asked for
+    cache_state: str = "cold"
 
     @property
     def cache_aware_s(self) -> float | None:
@@ -177,7 +211,10 @@ class GraphBounds:
 
     @property
     def unfused_s(self) -> float:
-        return sum(k.bound_s for k in self.kernels)
+        """The kernels' bounds summed; never below the fused bound (a kernel-by-kernel run is one
+        implementation of the program). Cold, the sum is never below it; warm, each kernel may
+        assume its own working set resident while the whole program's does not fit."""
+        return max(sum(k.bound_s for k in self.kernels), self.fused_s)
 
     @property
     def bytes_unfused(self) -> int:
@@ -204,7 +241,8 @@ def _argmax_memory_first(terms: dict[str, float], levels: Sequence[str]) -> str:
     return next(n for n in (*levels, "matrix", "vector") if n in terms and terms[n] == best)
 
 
-def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto") -> OpBound:
+def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto", cache_state: str = "cold",
+             levels: Sequence[MemoryLevel] = ()) -> OpBound:
     """Resource times of one op. Work on a unit needs that unit's dtype: a missing one is an error."""
     t_matrix = t_vector = 0.0
     if op.flops_matrix:
@@ -213,38 +251,56 @@ def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto") -> OpBound:
         t_matrix = op.flops_matrix / hw.matrix_peak(op.matrix_dtype, precision)
     if op.flops_vector:
         t_vector = op.flops_vector / hw.vector_peak(op.vector_dtype)
-    return OpBound(op.name, t_matrix, t_vector, op.bytes / hw.dram_bw.value)
+    reads = sum(a.bytes for a in op.reads)
+    return OpBound(op.name, t_matrix, t_vector, memory_time(reads, op.bytes - reads, hw, cache_state, levels))
 
 
 def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precision: str = "auto",
                  kernels: Sequence[Kernel] | None = None, cache_size: int | None = None,
-                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None) -> GraphBounds:
+                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None, *,
+                 empty_ok: bool = False, cache_state: str = "cold") -> GraphBounds:
     """Unfused and fused bounds of one or more kernels (priced as one program, see module doc), and
     the cache-aware bound when the kernels the costs were computed from are given (same order).
     `cache_size` overrides the capacity of the target's outermost (DRAM) level, in bytes.
     `unfused` gives, per graph, the kernels of the unfused bound (`solar_compiler.analysis.unfused`);
-    None: every op is a kernel with its own traffic."""
+    None: every op is a kernel with its own traffic. `empty_ok`: a program without ops (all its
+    outputs alias other tensors) is bounded by 0 instead of being an error. `cache_state` is the
+    timing contract (`CACHE_STATES`): warm needs the target's memory levels."""
     graphs = [graphs] if isinstance(graphs, GraphCosts) else list(graphs)
+    if cache_state not in CACHE_STATES:
+        raise SolarError(f"unknown cache state {cache_state!r}; expected cold or warm")
     if cache_size is not None and kernels is None:
         raise SolarError("a cache size override needs the kernels (it only affects cache-aware bounds)")
+    levels: list[MemoryLevel] = []
+    if cache_state == "warm":
+        if not hw.levels:
+            raise SolarError(f"{hw.name}: --cache-state warm needs the target's memory levels ({hw.path}: "
+                             "levels: what on-chip storage can hold between calls), and it defines none")
+        levels = target_levels(hw, cache_size)
     groups = [node_kernels(g) for g in graphs] if unfused is None else [list(u) for u in unfused]
     if len(groups) != len(graphs):
         raise SolarError(f"unfused kernels given for {len(groups)} graphs, costs for {len(graphs)}")
     for g, u in zip(graphs, groups, strict=True):
-        check_costs(g, u)
-    ops = tuple(op_bound(o, hw, precision) for g in graphs for o in g.ops)
+        check_costs(g, u, empty_ok)
+    ops = tuple(op_bound(o, hw, precision, cache_state, levels) for g in graphs for o in g.ops)
     kbs: list[KernelBound] = []
     base = 0
     for g, u in zip(graphs, groups, strict=True):
         for k in u:
             idx = tuple(base + i for i in k.ops)
+            reads = sum(a.bytes for a in k.reads)
             kbs.append(KernelBound(k.name, idx, k.bytes, sum(ops[i].t_matrix for i in idx),
-                                   sum(ops[i].t_vector for i in idx), k.bytes / hw.dram_bw.value))
+                                   sum(ops[i].t_vector for i in idx),
+                                   memory_time(reads, k.bytes - reads, hw, cache_state, levels)))
         base += len(g.ops)
     unfused_memory_s = sum(k.t_memory for k in kbs)
-    # compulsory <= kernel bytes holds exactly in integers (check_costs), but compulsory / bw can round
-    # one ulp above the float sum of per-kernel quotients; the min keeps fused <= unfused exact.
-    fused_memory_s = min(sum(g.compulsory_bytes for g in graphs) / hw.dram_bw.value, unfused_memory_s)
+    written = sum(g.compulsory_written for g in graphs)
+    fused_memory_s = memory_time(sum(g.compulsory_bytes for g in graphs) - written, written, hw, cache_state,
+                                 levels)
+    if cache_state == "cold":
+        # compulsory <= kernel bytes holds exactly in integers (check_costs), but compulsory / bw can
+        # round one ulp above the float sum of per-kernel quotients; the min keeps fused <= unfused exact.
+        fused_memory_s = min(fused_memory_s, unfused_memory_s)
     b = GraphBounds(
         hw=hw.name, precision=precision, ops=ops,
         # summed per kernel in the same order as the unfused sum, so unfused >= fused holds exactly
@@ -253,6 +309,7 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precis
         fused_memory_s=fused_memory_s,
         unfused_memory_s=unfused_memory_s,
         kernels=tuple(kbs),
+        cache_state=cache_state,
     )
     if kernels is None:
         return b
@@ -290,8 +347,8 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     per_op: list[dict[str, float]] = []
     tiled: list[dict[str, float] | None] = []  # per op: the attainable side of the bracket
     for k, g in zip(kernels, graphs, strict=True):
-        r = cache_aware(k, g, levels, 0.0)
-        contractions = view(k).contractions
+        r = cache_aware(k, g, levels, 0.0, precision=b.precision)
+        contractions = view(k, precision=b.precision).contractions
         for o in g.ops:
             c = contractions.get(o.name)
             found = {x.name: tiled_traffic(c, x.capacity.value, REPORT_COMBOS) for x in levels} if c else {}
@@ -302,24 +359,48 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
         if [name for name, _, _ in r.per_op] != [o.name for o in g.ops]:
             raise SolarError(f"kernel {g.kernel}: cache-aware ops do not match the costed ops")
         per_op += [q for _, q, _ in r.per_op]
-    lv = tuple(LevelBound(x, per_level[x.name]) for x in levels)
+    warm = b.cache_state == "warm"
+    written = sum(g.compulsory_written for g in graphs)
+    read = sum(g.compulsory_bytes for g in graphs) - written
+    lv = tuple(LevelBound(x, _traffic(per_level[x.name], read, written, x, warm)) for x in levels)
     terms = {"matrix": b.fused_matrix_s, "vector": b.fused_vector_s}
     terms.update({x.name: x.time_s for x in lv})
-    terms[names[0]] = max(terms[names[0]], b.fused_memory_s)
+    if not warm:  # warm: every level's traffic already holds its part of the fused memory term
+        terms[names[0]] = max(terms[names[0]], b.fused_memory_s)
     ops = []
-    for o, q, tb in zip(b.ops, per_op, tiled, strict=True):
+    all_ops = [o for g in graphs for o in g.ops]
+    for o, oc, q, tb in zip(b.ops, all_ops, per_op, tiled, strict=True):
+        op_read = sum(a.bytes for a in oc.reads)
+        q = {x.name: _traffic(q[x.name], op_read, oc.bytes - op_read, x, warm) for x in levels}
         t = {"matrix": o.t_matrix, "vector": o.t_vector}
         t.update({x.name: q[x.name] / x.bandwidth for x in lv})
-        t[names[0]] = max(t[names[0]], o.t_memory)
+        if not warm:
+            t[names[0]] = max(t[names[0]], o.t_memory)
+        tb = {n: math.ceil(v) for n, v in tb.items()} if tb is not None else None
         ops.append(OpCacheAware(o.name, q, max(t.values()), _argmax_memory_first(t, names), tb))
     return CacheAwareBounds(lv, tuple(ops), terms, cache_size)
 
 
-def check_costs(g: GraphCosts, unfused: Sequence[UnfusedKernel] | None = None) -> None:
+def _traffic(cold: float, reads: int, writes: int, level: MemoryLevel, warm: bool) -> int:
+    """Bytes that must cross `level`, as a whole number (the true traffic is an integer at least the
+    bound, so rounding a real-valued bound up keeps it one). `cold` is the cold-cache bound; warm,
+    storage that persists between calls can save at most its aggregate capacity A of reads (held at
+    the start) and A of writes (left dirty at the end): a warm schedule plus those transfers is a
+    cold one, so Q_warm >= Q_cold - 2A; the compulsory part is `warm_traffic`."""
+    if warm and persists(level):
+        a = level.capacity.value * level.units
+        cold = max(warm_traffic(reads, writes, level), cold - 2 * a)
+    return math.ceil(cold)
+
+
+def check_costs(g: GraphCosts, unfused: Sequence[UnfusedKernel] | None = None,
+                empty_ok: bool = False) -> None:
     """Reject costs that would break unfused >= fused: compulsory traffic is a subset of the traffic
     the ops (and the unfused kernels) do, so more compulsory bytes is a cost-model bug. The unfused
     kernels must cover every op exactly once."""
     if not g.ops:
+        if empty_ok and not g.compulsory_bytes:
+            return
         raise SolarError(f"kernel {g.kernel}: no ops to bound (empty program)")
     if g.compulsory_bytes > g.bytes_unfused:
         raise SolarError(f"kernel {g.kernel}: compulsory bytes {g.compulsory_bytes} exceed the ops' "

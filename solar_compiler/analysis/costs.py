@@ -10,8 +10,10 @@ Rules (the numbers the tests derive by hand):
 * A contraction is a `+=` whose value is a product (looking through casts, negation and the
   numerator of a division) with two factors that each depend on a reduced index (a loop variable
   absent from the target's indices): one multiply-add = one MAC = 2 matrix FLOPs per iteration; the
-  body's other scalar ops are vector FLOPs. Its `matrix_dtype` is the wider of those two factors'
-  dtypes before any cast (mixed operands must be converted up to one type to share an MMA).
+  body's other scalar ops are vector FLOPs. Its `matrix_dtype` is the narrowest dtype that holds
+  every value of both factors (mixed operands must share one MMA format), looking through pure
+  widening casts wherever they are: in the statement, or in the statements that wrote a local it
+  reads (`exact.py`).
   Classifying more work as matrix can only lower a bound, never raise it.
 * Otherwise each Unary/Binary/Cmp/Select is 1 vector FLOP per iteration (index arithmetic of a
   gather included), plus 1 for the accumulation of a reduction kind (+=, *=, max=, min=). Reads,
@@ -28,6 +30,12 @@ Rules (the numbers the tests derive by hand):
   flagged `indirect`, its index arithmetic counts as vector FLOPs as a gather's does, and the reads
   of its index tensors are reads of the node. A reduction whose identity init was not folded into
   its node also reads its target (the accumulator); a folded one does not.
+* Indirect accesses are value-dependent. By default (`indirect="traced"`) a gather or scatter whose
+  statement carries the frontend's traced footprint (`Assign.traced`: what it touched when the
+  program ran on its traced sample) counts those distinct elements, like the routing a traced top-k
+  fixes: the bound then holds for that sample, and the report says so. The footprint is used only
+  while the statement keeps the domain and accesses it was traced with (a transform that narrows
+  it falls back). `indirect="min"` always takes the fewest elements over all index values.
 * Compulsory bytes: each input and weight over the union of all its reads in the kernel, each output
   over the union of all its writes, each once at its own dtype; locals are free.
 """
@@ -45,6 +53,7 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
+from solar_compiler.analysis.exact import ValueDtypes, join, operand_factors
 from solar_compiler.analysis.polyhedral import (
     Constraint,
     count_points,
@@ -53,12 +62,12 @@ from solar_compiler.analysis.polyhedral import (
     loop_ranges,
 )
 from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
+from solar_compiler.analysis.vector_work import VectorWork
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
     DTYPES,
     TRANSCENDENTAL,
     Binary,
-    Cast,
     Cmp,
     Kernel,
     LoopIRError,
@@ -90,6 +99,7 @@ class Access:
     elements: int
     bytes: int
     indirect: bool = False
+    traced: bool = False       # an indirect access counted as the traced sample touched it
 
 
 @dataclass(frozen=True)
@@ -109,6 +119,13 @@ class OpCost:
     writes: tuple[Access, ...]
     sequential: bool = False
     indirect: bool = False
+    # vector FLOPs counted literally: every scalar op of the statement at every point of its domain
+    # (`flops_vector` is the minimum a legal implementation needs: `vector_work.py`); None: the same
+    flops_vector_literal: int | None = None
+
+    @property
+    def vector_literal(self) -> int:
+        return self.flops_vector if self.flops_vector_literal is None else self.flops_vector_literal
 
     @property
     def flops(self) -> int:
@@ -125,6 +142,7 @@ class GraphCosts:
     ops: list[OpCost]
     compulsory_bytes: int      # graph inputs + weights read once + outputs written once (distinct elements)
     compulsory: dict[str, int] = field(default_factory=dict)  # per tensor, bytes
+    compulsory_written: int = 0  # the outputs' part of compulsory_bytes
 
     @property
     def flops_matrix(self) -> int:
@@ -133,6 +151,10 @@ class GraphCosts:
     @property
     def flops_vector(self) -> int:
         return sum(o.flops_vector for o in self.ops)
+
+    @property
+    def flops_vector_literal(self) -> int:
+        return sum(o.vector_literal for o in self.ops)
 
     @property
     def bytes_unfused(self) -> int:
@@ -147,10 +169,11 @@ class Site:
     ivs: tuple[str, ...]
     cons: tuple[Constraint, ...]
     indices: tuple[AffExpr | None, ...]
+    traced: int | None = None  # a gather's (scatter's) distinct elements on the traced sample
     _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:  # sites are cache keys: hash the nested expressions once
-        object.__setattr__(self, "_hash", hash((self.ivs, self.cons, self.indices)))
+        object.__setattr__(self, "_hash", hash((self.ivs, self.cons, self.indices, self.traced)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -197,14 +220,33 @@ def _partition(items: Sequence, links: Iterable[Iterable]) -> list[list]:
 
 
 def distinct_elements(sites: Sequence[Site]) -> int:
-    """Distinct tensor elements touched by the union of `sites` (gathers: see the module rules)."""
+    """Distinct tensor elements touched by the union of `sites` (gathers: see the module rules; a
+    gather with a traced count touched that many on the traced sample)."""
     direct = tuple(dict.fromkeys(s for s in sites if not s.indirect))
     best = _union_count(direct)
     for s in sites:
         if s.indirect:
             affine = Site(s.ivs, s.cons, tuple(i for i in s.indices if i is not None))
-            best = max(best, _union_count((affine,)))
+            best = max(best, _union_count((affine,)), s.traced or 0)
     return best
+
+
+INDIRECT = ("traced", "min")  # how indirect accesses are counted (module rules)
+
+
+def traced_elements(ctx: StmtContext, tensor: str, write: bool, iterations: int, indirect: str) -> int | None:
+    """The traced sample's distinct elements of `tensor` for the statement's indirect reads (or its
+    indirect write), when `indirect` is "traced" and the statement still has the domain (`iterations`
+    points) and the accesses the trace was taken on; else None (the all-inputs minimum applies)."""
+    if indirect != "traced" or not ctx.stmt.traced:
+        return None
+    s = ctx.stmt
+    n = int(s.indirect and s.target == tensor) if write else \
+        sum(r.indirect and r.tensor == tensor for r in stmt_reads(s))
+    for t in s.traced:
+        if t.tensor == tensor and t.write == write:
+            return t.elements if (t.points, t.accesses) == (iterations, n) and n else None
+    return None
 
 
 @lru_cache(maxsize=65536)
@@ -353,23 +395,23 @@ def _ops(e: SExpr) -> tuple[int, int]:
     return n, t
 
 
-def _dtype_before_cast(e: SExpr) -> str:
-    while isinstance(e, Cast):
-        e = e.x
-    return e.typed()
-
-
-def contraction_dtype(ctx: StmtContext) -> str | None:
-    """The matrix dtype when the statement is a contraction (see the module rules), else None."""
+def contraction_dtype(ctx: StmtContext, values: ValueDtypes | None = None) -> str | None:
+    """The matrix dtype when the statement is a contraction (see the module rules), else None: the
+    narrowest dtype holding every value of both reduced factors (`exact.py`: through pure widening
+    casts in the statement and, given `values`, in the statements that wrote a local it reads)."""
     s = ctx.stmt
     if s.kind != "+=":
         return None
     reduced = set(ctx.ivs) - s.target_vars
-    dep = [f for f in product_factors(s.value) if expr_vars(f) & reduced]
+    factors = operand_factors(s.value)
+    dep = [f for f in factors if expr_vars(f) & reduced]
     if len(dep) < 2:
         return None
-    a, b = _dtype_before_cast(dep[0]), _dtype_before_cast(dep[1])
-    return b if DTYPES[b] > DTYPES[a] else a
+    return join(_value_dtype(ctx, f, values) for f in dep[:2])
+
+
+def _value_dtype(ctx: StmtContext, e: SExpr, values: ValueDtypes | None) -> str:
+    return (values or ValueDtypes(None)).of(ctx, e)
 
 
 def contraction_flops(ctx: StmtContext, iterations: int) -> tuple[int, int]:
@@ -419,21 +461,34 @@ def _pairwise_flops(ctx: StmtContext, dep: list[SExpr], iterations: int) -> int:
 
 # ---- per node and per graph --------------------------------------------------------------------------
 class _Domains:
-    """Domain constraints per statement, computed once per kernel."""
+    """Domain constraints per statement, computed once per kernel. `indirect` says how indirect
+    accesses are counted (`INDIRECT`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, indirect: str = "traced") -> None:
+        if indirect not in INDIRECT:
+            raise LoopIRError(f"unknown indirect counting {indirect!r}; expected traced or min")
+        self.indirect = indirect
         self._by_index: dict[int, tuple[tuple[str, ...], tuple[Constraint, ...]]] = {}
+        self._points: dict[int, int] = {}
 
-    def site(self, ctx: StmtContext, indices: Sequence[AffExpr | SExpr]) -> Site:
+    def site(self, ctx: StmtContext, indices: Sequence[AffExpr | SExpr], tensor: str | None = None,
+             write: bool = False) -> Site:
+        """The access `tensor[indices]` of statement `ctx` (a write of its target when `write`)."""
         if ctx.index not in self._by_index:
             ivs, cons, _ = domain_constraints(ctx)
             self._by_index[ctx.index] = (ivs, tuple(cons))
         ivs, cons = self._by_index[ctx.index]
-        return Site(ivs, cons, tuple(i if isinstance(i, AffExpr) else None for i in indices))
+        idx = tuple(i if isinstance(i, AffExpr) else None for i in indices)
+        traced = None
+        if tensor is not None and None in idx:
+            traced = traced_elements(ctx, tensor, write, self.iterations(ctx), self.indirect)
+        return Site(ivs, cons, idx, traced)
 
     def iterations(self, ctx: StmtContext) -> int:
-        s = self.site(ctx, ())
-        return count_points(s.ivs, s.cons)
+        if ctx.index not in self._points:
+            s = self.site(ctx, ())
+            self._points[ctx.index] = count_points(s.ivs, s.cons)
+        return self._points[ctx.index]
 
 
 def accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, ...]:
@@ -442,42 +497,49 @@ def accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, 
     for name, sites in by_tensor.items():
         dt = kernel.tensor(name).dtype
         n = distinct_elements(sites)
-        out.append(Access(name, dt, n, n * DTYPES[dt], any(s.indirect for s in sites)))
+        out.append(Access(name, dt, n, n * DTYPES[dt], any(s.indirect for s in sites),
+                          any(s.traced is not None for s in sites)))
     return tuple(out)
 
 
-def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains) -> OpCost:
+def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtypes,
+             work: VectorWork) -> OpCost:
     ctx = group.main
     s = ctx.stmt
     it = doms.iterations(ctx)
     n_ops, n_tr = _ops(s.value)
     for i in s.dynamic_indices:  # a scatter's index arithmetic, as a gather's counts
         n_ops, n_tr = (a + b for a, b in zip((n_ops, n_tr), _ops(i), strict=True))
-    mdt = contraction_dtype(ctx)
+    mdt = contraction_dtype(ctx, values)
     accumulates = s.kind != "="
+    tr = n_tr * it
     if mdt is not None:
         fm, fv = contraction_flops(ctx, it)
         unit = "matrix"
         for i in s.dynamic_indices:
             fv += _ops(i)[0] * it
+        literal = fv
+        work.skip(ctx)
     else:
-        fm, fv = 0, (n_ops + accumulates) * it
+        literal = (n_ops + accumulates) * it
+        fm, (fv, tr) = 0, work.statement(ctx, (s.value, *s.dynamic_indices))
+        fv += accumulates * it
         unit = "vector" if n_ops or accumulates else "memory"
     rd: dict[str, list[Site]] = {}
     for r in stmt_reads(s):
-        rd.setdefault(r.tensor, []).append(doms.site(ctx, r.indices))
+        rd.setdefault(r.tensor, []).append(doms.site(ctx, r.indices, r.tensor))
     if accumulates and group.init is None:
-        rd.setdefault(s.target, []).append(doms.site(ctx, s.indices))
-    wr = {s.target: [doms.site(c, c.stmt.indices) for c in group.stmts]}
+        rd.setdefault(s.target, []).append(doms.site(ctx, s.indices, s.target, True))
+    wr = {s.target: [doms.site(c, c.stmt.indices, s.target, True) for c in group.stmts]}
     locs = [c.stmt.loc for c in reversed(group.stmts) if c.stmt.loc]
     label = "; ".join(print_assign(kernel, replace(c.stmt, loc=None)) for c in group.stmts)
     return OpCost(
         name=group.name, label=label,
         equation=equation(kernel, ctx), loc=locs[0] if locs else None, unit=unit,
-        flops_matrix=fm, flops_vector=fv, flops_transcendental=n_tr * it, matrix_dtype=mdt,
+        flops_matrix=fm, flops_vector=fv, flops_transcendental=tr, matrix_dtype=mdt,
         vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=accesses(kernel, rd),
         writes=accesses(kernel, wr), sequential=any(f.sequential for f in ctx.loops),
-        indirect=s.indirect or any(r.indirect for r in reads(s.value)))
+        indirect=s.indirect or any(r.indirect for r in reads(s.value)), flops_vector_literal=literal)
 
 
 @contextmanager
@@ -494,30 +556,36 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def kernel_costs(kernel: Kernel) -> GraphCosts:
+def kernel_costs(kernel: Kernel, indirect: str = "traced") -> GraphCosts:
     """Exact per-node costs and compulsory traffic of a loop AST (nodes as `lift-einsum` groups them)."""
-    return program_costs(program_from_kernel(kernel))
+    return program_costs(program_from_kernel(kernel), indirect)
 
 
-def program_costs(p: Program) -> GraphCosts:
-    """Exact per-node costs and compulsory traffic of a program."""
+def program_costs(p: Program, indirect: str = "traced") -> GraphCosts:
+    """Exact per-node costs and compulsory traffic of a program; `indirect` says how indirect
+    accesses are counted: "traced" (the traced sample's footprint where the statements carry one)
+    or "min" (the fewest elements over all index values)."""
     with paused_gc():
-        return _program_costs(p)
+        return _program_costs(p, indirect)
 
 
-def _program_costs(p: Program) -> GraphCosts:
+def _program_costs(p: Program, indirect: str) -> GraphCosts:
     k = p.kernel
-    doms = _Domains()
+    doms = _Domains(indirect)
     groups = p.nodes
-    ops = [_op_cost(k, g, doms) for g in groups]
+    values = ValueDtypes(k)
+    work = VectorWork(k)
+    ops = [_op_cost(k, g, doms, values, work) for g in groups]
     read_sites: dict[str, list[Site]] = {}
     write_sites: dict[str, list[Site]] = {}
     for g in groups:
         for c in g.stmts:
-            write_sites.setdefault(c.stmt.target, []).append(doms.site(c, c.stmt.indices))
+            s = c.stmt
+            write_sites.setdefault(s.target, []).append(doms.site(c, s.indices, s.target, True))
             for r in stmt_reads(c.stmt):
-                read_sites.setdefault(r.tensor, []).append(doms.site(c, r.indices))
+                read_sites.setdefault(r.tensor, []).append(doms.site(c, r.indices, r.tensor))
     compulsory: dict[str, int] = {}
+    written = 0
     for t in k.tensors:
         if t.role in ("input", "weight"):
             compulsory[t.name] = distinct_elements(read_sites.get(t.name, [])) * DTYPES[t.dtype]
@@ -525,19 +593,26 @@ def _program_costs(p: Program) -> GraphCosts:
             if t.name not in write_sites:
                 raise LoopIRError(f"output tensor '{t.name}' of kernel '{k.name}' is never written")
             compulsory[t.name] = distinct_elements(write_sites[t.name]) * DTYPES[t.dtype]
-    return GraphCosts(k.name, ops, sum(compulsory.values()), compulsory)
+            written += compulsory[t.name]
+    return GraphCosts(k.name, ops, sum(compulsory.values()), compulsory, written)
 
 
 def _module_costs(module: ModuleOp) -> list[GraphCosts]:
     return [program_costs(p) for p in module_programs(module)]
 
 
-def module_costs(module: ModuleOp) -> list[GraphCosts]:
+def _module_costs_min(module: ModuleOp) -> list[GraphCosts]:
+    return [program_costs(p, "min") for p in module_programs(module)]
+
+
+def module_costs(module: ModuleOp, indirect: str = "traced") -> list[GraphCosts]:
     """Costs of every program of a module (its einsum graphs, or its kernels before lift-einsum),
-    computed once per module state (`manager.py`)."""
+    computed once per module state (`manager.py`) and way of counting indirect accesses."""
     from solar_compiler.analysis.manager import get_analysis
 
-    return get_analysis(module, _module_costs)
+    if indirect not in INDIRECT:
+        raise LoopIRError(f"unknown indirect counting {indirect!r}; expected traced or min")
+    return get_analysis(module, _module_costs if indirect == "traced" else _module_costs_min)
 
 
 def graph_costs(graph: GraphOp) -> GraphCosts:

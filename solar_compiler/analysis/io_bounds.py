@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 import islpy as isl
 import numpy as np
 
-from solar_compiler.analysis.costs import GraphCosts
+from solar_compiler.analysis.costs import GraphCosts, contraction_dtype
+from solar_compiler.analysis.exact import ValueDtypes
 from solar_compiler.analysis.polyhedral import (  # _groups: the same variable grouping the counts use
     Constraint,
     _groups,
@@ -42,7 +43,7 @@ from solar_compiler.analysis.polyhedral import (  # _groups: the same variable g
 )
 from solar_compiler.analysis.program import Program, program_from_kernel
 from solar_compiler.errors import SolarError
-from solar_compiler.hw import MemoryLevel
+from solar_compiler.hw import MemoryLevel, operand_bits
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import (
     DTYPES,
@@ -62,7 +63,12 @@ H_GRID = 2.0 ** (np.arange(0, 8 * 64) / 8)  # segment sizes (bytes) every bound 
 class Operand:
     tensor: str
     indices: tuple[AffExpr, ...]
-    nbytes: int  # bytes per element
+    nbytes: float  # bytes per element an implementation must move (see `operand_bytes`)
+    stored: int = 0  # bytes per element as the tensor stores them (the tiled schedules move these)
+
+    def __post_init__(self) -> None:
+        if not self.stored:
+            object.__setattr__(self, "stored", math.ceil(self.nbytes))
 
 
 @dataclass(frozen=True)
@@ -101,9 +107,25 @@ class Contraction:
         return self.rho / (self.a.nbytes * self.b.nbytes * self.c.nbytes)
 
 
+def operand_bytes(values: ValueDtypes, ctx: StmtContext, r: Read, matrix_dtype: str | None,
+                  precision: str) -> float:
+    """Bytes per element of operand `r` that any implementation must move: the narrowest of the
+    dtype its values need (`exact.py`: an upcast local holds bf16 values) and the narrowest format
+    the precision policy lets the contraction use (an fp8 implementation of an f32 matmul under
+    `--precision fp8` streams 1-byte operands; TF32 under `auto` carries 19 bits)."""
+    own = DTYPES[values.of(ctx, r)]
+    if matrix_dtype is None:
+        return float(own)
+    return min(float(own), operand_bits(matrix_dtype, precision) / 8)
+
+
 def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False,
-              name: str | None = None) -> Contraction | None:
+              name: str | None = None, precision: str = "auto",
+              values: ValueDtypes | None = None) -> Contraction | None:
     """The contraction view of a (typed) statement, or None when no reuse theorem applies to it.
+
+    Operand bytes follow the precision policy and the operands' value dtypes (`operand_bytes`); the
+    output keeps its own dtype (partial sums stay at the contraction's precision).
 
     Only `+=` of a product with two affine reads of DIFFERENT tensors among its factors qualifies,
     and only when those two elements determine the point (no two points multiply the same pair, so
@@ -118,11 +140,15 @@ def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False,
     cands = [f for f in product_factors(s.value) if isinstance(f, Read) and not f.indirect]
     if len(cands) < 2:
         return None
-    c = Operand(s.target, tuple(s.indices), DTYPES[kernel.tensor(s.target).dtype])
+    c = Operand(s.target, tuple(s.indices), DTYPES[kernel.tensor(s.target).dtype],
+                DTYPES[kernel.tensor(s.target).dtype])
     best: tuple[int, int, tuple[str, ...], Operand, Operand] | None = None
     ext, unit = _extents(ctx)
+    values = values or ValueDtypes(kernel)
+    mdt = contraction_dtype(ctx, values)
     for ra, rb in itertools.combinations(cands, 2):
-        a, b = (Operand(r.tensor, tuple(r.indices), DTYPES[kernel.tensor(r.tensor).dtype]) for r in (ra, rb))
+        a, b = (Operand(r.tensor, tuple(r.indices), operand_bytes(values, ctx, r, mdt, precision),
+                        DTYPES[kernel.tensor(r.tensor).dtype]) for r in (ra, rb))
         if a.tensor == b.tensor or not _determines(ctx.ivs, (a, b)):
             continue
         for z in _slice_choices(ctx, (a, b, c)):
@@ -275,7 +301,7 @@ class Family:
     lam_ff: float
     m_c: int
     sunk: bool
-    delta: int
+    delta: float
     members: tuple[str, ...] = field(default=())
 
     def per_segment(self, t: np.ndarray) -> np.ndarray:
@@ -378,6 +404,7 @@ class KernelView:
     eligible: tuple[str, ...]          # operands are kernel inputs/weights never written
     sunk: dict[str, bool]
     direct_conv: bool = False          # also bound sliding windows (assumes no Winograd/FFT)
+    precision: str = "auto"            # the policy operand bytes follow
 
     def bounded(self, name: str) -> Contraction | None:
         """The op's contraction if a reuse bound applies to it under this view's assumptions."""
@@ -385,26 +412,28 @@ class KernelView:
         return c if c is not None and (self.direct_conv or not c.window) else None
 
 
-def view(program: Program | Kernel, direct_conv: bool = False) -> KernelView:
-    """The contraction view of a program (computed once per program and `direct_conv`)."""
+def view(program: Program | Kernel, direct_conv: bool = False, precision: str = "auto") -> KernelView:
+    """The contraction view of a program (computed once per program, `direct_conv` and precision
+    policy: operand bytes follow the policy)."""
     p = program if isinstance(program, Program) else program_from_kernel(program)
-    return p.cached(("io_bounds.view", direct_conv), lambda: _view(p, direct_conv))
+    return p.cached(("io_bounds.view", direct_conv, precision), lambda: _view(p, direct_conv, precision))
 
 
-def _view(p: Program, direct_conv: bool) -> KernelView:
+def _view(p: Program, direct_conv: bool, precision: str) -> KernelView:
     k = p.kernel
     groups = list(p.nodes)
     written = {c.stmt.target for g in groups for c in g.stmts}
     roles = {t.name: t.role for t in k.tensors}
     out: dict[str, Contraction] = {}
+    values = ValueDtypes(k)
     for g in groups:
-        c = recognise(k, g.main, g.init is not None, g.name)
+        c = recognise(k, g.main, g.init is not None, g.name, precision, values)
         if c is not None:
             out[c.name] = c
     slow = {t for t, r in roles.items() if r in ("input", "weight") and t not in written}
     eligible = tuple(n for n, c in out.items() if c.a.tensor in slow and c.b.tensor in slow)
     sunk = {n: _is_sunk(k, groups, c) for n, c in out.items()}
-    return KernelView(k, out, eligible, sunk, direct_conv)
+    return KernelView(k, out, eligible, sunk, direct_conv, precision)
 
 
 def _is_sunk(k: Kernel, groups: list, c: Contraction) -> bool:
@@ -457,14 +486,14 @@ class CacheAwareResult:
 
 
 def cache_aware(kernel: Program | Kernel, costs: GraphCosts, levels: Sequence[MemoryLevel], compute_s: float,
-                direct_conv: bool = False) -> CacheAwareResult:
+                direct_conv: bool = False, precision: str = "auto") -> CacheAwareResult:
     """Cache-aware bound: time = max(compute_s, max over levels of Q_level / bandwidth), where
     Q_level = max(compulsory bytes, best proven reuse bound at that level's capacity per unit, over
     its units). Sliding windows get a reuse term only with `direct_conv` (no Winograd/FFT
     implementation)."""
     if not levels:
         raise SolarError(f"kernel {costs.kernel}: no memory levels for a cache-aware bound")
-    v = view(kernel, direct_conv)
+    v = view(kernel, direct_conv, precision)
     for lv in levels:
         if lv.capacity.value <= 0 or lv.bandwidth.value <= 0 or lv.units < 1:
             raise SolarError(f"memory level {lv.name}: capacity, bandwidth and units must be positive")

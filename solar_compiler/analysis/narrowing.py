@@ -446,8 +446,17 @@ def _kills(k: Kernel, stmts: list[_Stmt]) -> None:
 
 
 def _backward(k: Kernel, stmts: list[_Stmt]) -> None:
-    needed = {t.name: _tensor_box(k, t.name) if t.role == "output" else
-              isl.Set.empty(_tensor_box(k, t.name).get_space()) for t in k.tensors}
+    backward(k, stmts, {t.name: _tensor_box(k, t.name) for t in k.by_role("output")}, _kept)
+
+
+def backward(k: Kernel, stmts: list[_Stmt], seeds: dict[str, isl.Set], kept_of=None) -> dict[str, isl.Set]:
+    """The least fixpoint of needed elements from `seeds` (tensor -> elements needed at the end):
+    sets every statement's `kept` points (`kept_of(st, needed elements of its target)`, default
+    `_kept`) and returns the needed elements of every tensor. Also the backward slice of sampled
+    validation (analysis/slicing.py), seeded with sampled output elements."""
+    kept_of = kept_of or _kept
+    needed = {t.name: isl.Set.empty(_tensor_box(k, t.name).get_space()) for t in k.tensors}
+    needed.update(seeds)
     changed = True
     while changed:
         changed = False
@@ -461,7 +470,7 @@ def _backward(k: Kernel, stmts: list[_Stmt]) -> None:
                     needed[s.target] = needed[s.target].union(reach).coalesce()
                     changed = True
             else:
-                st.kept = _kept(st, needed[s.target])
+                st.kept = kept_of(st, needed[s.target])
             for r, region in st.live:
                 pts = st.kept.intersect(region)
                 if pts.is_empty():
@@ -471,6 +480,7 @@ def _backward(k: Kernel, stmts: list[_Stmt]) -> None:
                 if not add.is_subset(needed[r.tensor]):
                     needed[r.tensor] = needed[r.tensor].union(add).coalesce()
                     changed = True
+    return needed
 
 
 def _kept(st: _Stmt, needed: isl.Set) -> isl.Set:

@@ -9,11 +9,22 @@ fused bounds are always computed (cheap) and stored under their fixed JSON keys;
 (polyhedral analysis) only when asked for, else `null`. `fidelity` lists the fidelities asked for,
 which the text report shows.
 
+Vector FLOPs (`flops_vector`) are the fewest a legal implementation needs (`vector_work.py`:
+loop-invariant terms once, common subexpressions once, products reassociated);
+`flops_vector_literal` beside them counts every scalar op at every point as the statements write it.
 Counts are those of the programs as costed: the needed work when `narrow-needed` ran. `narrowed` says
 whether it did; `totals.*_as_written` are the counts before narrowing (equal to the others when it
-did not run). `cache_size` is the DRAM-level capacity override (bytes) or `null`.
+did not run). `cache_size` is the DRAM-level capacity override (bytes) or `null`. `cache_state`
+is the timing contract the bounds assume: `cold` (caches flushed before each timed call) or `warm`
+(docs/bounds.md, "What a bound assumes"). Every byte count is an integer: a real-valued traffic
+bound is rounded up (the true traffic is a whole number at least that large). `indirect` says how
+gathers and scatters are counted: `traced` (the distinct elements the frontend's traced sample
+touched, where it recorded them) or `min` (the fewest any index values touch); `value_dependent`
+lists the ops with such accesses, their tensors, and those counted from the traced sample.
 
-`ops` are the einsum nodes, each with its own bound; `kernels_unfused` are the kernels the unfused
+`aliases` lists the program outputs that alias an input, a weight or another output (a view, or
+the same tensor returned twice): eager frameworks run no kernel for them, so no statement prices
+them. `ops` are the einsum nodes, each with its own bound; `kernels_unfused` are the kernels the unfused
 bound sums (`unfused.py`: one per source op when the statements carry origins, else one per node),
 each with its statements, external traffic and bound; `totals.bytes_unfused` is their traffic. The
 validation record is the frontend's (`ProgramInfo.validation`), plus `value_dependent`, the
@@ -22,6 +33,7 @@ frontend's list of value-dependent ops, and `notes`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,7 +68,7 @@ def module_validation(module: ModuleOp) -> dict[str, Any]:
     return record
 
 
-def as_written_record(module: ModuleOp) -> dict[str, dict] | None:
+def as_written_record(module: ModuleOp, indirect: str = "traced") -> dict[str, dict] | None:
     """Costs of the programs as written (`solar.as_written`, kept by `narrow-needed`), per kernel;
     None when no transform changed the work."""
     snaps = [o for o in module.body.block.ops if isinstance(o, AsWrittenOp)]
@@ -66,10 +78,10 @@ def as_written_record(module: ModuleOp) -> dict[str, dict] | None:
     for snap in snaps:
         for kop in snap.body.block.ops:
             p = program_of(kop)  # type: ignore[arg-type]
-            g = program_costs(p)
+            g = program_costs(p, indirect)
             out[p.name] = {"flops_matrix": g.flops_matrix, "flops_vector": g.flops_vector,
                            "compulsory_bytes": g.compulsory_bytes,
-                           "bytes_unfused": sum(k.bytes for k in unfused_kernels(p, g))}
+                           "bytes_unfused": sum(k.bytes for k in unfused_kernels(p, g, indirect))}
     return out
 
 
@@ -108,7 +120,7 @@ def _cache_aware_record(b: GraphBounds) -> dict[str, Any]:
                 "cache_aware_terms_s": None, "levels": None}
     return {"cache_aware_s": ca.time_s, "cache_aware_bottleneck": ca.bottleneck,
             "bytes_cache_aware": ca.bytes_dram, "cache_aware_terms_s": dict(ca.terms_s),
-            "levels": [{"name": lv.name, "capacity": lv.capacity, "bandwidth": lv.bandwidth,
+            "levels": [{"name": lv.name, "capacity": math.ceil(lv.capacity), "bandwidth": lv.bandwidth,
                         "units": lv.units, "per": lv.level.per, "bytes": lv.bytes, "time_s": lv.time_s}
                        for lv in ca.levels]}
 
@@ -133,17 +145,24 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                  fidelity: Sequence[str] = ("unfused", "fused", "cache-aware"),
                  latency_s: float | None = None, kernels: Sequence[Program] | None = None,
                  cache_size: int | None = None, as_written: dict[str, dict] | None = None,
-                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None) -> dict[str, Any]:
+                 unfused: Sequence[Sequence[UnfusedKernel]] | None = None,
+                 aliases: Sequence[dict[str, Any]] = (), cache_state: str = "cold",
+                 indirect: str = "traced") -> dict[str, Any]:
     """The report dict (schema `solar-report/1`) for the given costs on every target. Cache-aware
     bounds need `kernels` (those the costs came from, same order); `as_written` is `narrow-needed`'s
     record (None: not narrowed); `unfused` the kernels of the unfused bound per graph (None: one per
-    node)."""
+    node); `aliases` the outputs that alias another tensor (`ProgramInfo.aliases`): a program whose
+    every output is one has no work, and its bounds are 0; `cache_state` the timing contract
+    (`bounds.CACHE_STATES`)."""
     if not graphs:
         raise SolarError(f"{source}: no kernel to bound")
+    empty_ok = bool(aliases)
     ca_kernels = kernels if "cache-aware" in fidelity else None
     groups = [node_kernels(g) for g in graphs] if unfused is None else [list(u) for u in unfused]
     bounds: dict[str, GraphBounds] = {
-        t.name: graph_bounds(graphs, t, precision, ca_kernels, cache_size, groups) for t in targets}
+        t.name: graph_bounds(graphs, t, precision, ca_kernels, cache_size, groups, empty_ok=empty_ok,
+                             cache_state=cache_state)
+        for t in targets}
     multi = len(graphs) > 1
     ops = [(g, o) for g in graphs for o in g.ops]
     op_rows = []
@@ -152,6 +171,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
             "name": f"{g.kernel}.{o.name}" if multi else o.name, "kernel": g.kernel,
             "equation": o.equation, "label": o.label, "loc": o.loc,
             "flops": o.flops, "flops_matrix": o.flops_matrix, "flops_vector": o.flops_vector,
+            "flops_vector_literal": o.vector_literal,
             "flops_transcendental": o.flops_transcendental, "bytes": o.bytes, "unit": o.unit,
             "matrix_dtype": o.matrix_dtype, "vector_dtype": o.vector_dtype,
             "intensity": o.flops / o.bytes if o.bytes else None,
@@ -175,10 +195,13 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
         "kernels": [g.kernel for g in graphs],
         "narrowed": as_written is not None,
         "cache_size": cache_size,
+        "cache_state": cache_state,
+        "indirect": indirect,
         "totals": {
             "flops": sum(o.flops for _, o in ops),
             "flops_matrix": sum(g.flops_matrix for g in graphs),
             "flops_vector": sum(g.flops_vector for g in graphs),
+            "flops_vector_literal": sum(g.flops_vector_literal for g in graphs),
             "bytes_unfused": sum(k["bytes"] for k in kernel_rows),
             "bytes_fused": sum(g.compulsory_bytes for g in graphs),
             "bytes_cache_aware": first.bytes_dram if first else None,
@@ -193,8 +216,10 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
         "ops": op_rows,
         "kernels_unfused": kernel_rows,
         "hw": {t.name: _hw_record(t, graphs, precision) for t in targets},
+        "aliases": [dict(a) for a in aliases],
         "value_dependent": [{"op": r["name"], "loc": r["loc"],
-                             "tensors": [a.tensor for a in (*o.reads, *o.writes) if a.indirect]}
+                             "tensors": [a.tensor for a in (*o.reads, *o.writes) if a.indirect],
+                             "traced": [a.tensor for a in (*o.reads, *o.writes) if a.traced]}
                             for r, (_, o) in zip(op_rows, ops, strict=True) if o.indirect],
         "inverse": None,
     }

@@ -2,8 +2,11 @@
 
 For each contraction (`io_bounds.recognise`), tile sizes (divisors, powers of two, ceil(E/k)) and
 tile-loop orders are searched, and the traffic of each tiled schedule is computed exactly for
-unguarded box domains (an over-count otherwise). Reported beside the bound so that users see the
-bracket [lower bound, achievable by a tiled schedule]; tests check bound <= tiled at every S.
+unguarded box domains (an over-count otherwise). The schedules move operands as their tensors
+store them (`Operand.stored`), which is a real schedule whatever the precision policy; the bound
+may assume narrower operands (`Operand.nbytes`), so it stays below. Reported beside the bound so
+that users see the bracket [lower bound, achievable by a tiled schedule]; tests check bound <= tiled
+at every S.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def tiled_traffic(c: Contraction, capacity: float, budget: int = COMBOS) -> Tili
     t = dict(zip(names, grid, strict=True))
     trips = {v: np.ceil(c.extents[v] / t[v]) for v in names}
     fp = {k: _tile_footprint(op.indices, t) for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
-    fits = c.a.nbytes * fp["a"] + c.b.nbytes * fp["b"] + c.c.nbytes * fp["c"] <= capacity
+    fits = c.a.stored * fp["a"] + c.b.stored * fp["b"] + c.c.stored * fp["c"] <= capacity
     if not fits.any():
         return None
     uses = {k: set().union(*(e.vars() for e in op.indices)) for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
@@ -56,8 +59,8 @@ def tiled_traffic(c: Contraction, capacity: float, budget: int = COMBOS) -> Tili
         visits = _visits(order, trips, uses, grid[0])
         distinct_c = np.prod([trips[v] for v in names if v in uses["c"]], axis=0) if uses["c"] else 1.0
         c_moves = 2 * visits["c"] - (distinct_c if c.init_folded else 0)
-        q = (c.a.nbytes * fp["a"] * visits["a"] + c.b.nbytes * fp["b"] * visits["b"]
-             + c.c.nbytes * fp["c"] * c_moves)
+        q = (c.a.stored * fp["a"] * visits["a"] + c.b.stored * fp["b"] * visits["b"]
+             + c.c.stored * fp["c"] * c_moves)
         q = np.where(fits, q, np.inf)
         i = int(np.argmin(q))
         if best is None or q[i] < best[0]:

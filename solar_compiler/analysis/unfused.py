@@ -14,9 +14,10 @@ External traffic of a kernel G, tensor by tensor (distinct elements at the tenso
 union of footprints as `costs.distinct_elements` counts it):
 * reads: the reads of a tensor by those statements of G that no earlier statement of G wrote it
   before (G did not produce it: it comes from DRAM), the accumulator of a reduction included;
-  inputs and weights always count. A statement in a scan loop reading its own target (`y[i - 1]`)
-  is not counted for that tensor: those elements are mostly its own results, and leaving them out
-  can only lower the bound.
+  inputs and weights always count. A read inside a scan loop of a tensor that G writes inside that
+  loop (`h[s - 1]` of an LSTM step, `y[i - 1]` of a scan) is not counted: an earlier step of G wrote
+  those elements (all but the first step's, which leaving out can only lower the bound); a read
+  of exactly the elements the statement writes is (its first step reads their value from before).
 * writes: the writes of a tensor by G when it is a graph output or a later kernel reads it
   externally (by the rule above); an intermediate produced and consumed inside G stays on chip.
 Both rules only drop traffic a kernel might avoid (a partial write still makes the tensor G's own),
@@ -29,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solar_compiler.analysis.costs import Access, GraphCosts, Site, accesses
-from solar_compiler.analysis.polyhedral import domain_constraints
+from solar_compiler.analysis.costs import Access, GraphCosts, Site, accesses, traced_elements
+from solar_compiler.analysis.polyhedral import domain_constraints, iteration_count
 from solar_compiler.analysis.program import Program
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffExpr
@@ -66,14 +67,15 @@ def has_origins(p: Program) -> bool:
     return any(c.stmt.origin is not None for n in p.nodes for c in n.stmts)
 
 
-def unfused_kernels(p: Program, g: GraphCosts) -> list[UnfusedKernel]:
+def unfused_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[UnfusedKernel]:
     """The kernels of the unfused bound of one program: per source op when its statements carry
-    origins, else one per node."""
-    return source_kernels(p, g) if has_origins(p) else node_kernels(g)
+    origins, else one per node. `indirect` counts indirect accesses as `costs.program_costs` does
+    (the costs `g` must have been computed the same way)."""
+    return source_kernels(p, g, indirect) if has_origins(p) else node_kernels(g)
 
 
 # ---- grouping and traffic -----------------------------------------------------------------------------
-def source_kernels(p: Program, g: GraphCosts) -> list[UnfusedKernel]:
+def source_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[UnfusedKernel]:
     """The unfused kernels of one costed program (`g` computed from `p`), one per run of statements
     with the same origin; a statement without one is a kernel of its own."""
     kernel = p.kernel
@@ -109,35 +111,50 @@ def source_kernels(p: Program, g: GraphCosts) -> list[UnfusedKernel]:
         locs = list(dict.fromkeys(ctxs[i].stmt.loc for i in stmts if ctxs[i].stmt.loc))
         mods = list(dict.fromkeys(o.module for o in origins if o is not None and o.module))
         groups.append((" + ".join(names), locs[0] if locs else None, stmts, nodes, mods[0] if mods else None))
-    return _with_traffic(kernel, ctxs, groups)
+    return _with_traffic(kernel, ctxs, groups, indirect)
 
 
-def _site(ctx: StmtContext, indices: Sequence[object]) -> Site:
+def _site(ctx: StmtContext, indices: Sequence[object], tensor: str | None = None, write: bool = False,
+          indirect: str = "traced") -> Site:
     ivs, cons, _ = domain_constraints(ctx)
-    return Site(ivs, tuple(cons), tuple(i if isinstance(i, AffExpr) else None for i in indices))
+    idx = tuple(i if isinstance(i, AffExpr) else None for i in indices)
+    traced = None
+    if tensor is not None and None in idx:
+        traced = traced_elements(ctx, tensor, write, iteration_count(ctx), indirect)
+    return Site(ivs, tuple(cons), idx, traced)
 
 
-def _external_reads(kernel: Kernel, ctxs: Sequence[StmtContext]) -> dict[str, list[Site]]:
-    """Read sites of tensors the statements `ctxs` (one kernel, in order) did not produce first."""
+def _external_reads(kernel: Kernel, ctxs: Sequence[StmtContext], indirect: str) -> dict[str, list[Site]]:
+    """Read sites of tensors the statements `ctxs` (one kernel, in order) did not produce first:
+    a tensor an earlier statement of the kernel wrote, or that a statement of the kernel writes
+    inside a scan loop around the read (an earlier step wrote what the read sees), is on chip."""
     roles = {t.name: t.role for t in kernel.tensors}
+    carried: dict[int, set[str]] = {}  # id(scan loop) -> tensors the kernel writes inside it
+    for c in ctxs:
+        for f in c.loops:
+            if f.sequential:
+                carried.setdefault(id(f), set()).add(c.stmt.target)
     written: set[str] = set()
     out: dict[str, list[Site]] = {}
     for c in ctxs:
         s = c.stmt
-        scan = any(f.sequential for f in c.loops)
-        rd = [(r.tensor, r.indices, scan and r.tensor == s.target) for r in stmt_reads(s)]
+        own = set().union(*(carried[id(f)] for f in c.loops if f.sequential))
+        rd = [(r.tensor, r.indices, False) for r in stmt_reads(s)]
         if s.kind != "=":
-            rd.append((s.target, s.indices, False))  # the accumulator's current value
-        for t, idx, self_dep in rd:
-            if roles[t] in ("input", "weight") or not (t in written or self_dep):
-                out.setdefault(t, []).append(_site(c, idx))
+            rd.append((s.target, s.indices, True))  # the accumulator's current value
+        for t, idx, acc in rd:
+            # a read of the very elements the statement writes sees their value from before the
+            # scan at its first step: external unless an earlier statement wrote them
+            carried_in = t in own and (t, tuple(idx)) != (s.target, tuple(s.indices))
+            if roles[t] in ("input", "weight") or not (t in written or carried_in):
+                out.setdefault(t, []).append(_site(c, idx, t, acc, indirect))
         written.add(s.target)
     return out
 
 
 def _with_traffic(kernel: Kernel, ctxs: Sequence[StmtContext],
-                  groups: Sequence[_Group]) -> list[UnfusedKernel]:
-    reads = [_external_reads(kernel, [ctxs[i] for i in stmts]) for _, _, stmts, _, _ in groups]
+                  groups: Sequence[_Group], indirect: str) -> list[UnfusedKernel]:
+    reads = [_external_reads(kernel, [ctxs[i] for i in stmts], indirect) for _, _, stmts, _, _ in groups]
     outputs = {t.name for t in kernel.tensors if t.role == "output"}
     out = []
     for gi, (op, loc, stmts, ops, module) in enumerate(groups):
@@ -146,7 +163,7 @@ def _with_traffic(kernel: Kernel, ctxs: Sequence[StmtContext],
         for i in stmts:
             s = ctxs[i].stmt
             if s.target in needed:
-                wr.setdefault(s.target, []).append(_site(ctxs[i], s.indices))
+                wr.setdefault(s.target, []).append(_site(ctxs[i], s.indices, s.target, True, indirect))
         name = f"{op} @ {loc}" if loc else op
         out.append(UnfusedKernel(name, op, loc, ops, stmts, accesses(kernel, reads[gi]),
                                  accesses(kernel, wr), module))

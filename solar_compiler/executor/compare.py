@@ -1,9 +1,15 @@
 """Does an executed kernel reproduce a reference? Dtype-aware tolerances on the relative norm error.
 
-A float output passes when ||got - ref||_2 / ||ref||_2 <= tolerance(dtype) over the positions where
+A float output passes when ||got - ref||_2 / ||ref||_2 <= tolerance over the positions where
 the reference is finite, and got is finite there too (a NaN from a never-written element is a
 failure however small the norm error); where the reference is NaN or infinite, got must match it.
 Integer and bool outputs must be equal. f8 tolerances follow from 2-3 mantissa bits.
+
+The tolerance of an output is the dtype's (`TOLERANCE`: rounding of the result) plus the summation
+error of the accumulations that feed it (`summation_tolerances`): 2 u E, with u the unit roundoff
+of the accumulation type and E the largest sum of sqrt(terms) over a chain of accumulations; the
+derivation (the probabilistic forward-error bound of floating-point summation) is in
+docs/torch-frontend.md, "Tolerances".
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solar_compiler.loopir.ast import DTYPES, FLOAT_DTYPES, Kernel, LoopIRError
+from solar_compiler.loopir.ast import DTYPES, FLOAT_DTYPES, Kernel, LoopIRError, statements, stmt_reads
 
 TOLERANCE = {"f64": 1e-10, "f32": 1e-4, "f16": 1e-2, "bf16": 1e-2, "f8e4m3": 1e-1, "f8e5m2": 1e-1}
+UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24}  # f16/bf16/f8 accumulate in f32 (torch CPU, executor)
 
 
 @dataclass(frozen=True)
@@ -31,24 +38,33 @@ def output_dtypes(kernel: Kernel) -> dict[str, str]:
 
 
 def compare(reference: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
-            dtypes: Mapping[str, str]) -> Comparison:
-    """Compare every output of `reference` with `got`; `dtypes` maps names to loop-IR dtypes."""
+            dtypes: Mapping[str, str], *, tolerances: Mapping[str, float] | None = None,
+            positions: Mapping[str, np.ndarray] | None = None) -> Comparison:
+    """Compare every output of `reference` with `got`; `dtypes` maps names to loop-IR dtypes.
+    `tolerances` overrides the dtype's relative norm tolerance per output (one grown with the
+    reduction length, frontends/torch/validation.py); `positions[name]` (rows of indices) says where
+    each element of a 1-d sample of an output lies, for the message."""
     worst, first = 0.0, None
     for name, ref in reference.items():
         if name not in dtypes or dtypes[name] not in DTYPES:
             raise LoopIRError(f"no loop-IR dtype given for output '{name}'")
-        err, msg = _one(name, np.asarray(ref), got.get(name), dtypes[name])
+        tol = (tolerances or {}).get(name)
+        pos = None if positions is None else positions.get(name)
+        err, msg = _one(name, np.asarray(ref), got.get(name), dtypes[name], tol, pos)
         worst = max(worst, err)
         if msg is not None and first is None:
             first = msg
     return Comparison(worst, first is None, first)
 
 
-def _at(name: str, shape: tuple[int, ...], flat: int) -> str:
+def _at(name: str, shape: tuple[int, ...], flat: int, pos: np.ndarray | None = None) -> str:
+    if pos is not None:
+        return f"{name}[{', '.join(str(int(i)) for i in pos[flat])}]" if pos.shape[1] else name
     return f"{name}[{', '.join(str(int(i)) for i in np.unravel_index(flat, shape))}]" if shape else name
 
 
-def _one(name: str, ref: np.ndarray, got: np.ndarray | None, dtype: str) -> tuple[float, str | None]:
+def _one(name: str, ref: np.ndarray, got: np.ndarray | None, dtype: str, tol: float | None = None,
+         pos: np.ndarray | None = None) -> tuple[float, str | None]:
     if got is None:
         return math.inf, f"{name}: missing from the result"
     got = np.asarray(got)
@@ -63,21 +79,64 @@ def _one(name: str, ref: np.ndarray, got: np.ndarray | None, dtype: str) -> tupl
             return 0.0, None
         err = float(np.linalg.norm(x - r) / max(np.linalg.norm(r), 1.0))
         i = int(diff[0])
-        return err, f"{_at(name, ref.shape, i)}: got {got.reshape(-1)[i]}, expected {ref.reshape(-1)[i]}"
+        return err, f"{_at(name, ref.shape, i, pos)}: got {got.reshape(-1)[i]}, expected {ref.reshape(-1)[i]}"
     fin = np.isfinite(r)
     same_special = (np.isnan(r) & np.isnan(x)) | (r == x)
     bad = np.flatnonzero((~fin & ~same_special) | (fin & ~np.isfinite(x)))
     if bad.size:
         i = int(bad[0])
-        return math.inf, f"{_at(name, ref.shape, i)}: got {x[i]}, expected {r[i]}"
+        return math.inf, f"{_at(name, ref.shape, i, pos)}: got {x[i]}, expected {r[i]}"
     d, rf = x[fin] - r[fin], r[fin]
     ref_norm = float(np.linalg.norm(rf))
     err = float(np.linalg.norm(d)) / max(ref_norm, np.finfo(np.float64).tiny)
-    tol = TOLERANCE[dtype]
+    tol = TOLERANCE[dtype] if tol is None else tol
     if err <= tol:
         return err, None
-    pos = np.flatnonzero(fin)
+    finite = np.flatnonzero(fin)
     big = np.flatnonzero(np.abs(d) > tol * ref_norm / math.sqrt(rf.size))
-    i = int(pos[big[0]] if big.size else pos[int(np.argmax(np.abs(d)))])
-    return err, (f"{_at(name, ref.shape, i)}: got {x[i]:.9g}, expected {r[i]:.9g} "
-                 f"(relative norm error {err:.3g} > {tol:g} for {dtype})")
+    i = int(finite[big[0]] if big.size else finite[int(np.argmax(np.abs(d)))])
+    return err, (f"{_at(name, ref.shape, i, pos)}: got {x[i]:.9g}, expected {r[i]:.9g} "
+                 f"(relative norm error {err:.3g} > {tol:.3g} for {dtype})")
+
+
+# ---- tolerances grown by summation length -----------------------------------------------------------
+def loop_extents(loops) -> dict[str, int]:
+    """Iterations of each loop over the hull of its bounds (outer loops at their extremes)."""
+    ranges: dict[str, tuple[int, int]] = {}
+    out: dict[str, int] = {}
+    for f in loops:
+        lo, hi = f.lb.bounds(ranges)[0], f.ub.bounds(ranges)[1]
+        out[f.iv] = max(0, -(-(hi - lo) // f.step))
+        ranges[f.iv] = (lo, max(lo, hi - 1))
+    return out
+
+
+def summation_lengths(kernel: Kernel) -> dict[str, float]:
+    """Per output, E = the largest sum of sqrt(n) over a chain of statements that feeds it, where a
+    statement contributes sqrt(n) for the n terms it accumulates into one element (`+=`, `*=`: the
+    extents of the loops its target does not index) and sqrt(T) for every scan loop of length T
+    around it (a recurrence accumulates one rounding per step)."""
+    err: dict[str, float] = {}
+    for ctx in statements(kernel):
+        s = ctx.stmt
+        ext = loop_extents(ctx.loops)
+        own = 0.0
+        if s.kind in ("+=", "*="):
+            used = {v for i in s.indices for v in (i.vars() if hasattr(i, "vars") else ())}
+            own += math.sqrt(math.prod(max(1, ext[f.iv]) for f in ctx.loops
+                                       if f.iv not in used and not f.sequential))
+        own += sum(math.sqrt(max(1, ext[f.iv])) for f in ctx.loops if f.sequential)
+        upstream = max((err.get(r.tensor, 0.0) for r in stmt_reads(s)), default=0.0)
+        err[s.target] = max(err.get(s.target, 0.0), upstream + own)
+    return {t.name: err.get(t.name, 0.0) for t in kernel.by_role("output")}
+
+
+def summation_tolerances(kernel: Kernel) -> dict[str, float]:
+    """Per float output: TOLERANCE[dtype] + 2 u E (module doc)."""
+    lengths = summation_lengths(kernel)
+    out = {}
+    for t in kernel.by_role("output"):
+        if t.dtype in TOLERANCE:
+            u = UNIT_ROUNDOFF["f64" if t.dtype == "f64" else "f32"]
+            out[t.name] = TOLERANCE[t.dtype] + 2 * u * lengths[t.name]
+    return out

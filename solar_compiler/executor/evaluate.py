@@ -18,6 +18,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from solar_compiler.executor.grid import Grid
 from solar_compiler.executor.numeric import STORAGE, erf, quantize
+from solar_compiler.executor.trace import StatementTrace
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
@@ -77,6 +78,8 @@ class Evaluator:
         # id(view) -> (view, the array it views, where it reads padding); holding the view keeps
         # its id from being reused
         self.sources: dict[int, tuple[np.ndarray, np.ndarray, list[np.ndarray]]] = {}
+        self.tracer: StatementTrace | None = None  # records what gathers touch (executor/trace.py)
+        self._branch = 0  # > 0 while evaluating a select branch
 
     def __call__(self, e: SExpr) -> Value:
         out = self._eval(e)
@@ -104,7 +107,13 @@ class Evaluator:
         if isinstance(e, Cmp):
             return np.asarray(CMP[e.pred](self(e.a), self(e.b)))
         if isinstance(e, Select):
-            return np.asarray(np.where(self(e.cond), self(e.a), self(e.b)))
+            cond = self(e.cond)
+            self._branch += 1
+            try:
+                a, b = self(e.a), self(e.b)
+            finally:
+                self._branch -= 1
+            return np.asarray(np.where(cond, a, b))
         if isinstance(e, Cast):
             return self.cast(self(e.x), e.dtype)
         raise LoopIRError(f"the executor does not know expression node {type(e).__name__}{where(self.stmt)}",
@@ -140,6 +149,8 @@ class Evaluator:
             if view is not None:
                 return view
         idx = [self.index_values(r.tensor, d, i) for d, i in enumerate(r.indices)]
+        if self.tracer is not None and r.indirect:
+            self.tracer.gather(r.tensor, idx, self.grid.mask(), self._branch > 0)
         return np.asarray(arr[tuple(idx)])
 
     def index_values(self, tensor: str, d: int, e: AffExpr | SExpr) -> Value:

@@ -120,8 +120,10 @@ class Grid:
         return out
 
 
-def build_grid(loops: Sequence[For], scalars: Mapping[str, int], guards: Sequence[AffCond]) -> Grid:
-    """The grid of a statement nested in `loops` (vectorised, outermost first) under `guards`."""
+def build_grid(loops: Sequence[For], scalars: Mapping[str, int], guards: Sequence[AffCond],
+               box: Mapping[str, tuple[int, int]] | None = None) -> Grid:
+    """The grid of a statement nested in `loops` (vectorised, outermost first) under `guards`,
+    clipped to `box` (loop variable -> inclusive (lo, hi)) when given: a piece of a backward slice."""
     axes: list[Axis] = []
     conds = list(guards)
     ranges = {v: (x, x) for v, x in scalars.items()}
@@ -137,8 +139,17 @@ def build_grid(loops: Sequence[For], scalars: Mapping[str, int], guards: Sequenc
             conds += [AffCond.compare(v, ">=", f.lb), AffCond.compare(v, "<", f.ub)]
             if f.step != 1:
                 conds.append(AffCond((v - f.lb) % f.step, "=="))
+        if box is not None and f.iv in box:
+            ax = _clip(ax, *box[f.iv])
         axes.append(ax)
         if ax.count <= 0:
             break
         ranges[f.iv] = (ax.start, ax.last)
     return Grid(axes, scalars, conds)
+
+
+def _clip(ax: Axis, lo: int, hi: int) -> Axis:
+    """The values of `ax` within [lo, hi]."""
+    first = ax.start if lo <= ax.start else ax.start + -(-(lo - ax.start) // ax.step) * ax.step
+    last = min(ax.last, hi)
+    return replace(ax, start=first, count=max(0, (last - first) // ax.step + 1) if last >= first else 0)

@@ -9,6 +9,7 @@ of its bounds, with the exact bounds as guards.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,23 +17,38 @@ from solar_compiler.executor.grid import build_grid
 from solar_compiler.executor.legality import check_distributable
 from solar_compiler.executor.numeric import STORAGE, USER, fill_value, quantize
 from solar_compiler.executor.statement import State, run_on_grid
+from solar_compiler.executor.trace import IndirectTrace
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import Assign, For, Kernel, LoopIRError, Node, typecheck
+from solar_compiler.loopir.ast import Assign, For, Kernel, LoopIRError, Node, statements, typecheck
+
+if TYPE_CHECKING:
+    from solar_compiler.analysis.slicing import Piece
 
 DEFAULT_BUDGET = 512 * 2**20
 
 
-def execute(kernel: Kernel, inputs: Mapping[str, np.ndarray], *, budget: int = DEFAULT_BUDGET) \
-        -> dict[str, np.ndarray]:
+def execute(kernel: Kernel, inputs: Mapping[str, np.ndarray], *, budget: int = DEFAULT_BUDGET,
+            pieces: Mapping[int, Sequence[Piece]] | None = None,
+            trace: IndirectTrace | None = None) -> dict[str, np.ndarray]:
     """Run `kernel` on `inputs` (every input and weight tensor, by name) and return every output.
 
     Outputs and locals start as NaN (floats) or the most negative integer, so a missing
     initialisation shows in the result. bf16/f8 tensors are passed and returned as float32 arrays
-    holding values of that format (inputs are rounded to it); f16 ones as float16 arrays."""
+    holding values of that format (inputs are rounded to it); f16 ones as float16 arrays. `trace`
+    records the distinct elements each statement's indirect accesses touch, by the statement's
+    position in program order (`executor/trace.py`).
+
+    `pieces` (statement index in program order -> pieces, from `analysis.slicing.backward_slice`)
+    runs each statement only on its pieces (a statement without any is skipped): the backward slice
+    of sampled output elements, which are then the only meaningful ones of the outputs."""
     kernel = typecheck(kernel)
     check_distributable(kernel)
+    order = {id(c.stmt): c.index for c in statements(kernel)}
     with np.errstate(all="ignore"):
         state = State(_storage(kernel, inputs), {t.name: t for t in kernel.tensors}, budget)
+        state.pieces = pieces
+        state.order = None if pieces is None else order
+        state.trace, state.index_of = trace, order
         _run(kernel.body, (), {}, (), state)
         return {t.name: state.tensors[t.name].astype(USER[t.dtype], copy=False)
                 for t in kernel.by_role("output")}
@@ -65,7 +81,15 @@ def _storage(kernel: Kernel, inputs: Mapping[str, np.ndarray]) -> dict[str, np.n
 def _run(nodes: Sequence[Node], loops: tuple[For, ...], scalars: dict[str, int],
          guards: tuple[AffCond, ...], state: State) -> None:
     for n in nodes:
-        if isinstance(n, Assign):
+        if isinstance(n, Assign) and state.pieces is not None:
+            for p in state.pieces.get(state.order[id(n)], ()):
+                box = {v: (lo, hi) for v, lo, hi in p.box}
+                if any(not box[v][0] <= x <= box[v][1] for v, x in scalars.items() if v in box):
+                    continue
+                grid = build_grid(loops, scalars, guards + p.conds, box)
+                if not grid.empty:
+                    run_on_grid(n, grid, state)
+        elif isinstance(n, Assign):
             grid = build_grid(loops, scalars, guards)
             if not grid.empty:
                 run_on_grid(n, grid, state)

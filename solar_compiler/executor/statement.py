@@ -17,8 +17,9 @@ that chunks run in program order; any axis of the largest factor for reductions,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from solar_compiler.executor.contract import contract
 from solar_compiler.executor.evaluate import Evaluator
 from solar_compiler.executor.grid import Grid
 from solar_compiler.executor.numeric import STORAGE, identity, quantize
+from solar_compiler.executor.trace import IndirectTrace
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Assign, Binary, Index, SExpr, TensorDecl, expr_vars
 
@@ -37,6 +39,17 @@ class State:
     tensors: dict[str, np.ndarray]
     decls: dict[str, TensorDecl]
     budget: int  # bytes a statement's working set may take before it is chunked
+    pieces: Mapping[int, Sequence[Any]] | None = None  # statement index -> slice pieces (execute)
+    order: dict[int, int] | None = None                # id(statement) -> its index
+    trace: IndirectTrace | None = None   # records what indirect accesses touch (executor/trace.py)
+    index_of: dict[int, int] = field(default_factory=dict)  # id(statement) -> index in program order
+
+    def evaluator(self, grid: Grid, stmt: Assign) -> Evaluator:
+        ev = Evaluator(grid, self.tensors, self.decls, stmt)
+        if self.trace is not None:
+            shapes = {n: a.shape for n, a in self.tensors.items()}
+            ev.tracer = self.trace.bind(self.index_of[id(stmt)], shapes)
+        return ev
 
 
 def mul_factors(e: SExpr) -> list[SExpr]:
@@ -105,7 +118,7 @@ def run_on_grid(stmt: Assign, grid: Grid, state: State) -> None:
     decl = state.decls[stmt.target]
     plan = Plan.of(stmt, decl.dtype)
     for g in chunks(grid, plan, state.budget):
-        ev = Evaluator(g, state.tensors, state.decls, stmt)
+        ev = state.evaluator(g, stmt)
         if stmt.kind == "=":
             _assign(stmt, g, ev, to_store(ev(stmt.value), decl.dtype), state)
             continue
@@ -116,7 +129,7 @@ def run_on_grid(stmt: Assign, grid: Grid, state: State) -> None:
             continue
         # The materialised product needs the whole (chunk) grid: chunk again for that.
         for g2 in chunks(g, replace(plan, factors=[], factor_vars=[]), state.budget):
-            ev2 = Evaluator(g2, state.tensors, state.decls, stmt)
+            ev2 = state.evaluator(g2, stmt)
             red2 = plan.reduced(g2)
             _accumulate(stmt, g2, ev2, _reduce(ev2(stmt.value), red2, g2, stmt.kind, decl.dtype), red2, state)
 
@@ -270,6 +283,10 @@ def _flatten(stmt: Assign, grid: Grid, ev: Evaluator, values: np.ndarray, tshape
     flat = np.broadcast_to(np.ravel_multi_index(idx, tshape) if idx else np.zeros((), np.int64), shape)
     vals = np.broadcast_to(values, shape)
     if valid is None:
-        return flat.reshape(-1), vals.reshape(-1)
-    sel = np.broadcast_to(valid, shape)
-    return flat[sel], vals[sel]
+        flat, vals = flat.reshape(-1), vals.reshape(-1)
+    else:
+        sel = np.broadcast_to(valid, shape)
+        flat, vals = flat[sel], vals[sel]
+    if ev.tracer is not None and stmt.indirect:
+        ev.tracer.scatter(stmt.target, flat)
+    return flat, vals

@@ -29,8 +29,8 @@ class FrontendOptions:
     timeout: float = 120.0           # seconds for the sandboxed capture + translation + validation
     memory_gb: float = 8.0           # address-space limit of the sandbox, above its start-up size
     validate: bool = True            # execute the loop IR and compare with the framework
-    time_budget: float = 2.0         # validate at full size only if the reference runs within this
-    memory_budget_gb: float = 2.0    # ... and all tensors fit in this; else a size-reduced instance
+    time_budget: float = 20.0        # seconds validation is expected to take (full, sampled, reduced)
+    memory_budget_gb: float = 4.0    # memory the validation's framework run and executor may take
     llm: LLMConfig | None = None     # None: deterministic only; else LLM per-op fill-in / whole program
     sandboxed: bool = False          # the caller already isolates this process (time and memory
                                      # limits, crash containment): run in-process, no child of our own
@@ -55,6 +55,13 @@ class Translation:
     value_dependent: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source_ops: list[dict[str, Any]] = field(default_factory=list)
+    # outputs that alias an input, a weight or another output (no statement prices them):
+    # {"position", "output", "of", "role", "how"}
+    aliases: list[dict[str, Any]] = field(default_factory=list)
+    # what the indirect accesses touched on the traced sample, per statement of the (single) kernel:
+    # {"stmt", "tensor", "write", "elements", "points", "accesses"} (`ast.Traced`; the translate
+    # pass puts them on the statements)
+    traced: list[dict[str, Any]] = field(default_factory=list)
 
 
 class SourceFrontend(Protocol):

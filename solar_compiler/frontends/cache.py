@@ -21,10 +21,11 @@ from solar_compiler.frontends import FrontendOptions, Translation
 
 # shared modules whose code shapes a translation, relative to the solar_compiler package: the loop-IR
 # rewrites (simplification, random-draw stripping, the reduced-size check), the captured program, the
-# builder the templates emit with, the model-file loader and the validation rules
+# builder the templates emit with, the model-file loader, the validation rules, the comparison and
+# its tolerances, and the backward slice of sampled validation
 SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py",
                   "frontends/program.py", "frontends/builder/*.py", "frontends/model_file.py",
-                  "frontends/validation.py")
+                  "frontends/validation.py", "executor/compare.py", "analysis/slicing.py")
 
 
 def cache_dir() -> Path:

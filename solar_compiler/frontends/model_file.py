@@ -28,6 +28,10 @@ __all__ = ["JAX_FORMAT", "TORCH_FORMAT", "ModelFileError", "ModelFormat", "Model
            "user_line"]
 
 _COUNTER = itertools.count()
+# import name -> distribution name where they differ; the `kernelbench` extra of pyproject.toml
+_PACKAGE_OF = {"yaml": "pyyaml", "cv2": "opencv-python", "sklearn": "scikit-learn", "PIL": "pillow",
+               "skimage": "scikit-image"}
+_KERNELBENCH_EXTRA = {"einops"}
 
 
 class ModelFileError(Exception):
@@ -86,7 +90,7 @@ class ModelSpec:
     Model: Any  # the entry point: the class Model, or the function `model` of a JAX file
     get_inputs: Any
     get_init_inputs: Any  # None when the format allows leaving it out and the file does
-    size_constants: dict[str, int] = field(default_factory=dict)
+    size_constants: dict[str, int] = field(default_factory=dict)  # size site key -> value (find_size_sites)
     format: ModelFormat = TORCH_FORMAT
 
     @property
@@ -140,64 +144,128 @@ class ModelSpec:
             ) from exc
 
     def with_sizes(self, overrides: dict[str, int]) -> ModelSpec:
-        """Re-execute the source with the given module-level int constants replaced."""
+        """Re-execute the source with the given size sites (keys of `size_constants`) replaced.
+
+        Names defined from other names (`hidden = 4 * dim`) are not sites: they follow their sources
+        when the file is executed again, which keeps derived sizes consistent."""
         if not overrides:
             return _load_source(self.path, self.source, self.format)
-        tree = ast.parse(self.source)
-        spans = {name: span for name, (_, span) in _find_size_constants(tree).items()}
-        unknown = sorted(set(overrides) - set(spans))
+        sites = find_size_sites(ast.parse(self.source))
+        unknown = sorted(set(overrides) - set(sites))
         if unknown:
             raise ModelFileError(
-                f"{self.path}:1: no module-level int constant named {', '.join(unknown)} "
-                f"(known: {', '.join(spans) or 'none'})"
+                f"{self.path}:1: no module-level size named {', '.join(unknown)} "
+                f"(known: {', '.join(sites) or 'none'})"
             )
-        lines = self.source.splitlines(keepends=True)
-        # Replace from the end of the file so earlier spans stay valid.
-        for name in sorted(overrides, key=lambda n: spans[n], reverse=True):
-            value = overrides[name]
+        offsets = _line_offsets(self.source)
+        raw = self.source.encode("utf-8")
+        edits = []
+        for key, value in overrides.items():
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ModelFileError(f"{self.path}:{spans[name][0]}: size override {name} must be an int")
-            lineno, col, end_col = spans[name]
-            text = lines[lineno - 1]
-            lines[lineno - 1] = _replace_in_line(text, col, end_col, str(value))
-        return _load_source(self.path, "".join(lines), self.format)
+                raise ModelFileError(f"{self.path}:{sites[key].line}: size override {key} must be an int")
+            s = sites[key]
+            edits.append((offsets[s.line - 1] + s.col, offsets[s.end_line - 1] + s.end_col, str(value)))
+        # Replace from the end of the file so earlier offsets stay valid.
+        for a, b, text in sorted(edits, reverse=True):
+            raw = raw[:a] + text.encode("utf-8") + raw[b:]
+        return _load_source(self.path, raw.decode("utf-8"), self.format)
 
 
-def _replace_in_line(text: str, col: int, end_col: int, new: str) -> str:
-    # ast offsets are UTF-8 byte offsets.
-    raw = text.encode("utf-8")
-    return (raw[:col] + new.encode("utf-8") + raw[end_col:]).decode("utf-8")
+def _line_offsets(source: str) -> list[int]:
+    """Byte offset of the start of every line (ast column offsets are UTF-8 byte offsets)."""
+    out, pos = [], 0
+    for line in source.encode("utf-8").splitlines(keepends=True):
+        out.append(pos)
+        pos += len(line)
+    return out or [0]
 
 
-def _find_size_constants(tree: ast.Module) -> dict[str, tuple[int, tuple[int, int, int]]]:
-    """Module-level ``NAME = <int literal>`` (or annotated, or ``A, B = <int>, <int>``) assignments, in
-    source order.
+@dataclass(frozen=True)
+class SizeSite:
+    """One integer a module-level size definition spells out: a literal or a name-free constant
+    expression (`2048 * 2`, `2 ** 20`), the whole right-hand side or one element of a tuple, list or
+    dict there. `key` names it: `N`, `hidden_layer_sizes[1]`, `cfg['dim']`, `shape[0][2]`."""
 
-    Returns name -> (value, (lineno, col_offset, end_col_offset)) of the literal; a name
-    assigned several times keeps its last assignment.
-    """
-    found: dict[str, tuple[int, tuple[int, int, int]]] = {}
+    key: str
+    value: int
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+
+_INT_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+            ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+            ast.LShift: lambda a, b: a << b if b < 64 else None,
+            ast.Pow: lambda a, b: a ** b if 0 <= b < 64 else None}
+
+
+def _const_int(node: ast.expr) -> int | None:
+    """The value of an integer expression built from literals only (`2048 * 2`, `-(1 << 10)`,
+    `int(1e6)`), or None."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _const_int(node.operand)
+        return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
+    if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPS:
+        a, b = _const_int(node.left), _const_int(node.right)
+        if a is None or b is None or (isinstance(node.op, (ast.FloorDiv, ast.Mod)) and b == 0):
+            return None
+        v = _INT_OPS[type(node.op)](a, b)
+        return v if isinstance(v, int) and abs(v) < 2**63 else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" \
+            and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant) \
+            and type(node.args[0].value) in (int, float) and float(node.args[0].value).is_integer():
+        return int(node.args[0].value)
+    return None
+
+
+def _sites_in(node: ast.expr, key: str, out: dict[str, SizeSite]) -> None:
+    value = _const_int(node)
+    if value is not None:
+        out[key] = SizeSite(key, value, node.lineno, node.col_offset, node.end_lineno or node.lineno,
+                            node.end_col_offset or node.col_offset)
+        return
+    if isinstance(node, (ast.Tuple, ast.List)):
+        for i, e in enumerate(node.elts):
+            _sites_in(e, f"{key}[{i}]", out)
+    elif isinstance(node, ast.Dict):
+        for k, v in zip(node.keys, node.values, strict=True):
+            if isinstance(k, ast.Constant) and isinstance(k.value, (str, int)):
+                _sites_in(v, f"{key}[{k.value!r}]", out)
+    # anything else (names, calls, comprehensions) derives from other definitions: not a site
+
+
+def find_size_sites(tree: ast.Module) -> dict[str, SizeSite]:
+    """The integer sites of module-level assignments `NAME = ...` (or annotated, or `A, B = x, y`),
+    in source order; a name assigned several times keeps its last assignment."""
+    found: dict[str, SizeSite] = {}
     for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            target, value = stmt.targets[0], stmt.value
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1:
+            # `height = width = 128`: one literal, one site named after every target
+            if all(isinstance(t, ast.Name) for t in stmt.targets):
+                for t in stmt.targets:
+                    for k in [k for k in found if k == t.id or k.startswith(t.id + "[")]:
+                        del found[k]
+                _sites_in(stmt.value, "=".join(t.id for t in stmt.targets), found)
+            continue
+        if isinstance(stmt, ast.Assign):
+            pairs = [(t, stmt.value) for t in stmt.targets]
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            target, value = stmt.target, stmt.value
+            pairs = [(stmt.target, stmt.value)]
         else:
             continue
-        pairs: list[tuple[ast.expr, ast.expr]] = [(target, value)]
-        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and \
-                len(target.elts) == len(value.elts):
-            pairs = list(zip(target.elts, value.elts, strict=True))  # B, T, D = 8, 64, 128
-        for t, v in pairs:
-            if not isinstance(t, ast.Name):
+        for target, value in pairs:
+            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and \
+                    len(target.elts) == len(value.elts):
+                pairs += list(zip(target.elts, value.elts, strict=True))
                 continue
-            if not (isinstance(v, ast.Constant) and type(v.value) is int):
-                found.pop(t.id, None)
+            if not isinstance(target, ast.Name):
                 continue
-            if v.lineno != v.end_lineno:
-                continue
-            found.pop(t.id, None)  # keep source order of the last assignment
-            found[t.id] = (v.value, (v.lineno, v.col_offset, v.end_col_offset))
+            for k in [k for k in found if k == target.id or k.startswith(target.id + "[")]:
+                del found[k]  # keep source order of the last assignment
+            _sites_in(value, target.id, found)
     return found
 
 
@@ -220,6 +288,17 @@ def _load_source(path: str, source: str, fmt: ModelFormat) -> ModelSpec:
     sys.modules[mod_name] = module  # dataclasses/pickle look modules up here
     try:
         exec(code, module.__dict__)
+    except ModuleNotFoundError as exc:
+        sys.modules.pop(mod_name, None)
+        line = user_line(exc, abspath) or 1
+        top = (exc.name or "").split(".")[0]
+        if not top:
+            raise ModelFileError(f"{path}:{line}: executing the file raised {exception_summary(exc)}") \
+                from exc
+        package = _PACKAGE_OF.get(top, top)
+        extra = " or pip install 'solar-opt[kernelbench]'" if package in _KERNELBENCH_EXTRA else ""
+        raise ModelFileError(f"{path}:{line}: the model file needs the Python package '{package}' (import "
+                             f"{top}), which is not installed: pip install {package}{extra}") from exc
     except Exception as exc:  # noqa: BLE001
         sys.modules.pop(mod_name, None)
         line = user_line(exc, abspath) or 1
@@ -241,7 +320,7 @@ def _load_source(path: str, source: str, fmt: ModelFormat) -> ModelSpec:
     for n in ("get_inputs", "get_init_inputs"):
         if hasattr(module, n) and not callable(getattr(module, n)):
             raise ModelFileError(f"{path}:1: '{n}' must be a function")
-    sizes = {name: value for name, (value, _) in _find_size_constants(tree).items()}
+    sizes = {key: site.value for key, site in find_size_sites(tree).items()}
     return ModelSpec(
         path=str(path),
         source=source,

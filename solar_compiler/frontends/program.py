@@ -40,6 +40,9 @@ class AtenNode:
     outputs: tuple[TensorMeta | None, ...]  # one per returned tensor; None when unused/non-tensor
     loc: str | None = None  # "<user file>:<line>"
     module_path: str | None = None  # e.g. "layers.0.conv"
+    # every tensor result, used or not (None for a non-tensor one): a template may need the shape or
+    # dtype of a result nothing reads (an LSTM whose output sequence is unused but whose c_n is)
+    all_outputs: tuple[TensorMeta | None, ...] = ()
 
 
 @dataclass

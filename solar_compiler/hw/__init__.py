@@ -14,7 +14,7 @@ See docs/hw-targets.md.
 from solar_compiler.hw.errors import HwTargetError
 from solar_compiler.hw.host import calibrate_host, host_cache_path
 from solar_compiler.hw.model import HOST, HOST_SOURCE, UNITS, Emulation, Figure, HwTarget, MemoryLevel
-from solar_compiler.hw.pricing import DTYPES, PRECISIONS, Priced
+from solar_compiler.hw.pricing import DTYPES, PRECISIONS, Priced, operand_bits
 from solar_compiler.hw.registry import available_targets, load_target, parse_hw_list
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "MemoryLevel",
     "Priced",
     "available_targets",
+    "operand_bits",
     "calibrate_host",
     "host_cache_path",
     "load_target",

@@ -61,6 +61,10 @@ LABEL = {
     "int32": "INT32",
 }
 _SECTION_LABEL = {"matrix": "tensor", "vector": "vector"}
+#: Bits of information in one element of each format: what an implementation that keeps operands in
+#: that format must move at least (TF32: sign, 8-bit exponent, 10-bit mantissa; its other 13 bits of
+#: a 32-bit word are zero once rounded, so a packed layout could move 19).
+FORMAT_BITS = {"fp64": 64, "fp32": 32, "tf32": 19, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int32": 32}
 #: Loop-IR dtypes (solar_compiler/text/loop.lark).
 DTYPES = tuple(EXACT)
 #: Precision policies for f32 contractions.
@@ -94,6 +98,19 @@ def price_matrix(t: HwTarget, dtype: str, precision: str = "auto") -> Priced:
         keys.append("vector.fp32")
     keys += [f"emulation.{name}" for name, e in t.emulation.items() if e.computes in EXACT[dtype]]
     return _pick(t, dtype, "contractions", keys)
+
+
+def operand_bits(dtype: str, precision: str = "auto") -> int:
+    """The fewest bits per operand element a contraction on ``dtype`` may move under ``precision``:
+    the narrowest format that meets its accuracy contract (the dtype's exact formats, and the policy's
+    reduced format for f32), whatever the target lists (an implementation may store operands in a
+    format and convert on chip). Emulations split an element into more bits, never fewer."""
+    if dtype not in EXACT or precision not in POLICY_FORMAT:
+        raise HwTargetError(f"unknown dtype {dtype!r} or precision policy {precision!r}")
+    formats = list(EXACT[dtype])
+    if dtype == "f32" and POLICY_FORMAT[precision] is not None:
+        formats.append(POLICY_FORMAT[precision])
+    return min((FORMAT_BITS[f] for f in formats), default=64)
 
 
 def price_vector(t: HwTarget, dtype: str) -> Priced:

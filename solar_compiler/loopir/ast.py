@@ -178,6 +178,21 @@ class Origin:
     module: str | None = None
 
 
+@dataclass(frozen=True)
+class Traced:
+    """What a statement's indirect accesses of `tensor` (its gathers, or its scatter when `write`)
+    touched when the frontend ran the program on its traced sample: `elements` distinct elements,
+    over a domain of `points` iterations with `accesses` such accesses. A value-dependent count
+    that holds for that sample only; analyses use it while the statement keeps that domain and
+    those accesses (a transform that narrows the domain makes it stale, and it is then ignored)."""
+
+    tensor: str
+    write: bool
+    elements: int
+    points: int
+    accesses: int
+
+
 @dataclass
 class Assign:
     """`target[indices] kind value`. An index that is an SExpr (a loaded or computed integer) makes
@@ -190,6 +205,7 @@ class Assign:
     loc: str | None = None
     pos: str | None = field(default=None, compare=False)  # where the text form wrote it
     origin: Origin | None = None
+    traced: tuple[Traced, ...] = field(default=(), compare=False)  # traced indirect footprints
 
     @property
     def indirect(self) -> bool:
@@ -445,7 +461,7 @@ def typecheck_assign(kernel: Kernel, a: Assign) -> Assign:
                 index_dtype(a.target, i.typed())
             except RuleError as err:
                 raise LoopIRError(str(err)) from None
-    return Assign(a.target, indices, a.kind, value, a.loc, a.pos, a.origin)
+    return Assign(a.target, indices, a.kind, value, a.loc, a.pos, a.origin, a.traced)
 
 
 def typecheck(kernel: Kernel) -> Kernel:

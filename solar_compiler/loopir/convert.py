@@ -26,6 +26,7 @@ from solar_compiler.dialects.loop import (
     UnaryOp,
     YieldOp,
     location_text,
+    traced_of,
     type_dtype,
 )
 from solar_compiler.loopir.affine import AffExpr
@@ -73,7 +74,7 @@ def _node_op(n: Node) -> Operation:
     dyn = {p: expr_ops(i, ops, memo=memo) for p, i in enumerate(n.indices) if isinstance(i, SExpr)}
     ops.append(YieldOp(v, [dyn[p] for p in sorted(dyn)]))
     idx = [i if isinstance(i, AffExpr) else AffExpr.lit(0) for i in n.indices]
-    return StmtOp(n.target, idx, n.kind, ops, n.loc, sorted(dyn), n.origin)
+    return StmtOp(n.target, idx, n.kind, ops, n.loc, sorted(dyn), n.origin, n.traced)
 
 
 def expr_ops(e: SExpr, ops: list[Operation], leaf: ExprLeaf | None = None,
@@ -151,7 +152,7 @@ def _op_node(o: Operation) -> Node:
         memo: dict[SSAValue, SExpr] = {}
         idx = tuple(value_expr(dyn[p], memo) if p in dyn else a.expr for p, a in enumerate(o.indices.data))
         return Assign(o.target.data, idx, o.kind.data, value_expr(y.value, memo), location_text(o.location),
-                      origin=o.origin.origin if o.origin is not None else None)
+                      origin=o.origin.origin if o.origin is not None else None, traced=traced_of(o.traced))
     raise LoopIRError(f"unexpected operation '{o.name}' in a kernel body")
 
 

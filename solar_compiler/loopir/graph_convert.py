@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, TensorOp, YieldOp
-from solar_compiler.dialects.loop import dtype_type, location_of, location_text
+from solar_compiler.dialects.loop import dtype_type, location_of, location_text, traced_of
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.affine_map import from_map, from_set, to_map, to_set
 from solar_compiler.loopir.ast import (
@@ -144,7 +144,7 @@ def _node(k: Kernel, g: NodeGroup, path: tuple[Scope, ...], number: Callable[[Sc
         guard_depths=gdepths, output_dynamic=dyn_pos, init=init, init_depth=init_depth,
         init_guard_scopes=init_guards[0], init_guard_depths=init_guards[1],
         origin=s.origin, init_origin=g.init.stmt.origin if g.init is not None else None,
-        location=_location(g))
+        location=_location(g), traced=s.traced)
 
 
 def _direct_reads(s: Assign) -> list[Read]:
@@ -285,7 +285,7 @@ def _main_assign(n: NodeOp, decls: dict[str, TensorOp]) -> Assign:
     idx = tuple(dyn[pos.index(p)] if p in pos else e for p, e in enumerate(exprs))
     locs = _locs(n.location)
     return Assign(n.output_name, idx, KIND_OF_REDUCE[n.reduce.data], value, locs[-1],
-                  origin=n.origin.origin if n.origin is not None else None)
+                  origin=n.origin.origin if n.origin is not None else None, traced=traced_of(n.traced))
 
 
 def _init_assign(n: NodeOp, main: Assign) -> Assign:

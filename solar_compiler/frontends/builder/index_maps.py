@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import Binary, Const, Index
+from solar_compiler.loopir.ast import Binary, Cast, Const, Index, IndexValue
 
 IndexMap = Callable[[tuple[Index, ...]], Sequence[Index]]
 Term = tuple[AffExpr, int, int]  # (expression >= 0, coefficient > 0, max value of the expression)
@@ -129,13 +129,47 @@ def reshape_map(old: Sequence[int], new: Sequence[int]) -> IndexMap:
 
 
 def indirect_reshape(idx: tuple[Index, ...], old: Sequence[int], new: Sequence[int]) -> list[Index]:
-    """A reshape that only adds or drops size-1 dims: the other indices pass through, loaded or not."""
+    """A reshape of a view with a loaded (indirect) index. When it only adds or drops size-1 dims,
+    the other indices pass through; otherwise the linear offset is computed as a loaded i64 value
+    (`sum idx[d] * stride[d]`) and split into the base dims with `//` and `%` (Swin's relative
+    position bias: a table gathered by an index, then reshaped to [heads, N, N])."""
     drop_old = [n for n in old if n != 1]
     drop_new = [(i, n) for i, n in zip(idx, new, strict=True) if n != 1]
-    if drop_old != [n for _, n in drop_new]:
-        raise ValueError("an indirect (gathered) index passes through a reshape that merges dimensions")
-    it = iter(i for i, _ in drop_new)
-    return [AffExpr.lit(0) if n == 1 else next(it) for n in old]
+    if drop_old == [n for _, n in drop_new]:
+        it = iter(i for i, _ in drop_new)
+        return [AffExpr.lit(0) if n == 1 else next(it) for n in old]
+    flat: Index = AffExpr.lit(0)
+    for e, st, n in zip(idx, [math.prod(new[d + 1:]) for d in range(len(new))], new, strict=True):
+        if n != 1:
+            flat = _iaddx(flat, imul(e, st))
+    out: list[Index] = []
+    for d, n in enumerate(old):
+        st = math.prod(old[d + 1:])
+        if n == 1:
+            out.append(AffExpr.lit(0))
+            continue
+        q = flat if st == 1 else _iop("floordiv", flat, st)
+        out.append(q if d == 0 else _iop("mod", q, n))
+    return out
+
+
+def _loaded(i: Index) -> Index:
+    """An index as an i64 scalar expression."""
+    if isinstance(i, AffExpr):
+        return IndexValue(i, "i64")
+    return i if i.dtype == "i64" else Cast(i, "i64")
+
+
+def _iaddx(a: Index, b: Index) -> Index:
+    if isinstance(a, AffExpr) and isinstance(b, AffExpr):
+        return a + b
+    return Binary("add", _loaded(a), _loaded(b), "i64")
+
+
+def _iop(fn: str, a: Index, k: int) -> Index:
+    if isinstance(a, AffExpr):
+        return a // k if fn == "floordiv" else a % k
+    return Binary(fn, _loaded(a), Const(int(k), "i64"), "i64")
 
 
 # ---- offsets on affine or loaded indices ------------------------------------------------------------------

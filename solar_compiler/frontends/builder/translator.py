@@ -82,11 +82,15 @@ class Translator:
         return self.declare(meta.name, meta.shape, dtype or meta.dtype)
 
     def out_meta(self, i: int = 0) -> TensorMeta:
+        """Shape, dtype and name of result `i`, whether or not anything uses it (`used`)."""
         assert self.node is not None
         outs = self.node.outputs
-        if i >= len(outs) or outs[i] is None:
-            raise self.error(f"output {i} of {self.node.op} is not available")
-        return outs[i]
+        if i < len(outs) and outs[i] is not None:
+            return outs[i]
+        every = self.node.all_outputs
+        if i < len(every) and every[i] is not None:
+            return every[i]
+        raise self.error(f"output {i} of {self.node.op} is not a tensor")
 
     def used(self, i: int) -> bool:
         assert self.node is not None

@@ -106,7 +106,8 @@ def _ask(session: Session, spec, name: str, options: FrontendOptions,
         kernel = parse(extract(response))
         check_signature(kernel, src.params)
         verify(kernel)
-        secs, nbytes = estimate(kernel)
+        cost = estimate(kernel)
+        secs, nbytes = cost.seconds, cost.kernel_bytes
         if secs > options.time_budget or nbytes > options.memory_budget_gb * 2**30:
             errors[id(kernel)] = None
             return kernel, 0.0
@@ -130,7 +131,8 @@ def _reduced(session: Session, spec, name: str, options: FrontendOptions, full: 
     if not any(v >= REDUCIBLE for v in sizes.values()):
         raise SolarError(f"{spec.path}:1: the LLM's kernel is too large to validate within budget and the "
                          "file has no module-level size constant to scale down")
-    secs, nbytes = estimate(full)
+    cost = estimate(full)
+    secs, nbytes = cost.seconds, cost.kernel_bytes
     factor = 2
     while factor <= 2**16:
         ov = {k: shrink(v, factor) for k, v in sizes.items()}

@@ -165,7 +165,8 @@ class TorchOpFiller:
                    else t for t in tr.tensors]
         partial = TorchTranslation(Kernel(tr.kernel_name, tensors, tr.body), tr.inputs, [], tr.random)
         kernel = partial.validation_kernel()
-        secs, nbytes = estimate(kernel)
+        cost = estimate(kernel)
+        secs, nbytes = cost.seconds, cost.kernel_bytes
         if secs > self.options.time_budget or nbytes > self.options.memory_budget_gb * 2**30:
             rng = np.random.default_rng(0)
             return {d.name: _random(rng, d) for d in decls}, "random inputs (the program is too large to run)"

@@ -1,11 +1,10 @@
 """The PyTorch frontend: capture (in a sandboxed child process), translate, validate, cache.
 
-Validation runs the loop IR on real data (the executor) and compares it with the model's own
-outputs, on the file's `get_inputs()` and on two fresh samples (one sample when the program is
-value-dependent: another sample may trace a different program), at full size or on a size-reduced
-instance, by the rules every frontend shares (`frontends/validation.py`). The sandboxed child, the
-model-file loader and the translation cache are shared too (`frontends/job.py`, `sandbox.py`,
-`model_file.py`, `cache.py`).
+Validation (`validation.py`) runs the loop IR on real data (the executor) and compares it with
+the model's own outputs: whole at full size, on a backward slice of sampled output elements at full
+size, or on a size-reduced instance checked to be the same program. The record says which. The
+sandboxed child, the model-file loader and the translation cache are shared with the other
+frontends (`frontends/job.py`, `sandbox.py`, `model_file.py`, `cache.py`).
 """
 
 from __future__ import annotations
@@ -15,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from solar_compiler.errors import SolarError
+from solar_compiler.executor.trace import IndirectTrace
 from solar_compiler.frontends import CaptureFailed, FrontendOptions, Translation, cache
 from solar_compiler.frontends.cache import fingerprint
 from solar_compiler.frontends.job import translate_cached
-from solar_compiler.frontends.validation import SAMPLE_SEEDS, as_array, validate_sized
 
-FRONTEND_VERSION = "1"
+FRONTEND_VERSION = "2"
 
 
 class TorchFrontend:
@@ -40,6 +39,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
 
     from .capture import CaptureError, capture
     from .translate import translate_program
+    from .validation import has_indirect, traced_records, validate
 
     t0 = time.perf_counter()
     try:
@@ -54,11 +54,12 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     tt = translate_program(prog, kernel_name=Path(path).stem, filler=filler)
     check_bounds(tt.kernel)
     t2 = time.perf_counter()
+    trace = IndirectTrace() if has_indirect(tt.kernel) else None
     if options.validate:
-        record = validate(spec, prog, tt, options, filler)
+        record = validate(spec, prog, tt, options, filler, trace)
     else:
-        record = {"validated": False, "reason": "validation disabled (validate=false)", "max_rel_err": None,
-                  "samples": 0, "sizes": None}
+        record = {"validated": False, "method": None, "reason": "validation disabled (validate=false)",
+                  "max_rel_err": None, "samples": 0, "sizes": None, "elements_checked": 0}
     t3 = time.perf_counter()
     record = {"frontend": f"torch-{prog.method}", **record, "mode": options.mode,
               "seconds": {"capture": round(t1 - t0, 3), "translate": round(t2 - t1, 3),
@@ -66,9 +67,20 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     if prog.fallback_reason:
         record["export_failed"] = prog.fallback_reason
     notes = list(tt.notes)
+    traced: list[dict[str, Any]] = []
+    if trace is not None:
+        if record.get("validated") and record.get("method") == "full":
+            traced = traced_records(tt.kernel, trace)
+        else:
+            why = "validation was disabled" if not options.validate else \
+                "validation did not run the whole program at full size" if record.get("validated") else \
+                "validation did not run"
+            notes.append(f"indirect accesses counted at their minimum over all index values: no traced "
+                         f"sample at full size ({why})")
     if filler is not None and filler.filled:
         record["translated_by"] = filler.attribution(tt.source_ops)
-    return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops)
+    return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops, tt.aliases,
+                       traced)
 
 
 def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
@@ -107,56 +119,6 @@ def _llm_allowance(options: FrontendOptions) -> float:
     """Extra sandbox seconds for LLM requests made inside the child (two ops' worth of attempts)."""
     llm = options.llm
     return 0.0 if llm is None or not llm.available else 2 * llm.attempts * llm.timeout
-
-
-# ---- validation -----------------------------------------------------------------------------------
-def validate(spec, prog, tt, options: FrontendOptions, filler=None) -> dict[str, Any]:
-    """Execute and compare at full size when the budget allows, else on a reduced instance (the
-    shared rules of `frontends/validation.py`): a reduced file is re-captured and re-translated (its
-    op fill-in continuing the full-size one's)."""
-    from .capture import CaptureError, capture
-    from .translate import translate_program
-
-    def build(spec_r):
-        try:
-            prog_r = capture(spec_r, mode=options.mode)
-        except CaptureError as e:
-            raise SolarError(str(e)) from None
-        tt_r = translate_program(prog_r, kernel_name=tt.kernel.name,
-                                 filler=op_filler(spec_r, prog_r, options, filler))
-        return tt_r.kernel, (prog_r, tt_r)
-
-    return validate_sized(spec, tt.kernel, (prog, tt), options, build,
-                          lambda s, built: run_samples(s, *built, options.mode))
-
-
-def run_samples(spec, prog, tt, mode: str) -> dict[str, Any]:
-    """Compare on get_inputs() and fresh samples; a mismatch fails the translation."""
-    from solar_compiler.executor import compare, execute
-
-    from .capture import fresh_inputs, run_reference
-
-    kernel = tt.validation_kernel()
-    dtypes = {t.name: t.dtype for t in kernel.tensors}
-    seeds: list[int | None] = [None] if prog.value_dependent else [None, *SAMPLE_SEEDS]
-    worst = 0.0
-    for seed in seeds:
-        inputs = None if seed is None else fresh_inputs(spec, seed)
-        ins, ws, outs, rnd = run_reference(spec, mode, inputs=inputs, seed=0, program=prog)
-        feed = {tt.inputs[n]: a for n, a in {**ins, **ws}.items()}
-        feed.update({tt.random[n]: a for n, a in rnd.items()})
-        feed = {k: as_array(a, kernel.tensor(k)) for k, a in feed.items()}
-        got = execute(kernel, feed)
-        ref = {k: outs[n] for k, n in zip(tt.outputs, prog.outputs, strict=True)}
-        cmp = compare(ref, got, dtypes)
-        what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
-        if not cmp.ok:  # the captured program is not the source program (or a template is wrong)
-            raise CaptureFailed(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
-        worst = max(worst, cmp.max_rel_err)
-    record: dict[str, Any] = {"validated": True, "max_rel_err": worst, "samples": len(seeds)}
-    if prog.value_dependent:
-        record["reason"] = "value-dependent program: validated on the traced sample only"
-    return record
 
 
 # ---- cache ---------------------------------------------------------------------------------------

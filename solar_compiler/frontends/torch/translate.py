@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from solar_compiler.frontends.builder.translator import NoTemplate, Translator
+from solar_compiler.frontends.builder.translator import NoTemplate, TranslateError, Translator, _loc_of
 from solar_compiler.frontends.builder.values import Val
 from solar_compiler.frontends.program import AtenNode, CapturedProgram, TensorRef, sanitize
-from solar_compiler.loopir.ast import Kernel
+from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.ast import Kernel, Node, Read, TensorDecl
 from solar_compiler.loopir.rewrite import writes_as_inputs
 
 from .masks import affine_masks
@@ -41,11 +42,20 @@ class TorchTranslation:
     # the ATen op each run of statements comes from, in program order:
     # {"op": "aten.softmax.int", "loc": "m.py:12", "first": 3, "count": 5}
     source_ops: list[dict] = field(default_factory=list)
+    # outputs that alias an input, a weight or another output (`Alias.record`); their copies and
+    # tensors exist only in the validation kernel
+    aliases: list[dict] = field(default_factory=list)
+    alias_tensors: list[TensorDecl] = field(default_factory=list)
+    alias_nodes: list[Node] = field(default_factory=list)
 
     def validation_kernel(self) -> Kernel:
         """The kernel with every random draw replaced by an input tensor of the same name, to be
-        fed with the values torch drew (the drawing statements compute different values)."""
-        return writes_as_inputs(self.kernel, set(self.random.values()))
+        fed with the values torch drew (the drawing statements compute different values), and the
+        copies that check the alias outputs appended."""
+        k = self.kernel
+        if self.alias_nodes:
+            k = Kernel(k.name, [*k.tensors, *self.alias_tensors], [*k.body, *self.alias_nodes])
+        return writes_as_inputs(k, set(self.random.values()))
 
 
 # ---- the translation driver ---------------------------------------------------------------------
@@ -86,10 +96,12 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
                 raise tr.error(f"template produced no value for output '{meta.name}'")
     tr.node = None
     first = tr.n_statements
-    outputs = tr.bind_program_outputs(program)
+    check = _ValidationOnly()
+    outputs, aliases = _bind_outputs(tr, program, check)
     _record_group(tr, "output copy", first)
     kernel = Kernel(sanitize(kernel_name), tr.tensors, tr.body)
-    return TorchTranslation(kernel, tr.inputs, outputs, tr.random, tr.notes, tr.source_ops)
+    return TorchTranslation(kernel, tr.inputs, outputs, tr.random, tr.notes, tr.source_ops,
+                            [a.record() for a in aliases], check.tensors, check.nodes)
 
 
 def _template_for(tr: Translator, node: AtenNode) -> Template:
@@ -113,6 +125,98 @@ def _bind_masks(tr: Translator, program: CapturedProgram) -> None:
         mask = replace(m, weight=tr.inputs[m.weight])
         tr.env[m.weight] = Val(mask.shape, mask.dtype, mask.read)
         tr.notes.append(mask.note())
+
+
+@dataclass
+class _ValidationOnly:
+    """Tensors and statements that only the validation kernel has (the alias outputs' copies)."""
+
+    tensors: list[TensorDecl] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+
+    def copy(self, tr: Translator, v: Val, hint: str) -> str:
+        """An output tensor holding `v`, written by a copy the priced kernel does not contain."""
+        nbody, ntensors, nstmts = len(tr.body), len(tr.tensors), tr.n_statements
+        decl = tr.materialize(v, hint, role="output")
+        self.nodes.extend(tr.body[nbody:])
+        self.tensors.extend(tr.tensors[ntensors:])
+        del tr.body[nbody:], tr.tensors[ntensors:]
+        tr.n_statements = nstmts
+        return decl.name
+
+
+def _bind_outputs(tr: Translator, program: CapturedProgram, check: _ValidationOnly) \
+        -> tuple[list[str], list[Alias]]:
+    """The kernel tensor of every program output, and the outputs that alias another tensor.
+
+    A computed value becomes an output tensor in place. An output that only views (reshapes,
+    transposes, slices, or returns as is) an input, a weight or another output is an alias: eager
+    PyTorch runs no kernel for it, so the priced kernel has no statement for it; the copy that
+    checks its values goes to the validation kernel only (`TorchTranslation.validation_kernel`). An
+    output returned twice is the same tensor both times. Anything else (a view of an intermediate,
+    a generator, a random draw) is materialised by a copy."""
+    roles = {t.name: t.role for t in tr.tensors}
+    bound: dict[int, str] = {}
+    aliases: list[Alias] = []
+    taken: set[str] = set()
+    drawn = set(tr.random.values())
+    vals: list[Val] = []
+    for name in program.outputs:
+        v = tr.env.get(name)
+        if v is None:
+            raise TranslateError(f"{program.source}: graph output '{name}' is never computed")
+        vals.append(v)
+    for pos, v in enumerate(vals):  # computed values first: an alias may view any of them
+        if v.stored is not None and roles.get(v.stored) == "local" and v.stored not in drawn \
+                and v.stored not in taken:
+            tr.set_role(v.stored, "output")
+            taken.add(v.stored)
+            bound[pos] = v.stored
+    for pos, (name, v) in enumerate(zip(program.outputs, vals, strict=True)):
+        if pos in bound:
+            continue
+        tr.loc = _loc_of(program, name) or f"{program.source}:1"
+        src = _view_source(v)
+        if src is not None and src in taken and v.stored == src:  # returned twice
+            bound[pos] = src
+            aliases.append(Alias(pos, name, src, "output", "returned again"))
+            continue
+        role = "output" if src in taken else roles.get(src or "")
+        if src is not None and role in ("input", "weight", "output") and src not in drawn:
+            bound[pos] = check.copy(tr, v, f"{name}_alias")
+            aliases.append(Alias(pos, name, src, role, "a view"))
+            continue
+        # a view of an intermediate, a generator, or a random draw: copy it
+        decl = tr.materialize(v, f"{name}_out" if v.stored else name, role="output")
+        taken.add(decl.name)
+        bound[pos] = decl.name
+    return [bound[i] for i in range(len(vals))], aliases
+
+
+@dataclass(frozen=True)
+class Alias:
+    """Program output `position` (`name`) holds the elements of kernel tensor `of` (an input, a
+    weight or another output: `role`), as `how` says; it costs nothing."""
+
+    position: int
+    name: str
+    of: str
+    role: str
+    how: str
+
+    def record(self) -> dict:
+        return {"position": self.position, "output": self.name, "of": self.of, "role": self.role,
+                "how": self.how}
+
+
+def _view_source(v: Val) -> str | None:
+    """The tensor `v` views when each of its elements is one element of a kernel tensor (an affine
+    index map: reshape, permute, slice, expand, identity), else None."""
+    idx = tuple(AffExpr.var(f"_alias{d}") for d in range(v.ndim))
+    e = v.read(idx)
+    if isinstance(e, Read) and not e.indirect and e.dtype == v.dtype:
+        return e.tensor
+    return None
 
 
 def _describe(node: AtenNode) -> str:

@@ -43,7 +43,7 @@ from .entry import capture
 from .graph import torch_dtype
 from .inputs import fresh_inputs, input_names
 from .ops import KEEP_UNDECOMPOSED
-from .reference import run_reference
+from .reference import run_reference, run_reference_f64
 
 __all__ = [
     "AtenNode",
@@ -56,6 +56,7 @@ __all__ = [
     "fresh_inputs",
     "input_names",
     "run_reference",
+    "run_reference_f64",
     "sanitize",
     "torch_dtype",
 ]

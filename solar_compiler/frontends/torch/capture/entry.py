@@ -10,7 +10,10 @@ from solar_compiler.frontends.program import CapturedProgram, CaptureError
 from .dispatch import capture_dispatch
 from .export import capture_export
 from .graph import NeedsFallback, SymbolicShape, UserFile
+from .shapes import register as register_fast_shapes
 from .util import forward_error, load_spec
+
+register_fast_shapes()
 
 
 def capture(

@@ -22,6 +22,7 @@ from solar_compiler.frontends.program import AtenNode, CapturedProgram, Namer, T
 from .graph import NeedsFallback, SymbolicShape, UserFile, convert_args, finish, has_bool_index, tensor_meta
 from .inputs import input_names
 from .ops import IDENTITY_OPS, packet, tables
+from .shapes import no_autograd_decomp
 from .util import build_model, quiet, real_value, resolve_attr
 
 
@@ -36,7 +37,7 @@ def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> Ca
         lambda mod, args, out: changes.extend(_state_changes(snaps.pop(), _state_snapshot(mod)))
     )
     ctx = fake_mode if fake_mode is not None else contextlib.nullcontext()
-    with ctx, torch.no_grad(), quiet():
+    with ctx, torch.no_grad(), quiet(), no_autograd_decomp():
         try:
             ep = torch.export.export(model, tuple(sample), strict=False)
         finally:
@@ -119,6 +120,7 @@ def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> Ca
             continue
         val = n.meta.get("val")
         outs: list[TensorMeta | None] = []
+        every: list[TensorMeta | None] = []
         if isinstance(val, torch.Tensor):
             name = namer.fresh(n.name)
             node_name[n] = name
@@ -132,6 +134,8 @@ def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> Ca
                     outs.append(tensor_meta(name, v))
                 else:
                     outs.append(None)
+                every.append(outs[-1] if outs[-1] is not None or not isinstance(v, torch.Tensor)
+                             else tensor_meta(namer.fresh(f"{n.name}_out{i}"), v))
         elif val is None:
             outs = []
         else:
@@ -148,6 +152,7 @@ def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> Ca
             outputs=tuple(outs),
             loc=user.stack_trace_loc(n.meta.get("stack_trace")),
             module_path=module_path,
+            all_outputs=tuple(every) if every else tuple(outs),
         )
         if packet(n.target) in ("index", "index_put", "_index_put_impl"):
             if has_bool_index(n.args, lambda a: a.meta.get("val")):

@@ -179,6 +179,8 @@ def finish(prog: CapturedProgram, bool_index: set[int]) -> CapturedProgram:
     for node in kept:
         consumed |= set(tensor_refs(node.args)) | set(tensor_refs(node.kwargs))
     for node in kept:
+        if not node.all_outputs:
+            node.all_outputs = node.outputs
         node.outputs = tuple(o if o is not None and o.name in consumed else None for o in node.outputs)
     prog.nodes = kept
     prog.weights = [w for w in prog.weights if w.name in consumed]

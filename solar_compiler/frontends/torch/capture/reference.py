@@ -152,3 +152,42 @@ def eager_forward(path: str, mode: str = "eval", seed: int = 0) -> list[tuple[tu
         out = model(*sample)
     flat, _ = torch.utils._pytree.tree_flatten(out)
     return [(tuple(t.shape), str(t.dtype).replace("torch.", "")) for t in flat if isinstance(t, torch.Tensor)]
+
+
+def run_reference_f64(spec: ModelSpec, mode: str, inputs: dict[str, np.ndarray],
+                      program: CapturedProgram, perturb: float = 0.0) -> dict[str, np.ndarray] | None:
+    """The program's outputs evaluated in float64: the model (weights from ``torch.manual_seed(0)``,
+    as `run_reference(seed=0)`) converted by ``.double()`` and run on the float inputs widened to
+    float64; with `perturb`, every float input, parameter and buffer multiplied by
+    ``1 + perturb * N(0, 1)`` first (a probe of how much the program amplifies rounding-sized
+    changes). None when that is not the same computation in higher precision: random draws inside
+    forward (they would differ), or an output that does not come out as float64 (the model fixes a
+    dtype itself), or any failure."""
+    if program.random_tensors:
+        return None
+    try:
+        with quiet():
+            torch.manual_seed(0)
+            model, sample = build_model(spec, mode, None)
+            model = model.double()
+            names = [m.name for m in program.inputs]
+            positions = [i for i, v in enumerate(sample) if isinstance(v, torch.Tensor)]
+            if len(positions) != len(names):
+                return None
+            for pos, name in zip(positions, names, strict=True):
+                t = torch.from_numpy(np.ascontiguousarray(inputs[name]))
+                sample[pos] = t.double() if t.is_floating_point() else t.to(sample[pos].dtype)
+            if perturb:
+                gen = torch.Generator().manual_seed(1)
+                with torch.no_grad():
+                    for t in [*model.parameters(), *model.buffers(), *sample]:
+                        if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
+                            t.mul_(1 + perturb * torch.randn(t.shape, generator=gen, dtype=torch.float64))
+            with torch.no_grad():
+                out = model(*sample)
+    except Exception:  # noqa: BLE001 - no float64 evaluation: the caller keeps its verdict
+        return None
+    flat = [o for o in torch.utils._pytree.tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+    if len(flat) != len(program.outputs) or any(o.dtype != torch.float64 for o in flat):
+        return None
+    return {name: o.numpy() for name, o in zip(program.outputs, flat, strict=True)}

@@ -39,17 +39,100 @@ def load_spec(path: str | Path | ModelSpec, size_overrides: dict[str, int] | Non
 
 
 def build_model(spec: ModelSpec, mode: str, fake_mode):
-    """(model, sample list) built inside ``fake_mode`` (or for real when it is None)."""
-    ctx = fake_mode if fake_mode is not None else contextlib.nullcontext()
-    with ctx:
-        model = spec.build_model()
-        sample = spec.sample_inputs()
+    """(model, sample list) built inside ``fake_mode`` (or for real when it is None).
+
+    A constructor that fake tensors cannot run (`.item()` or another value read, `self.to(dtype)`,
+    `.half()`, `.bfloat16()`, whose parameter swap fake tensors refuse) is run for real, when its
+    parameters and buffers stay below `REAL_RUN_LIMIT_BYTES`, and its tensors are then turned into
+    fake tensors of ``fake_mode``. Device moves (`.to("cuda")`, `.cuda()`) in `__init__` or
+    `get_inputs()` stay on the CPU when no such device is present: the program is the same."""
+    with _device_moves_kept():
+        if fake_mode is None:
+            model = spec.build_model()
+        else:
+            model = _fake_model(spec, fake_mode)
+        with fake_mode if fake_mode is not None else contextlib.nullcontext():
+            sample = spec.sample_inputs()
     if not isinstance(model, torch.nn.Module):
         raise ModelFileError(f"{spec.path}:1: Model(...) is not a torch.nn.Module")
     if mode == "eval":
         model.eval()
     tensor_attrs_to_buffers(model)
     return model, sample
+
+
+def _fake_model(spec: ModelSpec, fake_mode):
+    try:
+        with fake_mode:
+            return spec.build_model()
+    except ModelFileError as e:
+        fake_error = e
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        try:
+            model = spec.build_model()
+        except ModelFileError:
+            raise fake_error from None
+    if not isinstance(model, torch.nn.Module):
+        return model
+    size = nbytes(model.parameters()) + nbytes(model.buffers())
+    if size > REAL_RUN_LIMIT_BYTES:
+        raise CaptureError(f"{spec.path}: Model.__init__ needs real tensors ({fake_error}) but its "
+                           f"parameters take {size / 2**30:.1f} GB; capture a size-reduced instance")
+    tensor_attrs_to_buffers(model)
+    fakes: dict[int, torch.Tensor] = {}  # tied tensors stay tied
+
+    def fake(t: torch.Tensor) -> torch.Tensor:
+        if id(t) not in fakes:
+            f = fake_mode.from_tensor(t.detach())
+            fakes[id(t)] = torch.nn.Parameter(f, requires_grad=t.requires_grad) \
+                if isinstance(t, torch.nn.Parameter) else f
+        return fakes[id(t)]
+
+    for mod in model.modules():
+        for k, p in list(mod._parameters.items()):
+            if p is not None:
+                mod._parameters[k] = fake(p)
+        for k, b in list(mod._buffers.items()):
+            if b is not None:
+                mod._buffers[k] = fake(b)
+    return model
+
+
+@contextlib.contextmanager
+def _device_moves_kept() -> Iterator[None]:
+    """`Module.to/cuda` and `Tensor.to/cuda` ignore a device this machine lacks (module doc of
+    `build_model`); nothing changes when CUDA is available."""
+    if torch.cuda.is_available():
+        yield
+        return
+
+    def strip(args, kwargs):
+        def absent(d) -> bool:
+            return isinstance(d, (str, torch.device)) and torch.device(d).type not in ("cpu", "meta")
+        args = tuple(a for a in args if not absent(a))
+        if absent(kwargs.get("device")):
+            kwargs = {k: v for k, v in kwargs.items() if k != "device"}
+        return args, kwargs
+
+    saved = (torch.nn.Module.to, torch.nn.Module.cuda, torch.Tensor.to, torch.Tensor.cuda)
+    m_to, _, t_to, _ = saved
+
+    def module_to(self, *args, **kwargs):
+        args, kwargs = strip(args, kwargs)
+        return m_to(self, *args, **kwargs) if args or kwargs else self
+
+    def tensor_to(self, *args, **kwargs):
+        args, kwargs = strip(args, kwargs)
+        return t_to(self, *args, **kwargs) if args or kwargs else self
+
+    torch.nn.Module.to, torch.Tensor.to = module_to, tensor_to
+    torch.nn.Module.cuda = lambda self, *a, **k: self
+    torch.Tensor.cuda = lambda self, *a, **k: self
+    try:
+        yield
+    finally:
+        torch.nn.Module.to, torch.nn.Module.cuda, torch.Tensor.to, torch.Tensor.cuda = saved
 
 
 def tensor_attrs_to_buffers(model: torch.nn.Module) -> None:

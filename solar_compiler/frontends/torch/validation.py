@@ -1,0 +1,411 @@
+"""Validation of a translation: execute the loop IR and compare with the model's own outputs.
+
+Three methods, tried in this order (docs/torch-frontend.md, "Validation"):
+
+1. **full**: the loop IR executed whole at full size, on `get_inputs()` and fresh samples, when the
+   expected time fits `time_budget` and every kernel tensor fits `memory_budget_gb`;
+2. **sampled**: the framework runs at full size (natively) when its own memory and time fit the
+   budgets, and the loop IR computes only a random sample of output elements (a few hundred per
+   output, plus corners and edges) by executing their backward slice (`analysis.slicing`),
+   compared element by element;
+3. **reduced**: the module-level size definitions are scaled down (`ModelSpec.with_sizes`), the
+   reduced file is re-captured, re-translated and validated (full or sampled), and the full-size
+   kernel must be the same program with only sizes changed (`same_program`).
+
+When none applies the record says `validated: false` with the reason in one line; the program is
+still bounded. A mismatch is never a "could not validate": it fails the translation.
+
+Tolerances grow with the reduction length feeding each output
+(`executor.compare.summation_tolerances`), the forward error bound of floating-point summation
+derived in docs/torch-frontend.md.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from solar_compiler.errors import SolarError
+from solar_compiler.frontends import CaptureFailed, FrontendOptions
+from solar_compiler.frontends.validation import (
+    MATRIX_RATE,
+    REDUCIBLE,
+    SAMPLE_SEEDS,
+    STATEMENT_SECONDS,
+    VECTOR_RATE,
+    Cost,
+    as_array,
+    candidates,
+    estimate,
+    is_contraction,
+    shrink,
+)
+
+SAMPLE_POINTS = 256     # random output elements per output in sampled validation (plus corners, edges)
+
+
+# ---- the three methods ----------------------------------------------------------------------------
+def validate(spec, prog, tt, options: FrontendOptions, filler=None, trace=None) -> dict[str, Any]:
+    """Full, sampled or reduced validation (module doc); the record says which, how many output
+    elements were compared per sample, and at which sizes. `filler` is the LLM's per-op fill-in of
+    the full-size translation, continued by the reduced instance's (frontend.op_filler). `trace` (an
+    `IndirectTrace`) records what the indirect accesses touch on get_inputs(), by full validation
+    only (the other methods do not execute the whole program at its own sizes)."""
+    record, why = _at_size(spec, prog, tt, options, trace)
+    if record is not None:
+        return record
+    reduced = reduce_instance(spec, prog, tt, options, filler)
+    if isinstance(reduced, str):
+        return {"validated": False, "method": None, "max_rel_err": None, "samples": 0, "sizes": None,
+                "elements_checked": 0, "reason": f"{why}; {reduced}"}
+    overrides, spec_r, prog_r, tt_r, rec = reduced
+    sizes = ", ".join(f"{k}={v} (of {spec.size_constants[k]})" for k, v in overrides.items())
+    return {**rec, "method": "reduced", "reduced_method": rec["method"], "sizes": f"reduced: {sizes}",
+            "full_size_same_program": True}
+
+
+def _at_size(spec, prog, tt, options: FrontendOptions, trace=None) -> tuple[dict[str, Any] | None, str]:
+    """(record, "") of full or sampled validation at the program's own sizes, or (None, why not)."""
+    budget_b = options.memory_budget_gb * 2**30
+    cost = estimate(tt.validation_kernel())
+    n = _samples_within(cost.seconds, options.time_budget, prog)
+    if n and cost.kernel_bytes <= budget_b:
+        return {**run_samples(spec, prog, tt, options.mode, n, trace), "method": "full", "sizes": "full"}, ""
+    why = f"whole execution {cost.describe()}"
+    if cost.framework_bytes > budget_b:
+        return None, f"{why}; the framework needs {cost.framework_bytes / 2**30:.2f} GB at full size"
+    if cost.framework_seconds > options.time_budget:
+        return None, f"{why}; the framework alone is estimated {cost.framework_seconds:.1f} s at full size"
+    got = run_sampled(spec, prog, tt, options, cost)
+    if isinstance(got, str):
+        return None, f"{why}; {got}"
+    return {**got, "method": "sampled", "sizes": "full"}, ""
+
+
+def _samples_within(seconds: float, budget: float, prog) -> int:
+    """How many samples (3, else 1) fit the budget; 0 when not even one does."""
+    if prog.value_dependent:
+        return 1 if seconds <= budget else 0
+    return 1 + len(SAMPLE_SEEDS) if seconds * (1 + len(SAMPLE_SEEDS)) <= budget else \
+        1 if seconds <= budget else 0
+
+
+def _feed(tt, kernel, ins, ws, rnd):
+    feed = {tt.inputs[n]: a for n, a in {**ins, **ws}.items()}
+    feed.update({tt.random[n]: a for n, a in rnd.items()})
+    return {k: as_array(a, kernel.tensor(k)) for k, a in feed.items()}
+
+
+def _seeds(prog, n: int) -> list[int | None]:
+    return [None, *SAMPLE_SEEDS][:n]
+
+
+def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace=None) -> dict[str, Any]:
+    """Execute the whole kernel and compare on get_inputs() and fresh samples (n in all); a mismatch
+    fails the translation. `trace` records the get_inputs() sample's indirect footprints, keyed by
+    the statements of `tt.kernel`."""
+    from solar_compiler.executor import compare, execute
+    from solar_compiler.executor.compare import summation_tolerances
+
+    from .capture import fresh_inputs, run_reference
+
+    kernel = tt.validation_kernel()
+    dtypes = {t.name: t.dtype for t in kernel.tensors}
+    tols = summation_tolerances(kernel)
+    seeds = _seeds(prog, n)
+    worst = 0.0
+    f64: dict[str, float] = {}
+    for seed in seeds:
+        inputs = None if seed is None else fresh_inputs(spec, seed)
+        ins, ws, outs, rnd = run_reference(spec, mode, inputs=inputs, seed=0, program=prog)
+        feed = _feed(tt, kernel, ins, ws, rnd)
+        traced = None if seed is not None or trace is None else _KernelTrace(trace, kernel, tt.kernel)
+        got = execute(kernel, feed, trace=traced)
+        ref = {k: outs[name] for k, name in zip(tt.outputs, prog.outputs, strict=True)}
+        cmp = compare(ref, got, dtypes, tolerances=tols)
+        verdict = cmp if cmp.ok else \
+            _against_f64(spec, prog, tt, kernel, mode, ins, feed, ref, None, None, f64)
+        _check(spec, seed, verdict or cmp)
+        worst = max(worst, cmp.max_rel_err)
+    checked = sum(math.prod(t.shape) for t in kernel.by_role("output"))
+    return _record(prog, worst, len(seeds), checked, f64)
+
+
+def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[str, Any] | str:
+    """Sampled validation (module doc), or why it does not fit the budgets."""
+    from solar_compiler.analysis.slicing import SliceTooCostly
+    from solar_compiler.executor import compare, execute
+    from solar_compiler.executor.compare import summation_tolerances
+
+    from .capture import fresh_inputs, run_reference
+
+    kernel = tt.validation_kernel()
+    try:  # computing the slice may take at most a quarter of the budget (CPU seconds)
+        samples, sl, secs, nbytes = plan_sampled(kernel, cost, time.process_time() + options.time_budget / 4)
+    except SliceTooCostly as e:
+        return f"sampled: {e} ({options.time_budget / 4:.0f} s)"
+    n = _samples_within(secs, options.time_budget, prog)
+    if not n or nbytes > options.memory_budget_gb * 2**30:
+        count = sum(len(v) for v in samples.values())
+        return (f"sampled: the framework at full size plus the slice of {count} sampled elements "
+                f"estimated {secs:.1f} s, {nbytes / 2**30:.2f} GB per sample")
+    dtypes = {t.name: t.dtype for t in kernel.tensors}
+    tols = summation_tolerances(kernel)
+    worst = 0.0
+    f64: dict[str, float] = {}
+    seeds = _seeds(prog, n)
+    for seed in seeds:
+        inputs = None if seed is None else fresh_inputs(spec, seed)
+        ins, ws, outs, rnd = run_reference(spec, options.mode, inputs=inputs, seed=0, program=prog)
+        ref = {k: np.asarray(outs[name])[tuple(samples[k].T)]
+               for k, name in zip(tt.outputs, prog.outputs, strict=True)}
+        del outs
+        feed = _feed(tt, kernel, ins, ws, rnd)
+        got = execute(kernel, feed, pieces=sl.pieces)
+        got = {k: got[k][tuple(samples[k].T)] for k in ref}
+        cmp = compare(ref, got, dtypes, tolerances=tols, positions=samples)
+        verdict = cmp if cmp.ok else \
+            _against_f64(spec, prog, tt, kernel, options.mode, ins, feed, ref, sl.pieces, samples, f64)
+        _check(spec, seed, verdict or cmp)
+        worst = max(worst, cmp.max_rel_err)
+    return _record(prog, worst, len(seeds), sum(len(v) for v in samples.values()), f64)
+
+
+def plan_sampled(kernel, cost: Cost, deadline: float | None = None):
+    """(sampled output elements, their backward slice, expected seconds and bytes of one sample)."""
+    from solar_compiler.analysis.slicing import backward_slice, sample_points
+
+    rng = np.random.default_rng(0)
+    samples = {t.name: sample_points(t.shape, SAMPLE_POINTS, rng) for t in kernel.by_role("output")}
+    sl = backward_slice(kernel, samples, deadline=deadline)
+    secs = cost.framework_seconds + _slice_seconds(kernel, sl)
+    nbytes = cost.framework_bytes + sum(t.nbytes for t in kernel.tensors
+                                        if t.name in sl.tensors and t.role not in ("input", "weight"))
+    return samples, sl, secs, nbytes
+
+
+def _slice_seconds(kernel, sl) -> float:
+    from solar_compiler.loopir.ast import statements
+
+    secs = 0.0
+    for ctx in statements(kernel):
+        if ctx.index in sl.pieces:
+            rate = MATRIX_RATE if is_contraction(ctx.stmt) else VECTOR_RATE
+            scans = {f.iv for f in ctx.loops if f.sequential}
+            runs = sum(math.prod(hi - lo + 1 for v, lo, hi in p.box if v in scans)
+                       for p in sl.pieces[ctx.index])
+            secs += sl.points[ctx.index] / rate + STATEMENT_SECONDS * runs
+    return secs
+
+
+F64_PROBE = 16 * 2.0**-53   # relative size of the perturbation probing rounding amplification
+F64_SLACK = 10.0            # times the probe's output change the float64 results may differ by
+
+
+def _against_f64(spec, prog, tt, kernel, mode, ins, feed, ref, pieces, positions, f64):
+    """A second opinion when the comparison with the framework failed: the framework (`.double()`,
+    `run_reference_f64`) and the loop IR (every f32 tensor and value widened to f64) both run in
+    float64, on the same inputs, and are compared. A program that amplifies rounding (train-mode
+    batch norms over few elements, deep chains) can put two correct float32 evaluations far apart
+    (and far from the exact result); in float64 the same amplification acts on a 2^29 times smaller
+    unit roundoff, while a wrong translation stays wrong. How much this program amplifies
+    rounding-sized changes is measured, not guessed: the float64 framework run is repeated with
+    every input, weight and buffer perturbed by F64_PROBE (relative, a few float64 ulps), and its
+    outputs' relative change `p` sets the tolerance: the f64 summation tolerance plus
+    F64_SLACK * p. Returns the comparison (float64 loop IR against float64 framework), or None
+    when no float64 evaluation exists. `f64` collects, per output, p and the float64 distance."""
+    from solar_compiler.executor import compare, execute
+    from solar_compiler.executor.compare import summation_tolerances
+
+    from .capture import run_reference_f64
+
+    full = run_reference_f64(spec, mode, ins, prog)
+    probe = run_reference_f64(spec, mode, ins, prog, perturb=F64_PROBE) if full is not None else None
+    if full is None or probe is None:
+        return None
+    wide = _widen_kernel(kernel)
+    wfeed = {k: as_array(a, wide.tensor(k)) for k, a in feed.items()}
+    got = execute(wide, wfeed, pieces=pieces)
+    wdtypes = {t.name: t.dtype for t in wide.tensors}
+    tols = summation_tolerances(wide)
+    ref64, got64 = {}, {}
+    for k, name in zip(tt.outputs, prog.outputs, strict=True):
+        pick = (lambda a: a) if positions is None else (lambda a, k=k: a[tuple(positions[k].T)])  # noqa: E731
+        ref64[k], got64[k] = pick(full[name]), pick(got[k])
+        if k in tols:
+            p = compare({k: ref64[k]}, {k: pick(probe[name])}, wdtypes, tolerances={k: math.inf}).max_rel_err
+            tols[k] += F64_SLACK * p
+            f64[f"{k}:probe"] = max(f64.get(f"{k}:probe", 0.0), p)
+    cmp = compare(ref64, got64, wdtypes, tolerances=tols, positions=positions)
+    for k in tols:
+        e = compare({k: ref64[k]}, {k: got64[k]}, wdtypes, tolerances={k: math.inf}).max_rel_err
+        f64[f"{k}:loop_ir_vs_framework_f64"] = max(f64.get(f"{k}:loop_ir_vs_framework_f64", 0.0), e)
+    return cmp
+
+
+def _widen_kernel(kernel):
+    """The kernel with every f32 tensor, constant, cast and operation made f64."""
+    from dataclasses import fields, replace
+
+    from solar_compiler.loopir.ast import Assign, For, If, Kernel, SExpr, TensorDecl
+
+    def expr(e):
+        if not isinstance(e, SExpr):
+            return e
+        changes = {}
+        for f in fields(e):
+            v = getattr(e, f.name)
+            if f.name == "dtype" and v == "f32":
+                changes["dtype"] = "f64"
+            elif isinstance(v, SExpr):
+                changes[f.name] = expr(v)
+            elif isinstance(v, tuple) and any(isinstance(x, SExpr) for x in v):
+                changes[f.name] = tuple(expr(x) for x in v)
+        return replace(e, **changes) if changes else e
+
+    def node(n):
+        if isinstance(n, Assign):
+            return replace(n, value=expr(n.value), indices=tuple(expr(i) for i in n.indices))
+        if isinstance(n, (For, If)):
+            return replace(n, body=[node(c) for c in n.body])
+        return n
+
+    tensors = [TensorDecl(t.name, t.shape, "f64" if t.dtype == "f32" else t.dtype, t.role)
+               for t in kernel.tensors]
+    return Kernel(kernel.name, tensors, [node(n) for n in kernel.body])
+
+
+def _check(spec, seed, cmp) -> None:
+    """A mismatch: the captured program is not the source program, or a template is wrong."""
+    if not cmp.ok:
+        what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
+        raise CaptureFailed(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
+
+
+def _record(prog, worst: float, samples: int, checked: int, f64: dict[str, float] | None = None) \
+        -> dict[str, Any]:
+    record: dict[str, Any] = {"validated": True, "max_rel_err": worst, "samples": samples,
+                              "elements_checked": checked}
+    if f64:  # compared in float64 too (`_against_f64`): the distances, per output
+        record["float64_check"] = {k: float(v) for k, v in sorted(f64.items())}
+    if prog.value_dependent:
+        record["reason"] = "value-dependent program: validated on the traced sample only"
+    return record
+
+
+class _KernelTrace:
+    """An `IndirectTrace` for the validation kernel that files its records under the statements of the
+    translated kernel (the validation kernel shares their objects, minus random draws, plus the
+    alias copies, which have no counterpart)."""
+
+    def __init__(self, trace, vkernel, kernel):
+        from solar_compiler.loopir.ast import statements
+
+        pos = {id(c.stmt): c.index for c in statements(kernel)}
+        self.trace = trace
+        self.to_kernel = {c.index: pos.get(id(c.stmt)) for c in statements(vkernel)}
+
+    def bind(self, stmt_index: int, shapes):
+        from solar_compiler.executor.trace import IndirectTrace
+
+        j = self.to_kernel.get(stmt_index)
+        return (self.trace if j is not None else IndirectTrace()).bind(j if j is not None else -1, shapes)
+
+
+def has_indirect(kernel) -> bool:
+    from solar_compiler.loopir.ast import statements, stmt_reads
+
+    return any(c.stmt.indirect or any(r.indirect for r in stmt_reads(c.stmt)) for c in statements(kernel))
+
+
+def traced_records(kernel, trace) -> list[dict[str, Any]]:
+    """The trace as `Translation.traced` records: per statement and tensor, the distinct elements its
+    indirect accesses touched, its domain's points and how many such accesses it has."""
+    from solar_compiler.analysis.polyhedral import iteration_count
+    from solar_compiler.loopir.ast import statements, stmt_reads
+
+    ctxs = statements(kernel)
+    out = []
+    for (i, tensor, write), n in sorted(trace.counts().items()):
+        s = ctxs[i].stmt
+        accesses = 1 if write else sum(r.indirect and r.tensor == tensor for r in stmt_reads(s))
+        out.append({"stmt": i, "tensor": tensor, "write": write, "elements": n,
+                    "points": iteration_count(ctxs[i]), "accesses": accesses})
+    return out
+
+
+# ---- reduced instances ----------------------------------------------------------------------------
+def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
+    """(overrides, spec, program, translation, record) of the mildest reduction that validates within
+    the budgets and is the same program as the full-size one, or a string saying why there is none.
+    When scaling every size together does not build (a size tied to a literal inside the model), the
+    sizes that can be scaled alone are found and scaled together."""
+    sizes = {k: v for k, v in spec.size_constants.items() if v >= REDUCIBLE}
+    if not sizes:
+        return "the file has no module-level size definition to scale down"
+    why, tried = "no reduction of its size definitions fits the budget", 0
+    seen: list[dict[str, int]] = []
+    for keys in _key_sets(spec, tt, options, sizes, filler):
+        for _, ov in candidates({k: sizes[k] for k in keys}):
+            if not ov or ov in seen:
+                continue
+            seen.append(ov)
+            tried += 1
+            got = _try(spec, tt, ov, options, filler)
+            if isinstance(got, str):
+                why = got
+                if "does not build" in got or "different program" in got:
+                    break  # scaling further only moves further from the full-size program
+                continue
+            return (ov, *got)
+    return why
+
+
+def _key_sets(spec, tt, options, sizes: dict[str, int], filler):
+    """All sizes first; then, when that fails at the mildest factor, the sizes that build alone."""
+    yield list(sizes)
+    if len(sizes) == 1:
+        return
+    alone = []
+    for k in sizes:
+        ov = {k: shrink(sizes[k], 4)}
+        if ov[k] != sizes[k] and not isinstance(_build(spec, tt, ov, options, filler), str):
+            alone.append(k)
+    if alone and len(alone) < len(sizes):
+        yield alone
+
+
+def _build(spec, tt, ov: dict[str, int], options: FrontendOptions, filler=None):
+    """(spec, program, translation) of the reduced instance, or why it is not usable."""
+    from solar_compiler.frontends.model_file import ModelFileError
+    from solar_compiler.loopir.same_program import same_program
+
+    from .capture import CaptureError, capture
+    from .frontend import op_filler
+    from .translate import translate_program
+
+    try:
+        spec_r = spec.with_sizes(ov)
+        prog_r = capture(spec_r, mode=options.mode)
+        tt_r = translate_program(prog_r, kernel_name=tt.kernel.name,
+                                 filler=op_filler(spec_r, prog_r, options, filler))
+    except (ModelFileError, CaptureError, SolarError) as e:
+        return f"the reduced instance {ov} does not build ({' '.join(str(e).split())[:160]})"
+    diff = same_program(tt.kernel, tt_r.kernel)
+    if diff is not None:
+        return f"the reduced instance {ov} is a different program ({diff})"
+    return spec_r, prog_r, tt_r
+
+
+def _try(spec, tt, ov: dict[str, int], options: FrontendOptions, filler=None):
+    got = _build(spec, tt, ov, options, filler)
+    if isinstance(got, str):
+        return got
+    spec_r, prog_r, tt_r = got
+    record, why = _at_size(spec_r, prog_r, tt_r, options)
+    if record is None:
+        return f"the reduced instance {ov}: {why}"
+    return spec_r, prog_r, tt_r, record
