@@ -234,25 +234,28 @@ def test_settle_decides_comparisons_of_loop_counters():
 
 
 def test_a_big_program_is_captured_abstractly_and_validated_on_a_reduced_instance(tmp_path):
-    """8192x8192 @ 8192x4096: 0.62 GB of tensors, about 140 s to validate. The whole command under a
-    0.5 GB memory limit: the capture traces abstract values (nothing at full size), the size
-    constants of `M, K, N = ...` are scaled down to fit the budget, the reduced kernel is the same
-    program, and the report prices the full sizes (2*M*K*N matrix FLOPs)."""
+    """8192x8192 @ 8192x4096: 0.5 GB of tensors, about 80 s to validate (`validation.estimate`). The
+    whole command under a 0.5 GB memory limit and a 2 s validation budget: the capture traces
+    abstract values (nothing at full size), the size constants of `M, K, N = ...` are scaled down to
+    fit the budget (by 4: 2048 x 2048 @ 2048 x 1024, estimated 1.7 s), the reduced kernel is the
+    same program, and the report prices the full sizes (2*M*K*N matrix FLOPs). (The default 20 s
+    budget picks 4096 x 4096 @ 4096 x 2048, whose validation does not fit 0.5 GB.)"""
     path = tmp_path / "big.py"
     path.write_text("import jax\n\nM, K, N = 8192, 8192, 4096\n\n\ndef model(a, b):\n"
                     "    return jax.nn.relu(a @ b)\n\n\ndef get_inputs():\n"
                     "    ka, kb = jax.random.split(jax.random.key(0))\n"
                     "    return [jax.random.normal(ka, (M, K)), jax.random.normal(kb, (K, N))]\n")
     out = tmp_path / "r.json"
-    r = subprocess.run([SOLAR_OPT, str(path), "--translate", "--frontend-options", "memory-gb=0.5",
-                        "--lift-einsum", "--roofline=fused", "--format=json", "-o", str(out)],
+    r = subprocess.run([SOLAR_OPT, str(path), "--translate",
+                        "--frontend-options", "memory-gb=0.5 time-budget=2", "--lift-einsum",
+                        "--roofline=fused", "--format=json", "-o", str(out)],
                        capture_output=True, text=True, timeout=600,
                        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
     assert r.returncode == 0, r.stderr
     report = json.loads(out.read_text())
     v = report["validation"]
     assert (v["validated"], v["sizes"], v["full_size_same_program"]) == \
-        (True, "reduced: M=1024, K=1024, N=512", True)
+        (True, "reduced: M=2048 (of 8192), K=2048 (of 8192), N=1024 (of 4096)", True)
     assert report["totals"]["flops_matrix"] == 2 * 8192 * 8192 * 4096
 
 
