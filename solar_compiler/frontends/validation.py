@@ -181,6 +181,28 @@ def reduce_instance(spec: ModelSpec, kernel: Kernel, options: FrontendOptions, b
     return why
 
 
+def has_indirect(kernel) -> bool:
+    from solar_compiler.loopir.ast import statements, stmt_reads
+
+    return any(c.stmt.indirect or any(r.indirect for r in stmt_reads(c.stmt)) for c in statements(kernel))
+
+
+def traced_records(kernel, trace) -> list[dict[str, Any]]:
+    """The trace as `Translation.traced` records: per statement and tensor, the distinct elements its
+    indirect accesses touched, its domain's points and how many such accesses it has."""
+    from solar_compiler.analysis.polyhedral import iteration_count
+    from solar_compiler.loopir.ast import statements, stmt_reads
+
+    ctxs = statements(kernel)
+    out = []
+    for (i, tensor, write), n in sorted(trace.counts().items()):
+        s = ctxs[i].stmt
+        accesses = 1 if write else sum(r.indirect and r.tensor == tensor for r in stmt_reads(s))
+        out.append({"stmt": i, "tensor": tensor, "write": write, "elements": n,
+                    "points": iteration_count(ctxs[i]), "accesses": accesses})
+    return out
+
+
 def as_array(a: Any, decl: TensorDecl):
     """A reference array in the executor's dtype; a constant captured as shape (1,) for a 0-d tensor
     (same single element) takes the declared shape."""

@@ -18,10 +18,17 @@ import jax  # noqa: E402
 
 from solar_compiler.analysis.polyhedral import check_bounds
 from solar_compiler.errors import SolarError
+from solar_compiler.executor.trace import IndirectTrace
 from solar_compiler.frontends import FrontendOptions, Translation
 from solar_compiler.frontends.model_file import JAX_FORMAT, ModelFileError, ModelSpec, load_model_file
 from solar_compiler.frontends.program import CaptureError
-from solar_compiler.frontends.validation import SAMPLE_SEEDS, as_array, validate_sized
+from solar_compiler.frontends.validation import (
+    SAMPLE_SEEDS,
+    as_array,
+    has_indirect,
+    traced_records,
+    validate_sized,
+)
 
 from .capture import JaxModel, capture, load_model
 from .reference import feed, file_inputs, fresh_inputs, real_params, reference
@@ -44,9 +51,12 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     tt = translate_program(prog, kernel_name=Path(path).stem)
     check_bounds(tt.kernel)
     t2 = time.perf_counter()
+    # what the indirect accesses touch on get_inputs(), recorded by a full-size validation only
+    trace = IndirectTrace() if has_indirect(tt.kernel) else None
+    full = (model, prog, tt)
     if options.validate:
-        record = validate_sized(spec, tt.kernel, (model, prog, tt), options, lambda s: build(s, options, tt),
-                                lambda s, built: run_samples(*built))
+        record = validate_sized(spec, tt.kernel, full, options, lambda s: build(s, options, tt),
+                                lambda s, built: run_samples(*built, trace if built is full else None))
     else:
         record = {"validated": False, "method": None, "reason": "validation disabled (validate=false)",
                   "max_rel_err": None, "samples": 0, "sizes": None, "elements_checked": 0}
@@ -54,7 +64,15 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     record = {"frontend": "jax-jaxpr", **record, "mode": options.mode,
               "seconds": {"capture": round(t1 - t0, 3), "translate": round(t2 - t1, 3),
                           "validate": round(t3 - t2, 3)}}
-    return Translation([tt.kernel], record, [], list(tt.notes), tt.source_ops)
+    notes = list(tt.notes)
+    traced: list[dict[str, Any]] = []
+    if trace is not None:
+        if record.get("validated") and record.get("method") == "full":
+            traced = traced_records(tt.kernel, trace)
+        else:
+            notes.append("indirect accesses counted at their minimum over all index values: no traced "
+                         "sample at full size")
+    return Translation([tt.kernel], record, [], notes, tt.source_ops, traced=traced)
 
 
 def build_capture(spec: ModelSpec, mode: str):
@@ -72,9 +90,11 @@ def build(spec: ModelSpec, options: FrontendOptions, full: JaxTranslation):
     return tt.kernel, (model, prog, tt)
 
 
-def run_samples(model: JaxModel, prog, tt: JaxTranslation) -> dict[str, Any]:
+def run_samples(model: JaxModel, prog, tt: JaxTranslation, trace: IndirectTrace | None = None) \
+        -> dict[str, Any]:
     """Compare on get_inputs() and fresh samples, each output within its dtype's tolerance grown with
-    the reduction length feeding it (`summation_tolerances`); a mismatch fails the translation."""
+    the reduction length feeding it (`summation_tolerances`); a mismatch fails the translation.
+    `trace` records the get_inputs() sample's indirect footprints."""
     import math
 
     from solar_compiler.executor import compare, execute
@@ -92,7 +112,7 @@ def run_samples(model: JaxModel, prog, tt: JaxTranslation) -> dict[str, Any]:
         outs = run_reference(params, inputs)
         values = feed(prog, params, inputs)
         got = execute(kernel, {tt.inputs[n]: as_array(a, kernel.tensor(tt.inputs[n]))
-                               for n, a in values.items()})
+                               for n, a in values.items()}, trace=trace if seed is None else None)
         ref = dict(zip(tt.outputs, outs, strict=True))
         cmp = compare(ref, got, dtypes, tolerances=tols)
         what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"

@@ -36,10 +36,11 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     """Capture, translate and validate `path`; every failure is a one-line SolarError."""
     from solar_compiler.analysis.polyhedral import check_bounds
     from solar_compiler.frontends.model_file import ModelFileError, load_model_file
+    from solar_compiler.frontends.validation import has_indirect, traced_records
 
     from .capture import CaptureError, capture
     from .translate import translate_program
-    from .validation import has_indirect, traced_records, validate
+    from .validation import validate
 
     t0 = time.perf_counter()
     try:
