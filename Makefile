@@ -12,7 +12,7 @@ $(BIN)/python:
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,llm]'
+	$(BIN)/python -m pip install -q -e '.[dev,llm,jax]'
 	touch $@
 
 # Test-only extras: Ray (the --ray backend test) and playwright driving Debian's chromium (the

@@ -21,8 +21,8 @@ import torch
 
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends import FrontendOptions
+from solar_compiler.frontends.model_file import load_model_file
 from solar_compiler.frontends.torch.frontend import translate_job
-from solar_compiler.frontends.torch.model_file import load_model_file
 
 ROOT = Path(__file__).resolve().parent.parent
 BIG = "examples/torch/big_elementwise_6gb.py"

@@ -100,7 +100,7 @@ def test_memory_limit_message_follows_the_cause_chain():
     """The capture wraps a failed allocation (`raise CaptureError(...) from exc`) and translate_job
     re-raises it as a SolarError; the sandboxed job reports the limit, with the line when named."""
     from solar_compiler.errors import SolarError
-    from solar_compiler.frontends.torch.sandbox import memory_limit_message
+    from solar_compiler.frontends.sandbox import memory_limit_message
 
     def wrapped(msg: str, cause: BaseException) -> SolarError:
         try:

@@ -253,6 +253,7 @@ def torch_files(tmp_path_factory):
     `solar-opt --translate` looks them up, in a private cache directory."""
     pytest.importorskip("torch")
     from solar_compiler.frontends import FrontendOptions
+    from solar_compiler.frontends.cache import cache_store
     from solar_compiler.frontends.torch import frontend as fe
 
     tmp = tmp_path_factory.mktemp("validity")
@@ -269,7 +270,7 @@ def torch_files(tmp_path_factory):
     try:
         opts = FrontendOptions()
         for p in paths.values():
-            fe.cache_store(fe.cache_key(p, opts), fe.translate_job(p, opts))
+            cache_store(fe.cache_key(p, opts), fe.translate_job(p, opts))
         yield paths
     finally:
         os.chdir(old_cwd)
@@ -315,8 +316,8 @@ def test_alias_outputs_are_still_validated(torch_files):
     import torch
 
     from solar_compiler.executor import execute
+    from solar_compiler.frontends.model_file import load_model_file
     from solar_compiler.frontends.torch.capture import capture
-    from solar_compiler.frontends.torch.model_file import load_model_file
     from solar_compiler.frontends.torch.translate import translate_program
 
     spec = load_model_file(torch_files["aliases"])

@@ -18,6 +18,7 @@ from solar_compiler.analysis.costs import kernel_costs  # noqa: E402
 from solar_compiler.analysis.narrowing import narrow  # noqa: E402
 from solar_compiler.driver import main  # noqa: E402
 from solar_compiler.frontends import FrontendOptions, Translation  # noqa: E402
+from solar_compiler.frontends.cache import cache_store  # noqa: E402
 from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[Translation, dict]]:
         for name in NAMES:
             path, opts = f"examples/torch/{name}", FrontendOptions()
             tr = fe.translate_job(path, opts)
-            fe.cache_store(fe.cache_key(path, opts), tr)
+            cache_store(fe.cache_key(path, opts), tr)
             target = out / f"{name}.json"
             rc = main([path, "--translate", "--lift-einsum", "--roofline=all", "--hw", "H100_SXM",
                        "--format=json", "-o", str(target)])

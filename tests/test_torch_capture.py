@@ -13,6 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from solar_compiler.frontends.model_file import ModelFileError, load_model_file  # noqa: E402
+from solar_compiler.frontends.sandbox import SandboxError, run_in_child  # noqa: E402
 from solar_compiler.frontends.torch.capture import (  # noqa: E402
     CapturedProgram,
     TensorRef,
@@ -21,8 +23,7 @@ from solar_compiler.frontends.torch.capture import (  # noqa: E402
     run_reference,
     torch_dtype,
 )
-from solar_compiler.frontends.torch.model_file import ModelFileError, load_model_file  # noqa: E402
-from solar_compiler.frontends.torch.sandbox import SandboxError, eager_forward, run_in_child  # noqa: E402
+from solar_compiler.frontends.torch.capture.reference import eager_forward  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples" / "torch"
@@ -374,7 +375,7 @@ def test_load_errors_name_file_and_line(tmp_path):
 def test_importing_the_frontend_does_not_import_torch():
     code = (
         "import sys, solar_compiler, solar_compiler.frontends.torch, "
-        "solar_compiler.frontends.torch.model_file, solar_compiler.frontends.torch.sandbox\n"
+        "solar_compiler.frontends.model_file, solar_compiler.frontends.sandbox\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

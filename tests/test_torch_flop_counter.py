@@ -24,8 +24,9 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from solar_compiler.driver import main  # noqa: E402
 from solar_compiler.frontends import FrontendOptions  # noqa: E402
+from solar_compiler.frontends.cache import cache_store  # noqa: E402
+from solar_compiler.frontends.model_file import load_model_file  # noqa: E402
 from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
-from solar_compiler.frontends.torch.model_file import load_model_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 # toggling oneDNN warns about Intel-GPU TF32 on every call
@@ -90,7 +91,7 @@ def reports(tmp_path_factory) -> dict[str, dict]:
         mp.chdir(ROOT)
         for name in CASES:
             path, opts = f"examples/torch/{name}", FrontendOptions()
-            fe.cache_store(fe.cache_key(path, opts), fe.translate_job(path, opts))
+            cache_store(fe.cache_key(path, opts), fe.translate_job(path, opts))
             target = out / f"{name}.json"
             rc = main([path, "--translate", "--lift-einsum", "--roofline=all", "--hw", "H100_SXM",
                        "--format=json", "-o", str(target)])

@@ -14,11 +14,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from solar_compiler.driver import main  # noqa: E402
+from solar_compiler.frontends.model_file import load_model_file  # noqa: E402
 from solar_compiler.frontends.torch.capture import capture  # noqa: E402
-from solar_compiler.frontends.torch.frontend import run_samples  # noqa: E402
 from solar_compiler.frontends.torch.masks import recognise  # noqa: E402
-from solar_compiler.frontends.torch.model_file import load_model_file  # noqa: E402
 from solar_compiler.frontends.torch.translate import translate_program  # noqa: E402
+from solar_compiler.frontends.torch.validation import run_samples  # noqa: E402
 from solar_compiler.loopir.ast import reads, statements  # noqa: E402
 from solar_compiler.text.printer import print_kernel  # noqa: E402
 

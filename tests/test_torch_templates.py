@@ -14,10 +14,11 @@ import pytest
 
 pytest.importorskip("torch")
 
+from solar_compiler.frontends.builder.registry import TemplateRegistry  # noqa: E402
+from solar_compiler.frontends.builder.translator import Translator  # noqa: E402
+from solar_compiler.frontends.builder.values import Loop  # noqa: E402
+from solar_compiler.frontends.program import CapturedProgram  # noqa: E402
 from solar_compiler.frontends.torch import registry  # noqa: E402
-from solar_compiler.frontends.torch.builder.translator import Translator  # noqa: E402
-from solar_compiler.frontends.torch.builder.values import Loop  # noqa: E402
-from solar_compiler.frontends.torch.capture.program import CapturedProgram  # noqa: E402
 from solar_compiler.loopir.affine import AffExpr  # noqa: E402
 from solar_compiler.loopir.ast import Const, For  # noqa: E402
 
@@ -118,7 +119,7 @@ def imported_alone() -> dict[str, dict]:
     code = ("import importlib, json, sys; importlib.import_module(sys.argv[1]); "
             "from solar_compiler.frontends.torch import registry; "
             "print(json.dumps({'loaded': sorted(m for m in sys.modules if '.torch.templates.' in m), "
-            "'ops': sorted(registry._TABLE)}))")
+            "'ops': registry.REGISTRY.registered()}))")
     procs = {m: subprocess.Popen([sys.executable, "-c", code, f"{registry.TEMPLATES_PACKAGE}.{m}"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for m in TEMPLATE_MODULES}
@@ -166,16 +167,21 @@ def test_a_template_module_imports_the_builder_and_registry_never_another_templa
         if level == 1:  # a sibling: another template module
             pytest.fail(f"{path.name}:{line} imports templates.{name}")
         if level == 2:
-            assert name.split(".")[0] in ("builder", "capture", "registry"), f"{path.name}:{line}: ..{name}"
+            assert name.split(".")[0] == "registry", f"{path.name}:{line}: ..{name}"
+        if level == 0 and name.startswith("solar_compiler.frontends"):
+            shared = ("solar_compiler.frontends.builder", "solar_compiler.frontends.program")
+            assert name.startswith(shared), f"{path.name}:{line}: {name}"
     assert _function_level_imports(path) == []
 
 
-def test_the_builder_imports_no_template_and_nothing_inside_functions():
-    for path in sorted((TORCH / "builder").glob("*.py")):
+def test_the_builder_imports_no_frontend_no_template_and_nothing_inside_functions():
+    """The builder (frontends/builder/) is shared by the framework frontends: it imports none of them."""
+    for path in sorted((TORCH.parent / "builder").glob("*.py")):
         for level, name, line in _imports(path):
-            assert not (level == 2 and name.split(".")[0] in ("templates", "registry", "translate")), \
-                f"{path.name}:{line}: ..{name}"
+            assert level < 2 or name == "program", f"{path.name}:{line}: ..{name}"
             assert "templates" not in name, f"{path.name}:{line}: {name}"
+            assert not name.startswith(("solar_compiler.frontends.torch", "solar_compiler.frontends.jax")), \
+                f"{path.name}:{line}: {name}"
         assert _function_level_imports(path) == [], path.name
 
 
@@ -188,21 +194,22 @@ def test_the_registry_has_a_template_for_every_op_of_the_old_dispatch():
     assert registry.lookup("aten.sort.default") is None
 
 
-def test_template_binds_its_parameters_and_refuses_a_second_template_for_an_op(monkeypatch):
-    monkeypatch.setattr(registry, "_TABLE", {})
+def test_template_binds_its_parameters_and_refuses_a_second_template_for_an_op():
+    reg = TemplateRegistry("no.such.package")
 
-    @registry.template("test.a.default", "test.b.default", k=2)
-    @registry.template("test.c.default", k=3)
+    @reg.template("test.a.default", "test.b.default", k=2)
+    @reg.template("test.c.default", k=3)
     def times(tr, node, k):
         return (tr, node, k)
 
     assert times(1, 2, k=5) == (1, 2, 5)  # the decorated function itself is unchanged
-    assert [registry._TABLE[op](1, 2) for op in ("test.a.default", "test.b.default", "test.c.default")] \
+    assert reg.registered() == ["test.a.default", "test.b.default", "test.c.default"]
+    assert [reg._table[op](1, 2) for op in ("test.a.default", "test.b.default", "test.c.default")] \
         == [(1, 2, 2), (1, 2, 2), (1, 2, 3)]
     with pytest.raises(RuntimeError, match="template for test.c.default defined twice"):
-        registry.template("test.c.default")(times)
+        reg.template("test.c.default")(times)
     with pytest.raises(ValueError):
-        registry.template()
+        reg.template()
 
 
 def test_loop_bounds_are_in_the_loop_ast_order():

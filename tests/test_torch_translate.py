@@ -13,11 +13,11 @@ torch = pytest.importorskip("torch")
 
 from solar_compiler.analysis.polyhedral import check_bounds, iteration_count  # noqa: E402
 from solar_compiler.errors import SolarError  # noqa: E402
-from solar_compiler.frontends.torch.builder.index_maps import reshape_map  # noqa: E402
+from solar_compiler.frontends.builder.index_maps import reshape_map  # noqa: E402
+from solar_compiler.frontends.model_file import load_model_file  # noqa: E402
 from solar_compiler.frontends.torch.capture import capture  # noqa: E402
-from solar_compiler.frontends.torch.frontend import run_samples  # noqa: E402
-from solar_compiler.frontends.torch.model_file import load_model_file  # noqa: E402
 from solar_compiler.frontends.torch.translate import translate_program  # noqa: E402
+from solar_compiler.frontends.torch.validation import run_samples  # noqa: E402
 from solar_compiler.loopir.affine import AffExpr  # noqa: E402
 from solar_compiler.loopir.ast import Assign, Read, reads, statements, typecheck  # noqa: E402
 from solar_compiler.loopir.same_program import same_program  # noqa: E402

@@ -20,11 +20,12 @@ from solar_compiler.errors import SolarError  # noqa: E402
 from solar_compiler.executor import execute  # noqa: E402
 from solar_compiler.executor.compare import summation_lengths, summation_tolerances  # noqa: E402
 from solar_compiler.frontends import FrontendOptions  # noqa: E402
+from solar_compiler.frontends import validation as shared_validation  # noqa: E402
+from solar_compiler.frontends.model_file import find_size_sites, load_model_file  # noqa: E402
 from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
 from solar_compiler.frontends.torch import translate as translate_mod  # noqa: E402
 from solar_compiler.frontends.torch import validation  # noqa: E402
 from solar_compiler.frontends.torch.capture import capture  # noqa: E402
-from solar_compiler.frontends.torch.model_file import find_size_sites, load_model_file  # noqa: E402
 from solar_compiler.frontends.torch.validation import estimate, run_sampled  # noqa: E402
 from solar_compiler.loopir.ast import Assign, For, If, Kernel  # noqa: E402
 from solar_compiler.text.parser import parse_kernel  # noqa: E402
@@ -316,7 +317,8 @@ def test_sampled_validation_rejects_a_mutant_naming_an_output_element(tmp_path, 
 def test_sampled_is_chosen_when_whole_execution_exceeds_the_budget(tmp_path, monkeypatch):
     # the decision only: with the executor's per-statement overhead taken as nil, a budget between
     # the sampled estimate and whole execution's selects sampled
-    monkeypatch.setattr(validation, "STATEMENT_SECONDS", 0.0)
+    monkeypatch.setattr(validation, "STATEMENT_SECONDS", 0.0)  # the slice's estimate
+    monkeypatch.setattr(shared_validation, "STATEMENT_SECONDS", 0.0)  # whole execution's (`estimate`)
     p = write(tmp_path, "s.py", SAMPLED)
     spec = load_model_file(p)
     tt = translate_mod.translate_program(capture(spec))

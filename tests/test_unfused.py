@@ -75,6 +75,7 @@ def torch_files(tmp_path_factory):
     them up) in a temporary cache directory."""
     pytest.importorskip("torch")
     from solar_compiler.frontends import FrontendOptions
+    from solar_compiler.frontends.cache import cache_store
     from solar_compiler.frontends.torch import frontend as fe
 
     tmp = tmp_path_factory.mktemp("unfused")
@@ -91,7 +92,7 @@ def torch_files(tmp_path_factory):
     try:
         opts = FrontendOptions()
         for p in paths.values():
-            fe.cache_store(fe.cache_key(p, opts), fe.translate_job(p, opts))
+            cache_store(fe.cache_key(p, opts), fe.translate_job(p, opts))
         yield paths
     finally:
         os.chdir(old_cwd)

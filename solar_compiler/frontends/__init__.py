@@ -7,6 +7,7 @@ when a file needs it, so `solar-opt` on `.loop` input never imports torch.
 
 from __future__ import annotations
 
+import ast
 import importlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -70,14 +71,18 @@ class SourceFrontend(Protocol):
     def translate(self, path: str, options: FrontendOptions) -> Translation: ...
 
 
-# name -> "module:Class"; extension -> the deterministic frontend for it. A jax frontend adds lines here.
+# name -> "module:Class"; extension -> the deterministic frontend of its files by default.
 FRONTENDS: dict[str, str] = {
     "torch": "solar_compiler.frontends.torch.frontend:TorchFrontend",
+    "jax": "solar_compiler.frontends.jax.frontend:JaxFrontend",
     "llm": "solar_compiler.frontends.llm.frontend:LLMFrontend",
 }
 EXTENSIONS: dict[str, str] = {
     ".py": "torch",
 }
+# A source file's framework, by the top-level packages it imports: the frontend of the one framework
+# it imports; a file importing none (or that does not parse) gets its extension's default.
+IMPORTS: dict[str, str] = {"torch": "torch", "jax": "jax", "flax": "jax"}
 LLM_FRONTEND = "llm"   # the fallback of `auto`, and the frontend that needs `FrontendOptions.llm`
 
 
@@ -85,15 +90,37 @@ def frontend_names() -> list[str]:
     return ["auto", *sorted(FRONTENDS)]
 
 
+def source_frontend(path: str) -> str:
+    """The deterministic frontend for `path` under `auto`: by its imports (IMPORTS), else by its
+    extension."""
+    ext = Path(path).suffix
+    if ext not in EXTENSIONS:
+        known = ", ".join(sorted(EXTENSIONS))
+        raise SolarError(f"{path}:1: no frontend for '{ext or path}' files (known: {known})")
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return EXTENSIONS[ext]  # the frontend reports the unreadable file or the syntax error
+    found: dict[str, int] = {}
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        for n in names:
+            fe = IMPORTS.get(n.split(".")[0])
+            if fe is not None:
+                found.setdefault(fe, node.lineno)
+    if len(found) > 1:
+        which = " and ".join(f"{fe} (line {line})" for fe, line in sorted(found.items(), key=lambda x: x[1]))
+        raise SolarError(f"{path}:{min(found.values())}: imports {which}: choose the frontend with "
+                         f"frontend={'|'.join(sorted(found))}")
+    return next(iter(found), EXTENSIONS[ext])
+
+
 def get_frontend(name: str, path: str) -> SourceFrontend:
-    """The frontend called `name`; "auto" is the deterministic one registered for the file's
-    extension, falling back to the LLM frontend when it cannot capture the program."""
+    """The frontend called `name`; "auto" is the deterministic one of the file's framework
+    (`source_frontend`), falling back to the LLM frontend when it cannot capture the program."""
     if name == "auto":
-        ext = Path(path).suffix
-        if ext not in EXTENSIONS:
-            known = ", ".join(sorted(EXTENSIONS))
-            raise SolarError(f"{path}:1: no frontend for '{ext or path}' files (known: {known})")
-        return AutoFrontend(_load(EXTENSIONS[ext], path))
+        return AutoFrontend(_load(source_frontend(path), path))
     return _load(name, path)
 
 

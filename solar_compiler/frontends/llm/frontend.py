@@ -32,7 +32,7 @@ class LLMFrontend:
     extensions = (".py",)
 
     def translate(self, path: str, options: FrontendOptions) -> Translation:
-        from solar_compiler.frontends.torch.sandbox import SandboxError, run_in_child
+        from solar_compiler.frontends.sandbox import SandboxError, run_in_child
 
         cfg = options.llm or LLMConfig.resolve()
         cfg.require(f"{path}:1: {WHOLE} is to be translated by an LLM")
@@ -52,8 +52,8 @@ class LLMFrontend:
 
 def whole_program_job(path: str, options: FrontendOptions) -> Translation | SolarError | str:
     """`translate_whole`, its diagnostics returned as one line (a SolarError keeps its class)."""
+    from solar_compiler.frontends.model_file import ModelFileError
     from solar_compiler.frontends.torch.capture import CaptureError
-    from solar_compiler.frontends.torch.model_file import ModelFileError
 
     try:
         return translate_whole(path, options)
@@ -64,8 +64,8 @@ def whole_program_job(path: str, options: FrontendOptions) -> Translation | Sola
 
 
 def translate_whole(path: str, options: FrontendOptions) -> Translation:
+    from solar_compiler.frontends.model_file import load_model_file
     from solar_compiler.frontends.torch.capture import sanitize
-    from solar_compiler.frontends.torch.model_file import load_model_file
 
     assert options.llm is not None
     t0 = time.perf_counter()
@@ -91,7 +91,7 @@ def translate_whole(path: str, options: FrontendOptions) -> Translation:
 def _ask(session: Session, spec, name: str, options: FrontendOptions,
          key: str) -> tuple[Outcome, float | None]:
     """The LLM's kernel for `spec` and its largest relative error (None: too large to run)."""
-    from solar_compiler.frontends.torch.frontend import estimate
+    from solar_compiler.frontends.validation import estimate
 
     from .reference import describe, samples
 
@@ -106,7 +106,8 @@ def _ask(session: Session, spec, name: str, options: FrontendOptions,
         kernel = parse(extract(response))
         check_signature(kernel, src.params)
         verify(kernel)
-        secs, nbytes = estimate(kernel)
+        cost = estimate(kernel)
+        secs, nbytes = cost.seconds, cost.kernel_bytes
         if secs > options.time_budget or nbytes > options.memory_budget_gb * 2**30:
             errors[id(kernel)] = None
             return kernel, 0.0
@@ -123,14 +124,15 @@ def _ask(session: Session, spec, name: str, options: FrontendOptions,
 
 
 def _reduced(session: Session, spec, name: str, options: FrontendOptions, full: Kernel):
-    from solar_compiler.frontends.torch.frontend import REDUCIBLE, estimate, shrink
+    from solar_compiler.frontends.validation import REDUCIBLE, estimate, shrink
     from solar_compiler.loopir.same_program import same_program
 
     sizes = dict(spec.size_constants)
     if not any(v >= REDUCIBLE for v in sizes.values()):
         raise SolarError(f"{spec.path}:1: the LLM's kernel is too large to validate within budget and the "
                          "file has no module-level size constant to scale down")
-    secs, nbytes = estimate(full)
+    cost = estimate(full)
+    secs, nbytes = cost.seconds, cost.kernel_bytes
     factor = 2
     while factor <= 2**16:
         ov = {k: shrink(v, factor) for k, v in sizes.items()}

@@ -59,7 +59,7 @@ class TorchOpFiller:
 
     # ---- the OpFiller interface --------------------------------------------------------------------
     def fill(self, tr, node, why):
-        from solar_compiler.frontends.torch.builder.values import stored
+        from solar_compiler.frontends.builder.values import stored
 
         self.cfg.require(str(why))
         start = tr.n_statements  # the op's statements: materialised views, then the spliced kernel
@@ -157,15 +157,16 @@ class TorchOpFiller:
         """Values of `decls` on get_inputs(): the kernel so far, executed; random values when that
         would exceed the validation budget (the note says which)."""
         from solar_compiler.executor import execute
-        from solar_compiler.frontends.torch.frontend import as_array, estimate
         from solar_compiler.frontends.torch.translate import TorchTranslation
+        from solar_compiler.frontends.validation import as_array, estimate
 
         wanted = {d.name for d in decls}
         tensors = [TensorDecl(t.name, t.shape, t.dtype, "output") if t.name in wanted and t.role == "local"
                    else t for t in tr.tensors]
         partial = TorchTranslation(Kernel(tr.kernel_name, tensors, tr.body), tr.inputs, [], tr.random)
         kernel = partial.validation_kernel()
-        secs, nbytes = estimate(kernel)
+        cost = estimate(kernel)
+        secs, nbytes = cost.seconds, cost.kernel_bytes
         if secs > self.options.time_budget or nbytes > self.options.memory_budget_gb * 2**30:
             rng = np.random.default_rng(0)
             return {d.name: _random(rng, d) for d in decls}, "random inputs (the program is too large to run)"
@@ -188,7 +189,7 @@ class TorchOpFiller:
 
 # ---- helpers ------------------------------------------------------------------------------------------
 def _reserved() -> frozenset[str]:
-    from solar_compiler.frontends.torch.builder.translator import RESERVED
+    from solar_compiler.frontends.builder.translator import RESERVED
 
     return RESERVED
 

@@ -20,13 +20,13 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from solar_compiler.errors import SolarError
+from solar_compiler.frontends.model_file import ModelFileError, ModelSpec, load_model_file
+from solar_compiler.frontends.program import CapturedProgram, TensorMeta
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Cmp, Index, IndexValue, Read, Select, SExpr
 from solar_compiler.loopir.simplify import literal
 
-from .capture.program import CapturedProgram, TensorMeta
 from .capture.util import REAL_RUN_LIMIT_BYTES, build_model, nbytes, quiet, resolve_attr, to_numpy
-from .model_file import ModelFileError, ModelSpec, load_model_file
 
 SEEDS = (0, 1)  # construction seeds whose buffer values must agree (0: the one validation uses)
 

@@ -1,10 +1,10 @@
 """Captured ATen graph (`CapturedProgram`) -> one loop-IR `Kernel`.
 
 Every ATen node is translated by its template (`registry.lookup`, templates in `templates/`, built
-with `builder/`). Values live in an environment of `Val`s: a stored value reads its own kernel
-tensor; a view is an index map composed into its consumers' reads; constant fills and `arange` are
-generators with no tensor at all. A value that is a graph output is materialised into an `output`
-tensor (a copy when it is a view).
+with the shared `frontends/builder/`). Values live in an environment of `Val`s: a stored value reads
+its own kernel tensor; a view is an index map composed into its consumers' reads; constant fills and
+`arange` are generators with no tensor at all. A value that is a graph output is materialised into an
+`output` tensor (a copy when it is a view).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from solar_compiler.frontends.builder.translator import NoTemplate, TranslateError, Translator, _loc_of
+from solar_compiler.frontends.builder.values import Val
+from solar_compiler.frontends.program import AtenNode, CapturedProgram, TensorRef, sanitize
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Kernel, Node, Read, TensorDecl
 from solar_compiler.loopir.rewrite import writes_as_inputs
 
-from .builder.translator import NoTemplate, TranslateError, Translator
-from .builder.values import Val, stored
-from .capture.program import AtenNode, CapturedProgram, TensorMeta, TensorRef, sanitize
 from .masks import affine_masks
 from .registry import Template, lookup
 
@@ -65,9 +65,9 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
     a template goes to `filler` when one is given."""
     tr = Translator(program, kernel_name)
     for meta in program.inputs:
-        _bind_param(tr, meta, "input")
+        tr.bind_param(meta, "input")
     for meta in program.weights:
-        _bind_param(tr, meta, "weight")
+        tr.bind_param(meta, "weight")
     _bind_masks(tr, program)
     last_loc: str | None = None
     for node in program.nodes:
@@ -119,12 +119,6 @@ def _record_group(tr: Translator, op: str, first: int, module: str | None = None
     if tr.n_statements > first:
         tr.source_ops.append({"op": op, "loc": tr.loc, "first": first, "count": tr.n_statements - first,
                               "module": module})
-
-
-def _bind_param(tr: Translator, meta: TensorMeta, role: str) -> None:
-    decl = tr.declare(meta.name, meta.shape, meta.dtype, role)
-    tr.inputs[meta.name] = decl.name
-    tr.env[meta.name] = stored(decl)
 
 
 def _bind_masks(tr: Translator, program: CapturedProgram) -> None:
@@ -225,13 +219,6 @@ def _view_source(v: Val) -> str | None:
     e = v.read(idx)
     if isinstance(e, Read) and not e.indirect and e.dtype == v.dtype:
         return e.tensor
-    return None
-
-
-def _loc_of(program: CapturedProgram, name: str) -> str | None:
-    for node in program.nodes:
-        if any(m is not None and m.name == name for m in node.outputs):
-            return node.loc
     return None
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,80 +31,22 @@ import numpy as np
 from solar_compiler import progress
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends import CaptureFailed, FrontendOptions
+from solar_compiler.frontends.validation import (
+    MATRIX_RATE,
+    REDUCIBLE,
+    SAMPLE_SEEDS,
+    STATEMENT_SECONDS,
+    VECTOR_RATE,
+    Cost,
+    as_array,
+    candidates,
+    estimate,
+    is_contraction,
+    shrink,
+)
 
-SAMPLE_SEEDS = (1, 2)   # fresh samples besides get_inputs()
 SAMPLE_POINTS = 256     # random output elements per output in sampled validation (plus corners, edges)
-MIN_REDUCED = 8         # a reduced size stays at least this large
-REDUCIBLE = 16          # sizes below this (kernel sizes, strides, heads, layers) are kept
-# Rates of this host (2 shared cores), measured on the executor and torch eager: points per second
-# of a contraction statement (BLAS) and of any other statement, executor and framework together,
-# and elements per second of input generation, conversion and comparison. Conservative, so that
-# "fits the time budget" means the whole validation stays within about that budget.
-MATRIX_RATE = 5e9
-VECTOR_RATE = 5e7
-IO_RATE = 1e7
-STATEMENT_SECONDS = 2e-3  # executor overhead per statement run (per step of a scan loop around it)
 SLICE_MIN_SECONDS = 1.0  # CPU seconds the backward slice may always take
-FRAMEWORK_MATRIX_RATE = 1e10  # the framework alone at full size (sampled validation)
-FRAMEWORK_VECTOR_RATE = 1e8
-
-
-@dataclass(frozen=True)
-class Cost:
-    """What one validation sample of a kernel is expected to take."""
-
-    seconds: float           # framework + loop IR executed whole + comparison
-    kernel_bytes: int        # every kernel tensor (the executor allocates them all)
-    framework_bytes: int     # inputs, weights and the peak of live intermediates of an eager run
-    framework_seconds: float
-
-    def describe(self) -> str:
-        return f"estimated {self.seconds:.1f} s, {self.kernel_bytes / 2**30:.2f} GB per sample"
-
-
-def _is_contraction(stmt) -> bool:
-    from solar_compiler.loopir.ast import Binary, Read
-
-    v = stmt.value
-    return stmt.kind == "+=" and isinstance(v, Binary) and v.fn == "mul" and isinstance(v.a, Read) and \
-        isinstance(v.b, Read)
-
-
-def estimate(kernel) -> Cost:
-    from solar_compiler.analysis.polyhedral import iteration_count
-    from solar_compiler.executor.compare import loop_extents
-    from solar_compiler.loopir.ast import statements, stmt_reads
-
-    secs = fsecs = 0.0
-    ctxs = statements(kernel)
-    for ctx in ctxs:
-        n = iteration_count(ctx)
-        m = _is_contraction(ctx.stmt)
-        ext = loop_extents(ctx.loops)
-        runs = math.prod(ext[f.iv] for f in ctx.loops if f.sequential)
-        secs += n / (MATRIX_RATE if m else VECTOR_RATE) + STATEMENT_SECONDS * runs
-        fsecs += n / (FRAMEWORK_MATRIX_RATE if m else FRAMEWORK_VECTOR_RATE)
-    io = sum(math.prod(t.shape) for t in kernel.tensors if t.role in ("input", "output"))
-    secs += io / IO_RATE
-    fsecs += io / IO_RATE
-    # live range of every local/output: first to last statement touching it (eager frees after)
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-    for ctx in ctxs:
-        for name in [ctx.stmt.target, *(r.tensor for r in stmt_reads(ctx.stmt))]:
-            first.setdefault(name, ctx.index)
-            last[name] = ctx.index
-    fixed = sum(t.nbytes for t in kernel.tensors if t.role in ("input", "weight", "output"))
-    delta = [0] * (len(ctxs) + 1)
-    for t in kernel.tensors:
-        if t.role == "local" and t.name in first:
-            delta[first[t.name]] += t.nbytes
-            delta[last[t.name] + 1] -= t.nbytes
-    peak = live = 0
-    for d in delta:
-        live += d
-        peak = max(peak, live)
-    return Cost(secs, sum(t.nbytes for t in kernel.tensors), fixed + peak, fsecs)
 
 
 # ---- the three methods ----------------------------------------------------------------------------
@@ -264,7 +205,7 @@ def _slice_seconds(kernel, sl) -> float:
     secs = 0.0
     for ctx in statements(kernel):
         if ctx.index in sl.pieces:
-            rate = MATRIX_RATE if _is_contraction(ctx.stmt) else VECTOR_RATE
+            rate = MATRIX_RATE if is_contraction(ctx.stmt) else VECTOR_RATE
             scans = {f.iv for f in ctx.loops if f.sequential}
             runs = sum(math.prod(hi - lo + 1 for v, lo, hi in p.box if v in scans)
                        for p in sl.pieces[ctx.index])
@@ -386,63 +327,7 @@ class _KernelTrace:
         return (self.trace if j is not None else IndirectTrace()).bind(j if j is not None else -1, shapes)
 
 
-def has_indirect(kernel) -> bool:
-    from solar_compiler.loopir.ast import statements, stmt_reads
-
-    return any(c.stmt.indirect or any(r.indirect for r in stmt_reads(c.stmt)) for c in statements(kernel))
-
-
-def traced_records(kernel, trace) -> list[dict[str, Any]]:
-    """The trace as `Translation.traced` records: per statement and tensor, the distinct elements its
-    indirect accesses touched, its domain's points and how many such accesses it has."""
-    from solar_compiler.analysis.polyhedral import iteration_count
-    from solar_compiler.loopir.ast import statements, stmt_reads
-
-    ctxs = statements(kernel)
-    out = []
-    for (i, tensor, write), n in sorted(trace.counts().items()):
-        s = ctxs[i].stmt
-        accesses = 1 if write else sum(r.indirect and r.tensor == tensor for r in stmt_reads(s))
-        out.append({"stmt": i, "tensor": tensor, "write": write, "elements": n,
-                    "points": iteration_count(ctxs[i]), "accesses": accesses})
-    return out
-
-
-def as_array(a, decl):
-    """The reference array in the executor's dtype; a constant captured as shape (1,) for a 0-d
-    tensor (same single element) takes the declared shape."""
-    from solar_compiler.executor.numeric import USER
-
-    a = np.ascontiguousarray(a, dtype=USER[decl.dtype])
-    if a.shape != decl.shape and a.size == 1 and math.prod(decl.shape) == 1:
-        a = a.reshape(decl.shape)
-    return a
-
-
 # ---- reduced instances ----------------------------------------------------------------------------
-def shrink(value: int, factor: int) -> int:
-    """`value / g` for the largest power of two g <= factor dividing it with a result >= MIN_REDUCED
-    (divisibility between sizes is kept); a value no power of two divides (an irregular size such
-    as 8205) is divided by `factor` and rounded."""
-    if value < REDUCIBLE:
-        return value
-    g = factor
-    while g > 1 and (value % g or value // g < MIN_REDUCED):
-        g //= 2
-    if g == 1 and value % 2:
-        return max(MIN_REDUCED, round(value / factor))
-    return value // g
-
-
-def _candidates(sizes: dict[str, int]):
-    """Overrides to try, mildest first: every reducible size scaled by 2, 4, ... 2**16."""
-    factor = 2
-    while factor <= 2**16:
-        ov = {k: shrink(v, factor) for k, v in sizes.items()}
-        yield factor, {k: v for k, v in ov.items() if v != sizes[k]}
-        factor *= 2
-
-
 def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
     """(overrides, spec, program, translation, record) of the mildest reduction that validates within
     the budgets and is the same program as the full-size one, or a string saying why there is none.
@@ -454,7 +339,7 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
     why, tried = "no reduction of its size definitions fits the budget", 0
     seen: list[dict[str, int]] = []
     for keys in _key_sets(spec, tt, options, sizes, filler):
-        for _, ov in _candidates({k: sizes[k] for k in keys}):
+        for _, ov in candidates({k: sizes[k] for k in keys}):
             if not ov or ov in seen:
                 continue
             seen.append(ov)
@@ -485,11 +370,11 @@ def _key_sets(spec, tt, options, sizes: dict[str, int], filler):
 
 def _build(spec, tt, ov: dict[str, int], options: FrontendOptions, filler=None):
     """(spec, program, translation) of the reduced instance, or why it is not usable."""
+    from solar_compiler.frontends.model_file import ModelFileError
     from solar_compiler.loopir.same_program import same_program
 
     from .capture import CaptureError, capture
     from .frontend import op_filler
-    from .model_file import ModelFileError
     from .translate import translate_program
 
     try:

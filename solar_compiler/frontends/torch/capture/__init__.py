@@ -30,11 +30,19 @@ the public helpers other modules of the frontend use. See ``docs/torch-capture.m
 rules and the ops that survive decomposition.
 """
 
+from solar_compiler.frontends.program import (
+    AtenNode,
+    CapturedProgram,
+    CaptureError,
+    TensorMeta,
+    TensorRef,
+    sanitize,
+)
+
 from .entry import capture
 from .graph import torch_dtype
 from .inputs import fresh_inputs, input_names
 from .ops import KEEP_UNDECOMPOSED
-from .program import AtenNode, CapturedProgram, CaptureError, TensorMeta, TensorRef, sanitize
 from .reference import run_reference, run_reference_f64
 
 __all__ = [

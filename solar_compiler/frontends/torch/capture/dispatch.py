@@ -24,11 +24,12 @@ from torch._subclasses.fake_tensor import (
 from torch.export.exported_program import _override_composite_implicit_decomp
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
-from ..model_file import ModelFileError, ModelSpec, exception_summary
+from solar_compiler.frontends.model_file import ModelFileError, ModelSpec, exception_summary
+from solar_compiler.frontends.program import CapturedProgram, CaptureError, Namer
+
 from .graph import UserFile, finish, tensor_meta
 from .inputs import input_names
 from .ops import tables
-from .program import CapturedProgram, CaptureError, Namer
 from .recorder import DispatchRecorder
 from .util import REAL_RUN_LIMIT_BYTES, build_model, forward_error, nbytes, quiet
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..model_file import ModelFileError, ModelSpec, exception_summary
+from solar_compiler.frontends.model_file import ModelFileError, ModelSpec, exception_summary
+from solar_compiler.frontends.program import CapturedProgram, CaptureError
+
 from .dispatch import capture_dispatch
 from .export import capture_export
 from .graph import NeedsFallback, SymbolicShape, UserFile
-from .program import CapturedProgram, CaptureError
 from .shapes import register as register_fast_shapes
 from .util import forward_error, load_spec
 

@@ -16,11 +16,12 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 
-from ..model_file import ModelSpec
+from solar_compiler.frontends.model_file import ModelSpec
+from solar_compiler.frontends.program import AtenNode, CapturedProgram, Namer, TensorMeta
+
 from .graph import NeedsFallback, SymbolicShape, UserFile, convert_args, finish, has_bool_index, tensor_meta
 from .inputs import input_names
 from .ops import IDENTITY_OPS, packet, tables
-from .program import AtenNode, CapturedProgram, Namer, TensorMeta
 from .shapes import no_autograd_decomp
 from .util import build_model, quiet, real_value, resolve_attr
 

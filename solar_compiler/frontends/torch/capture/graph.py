@@ -12,8 +12,16 @@ from typing import Any
 
 import torch
 
+from solar_compiler.frontends.program import (
+    AtenNode,
+    CapturedProgram,
+    CaptureError,
+    TensorMeta,
+    TensorRef,
+    tensor_refs,
+)
+
 from .ops import aten_op, is_random_name
-from .program import AtenNode, CapturedProgram, CaptureError, TensorMeta, TensorRef, tensor_refs
 
 
 class SymbolicShape(Exception):

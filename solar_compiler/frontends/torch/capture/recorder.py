@@ -9,6 +9,15 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from solar_compiler.frontends.program import (
+    AtenNode,
+    CapturedProgram,
+    CaptureError,
+    Namer,
+    TensorMeta,
+    TensorRef,
+)
+
 from .graph import UserFile, convert, convert_args, has_bool_index, tensor_meta
 from .ops import (
     IDENTITY_OPS,
@@ -21,7 +30,6 @@ from .ops import (
     packet,
     view_results,
 )
-from .program import AtenNode, CapturedProgram, CaptureError, Namer, TensorMeta, TensorRef
 from .util import real_value
 
 

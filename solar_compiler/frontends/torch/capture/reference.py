@@ -13,10 +13,11 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.export.exported_program import _override_composite_implicit_decomp
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..model_file import ModelSpec
+from solar_compiler.frontends.model_file import ModelSpec
+from solar_compiler.frontends.program import CapturedProgram, CaptureError
+
 from .entry import capture
 from .ops import PRESERVE_CIA, aten, dropout_decomp, has_cia_kernel, is_random, mutated_arg_indices, tables
-from .program import CapturedProgram, CaptureError
 from .util import build_model, load_spec, quiet, resolve_attr, to_numpy
 
 
@@ -134,6 +135,23 @@ def run_reference(
                 raise CaptureError(f"{spec.path}: random draw {meta.name} has shape {tuple(t.shape)}")
             random_np[meta.name] = to_numpy(t)
     return in_np, weights_np, out_np, random_np
+
+
+def eager_forward(path: str, mode: str = "eval", seed: int = 0) -> list[tuple[tuple[int, ...], str]]:
+    """Load the model file, build the model and run forward once for real (no_grad); for use in a
+    sandboxed child (`frontends.sandbox.run_in_child`). Returns (shape, dtype) of every output tensor."""
+    from solar_compiler.frontends.model_file import load_model_file
+
+    spec = load_model_file(path)
+    torch.manual_seed(seed)
+    model = spec.build_model()
+    if mode == "eval":
+        model.eval()
+    sample = spec.sample_inputs()
+    with torch.no_grad():
+        out = model(*sample)
+    flat, _ = torch.utils._pytree.tree_flatten(out)
+    return [(tuple(t.shape), str(t.dtype).replace("torch.", "")) for t in flat if isinstance(t, torch.Tensor)]
 
 
 def run_reference_f64(spec: ModelSpec, mode: str, inputs: dict[str, np.ndarray],

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import math
 
+from solar_compiler.frontends.builder.exprs import INF, add, c, cast, div, mul, scale, select, sub, un
+from solar_compiler.frontends.builder.index_maps import bcast_index
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop, Val, stored
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import Read, SExpr
 
-from ..builder.exprs import INF, add, c, cast, div, mul, scale, select, sub, un
-from ..builder.index_maps import bcast_index
-from ..builder.translator import Translator
-from ..builder.values import Loop, Val, stored
-from ..capture.program import AtenNode
 from ..registry import template
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from solar_compiler.loopir.ast import INT_DTYPES, SExpr
-
-from ..builder.exprs import (
+from solar_compiler.frontends.builder.exprs import (
     add,
     bin_,
     c,
@@ -29,10 +27,12 @@ from ..builder.exprs import (
     sub,
     un,
 )
-from ..builder.statements import full_val, map_op
-from ..builder.translator import Translator
-from ..builder.values import Val
-from ..capture.program import AtenNode
+from solar_compiler.frontends.builder.statements import full_val, map_op
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Val
+from solar_compiler.frontends.program import AtenNode
+from solar_compiler.loopir.ast import INT_DTYPES, SExpr
+
 from ..registry import template
 
 

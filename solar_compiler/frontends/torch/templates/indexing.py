@@ -6,13 +6,13 @@ indexing has a value-dependent shape and no template."""
 
 from __future__ import annotations
 
+from solar_compiler.frontends.builder.exprs import cast, index_read
+from solar_compiler.frontends.builder.index_maps import advanced_position, bcast_index, bcast_shape, norm_dim
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Val, ivars, loops, stored
+from solar_compiler.frontends.program import AtenNode, TensorRef
 from solar_compiler.loopir.ast import Index
 
-from ..builder.exprs import cast, index_read
-from ..builder.index_maps import advanced_position, bcast_index, bcast_shape, norm_dim
-from ..builder.translator import Translator
-from ..builder.values import Val, ivars, loops, stored
-from ..capture.program import AtenNode, TensorRef
 from ..registry import template
 
 

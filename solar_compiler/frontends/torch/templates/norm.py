@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from solar_compiler.frontends.builder.exprs import add, c, cast, div, mul, sub, un
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop, Val, ivars, stored
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
 
-from ..builder.exprs import add, c, cast, div, mul, sub, un
-from ..builder.translator import Translator
-from ..builder.values import Loop, Val, ivars, stored
-from ..capture.program import AtenNode
 from ..registry import template
 
 Reader = Callable[[list[AffExpr], list[AffExpr]], SExpr]

@@ -10,15 +10,28 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from solar_compiler.frontends.builder.exprs import (
+    INF,
+    add,
+    c,
+    cast,
+    cmp,
+    div,
+    index_value,
+    maximum,
+    minimum,
+    mul,
+    select,
+    sub,
+)
+from solar_compiler.frontends.builder.index_maps import int_tuple, window_index
+from solar_compiler.frontends.builder.statements import padded
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop, Val, ivars, stored, view
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import Read, SExpr
 
-from ..builder.exprs import INF, add, c, cast, cmp, div, index_value, maximum, minimum, mul, select, sub
-from ..builder.index_maps import int_tuple, window_index
-from ..builder.statements import padded
-from ..builder.translator import Translator
-from ..builder.values import Loop, Val, ivars, stored, view
-from ..capture.program import AtenNode
 from ..registry import template
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 
+from solar_compiler.frontends.builder.exprs import add, bin_, c, cast, cmp, index_value, mul, sub, un
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Val, ivars, loops, stored
+from solar_compiler.frontends.program import AtenNode, TensorRef
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import SExpr
 
-from ..builder.exprs import add, bin_, c, cast, cmp, index_value, mul, sub, un
-from ..builder.translator import Translator
-from ..builder.values import Val, ivars, loops, stored
-from ..capture.program import AtenNode, TensorRef
 from ..registry import template
 
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from solar_compiler.frontends.builder.exprs import add, c, cast, maximum, mul, sub, un
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop, Val, stored, view
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import Const, Read, SExpr, TensorDecl
 
-from ..builder.exprs import add, c, cast, maximum, mul, sub, un
-from ..builder.translator import Translator
-from ..builder.values import Loop, Val, stored, view
-from ..capture.program import AtenNode
 from ..registry import template
 
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}

@@ -6,17 +6,22 @@ then the smallest index holding it (torch returns the first occurrence)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
+from solar_compiler.frontends.builder.exprs import bin_, c, cast, cmp, div, mul, sub, un
+from solar_compiler.frontends.builder.index_maps import count, kept_shape, norm_dims, reshape_map
+from solar_compiler.frontends.builder.statements import (
+    accumulate,
+    arg_index,
+    copy_into,
+    finalize,
+    kept_read,
+)
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Val, stored, view
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
+from solar_compiler.loopir.ast import SExpr, TensorDecl
 
-from ..builder.exprs import bin_, c, cast, cmp, div, index_value, mul, select, sub, un
-from ..builder.index_maps import count, kept_shape, norm_dims, reshape_map
-from ..builder.statements import accumulate, copy_into, finalize, reduce_into
-from ..builder.translator import Translator
-from ..builder.values import Val, stored, view
-from ..capture.program import AtenNode
 from ..registry import template
 
 
@@ -24,13 +29,6 @@ def _dims_keep(tr: Translator, x: Val) -> tuple[list[int], bool]:
     """The `dim` (None or []: all dims) and `keepdim` arguments of a reduction."""
     dims = norm_dims(tr.arg(1, "dim", None), x.ndim)
     return dims, bool(tr.arg(2, "keepdim", False))
-
-
-def _kept_read(target: TensorDecl, x: Val, dims: Sequence[int], keepdim: bool, full: list[AffExpr]) -> SExpr:
-    """Read a reduction result (laid out with or without the reduced dims) at a full index."""
-    idx = [AffExpr.lit(0) if d in dims else e for d, e in enumerate(full)] if keepdim \
-        else [e for d, e in enumerate(full) if d not in dims]
-    return Read(target.name, tuple(idx), target.dtype)
 
 
 @template("aten.sum.dim_IntList", kind="+=")
@@ -75,21 +73,8 @@ def _max_dim(tr: Translator, node: AtenNode, kind: str) -> tuple[Val | None, Val
     values = tr.result(0) if tr.used(0) else tr.declare(f"{node.outputs[1].name}_val",
                                                          kept_shape(x.shape, dims, keepdim), x.dtype)
     accumulate(tr, values, x, dims, keepdim, kind)
-    indices = _arg_pass(tr, tr.result(1), values, x, dims, keepdim) if tr.used(1) else None
+    indices = arg_index(tr, tr.result(1), values, x, dims, keepdim) if tr.used(1) else None
     return (stored(values) if tr.used(0) else None), indices
-
-
-def _arg_pass(tr: Translator, target: TensorDecl, values: TensorDecl, x: Val, dims: list[int],
-              keepdim: bool) -> Val:
-    (d,) = dims
-    n = x.shape[d]
-
-    def body(full: list[AffExpr]) -> SExpr:
-        hit = cmp("eq", x.read(full), _kept_read(values, x, dims, keepdim, full))
-        return select(hit, index_value(full[d], target.dtype), c(n, target.dtype))
-
-    reduce_into(tr, target, x.shape, dims, keepdim, "min=", c(n, target.dtype), body)
-    return stored(target)
 
 
 @template("aten.argmax.default", kind="max=")
@@ -107,7 +92,7 @@ def _argext(tr: Translator, node: AtenNode, kind: str) -> Val:
     meta = tr.out_meta()
     values = tr.declare(f"{meta.name}_val", kept_shape(x.shape, dims, keepdim), x.dtype)
     accumulate(tr, values, x, dims, keepdim, kind)
-    out = _arg_pass(tr, tr.result(), values, x, dims, keepdim)
+    out = arg_index(tr, tr.result(), values, x, dims, keepdim)
     if dim is None and meta.shape != ():
         raise tr.error("argmax over all dims with keepdim")
     return out
@@ -134,7 +119,7 @@ def moments(tr: Translator, x: Val, dims: list[int], keepdim: bool, hint: str,
     ssd = sq_target or tr.declare(f"{hint}_ssd", kept_shape(x.shape, dims, keepdim), dt)
 
     def dev(full: list[AffExpr]) -> SExpr:
-        d = sub(x.read(full), _kept_read(mean, x, dims, keepdim, full))
+        d = sub(x.read(full), kept_read(mean, dims, keepdim, full))
         return mul(d, d)
 
     accumulate(tr, ssd, x, dims, keepdim, "+=", dev)

@@ -22,15 +22,15 @@ import math
 from collections.abc import Sequence
 
 from solar_compiler.executor.numeric import identity
+from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, index_read, index_value, mul, select
+from solar_compiler.frontends.builder.index_maps import advanced_position, bcast_index, bcast_shape, norm_dim
+from solar_compiler.frontends.builder.statements import copy_into
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop, Val, fill, ivars, loops, stored, view
+from solar_compiler.frontends.program import AtenNode, TensorRef, tensor_refs
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Index, Read, SExpr, TensorDecl
 
-from ..builder.exprs import add, c, cast, cmp, index_read, index_value, mul, select
-from ..builder.index_maps import advanced_position, bcast_index, bcast_shape, norm_dim
-from ..builder.statements import copy_into
-from ..builder.translator import Translator
-from ..builder.values import Loop, Val, fill, ivars, loops, stored, view
-from ..capture.program import AtenNode, TensorRef, tensor_refs
 from ..registry import template
 
 REDUCE_KIND = {"sum": "+=", "add": "+=", "prod": "*=", "multiply": "*=", "amax": "max=", "amin": "min="}

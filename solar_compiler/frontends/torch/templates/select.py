@@ -5,14 +5,14 @@ The picks depend on the values (the capture flags the program as value-dependent
 
 from __future__ import annotations
 
+from solar_compiler.frontends.builder.exprs import INF, bin_, c, cmp, index_value, select
+from solar_compiler.frontends.builder.index_maps import norm_dim
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop, Val, stored
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, SExpr
 
-from ..builder.exprs import INF, bin_, c, cmp, index_value, select
-from ..builder.index_maps import norm_dim
-from ..builder.translator import Translator
-from ..builder.values import Loop, Val, stored
-from ..capture.program import AtenNode
 from ..registry import template
 
 

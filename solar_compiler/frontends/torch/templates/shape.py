@@ -8,16 +8,22 @@ import itertools
 import math
 from collections.abc import Sequence
 
+from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, index_value, mul, select
+from solar_compiler.frontends.builder.index_maps import iadd, ineg_from, norm_dim, reshape_map
+from solar_compiler.frontends.builder.statements import (
+    concat_into,
+    copy_into,
+    full_val,
+    pad_into,
+    store_or_inline,
+)
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop, Val, generator, ivars, loops, stored, view
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import INT_DTYPES, Index, SExpr
 from solar_compiler.loopir.simplify import literal
 
-from ..builder.exprs import add, c, cast, cmp, index_value, mul, select
-from ..builder.index_maps import iadd, ineg_from, norm_dim, reshape_map
-from ..builder.statements import copy_into, full_val, pad_into, store_or_inline
-from ..builder.translator import Translator
-from ..builder.values import Loop, Val, generator, ivars, loops, stored, view
-from ..capture.program import AtenNode
 from ..registry import template
 
 
@@ -71,20 +77,15 @@ def _cat(tr: Translator, node: AtenNode) -> Val:
     meta = tr.out_meta()
     dim = norm_dim(int(tr.arg(1, "dim", 0)), len(meta.shape))
     decl = tr.result()
-    off = 0
+    parts = []
     for ref in node.args[0]:
         x = tr.val(ref)
         if x.ndim != len(meta.shape):  # legacy: 1-d empty tensors are skipped by torch
             if sum(x.shape) == 0:
                 continue
             raise tr.error(f"cat of rank-{x.ndim} and rank-{len(meta.shape)} tensors")
-        if x.shape[dim] == 0:
-            continue
-        lps = loops("i", x.shape)
-        idx = ivars(lps)
-        tidx = [e + off if d == dim else e for d, e in enumerate(idx)]
-        tr.emit(decl, tidx, "=", cast(x.read(idx), decl.dtype), lps)
-        off += x.shape[dim]
+        parts.append(x)
+    concat_into(tr, decl, parts, dim)
     return stored(decl)
 
 

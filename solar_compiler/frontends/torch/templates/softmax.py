@@ -4,15 +4,15 @@ is the input read per pass plus the output, as a fused eager kernel would move a
 
 from __future__ import annotations
 
+from solar_compiler.frontends.builder.exprs import add, cast, div, sub, un
+from solar_compiler.frontends.builder.index_maps import norm_dim, norm_dims
+from solar_compiler.frontends.builder.statements import accumulate, finalize
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Val, ivars, loops, stored
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
 
-from ..builder.exprs import add, cast, div, sub, un
-from ..builder.index_maps import norm_dim, norm_dims
-from ..builder.statements import accumulate, finalize
-from ..builder.translator import Translator
-from ..builder.values import Val, ivars, loops, stored
-from ..capture.program import AtenNode
 from ..registry import template
 
 

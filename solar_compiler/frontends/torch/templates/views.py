@@ -12,14 +12,22 @@ from __future__ import annotations
 
 import math
 
+from solar_compiler.frontends.builder.index_maps import (
+    Term,
+    iadd,
+    imul,
+    indirect_reshape,
+    norm_dim,
+    reshape_map,
+    unflatten,
+)
+from solar_compiler.frontends.builder.statements import map_op
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Val, view
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Index
 
-from ..builder.index_maps import Term, iadd, imul, indirect_reshape, norm_dim, reshape_map, unflatten
-from ..builder.statements import map_op
-from ..builder.translator import Translator
-from ..builder.values import Val, view
-from ..capture.program import AtenNode
 from ..registry import template
 
 

@@ -1,13 +1,15 @@
-"""Loading KernelBench-style PyTorch model files.
+"""Loading KernelBench-style model files (every framework frontend).
 
-A model file is a Python file with module-level size constants, ``class Model(nn.Module)``,
-``def get_inputs()`` and ``def get_init_inputs()``.  :func:`load_model_file` executes it
-under a fresh module name and returns a :class:`ModelSpec`; :meth:`ModelSpec.with_sizes`
-re-executes the same source with some integer constants replaced (a size-reduced instance
-of the same program, used for validation).
+A model file is a Python file with module-level size constants, an entry point and
+``def get_inputs()``. The entry point is what the file's format says (`ModelFormat`): for PyTorch
+(`TORCH_FORMAT`) ``class Model(nn.Module)`` built from ``get_init_inputs()``; for JAX
+(`JAX_FORMAT`) ``def model(*inputs)``, or ``class Model`` (a Flax NNX module) with an optional
+``get_init_inputs()``. :func:`load_model_file` executes it under a fresh module name and returns a
+:class:`ModelSpec`; :meth:`ModelSpec.with_sizes` re-executes the same source with some integer
+constants replaced (a size-reduced instance of the same program, used for validation).
 
 Every error is a :class:`ModelFileError` whose message is one line, ``<file>:<line>: <what>``.
-This module does not import torch itself (the model file usually does).
+This module imports no framework itself (the model file usually does).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ModelFileError", "ModelSpec", "load_model_file", "user_line"]
+__all__ = ["JAX_FORMAT", "TORCH_FORMAT", "ModelFileError", "ModelFormat", "ModelSpec", "load_model_file",
+           "user_line"]
 
 _COUNTER = itertools.count()
 # import name -> distribution name where they differ; the `kernelbench` extra of pyproject.toml
@@ -61,6 +64,22 @@ def exception_summary(exc: BaseException) -> str:
     return _one_line(f"{name}: {first}" if first else name)
 
 
+@dataclass(frozen=True)
+class ModelFormat:
+    """What a model file must define: one of `entries` (the first defined one is used; a name
+    starting with an upper-case letter must be a class, any other a function), `get_inputs`, and
+    `get_init_inputs` when `init_required`. `expected` is the missing-name message's hint."""
+
+    entries: tuple[str, ...]
+    init_required: bool
+    expected: str
+
+
+TORCH_FORMAT = ModelFormat(("Model",), True, "class Model, get_inputs, get_init_inputs")
+JAX_FORMAT = ModelFormat(("model", "Model"), False,
+                         "def model(*inputs) or class Model, get_inputs, optionally get_init_inputs")
+
+
 @dataclass
 class ModelSpec:
     """A loaded model file."""
@@ -68,10 +87,16 @@ class ModelSpec:
     path: str  # path as given by the caller (used in messages and locations)
     source: str  # the executed source text
     module: types.ModuleType
-    Model: type
+    Model: Any  # the entry point: the class Model, or the function `model` of a JAX file
     get_inputs: Any
-    get_init_inputs: Any
+    get_init_inputs: Any  # None when the format allows leaving it out and the file does
     size_constants: dict[str, int] = field(default_factory=dict)  # size site key -> value (find_size_sites)
+    format: ModelFormat = TORCH_FORMAT
+
+    @property
+    def entry(self) -> str:
+        """The name of the entry point the file defines ("Model" or "model")."""
+        return next(n for n in self.format.entries if getattr(self.module, n, None) is self.Model)
 
     @property
     def abspath(self) -> str:
@@ -104,8 +129,8 @@ class ModelSpec:
         return self._call("get_inputs")
 
     def init_inputs(self) -> list:
-        """Call ``get_init_inputs()`` (checked to return a list/tuple)."""
-        return self._call("get_init_inputs")
+        """Call ``get_init_inputs()`` (checked to return a list/tuple); [] when the file has none."""
+        return [] if self.get_init_inputs is None else self._call("get_init_inputs")
 
     def build_model(self):
         """``Model(*get_init_inputs())``; errors become :class:`ModelFileError`."""
@@ -124,7 +149,7 @@ class ModelSpec:
         Names defined from other names (`hidden = 4 * dim`) are not sites: they follow their sources
         when the file is executed again, which keeps derived sizes consistent."""
         if not overrides:
-            return _load_source(self.path, self.source)
+            return _load_source(self.path, self.source, self.format)
         sites = find_size_sites(ast.parse(self.source))
         unknown = sorted(set(overrides) - set(sites))
         if unknown:
@@ -143,7 +168,7 @@ class ModelSpec:
         # Replace from the end of the file so earlier offsets stay valid.
         for a, b, text in sorted(edits, reverse=True):
             raw = raw[:a] + text.encode("utf-8") + raw[b:]
-        return _load_source(self.path, raw.decode("utf-8"))
+        return _load_source(self.path, raw.decode("utf-8"), self.format)
 
 
 def _line_offsets(source: str) -> list[int]:
@@ -244,7 +269,7 @@ def find_size_sites(tree: ast.Module) -> dict[str, SizeSite]:
     return found
 
 
-def _load_source(path: str, source: str) -> ModelSpec:
+def _load_source(path: str, source: str, fmt: ModelFormat) -> ModelSpec:
     abspath = str(Path(path).resolve())
     try:
         tree = ast.parse(source, filename=abspath)
@@ -280,35 +305,39 @@ def _load_source(path: str, source: str) -> ModelSpec:
         raise ModelFileError(f"{path}:{line}: executing the file raised {exception_summary(exc)}") from exc
 
     last_line = max(1, len(source.splitlines()))
-    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, n)]
+    entry = next((n for n in fmt.entries if hasattr(module, n)), None)
+    missing = [] if entry is not None else [" or ".join(f"'{n}'" for n in fmt.entries)]
+    missing += [f"'{n}'" for n in ("get_inputs", "get_init_inputs")
+                if not hasattr(module, n) and (n == "get_inputs" or fmt.init_required)]
     if missing:
-        what = ", ".join(f"'{n}'" for n in missing)
-        raise ModelFileError(
-            f"{path}:{last_line}: missing {what} (expected class Model, get_inputs, get_init_inputs)"
-        )
-    model_cls = module.Model
-    if not isinstance(model_cls, type):
-        raise ModelFileError(f"{path}:1: 'Model' must be a class")
+        raise ModelFileError(f"{path}:{last_line}: missing {', '.join(missing)} (expected {fmt.expected})")
+    assert entry is not None
+    model = getattr(module, entry)
+    if entry[0].isupper() and not isinstance(model, type):
+        raise ModelFileError(f"{path}:1: '{entry}' must be a class")
+    if not entry[0].isupper() and not callable(model):
+        raise ModelFileError(f"{path}:1: '{entry}' must be a function")
     for n in ("get_inputs", "get_init_inputs"):
-        if not callable(getattr(module, n)):
+        if hasattr(module, n) and not callable(getattr(module, n)):
             raise ModelFileError(f"{path}:1: '{n}' must be a function")
     sizes = {key: site.value for key, site in find_size_sites(tree).items()}
     return ModelSpec(
         path=str(path),
         source=source,
         module=module,
-        Model=model_cls,
+        Model=model,
         get_inputs=module.get_inputs,
-        get_init_inputs=module.get_init_inputs,
+        get_init_inputs=getattr(module, "get_init_inputs", None),
         size_constants=sizes,
+        format=fmt,
     )
 
 
-def load_model_file(path: str | Path) -> ModelSpec:
-    """Load a KernelBench-style model file under a unique module name."""
+def load_model_file(path: str | Path, fmt: ModelFormat = TORCH_FORMAT) -> ModelSpec:
+    """Load a KernelBench-style model file of format `fmt` under a unique module name."""
     path = str(path)
     try:
         source = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ModelFileError(f"{path}:1: cannot read file: {exc.strerror or exc}") from None
-    return _load_source(path, source)
+    return _load_source(path, source, fmt)

@@ -23,8 +23,8 @@ from solar_compiler.loopir.ast import (
 )
 from solar_compiler.loopir.simplify import simplify_affine, simplify_expr, simplify_index
 
-from ..capture.program import AtenNode, CapturedProgram, Namer, TensorMeta, TensorRef
-from .values import Loop, Val, ivars, loops
+from ..program import AtenNode, CapturedProgram, Namer, TensorMeta, TensorRef
+from .values import Loop, Val, ivars, loops, stored
 
 # Names the loop text form reserves (keywords, roles, dtypes, loop kinds, literals).
 RESERVED = frozenset({
@@ -137,6 +137,16 @@ class Translator:
             node = For(lp.iv, AffExpr.of(lp.lb), AffExpr.of(lp.ub), lp.step, lp.sequential, [node])
         self._bodies[-1].append(node)
 
+    @property
+    def current_body(self) -> list[Node]:
+        """The statement list being emitted into (the innermost `inside` loop's body)."""
+        return self._bodies[-1]
+
+    @property
+    def ranges(self) -> dict[str, tuple[int, int]]:
+        """The (lowest, highest) value of each loop variable enclosing what is emitted now."""
+        return self._ranges[-1]
+
     @contextmanager
     def inside(self, lp: Loop) -> Iterator[AffExpr]:
         """Emit into the body of a new loop (a `scan` time loop of a recurrent template)."""
@@ -160,6 +170,35 @@ class Translator:
         self.emit(decl, idx, "=", v.read(idx), lps)
         return decl
 
+    # ---- the program's parameters and results ---------------------------------------------------
+    def bind_param(self, meta: TensorMeta, role: str) -> None:
+        """An input or weight of the program: a kernel tensor of that role, named after it."""
+        decl = self.declare(meta.name, meta.shape, meta.dtype, role)
+        self.inputs[meta.name] = decl.name
+        self.env[meta.name] = stored(decl)
+
+    def bind_program_outputs(self, program: CapturedProgram) -> list[str]:
+        """The `output` tensor of each program output, in order: the local that holds it, or a copy
+        (of a view, a generator, an input or weight, a drawn tensor, or an output returned twice)."""
+        roles = {t.name: t.role for t in self.tensors}
+        taken: set[str] = set()
+        out: list[str] = []
+        for name in program.outputs:
+            v = self.env.get(name)
+            if v is None:
+                raise TranslateError(f"{program.source}: graph output '{name}' is never computed")
+            self.loc = _loc_of(program, name) or f"{program.source}:1"
+            own = v.stored is not None and roles.get(v.stored) == "local" and v.stored not in taken
+            if own and v.stored not in self.random.values():
+                self.set_role(v.stored, "output")
+                taken.add(v.stored)
+                out.append(v.stored)
+                continue
+            decl = self.materialize(v, f"{name}_out" if v.stored else name, role="output")
+            taken.add(decl.name)
+            out.append(decl.name)
+        return out
+
     # ---- errors -----------------------------------------------------------------------------
     def error(self, what: str) -> TranslateError:
         op = self.node.op if self.node is not None else "program"
@@ -170,3 +209,10 @@ class Translator:
         """Splice nodes built elsewhere (a per-op kernel body) at the current point."""
         self._bodies[-1].extend(nodes)
         self.n_statements += len(statements(Kernel("_", [], list(nodes))))
+
+
+def _loc_of(program: CapturedProgram, name: str) -> str | None:
+    for node in program.nodes:
+        if any(m is not None and m.name == name for m in node.outputs):
+            return node.loc
+    return None

@@ -24,10 +24,10 @@ from solar_compiler.loopir.ast import (
     SExpr,
     Unary,
 )
-from solar_compiler.loopir.simplify import Literal, literal
+from solar_compiler.loopir.simplify import Literal, literal, simplify_expr, with_children
 from solar_compiler.loopir.simplify import fold as fold_with
 
-from ..capture.program import TensorRef
+from ..program import TensorRef
 from .translator import Translator
 from .values import Val
 
@@ -113,6 +113,33 @@ def index_read(v: Val, idx: Sequence[Index]) -> SExpr:
 def scale(x: SExpr, k: float | int) -> SExpr:
     """`x * k`, omitted when k == 1 (no FLOP for a unit factor)."""
     return x if k == 1 else mul(x, c(k, x))
+
+
+def settle(e: SExpr, ranges: dict[str, tuple[int, int]]) -> SExpr:
+    """`e` with comparisons of affine index values decided where the loop ranges settle them, and
+    selects on a decided condition replaced by their branch (JAX's negative-index wrap-around
+    `select(i < 0, i + n, i)` on a loop counter is the counter itself)."""
+    kids = e.children
+    if not kids:
+        return e
+    new = [settle(k, ranges) for k in kids]
+    if isinstance(e, Cast) and isinstance(new[0], IndexValue) and e.dtype in ("i32", "i64"):
+        return new[0]
+    if isinstance(e, Cmp) and all(isinstance(k, IndexValue | Const) for k in new):
+        diff = _aff(new[0]) - _aff(new[1])
+        lo, hi = diff.bounds(ranges)
+        known = {"lt": (hi < 0, lo >= 0), "le": (hi <= 0, lo > 0), "gt": (lo > 0, hi <= 0),
+                 "ge": (lo >= 0, hi < 0), "eq": (lo == hi == 0, lo > 0 or hi < 0),
+                 "ne": (lo > 0 or hi < 0, lo == hi == 0)}[e.pred]
+        if known[0] or known[1]:
+            return Const(bool(known[0]), "bool")
+    if isinstance(e, Select) and isinstance(new[0], Const):
+        return new[1] if new[0].value else new[2]
+    return simplify_expr(with_children(e, new), ranges)
+
+
+def _aff(e: SExpr) -> AffExpr:
+    return e.expr if isinstance(e, IndexValue) else AffExpr.lit(int(e.value))  # type: ignore[attr-defined]
 
 
 # ---- literal folding -------------------------------------------------------------------------------

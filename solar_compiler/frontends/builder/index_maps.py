@@ -222,3 +222,24 @@ def window_index(p: Sequence[AffExpr], r: Sequence[AffExpr], p_extent: Sequence[
         guards += range_guards(e, -padding[d], hi, size[d])
         idx.append(e)
     return idx, guards
+
+
+def dilated_window_index(p: Sequence[AffExpr], r: Sequence[AffExpr], p_extent: Sequence[int],
+                         size: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
+                         padding: Sequence[int], dilation: Sequence[int], ld: Sequence[int]
+                         ) -> tuple[list[AffExpr], list[AffCond]]:
+    """`window_index` over an input dilated by `ld` (`ld - 1` zeros between elements): the index is
+    `q // ld` for `q = p*s + r*d - pad`, guarded to the taps on input elements (`q % ld == 0`,
+    inside the input): taps on the inserted zeros are not work."""
+    idx: list[AffExpr] = []
+    guards: list[AffCond] = []
+    for d in range(len(p_extent)):
+        q = p[d] * stride[d] + r[d] * dilation[d] - padding[d]
+        hi = (p_extent[d] - 1) * stride[d] + (kernel[d] - 1) * dilation[d] - padding[d]
+        guards += range_guards(q, -padding[d], hi, (size[d] - 1) * ld[d] + 1)
+        if ld[d] != 1:
+            guards.append(AffCond.compare(q % ld[d], "==", AffExpr.lit(0)))
+            idx.append(q // ld[d])
+        else:
+            idx.append(q)
+    return idx, guards

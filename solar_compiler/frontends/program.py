@@ -1,5 +1,7 @@
-"""The captured program, the interface between capture and translation: a flat list of ATen
-nodes over named tensors (`CapturedProgram`). torch-free, so that its readers need no torch."""
+"""The captured program, the interface between a framework's capture and the shared translation
+machinery (`frontends/builder/`): a flat list of source-level op nodes over named tensors
+(`CapturedProgram`). Framework-free, so that its readers import neither torch nor jax. The node
+class keeps the name of the first frontend (`AtenNode`); a JAX node's `op` is `jax.<primitive>`."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ class TensorMeta:
 
 @dataclass
 class AtenNode:
-    op: str  # e.g. "aten.convolution.default"
+    op: str  # e.g. "aten.convolution.default", "jax.dot_general"
     args: tuple  # TensorRef for tensors; python scalars/lists kept; dtypes as loop-IR names
     kwargs: dict
     outputs: tuple[TensorMeta | None, ...]  # one per returned tensor; None when unused/non-tensor
@@ -47,7 +49,7 @@ class AtenNode:
 class CapturedProgram:
     source: str  # the model file path as given
     mode: str  # "eval" | "train"
-    method: str  # "export" | "dispatch"
+    method: str  # torch: "export" | "dispatch"; jax: "jaxpr"
     inputs: list[TensorMeta] = field(default_factory=list)
     weights: list[TensorMeta] = field(default_factory=list)
     nodes: list[AtenNode] = field(default_factory=list)

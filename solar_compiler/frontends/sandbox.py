@@ -12,7 +12,7 @@ failure becomes a :class:`SandboxError` with a one-line message:
   messages unchanged.
 
 The memory limit is ``RLIMIT_AS`` set in the child once it has imported the function's module
-(so interpreter and torch start-up are not counted): ``limit = current address space + N GB``.
+(so interpreter and framework start-up are not counted): ``limit = current address space + N GB``.
 
 The child never outlives its parent: it leads its own process group, asks the kernel for SIGKILL when
 the parent dies (``solar_compiler.lifetime``), and is killed with its group at once when the wait is
@@ -21,8 +21,8 @@ interrupted (``Cancelled`` from SIGTERM/SIGINT in ``solar-opt``, or any other ex
 :func:`run_in_process` is the same contract without the child, for a caller that already isolates
 the process (``solar-bench`` forks one sandbox per model from a warm worker).
 
-This module imports neither torch nor numpy; the helpers :func:`eager_forward` and
-:func:`capture_child` import them in the child.
+Every framework frontend runs its job through it (``frontends/job.py``); this module imports no
+framework (nor numpy).
 """
 
 from __future__ import annotations
@@ -42,10 +42,7 @@ from typing import Any
 from solar_compiler import progress
 from solar_compiler.lifetime import die_with_parent, kill_group, limit_address_space
 
-__all__ = [
-    "SandboxError", "capture_child", "eager_forward", "memory_limit_message", "run_in_child",
-    "run_in_process",
-]
+__all__ = ["SandboxError", "memory_limit_message", "run_in_child", "run_in_process"]
 
 _STARTUP_S = 120.0  # time allowed for the child to start and import the function's module
 
@@ -59,7 +56,7 @@ _BOOTSTRAP = (
     "_fd = int(sys.argv[1])\n"
     "_path = pickle.load(sys.stdin.buffer)\n"
     "sys.path[:] = _path\n"
-    "from solar_compiler.frontends.torch.sandbox import _child_main\n"
+    "from solar_compiler.frontends.sandbox import _child_main\n"
     "_child_main(_fd, int(sys.argv[2]))\n"
 )
 
@@ -328,36 +325,3 @@ def _child_main(fd: int, parent_pid: int) -> None:
     finally:
         os.close(fd)
         os._exit(0)
-
-
-# --------------------------------------------------------------------------------------------
-# Helpers meant to run inside the child
-# --------------------------------------------------------------------------------------------
-
-
-def eager_forward(path: str, mode: str = "eval", seed: int = 0) -> list[tuple[tuple[int, ...], str]]:
-    """Load the model file, build the model and run forward once for real (no_grad).
-
-    Returns (shape, dtype) of every output tensor.
-    """
-    import torch
-
-    from .model_file import load_model_file
-
-    spec = load_model_file(path)
-    torch.manual_seed(seed)
-    model = spec.build_model()
-    if mode == "eval":
-        model.eval()
-    sample = spec.sample_inputs()
-    with torch.no_grad():
-        out = model(*sample)
-    flat, _ = torch.utils._pytree.tree_flatten(out)
-    return [(tuple(t.shape), str(t.dtype).replace("torch.", "")) for t in flat if isinstance(t, torch.Tensor)]
-
-
-def capture_child(path: str, mode: str = "eval", fake: bool = True, size_overrides: dict | None = None):
-    """:func:`capture.capture` (for use with :func:`run_in_child`)."""
-    from .capture import capture
-
-    return capture(path, mode=mode, fake=fake, size_overrides=size_overrides)

@@ -1,6 +1,7 @@
-"""The statement shapes the op families share: an elementwise map (or an inlined index-valued
-generator), a reduction (init, accumulate, finalise), a casting copy, constant fills, and a
-zero-padded copy."""
+"""The statement shapes the op families (of every framework) share: an elementwise map (or an inlined
+index-valued generator), a reduction (init, accumulate, finalise), the index pass of an
+arg-reduction, a casting copy, a concatenation, constant fills, a zero-padded copy, and a
+cumulative scan along one dim."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import INT_DTYPES, Index, Read, SExpr, TensorDecl
 from solar_compiler.loopir.simplify import index_only, literal
 
-from ..capture.program import TensorRef
-from .exprs import INF, c, cast, fold
+from ..program import TensorRef
+from .exprs import INF, c, cast, cmp, fold, index_value, select
 from .index_maps import bcast_index
 from .translator import Translator
 from .values import Loop, Val, fill, generator, ivars, loops, stored
@@ -114,6 +115,64 @@ def finalize(tr: Translator, target: TensorDecl, fn: Callable[[SExpr], SExpr]) -
     lps = loops("i", target.shape)
     idx = ivars(lps)
     tr.emit(target, idx, "=", fn(Read(target.name, tuple(idx), target.dtype)), lps)
+
+
+def kept_read(target: TensorDecl, dims: Sequence[int], keepdim: bool, full: Sequence[AffExpr]) -> SExpr:
+    """Read a reduction result (laid out with or without the reduced dims) at a full index."""
+    idx = [AffExpr.lit(0) if d in dims else e for d, e in enumerate(full)] if keepdim \
+        else [e for d, e in enumerate(full) if d not in dims]
+    return Read(target.name, tuple(idx), target.dtype)
+
+
+def arg_index(tr: Translator, target: TensorDecl, values: TensorDecl, x: Val, dims: list[int],
+              keepdim: bool) -> Val:
+    """The index pass of an arg-reduction over one dim: the smallest index where `x` equals the
+    reduced value `values` (the first occurrence, as torch and XLA return)."""
+    (d,) = dims
+    n = x.shape[d]
+
+    def body(full: list[AffExpr]) -> SExpr:
+        hit = cmp("eq", x.read(full), kept_read(values, dims, keepdim, full))
+        return select(hit, index_value(full[d], target.dtype), c(n, target.dtype))
+
+    reduce_into(tr, target, x.shape, dims, keepdim, "min=", c(n, target.dtype), body)
+    return stored(target)
+
+
+def concat_into(tr: Translator, target: TensorDecl, parts: Sequence[Val], dim: int) -> None:
+    """`target` = the `parts` concatenated along `dim`: one copy statement per part into its slab."""
+    off = 0
+    for x in parts:
+        if x.shape[dim] == 0:
+            continue
+        lps = loops("i", x.shape)
+        idx = ivars(lps)
+        tidx = [e + off if d == dim else e for d, e in enumerate(idx)]
+        tr.emit(target, tidx, "=", cast(x.read(idx), target.dtype), lps)
+        off += x.shape[dim]
+
+
+def scan_along(tr: Translator, target: TensorDecl, x: Val, dim: int, fn: Callable[[SExpr, SExpr], SExpr],
+               reverse: bool = False) -> None:
+    """`target` = the inclusive scan of `x` along `dim` with `fn` (`fn(running, next)`): a peeled
+    first element, then a `scan` loop carrying the running value (`out[t] = fn(out[t - 1], x[t])`,
+    or from the end when `reverse`), the other dims vectorised inside each step."""
+    dt = target.dtype
+    n = x.shape[dim]
+    others = [Loop(f"i{d}", 0, s) for d, s in enumerate(x.shape) if d != dim]
+
+    def full(t: AffExpr) -> list[AffExpr]:
+        it = iter(AffExpr.var(lp.iv) for lp in others)
+        return [t if d == dim else next(it) for d in range(x.ndim)]
+
+    first = full(AffExpr.lit(n - 1 if reverse else 0))
+    tr.emit(target, first, "=", cast(x.read(first), dt), others)
+    if n > 1:
+        s = AffExpr.var("t")
+        t = AffExpr.lit(n - 1) - s if reverse else s
+        cur, prev = full(t), full(t + 1 if reverse else t - 1)
+        value = fn(Read(target.name, tuple(prev), dt), cast(x.read(cur), dt))
+        tr.emit(target, cur, "=", value, [Loop("t", 1, n, sequential=True), *others])
 
 
 # ---- padding ---------------------------------------------------------------------------------------------

@@ -1,0 +1,216 @@
+"""Validation rules every framework frontend shares: how a translated kernel is checked against the
+program's own outputs, and when a size-reduced instance stands in for the full-size one.
+
+A frontend's sample runner executes the kernel (`solar_compiler.executor`) on the program's inputs
+and compares with the framework's outputs (`executor.compare`, one tolerance per dtype). Full-size
+data is used only when one sample is expected to take under `time_budget` seconds and every tensor
+fits in `memory_budget_gb` (`estimate`); otherwise the module-level size constants are scaled down
+(`shrink`), the reduced instance is rebuilt (captured and translated again) and validated, and the
+full-size kernel must be the same program with only sizes changed (`same_program`). The record
+says which was done. The cost model (`estimate`), the size reduction (`shrink`, `candidates`) and the
+reference conversion (`as_array`) are shared too; the PyTorch frontend adds its own sampled
+(backward-slice) method and float64 second opinion on them (`frontends/torch/validation.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from solar_compiler.errors import SolarError
+from solar_compiler.frontends import FrontendOptions
+from solar_compiler.frontends.model_file import ModelFileError, ModelSpec
+from solar_compiler.loopir.ast import Kernel, TensorDecl
+
+SAMPLE_SEEDS = (1, 2)   # fresh samples besides get_inputs()
+MIN_REDUCED = 8         # a reduced size stays at least this large
+REDUCIBLE = 16          # sizes below this (kernel sizes, strides, heads, layers) are kept
+# Rates of this host (2 shared cores), measured on the executor and torch eager: points per second
+# of a contraction statement (BLAS) and of any other statement, executor and framework together,
+# and elements per second of input generation, conversion and comparison. Conservative, so that
+# "fits the time budget" means the whole validation stays within about that budget.
+MATRIX_RATE = 5e9
+VECTOR_RATE = 5e7
+IO_RATE = 1e7
+STATEMENT_SECONDS = 2e-3  # executor overhead per statement run (per step of a scan loop around it)
+FRAMEWORK_MATRIX_RATE = 1e10  # the framework alone at full size (sampled validation)
+FRAMEWORK_VECTOR_RATE = 1e8
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one validation sample of a kernel is expected to take."""
+
+    seconds: float           # framework + loop IR executed whole + comparison
+    kernel_bytes: int        # every kernel tensor (the executor allocates them all)
+    framework_bytes: int     # inputs, weights and the peak of live intermediates of an eager run
+    framework_seconds: float
+
+    def describe(self) -> str:
+        return f"estimated {self.seconds:.1f} s, {self.kernel_bytes / 2**30:.2f} GB per sample"
+
+    def fits(self, options: FrontendOptions) -> bool:
+        """Whole execution fits the time and memory budgets (one sample)."""
+        return self.seconds <= options.time_budget and self.kernel_bytes <= options.memory_budget_gb * 2**30
+
+
+Built = TypeVar("Built")
+# build(spec) -> (kernel, what the sample runner needs) of one instance; raises SolarError or
+# ModelFileError when the instance does not build
+Build = Callable[[ModelSpec], tuple[Kernel, Built]]
+RunSamples = Callable[[ModelSpec, Built], dict[str, Any]]
+
+
+def validate_sized(spec: ModelSpec, kernel: Kernel, full: Built, options: FrontendOptions,
+                   build: Build, run: RunSamples) -> dict[str, Any]:
+    """`run` at full size (`full` built from `spec`) when the budget allows, else on the mildest
+    reduced instance that fits and is the same program; the record says which."""
+    cost = estimate(kernel)
+    if cost.fits(options):
+        return {**run(spec, full), "method": "full", "sizes": "full"}
+    reduced = reduce_instance(spec, kernel, options, build)
+    if isinstance(reduced, str):
+        return {"validated": False, "method": None, "max_rel_err": None, "samples": 0, "sizes": None,
+                "reason": f"too large to validate within budget (whole execution {cost.describe()}) and "
+                          f"{reduced}"}
+    overrides, spec_r, built_r = reduced
+    sizes = ", ".join(f"{k}={v} (of {spec.size_constants[k]})" for k, v in overrides.items())
+    return {**run(spec_r, built_r), "method": "reduced", "reduced_method": "full",
+            "sizes": f"reduced: {sizes}", "full_size_same_program": True}
+
+
+def is_contraction(stmt) -> bool:
+    """`acc += a * b` of two reads: executed with einsum/BLAS, at MATRIX_RATE."""
+    from solar_compiler.loopir.ast import Binary, Read
+
+    v = stmt.value
+    return stmt.kind == "+=" and isinstance(v, Binary) and v.fn == "mul" and isinstance(v.a, Read) and \
+        isinstance(v.b, Read)
+
+
+def estimate(kernel: Kernel) -> Cost:
+    """The expected cost of one validation sample of `kernel` (`Cost`)."""
+    from solar_compiler.analysis.polyhedral import iteration_count
+    from solar_compiler.executor.compare import loop_extents
+    from solar_compiler.loopir.ast import statements, stmt_reads
+
+    secs = fsecs = 0.0
+    ctxs = statements(kernel)
+    for ctx in ctxs:
+        n = iteration_count(ctx)
+        m = is_contraction(ctx.stmt)
+        ext = loop_extents(ctx.loops)
+        runs = math.prod(ext[f.iv] for f in ctx.loops if f.sequential)
+        secs += n / (MATRIX_RATE if m else VECTOR_RATE) + STATEMENT_SECONDS * runs
+        fsecs += n / (FRAMEWORK_MATRIX_RATE if m else FRAMEWORK_VECTOR_RATE)
+    io = sum(math.prod(t.shape) for t in kernel.tensors if t.role in ("input", "output"))
+    secs += io / IO_RATE
+    fsecs += io / IO_RATE
+    # live range of every local/output: first to last statement touching it (eager frees after)
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for ctx in ctxs:
+        for name in [ctx.stmt.target, *(r.tensor for r in stmt_reads(ctx.stmt))]:
+            first.setdefault(name, ctx.index)
+            last[name] = ctx.index
+    fixed = sum(t.nbytes for t in kernel.tensors if t.role in ("input", "weight", "output"))
+    delta = [0] * (len(ctxs) + 1)
+    for t in kernel.tensors:
+        if t.role == "local" and t.name in first:
+            delta[first[t.name]] += t.nbytes
+            delta[last[t.name] + 1] -= t.nbytes
+    peak = live = 0
+    for d in delta:
+        live += d
+        peak = max(peak, live)
+    return Cost(secs, sum(t.nbytes for t in kernel.tensors), fixed + peak, fsecs)
+
+
+def shrink(value: int, factor: int) -> int:
+    """`value / g` for the largest power of two g <= factor dividing it with a result >= MIN_REDUCED
+    (divisibility between sizes is kept); a value no power of two divides (an irregular size such
+    as 8205) is divided by `factor` and rounded."""
+    if value < REDUCIBLE:
+        return value
+    g = factor
+    while g > 1 and (value % g or value // g < MIN_REDUCED):
+        g //= 2
+    if g == 1 and value % 2:
+        return max(MIN_REDUCED, round(value / factor))
+    return value // g
+
+
+def candidates(sizes: dict[str, int]):
+    """Overrides to try, mildest first: every reducible size scaled by 2, 4, ... 2**16."""
+    factor = 2
+    while factor <= 2**16:
+        ov = {k: shrink(v, factor) for k, v in sizes.items()}
+        yield factor, {k: v for k, v in ov.items() if v != sizes[k]}
+        factor *= 2
+
+
+def reduce_instance(spec: ModelSpec, kernel: Kernel, options: FrontendOptions, build: Build):
+    """(overrides, spec, built) of the mildest reduction that fits the budget and is the same program
+    as the full-size `kernel`, or a string saying why there is none."""
+    from solar_compiler.loopir.same_program import same_program
+
+    sizes = {k: v for k, v in spec.size_constants.items() if v >= REDUCIBLE}
+    if not sizes:
+        return "the file has no module-level size definition to scale down"
+    why = "no reduction of its size definitions fits the budget"
+    seen: list[dict[str, int]] = []
+    for _, ov in candidates(sizes):
+        if not ov or ov in seen:
+            continue
+        seen.append(ov)
+        try:
+            spec_r = spec.with_sizes(ov)
+            kernel_r, built_r = build(spec_r)
+        except (ModelFileError, SolarError) as e:
+            why = f"the reduced instance {ov} does not build ({' '.join(str(e).split())[:160]})"
+            continue
+        if not estimate(kernel_r).fits(options):
+            continue
+        diff = same_program(kernel, kernel_r)
+        if diff is not None:
+            why = f"the reduced instance {ov} is a different program ({diff})"
+            continue
+        return ov, spec_r, built_r
+    return why
+
+
+def has_indirect(kernel) -> bool:
+    from solar_compiler.loopir.ast import statements, stmt_reads
+
+    return any(c.stmt.indirect or any(r.indirect for r in stmt_reads(c.stmt)) for c in statements(kernel))
+
+
+def traced_records(kernel, trace) -> list[dict[str, Any]]:
+    """The trace as `Translation.traced` records: per statement and tensor, the distinct elements its
+    indirect accesses touched, its domain's points and how many such accesses it has."""
+    from solar_compiler.analysis.polyhedral import iteration_count
+    from solar_compiler.loopir.ast import statements, stmt_reads
+
+    ctxs = statements(kernel)
+    out = []
+    for (i, tensor, write), n in sorted(trace.counts().items()):
+        s = ctxs[i].stmt
+        accesses = 1 if write else sum(r.indirect and r.tensor == tensor for r in stmt_reads(s))
+        out.append({"stmt": i, "tensor": tensor, "write": write, "elements": n,
+                    "points": iteration_count(ctxs[i]), "accesses": accesses})
+    return out
+
+
+def as_array(a: Any, decl: TensorDecl):
+    """A reference array in the executor's dtype; a constant captured as shape (1,) for a 0-d tensor
+    (same single element) takes the declared shape."""
+    import numpy as np
+
+    from solar_compiler.executor.numeric import USER
+
+    a = np.ascontiguousarray(a, dtype=USER[decl.dtype])
+    if a.shape != decl.shape and a.size == 1 and math.prod(decl.shape) == 1:
+        a = a.reshape(decl.shape)
+    return a
