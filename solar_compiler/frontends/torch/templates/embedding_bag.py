@@ -22,13 +22,13 @@ Only the first result (the bags) has a template; the bookkeeping results (`offse
 from __future__ import annotations
 
 from solar_compiler.executor.numeric import identity
+from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, div, index_read, maximum, mul, select
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop, Val, stored
+from solar_compiler.frontends.program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, TensorDecl
 
-from ..builder.exprs import add, c, cast, cmp, div, index_read, maximum, mul, select
-from ..builder.translator import Translator
-from ..builder.values import Loop, Val, stored
-from ..capture.program import AtenNode
 from ..registry import template
 
 MODES = {0: "sum", 1: "mean", 2: "max"}
