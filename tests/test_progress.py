@@ -51,7 +51,7 @@ def test_quiet_or_no_terminal_prints_nothing(monkeypatch, capsys):
 
 
 def test_the_sandboxed_child_reports_on_the_parents_stream(tmp_path):
-    from solar_compiler.frontends.torch.sandbox import run_in_child
+    from solar_compiler.frontends.sandbox import run_in_child
 
     log = tmp_path / "stderr.txt"
     with open(log, "w") as stream:

@@ -14,10 +14,10 @@ torch = pytest.importorskip("torch")
 from solar_compiler.analysis.costs import kernel_costs  # noqa: E402
 from solar_compiler.analysis.polyhedral import check_bounds  # noqa: E402
 from solar_compiler.errors import SolarError  # noqa: E402
+from solar_compiler.frontends.model_file import load_model_file  # noqa: E402
 from solar_compiler.frontends.torch.capture import capture  # noqa: E402
-from solar_compiler.frontends.torch.frontend import run_samples  # noqa: E402
-from solar_compiler.frontends.torch.model_file import load_model_file  # noqa: E402
 from solar_compiler.frontends.torch.translate import translate_program  # noqa: E402
+from solar_compiler.frontends.torch.validation import run_samples  # noqa: E402
 from solar_compiler.loopir.ast import statements  # noqa: E402
 
 N, D, ROWS = 8, 4, 10  # lookups, embedding width, table rows

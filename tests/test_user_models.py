@@ -19,7 +19,7 @@ pytest.importorskip("torch")
 
 from solar_compiler.driver import main  # noqa: E402
 from solar_compiler.errors import SolarError  # noqa: E402
-from solar_compiler.frontends import FrontendOptions  # noqa: E402
+from solar_compiler.frontends import FrontendOptions, cache  # noqa: E402
 from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +32,7 @@ def _translate(name: str) -> tuple[str, str | None]:
     path = f"examples/models/{name}.py"
     opts = FrontendOptions(llm=None)
     try:
-        fe.cache_store(fe.cache_key(path, opts), fe.translate_job(path, opts))
+        cache.cache_store(fe.cache_key(path, opts), fe.translate_job(path, opts))
         return name, None
     except SolarError as e:
         return name, str(e)
@@ -69,7 +69,7 @@ def _report(reports, name: str) -> str:
 
 
 def _top_level_modules(name: str) -> list[str]:
-    from solar_compiler.frontends.torch.model_file import load_model_file
+    from solar_compiler.frontends.model_file import load_model_file
 
     model = load_model_file(str(ROOT / f"examples/models/{name}.py")).build_model()
     return [n for n, _ in model.named_children()]
