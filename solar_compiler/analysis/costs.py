@@ -62,19 +62,14 @@ from solar_compiler.analysis.polyhedral import (
     loop_ranges,
 )
 from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
-from solar_compiler.analysis.vector_work import VectorWork
+from solar_compiler.analysis.vector_work import VectorWork, literal_ops
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
     DTYPES,
-    TRANSCENDENTAL,
-    Binary,
-    Cmp,
     Kernel,
     LoopIRError,
-    Select,
     SExpr,
     StmtContext,
-    Unary,
     expr_vars,
     product_factors,
     reads,
@@ -376,25 +371,6 @@ def _union_of_products(pieces: list[tuple[_Piece, ...]]) -> int:
 
 
 # ---- FLOPs of one statement ---------------------------------------------------------------------------
-def _ops(e: SExpr) -> tuple[int, int]:
-    """(scalar ops, transcendental ops) of one evaluation of `e`. A subexpression object reached
-    twice (an SSA value used twice in MLIR) is computed once."""
-    n = t = 0
-    seen: set[int] = set()
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        if isinstance(x, Unary | Binary | Cmp | Select):
-            n += 1
-            t += (isinstance(x, Unary) and x.fn in TRANSCENDENTAL) or \
-                (isinstance(x, Binary) and x.fn == "pow")
-        stack.extend(x.children)
-    return n, t
-
-
 def contraction_dtype(ctx: StmtContext, values: ValueDtypes | None = None) -> str | None:
     """The matrix dtype when the statement is a contraction (see the module rules), else None: the
     narrowest dtype holding every value of both reduced factors (`exact.py`: through pure widening
@@ -431,7 +407,7 @@ def contraction_flops(ctx: StmtContext, iterations: int) -> tuple[int, int]:
     dep = [f for f in factors if expr_vars(f) & reduced]
     vector = 0
     for f in factors:
-        n = _ops(f)[0]
+        n = literal_ops(f)[0]
         if n:
             vs = sorted(expr_vars(f))
             vector += n * (footprint(ctx, [AffExpr.var(v) for v in vs]) if vs else 1)
@@ -507,9 +483,9 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
     ctx = group.main
     s = ctx.stmt
     it = doms.iterations(ctx)
-    n_ops, n_tr = _ops(s.value)
+    n_ops, n_tr = literal_ops(s.value)
     for i in s.dynamic_indices:  # a scatter's index arithmetic, as a gather's counts
-        n_ops, n_tr = (a + b for a, b in zip((n_ops, n_tr), _ops(i), strict=True))
+        n_ops, n_tr = (a + b for a, b in zip((n_ops, n_tr), literal_ops(i), strict=True))
     mdt = contraction_dtype(ctx, values)
     accumulates = s.kind != "="
     tr = n_tr * it
@@ -517,7 +493,7 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
         fm, fv = contraction_flops(ctx, it)
         unit = "matrix"
         for i in s.dynamic_indices:
-            fv += _ops(i)[0] * it
+            fv += literal_ops(i)[0] * it
         literal = fv
         work.skip(ctx)
     else:
