@@ -46,6 +46,8 @@ class NoTemplate(TranslateError):
 class Translator:
     """State of one translation; templates call the emit helpers below."""
 
+    framework = "torch"  # named in diagnostics that compare a template's result with the capture
+
     def __init__(self, program: CapturedProgram, kernel_name: str = "forward"):
         self.program = program
         self.tensors: list[TensorDecl] = []
@@ -198,6 +200,21 @@ class Translator:
             taken.add(decl.name)
             out.append(decl.name)
         return out
+
+    def bind_results(self, node: AtenNode, result: Val | tuple[Val | None, ...] | None) -> None:
+        """Bind the values a template returned to the node's outputs, each checked against the shape
+        the framework recorded; an output left without a value is an error."""
+        vals = result if isinstance(result, tuple) else (result,)
+        for meta, v in zip(node.outputs, vals, strict=False):
+            if meta is None or v is None:
+                continue
+            if tuple(v.shape) != tuple(meta.shape):
+                raise self.error(f"template gave shape {list(v.shape)} for '{meta.name}', "
+                                 f"{self.framework} says {list(meta.shape)}")
+            self.env[meta.name] = v
+        for meta in node.outputs:
+            if meta is not None and meta.name not in self.env:
+                raise self.error(f"template produced no value for output '{meta.name}'")
 
     # ---- errors -----------------------------------------------------------------------------
     def error(self, what: str) -> TranslateError:

@@ -16,6 +16,8 @@ from .registry import lookup
 
 
 class JaxTranslator(Translator):
+    framework = "jax"
+
     def __init__(self, program: CapturedProgram, kernel_name: str = "forward"):
         super().__init__(program, kernel_name)
         self._group_start = 0
@@ -46,19 +48,6 @@ class JaxTranslator(Translator):
                                     "count": self.n_statements - self._group_start,
                                     "module": self.node.module_path})
         self._group_start = self.n_statements
-
-    def bind_results(self, node: AtenNode, result: Val | tuple[Val | None, ...] | None) -> None:
-        vals = result if isinstance(result, tuple) else (result,)
-        for meta, v in zip(node.outputs, vals, strict=False):
-            if meta is None or v is None:
-                continue
-            if tuple(v.shape) != tuple(meta.shape):
-                raise self.error(f"template gave shape {list(v.shape)} for '{meta.name}', "
-                                 f"jax says {list(meta.shape)}")
-            self.env[meta.name] = v
-        for meta in node.outputs:
-            if meta is not None and meta.name not in self.env:
-                raise self.error(f"template produced no value for output '{meta.name}'")
 
     def operand(self, a: Operand) -> Val | bool | int | float:
         """A node argument: the value of a tensor, or a literal as it is."""

@@ -83,17 +83,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
             del tr.tensors[declared:]  # what the template declared before giving up
             result = filler.fill(tr, node, e)
         _record_group(tr, node.op, first, node.module_path)
-        vals = result if isinstance(result, tuple) else (result,)
-        for meta, v in zip(node.outputs, vals, strict=False):
-            if meta is None or v is None:
-                continue
-            if tuple(v.shape) != tuple(meta.shape):
-                raise tr.error(f"template gave shape {list(v.shape)} for '{meta.name}', "
-                               f"torch says {list(meta.shape)}")
-            tr.env[meta.name] = v
-        for meta in node.outputs:
-            if meta is not None and meta.name not in tr.env:
-                raise tr.error(f"template produced no value for output '{meta.name}'")
+        tr.bind_results(node, result)
     tr.node = None
     first = tr.n_statements
     check = _ValidationOnly()
