@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from translated import cached_translations, roofline_json
 
 from solar_compiler.analysis.bounds import graph_bounds
 from solar_compiler.analysis.costs import kernel_costs
@@ -252,10 +252,6 @@ def torch_files(tmp_path_factory):
     """Paths of the torch programs used here; their translations (validated) are cached where
     `solar-opt --translate` looks them up, in a private cache directory."""
     pytest.importorskip("torch")
-    from solar_compiler.frontends import FrontendOptions
-    from solar_compiler.frontends.cache import cache_store
-    from solar_compiler.frontends.torch import frontend as fe
-
     tmp = tmp_path_factory.mktemp("validity")
     paths = {}
     programs = (("alias", ALIAS), ("aliases", ALIASES), ("embedding", EMBEDDING), ("upcast", UPCAST))
@@ -264,27 +260,8 @@ def torch_files(tmp_path_factory):
         paths[name] = str(tmp / f"{name}.py")
     for name in ("lstm",):
         paths[name] = f"examples/torch/{name}.py"
-    old_env, old_cwd = os.environ.get("XDG_CACHE_HOME"), os.getcwd()
-    os.environ["XDG_CACHE_HOME"] = str(tmp / "xdg")
-    os.chdir(ROOT)
-    try:
-        opts = FrontendOptions()
-        for p in paths.values():
-            cache_store(fe.cache_key(p, opts), fe.translate_job(p, opts))
+    with cached_translations(tmp / "xdg", paths):
         yield paths
-    finally:
-        os.chdir(old_cwd)
-        if old_env is None:
-            os.environ.pop("XDG_CACHE_HOME", None)
-        else:
-            os.environ["XDG_CACHE_HOME"] = old_env
-
-
-def roofline_json(capsys, path: str, *extra: str) -> dict:
-    rc = main([path, "--translate", "--roofline=all", "--hw", "H100_SXM", "--format=json", *extra])
-    out = capsys.readouterr()
-    assert rc == 0, out.err
-    return json.loads(out.out)
 
 
 # ---- item 2: outputs that alias inputs ----------------------------------------------------------------

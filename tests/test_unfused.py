@@ -5,8 +5,6 @@ invariants unfused >= fused and "a coarser grouping never raises the unfused bou
 from __future__ import annotations
 
 import copy
-import json
-import os
 from functools import cache
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from programs import TRIL
+from translated import cached_translations, roofline_json
 from xdsl.context import Context
 
 from solar_compiler.analysis.bounds import graph_bounds
@@ -74,10 +73,6 @@ def torch_files(tmp_path_factory):
     """Paths of the programs used here, their translations cached (as `solar-opt --translate` looks
     them up) in a temporary cache directory."""
     pytest.importorskip("torch")
-    from solar_compiler.frontends import FrontendOptions
-    from solar_compiler.frontends.cache import cache_store
-    from solar_compiler.frontends.torch import frontend as fe
-
     tmp = tmp_path_factory.mktemp("unfused")
     files = {"sliced": tmp / "sliced.py", "conv_relu": tmp / "conv_relu.py"}
     files["sliced"].write_text(SLICED)
@@ -86,27 +81,8 @@ def torch_files(tmp_path_factory):
     for name in ("softmax", "conv_bn_relu", "tril_matmul", "causal_attention_manual",
                  "transformer_encoder_sdpa"):
         paths[name] = f"examples/torch/{name}.py"
-    old_env, old_cwd = os.environ.get("XDG_CACHE_HOME"), os.getcwd()
-    os.environ["XDG_CACHE_HOME"] = str(tmp / "xdg")
-    os.chdir(ROOT)
-    try:
-        opts = FrontendOptions()
-        for p in paths.values():
-            cache_store(fe.cache_key(p, opts), fe.translate_job(p, opts))
+    with cached_translations(tmp / "xdg", paths):
         yield paths
-    finally:
-        os.chdir(old_cwd)
-        if old_env is None:
-            os.environ.pop("XDG_CACHE_HOME", None)
-        else:
-            os.environ["XDG_CACHE_HOME"] = old_env
-
-
-def roofline_json(capsys, path: str, *extra: str) -> dict:
-    rc = main([path, "--translate", "--roofline=all", "--hw", "H100_SXM", "--format=json", *extra])
-    out = capsys.readouterr()
-    assert rc == 0, out.err
-    return json.loads(out.out)
 
 
 def rows(r: dict) -> list[tuple]:
