@@ -28,12 +28,15 @@ from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.dialects.solar import AsWrittenOp
 from solar_compiler.loopir.convert import kernel_to_op, op_to_kernel
 from solar_compiler.loopir.graph_convert import graph_to_kernel, lift_kernel
+from solar_compiler.records import program_info
 
 
 @dataclass(frozen=True)
 class NarrowNeededPass(ModulePass):
     name = "narrow-needed"
     verifies_output: ClassVar[bool] = True
+
+    seconds: float = 30.0  # CPU seconds narrowing may take per kernel (0: no limit); then as written
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         top = list(op.body.block.ops)
@@ -44,8 +47,11 @@ class NarrowNeededPass(ModulePass):
             snapshot = AsWrittenOp()
             op.body.block.insert_op_before(snapshot, progs[0])
         keep = snapshot is not None and not snapshot.body.block.ops  # a second run keeps the first
+        gave_up: list[str] = []
         for o, k in zip(progs, kernels, strict=True):
-            res = narrow(k)
+            res = narrow(k, seconds=self.seconds if self.seconds > 0 else None)
+            if res.gave_up:
+                gave_up.append(res.gave_up)
             if not res.changed:  # nothing to narrow: the program stays as it is (and is its own as-written)
                 continue
             narrowed = res.kernel
@@ -59,4 +65,8 @@ class NarrowNeededPass(ModulePass):
                 if keep:
                     snapshot.body.block.add_op(kernel_to_op(k))
                 Rewriter.replace_op(o, new)
+        if gave_up:  # said in the report's notes: these counts include work no output may need
+            info = program_info(op)
+            info.notes.extend(gave_up)
+            info.store(op)
         invalidate_analyses(op)

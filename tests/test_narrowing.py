@@ -287,3 +287,24 @@ def test_random_masks_and_slices_keep_outputs(n: int, m: int, k: int, off: int, 
     want = sum(1 for i in range(lo, n) for j in range(m) if (j <= i + off) == (pred == "ge")) * k
     got = counts(n0).get("C[i, j] += A[i, q] * B[q, j]", 0)
     assert got == want
+
+
+def test_narrowing_out_of_cpu_budget_leaves_the_kernel_as_written_and_says_so():
+    """`narrow(seconds=...)`: a budget already spent (0 s) gives the kernel back unchanged, the
+    reason in `gave_up`; the pass puts that reason in the module's notes, and the costs are those
+    written (the tril program's 2 * 64 * 5 matrix FLOPs, not the narrowed 2 * 36 * 5)."""
+    k = parse_kernel(TRIL, "tril.loop")
+    res = narrow(k, seconds=0.0)
+    assert res.changed == () and print_kernel(res.kernel) == print_kernel(k)
+    assert res.gave_up == ("narrowing tril took over 0 s of CPU: its work is counted as written "
+                           "(as with --no-narrow)")
+    assert narrow(k, seconds=60.0).gave_up is None
+
+    from solar_compiler.passes.narrow_needed import NarrowNeededPass
+    from solar_compiler.records import program_info
+
+    m = kernels_to_module([k])
+    NarrowNeededPass(seconds=1e-9).apply(Context(), m)
+    assert program_info(m).notes == [res.gave_up.replace("over 0 s", "over 1e-09 s")]
+    ((g,),) = [module_costs(m)]
+    assert g.flops_matrix == 2 * 64 * 5

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import bisect
 import math
+import time
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
 import islpy as isl
@@ -84,25 +86,51 @@ class NarrowResult:
     kernel: Kernel
     changed: tuple[str, ...]   # one line per narrowed statement, e.g. "S3 S[h, i, j] += ...: guarded"
     origin: tuple[int, ...] = ()  # per statement of `kernel`: the input statement it came from
+    gave_up: str | None = None  # why the kernel was left as written (the CPU budget ran out)
 
 
-def narrow(kernel: Kernel, rounds: int = 4) -> NarrowResult:
+class NarrowingTooCostly(Exception):
+    """The CPU budget of `narrow(seconds=...)` ran out (checked between isl operations)."""
+
+
+_DEADLINE: ContextVar[float | None] = ContextVar("narrowing_deadline", default=None)
+
+
+def _check_deadline() -> None:
+    deadline = _DEADLINE.get()
+    if deadline is not None and time.process_time() > deadline:
+        raise NarrowingTooCostly
+
+
+def narrow(kernel: Kernel, rounds: int = 4, seconds: float | None = None) -> NarrowResult:
     """The kernel with every statement restricted to its needed points (see the module doc).
     Repeated while it changes (a select simplified under its guard may drop the last read of a
-    mask), at most `rounds` times."""
+    mask), at most `rounds` times. With `seconds`, a CPU budget: when it runs out (isl sets with
+    many existential variables, such as a channel shuffle's, can take minutes) the kernel is
+    returned as written, with `gave_up` saying so; counting it as written is what `--no-narrow`
+    does, so no figure becomes unsound, only less tight."""
     from solar_compiler.text.printer import print_kernel
 
     k = typecheck(kernel)
     check_distributable(k)
     notes: list[str] = []
     origin = tuple(range(len(statements(k))))
-    for _ in range(rounds):
-        res = _once(k)
-        if print_kernel(res.kernel) == print_kernel(k):
-            break
-        notes += res.changed
-        origin = tuple(origin[i] for i in res.origin)
-        k = typecheck(res.kernel)
+    token = _DEADLINE.set(None if seconds is None else time.process_time() + seconds)
+    try:
+        for _ in range(rounds):
+            res = _once(k)
+            if print_kernel(res.kernel) == print_kernel(k):
+                break
+            notes += res.changed
+            origin = tuple(origin[i] for i in res.origin)
+            k = typecheck(res.kernel)
+    except NarrowingTooCostly:
+        k0 = typecheck(kernel)
+        return NarrowResult(k0, (), tuple(range(len(statements(k0)))),
+                            gave_up=f"narrowing {kernel.name} took over {seconds:g} s of CPU: its work is "
+                                    "counted as written (as with --no-narrow)")
+    finally:
+        _DEADLINE.reset(token)
     return NarrowResult(k, tuple(notes), origin)
 
 
@@ -304,6 +332,7 @@ def _union(sets: object, like: isl.Set) -> isl.Set:
 def _forward(k: Kernel, stmts: list[_Stmt]) -> None:
     vals = _Values(k)
     for st in stmts:
+        _check_deadline()
         ctx, s = st.ctx, st.ctx.stmt
         scans = [f for f in ctx.loops if f.sequential]
         vals.dirty = _written_in(stmts, scans[0]) if scans else set()
@@ -461,6 +490,7 @@ def backward(k: Kernel, stmts: list[_Stmt], seeds: dict[str, isl.Set], kept_of=N
     while changed:
         changed = False
         for st in reversed(stmts):
+            _check_deadline()
             s = st.ctx.stmt
             if s.indirect:
                 st.kept = st.dom
@@ -505,6 +535,7 @@ def _rebuild(k: Kernel, stmts: list[_Stmt]) -> NarrowResult:
     repl: dict[int, list[Node]] = {}
     notes: list[str] = []
     for st in stmts:
+        _check_deadline()
         s, kept = st.ctx.stmt, st.kept
         assert kept is not None
         consts = {v: kept.intersect(r) for v, r in st.root.items()}
@@ -554,6 +585,7 @@ def _guarded(st: _Stmt, region: isl.Set, a: Assign) -> list[Node]:
     pieces = [region] if region.is_equal(st.dom) else region.coalesce().make_disjoint().get_basic_sets()
     out: list[Node] = []
     for piece in pieces:
+        _check_deadline()
         p = piece if isinstance(piece, isl.Set) else isl.Set.from_basic_set(piece)
         value = _simplify(st, a.value, p) if not isinstance(a.value, Const) else a.value
         b = a if value is a.value else replace(a, value=value)
