@@ -36,7 +36,7 @@ class NarrowNeededPass(ModulePass):
     name = "narrow-needed"
     verifies_output: ClassVar[bool] = True
 
-    seconds: float = 30.0  # CPU seconds narrowing may take per kernel (0: no limit); then as written
+    seconds: float = 15.0  # CPU seconds narrowing may take per kernel (0: no limit); then as written
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         top = list(op.body.block.ops)
