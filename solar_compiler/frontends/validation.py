@@ -35,6 +35,10 @@ REDUCIBLE = 16          # sizes below this (kernel sizes, strides, heads, layers
 # sample in about 8 s) and torch 2e10 to 4e10 points/s here with a parallel job running; whole
 # validation samples of VGG16 and ResNet101 took 12 s each (16 and 18 s estimated with these rates).
 MATRIX_RATE = 1.2e10
+# a scatter-form contraction (its target indexed by sums of loop variables: a strided transposed
+# convolution) runs one einsum per combination of the variables mixed into the target: 1.4e9
+# points/s measured on KernelBench L2 78 (1.4e11 points in about 100 s)
+SCATTER_MATRIX_RATE = 1e9
 VECTOR_RATE = 1e8
 IO_RATE = 1e7
 STATEMENT_SECONDS = 2e-3  # executor overhead per statement run (per step of a scan loop around it)
@@ -93,6 +97,13 @@ def is_contraction(stmt) -> bool:
         isinstance(v.b, Read)
 
 
+def statement_rate(stmt) -> float:
+    """Points per second the executor runs `stmt` at (MATRIX_RATE, SCATTER_MATRIX_RATE, VECTOR_RATE)."""
+    if not is_contraction(stmt):
+        return VECTOR_RATE
+    return MATRIX_RATE if all(i.is_var() for i in stmt.indices) else SCATTER_MATRIX_RATE
+
+
 def estimate(kernel: Kernel) -> Cost:
     """The expected cost of one validation sample of `kernel` (`Cost`)."""
     from solar_compiler.analysis.polyhedral import iteration_count
@@ -104,9 +115,10 @@ def estimate(kernel: Kernel) -> Cost:
     for ctx in ctxs:
         n = iteration_count(ctx)
         m = is_contraction(ctx.stmt)
+        rate = statement_rate(ctx.stmt)
         ext = loop_extents(ctx.loops)
         runs = math.prod(ext[f.iv] for f in ctx.loops if f.sequential)
-        secs += n / (MATRIX_RATE if m else VECTOR_RATE) + STATEMENT_SECONDS * runs
+        secs += n / rate + STATEMENT_SECONDS * runs
         fsecs += n / (FRAMEWORK_MATRIX_RATE if m else FRAMEWORK_VECTOR_RATE)
     io = sum(math.prod(t.shape) for t in kernel.tensors if t.role in ("input", "output"))
     secs += io / IO_RATE

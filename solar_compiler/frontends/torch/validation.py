@@ -32,17 +32,15 @@ from solar_compiler import progress
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends import CaptureFailed, FrontendOptions
 from solar_compiler.frontends.validation import (
-    MATRIX_RATE,
     REDUCIBLE,
     SAMPLE_SEEDS,
     STATEMENT_SECONDS,
-    VECTOR_RATE,
     Cost,
     as_array,
     candidates,
     estimate,
-    is_contraction,
     shrink,
+    statement_rate,
 )
 
 SAMPLE_POINTS = 256     # random output elements per output in sampled validation (plus corners, edges)
@@ -205,7 +203,7 @@ def _slice_seconds(kernel, sl) -> float:
     secs = 0.0
     for ctx in statements(kernel):
         if ctx.index in sl.pieces:
-            rate = MATRIX_RATE if is_contraction(ctx.stmt) else VECTOR_RATE
+            rate = statement_rate(ctx.stmt)
             scans = {f.iv for f in ctx.loops if f.sequential}
             runs = sum(math.prod(hi - lo + 1 for v, lo, hi in p.box if v in scans)
                        for p in sl.pieces[ctx.index])
