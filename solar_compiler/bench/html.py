@@ -81,6 +81,20 @@ def cell(v: Any, kind: str = "text", link: str | None = None, cls: str = "") -> 
     return f'<td class="n {cls}" data-v="{raw}">{esc(shown)}</td>'
 
 
+OP_COLUMNS = [("op", "text"), ("loc", "text"), ("FLOPs", "int"), ("bytes", "int"), ("bound", "s"),
+              ("share", "pct"), ("bottleneck", "text")]
+
+
+def op_table(ops: list[dict[str, Any]], tid: str) -> str:
+    """A sortable table of an op breakdown (`results.op_breakdown` rows)."""
+    rows = [
+        "<tr>" + cell(o["op"]) + cell(o["loc"]) + cell(o["flops"], "int") + cell(o["bytes"], "int")
+        + cell(o["bound_s"], "s") + cell(o["share"], "pct") + cell(o["bottleneck"]) + "</tr>"
+        for o in ops
+    ]
+    return sortable(OP_COLUMNS, rows, tid)
+
+
 def sortable(cols: list[tuple[str, str]], rows: list[str], tid: str) -> str:
     head = "".join(f'<th data-type="{"text" if k == "text" else "num"}">{esc(n)}</th>' for n, k in cols)
     body = "".join(rows)
@@ -275,34 +289,13 @@ def write_html(
         parts.append("<p>No measured time beats a bound.</p>")
     for v in data["violations"]:
         bound = max(b for b in (v["fused_s"], v["cache_aware_s"]) if b is not None)
-        ops = [
-            ("op", "text"),
-            ("loc", "text"),
-            ("FLOPs", "int"),
-            ("bytes", "int"),
-            ("bound", "s"),
-            ("share", "pct"),
-            ("bottleneck", "text"),
-        ]
-        orows = [
-            "<tr>"
-            + cell(o["op"])
-            + cell(o["loc"])
-            + cell(o["flops"], "int")
-            + cell(o["bytes"], "int")
-            + cell(o["bound_s"], "s")
-            + cell(o["share"], "pct")
-            + cell(o["bottleneck"])
-            + "</tr>"
-            for o in v["ops"]
-        ]
         parts.append(
             f"<h3 class=viol>{esc(v['group'])}/{esc(v['model'])} on {esc(v['target'])}: measured "
             f"{esc(fmt_s(v['measured_min_s']))} &lt; {esc(v['bound'])} bound {esc(fmt_s(bound))}</h3>"
             f"<p>fused bound by {esc(v['fused_bottleneck'])}: "
             + esc(", ".join(f"{k} {fmt_s(t)}" for k, t in (v["fused_terms_s"] or {}).items()))
             + "</p>"
-            + sortable(ops, orows, f"viol-{esc(v['model'])}")
+            + op_table(v["ops"], f"viol-{esc(v['model'])}")
         )
     mcols = [
         ("group", "text"),
@@ -418,29 +411,8 @@ def model_page(store: Store, u: Unit, report: dict | None, rows: list[dict[str, 
         parts.append("<h2>Bounds</h2>" + sortable(cols, trs, "bounds"))
         for target in report.get("bounds", {}):
             ops = op_breakdown(report, target, limit=10**6)
-            ocols = [
-                ("op", "text"),
-                ("loc", "text"),
-                ("FLOPs", "int"),
-                ("bytes", "int"),
-                ("bound", "s"),
-                ("share", "pct"),
-                ("bottleneck", "text"),
-            ]
-            orows = [
-                "<tr>"
-                + cell(o["op"])
-                + cell(o["loc"])
-                + cell(o["flops"], "int")
-                + cell(o["bytes"], "int")
-                + cell(o["bound_s"], "s")
-                + cell(o["share"], "pct")
-                + cell(o["bottleneck"])
-                + "</tr>"
-                for o in ops
-            ]
             parts.append(
                 f"<h2>Source ops on {esc(target)} (unfused kernels)</h2>"
-                + sortable(ocols, orows, f"ops-{esc(target)}")
+                + op_table(ops, f"ops-{esc(target)}")
             )
     path.write_text(page(u.key, "".join(parts)))
