@@ -58,7 +58,8 @@ def run_one(level: int, path: Path, mode: str, timeout: float, extra: list[str])
     v = report.get("validation") or {}
     return {**row, "status": "validated" if v.get("validated") else "unvalidated",
             "method": v.get("method"), "checked": v.get("elements_checked"), "sizes": v.get("sizes"),
-            "max_rel_err": v.get("max_rel_err"), "reason": v.get("reason"), "seconds": v.get("seconds"),
+            "max_rel_err": v.get("max_rel_err"), "reason": v.get("reason"),
+            "why_reduced": v.get("why_reduced"), "seconds": v.get("seconds"),
             "fused_s": (report.get("bounds", {}).get("H100_SXM") or {}).get("fused_s")}
 
 
@@ -101,7 +102,8 @@ def render(rows: list[dict], mode: str) -> str:
               "|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["level"], int(r["problem"].split("_")[0]))):
         err = r.get("max_rel_err")
-        note = r.get("error") or r.get("reason") or ""
+        note = r.get("error") or r.get("reason") or \
+            (f"not at full size: {r['why_reduced']}" if r.get("why_reduced") else "")
         lines.append(f"| {r['level']} | {r['problem']} | {r['status']} | {r.get('method') or ''} | "
                      f"{_fmt_checked(r)} | {r.get('sizes') or ''} | {'' if err is None else f'{err:.2g}'} | "
                      f"{r['wall_s']:.1f} | {note.replace('|', '/')[:160]} |")

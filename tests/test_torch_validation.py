@@ -162,6 +162,7 @@ SMALL = FrontendOptions(memory_budget_gb=0.02)  # forces a reduced instance (fra
 def test_reduced_instance_for_sizes_of_any_form(tmp_path, src, sites):
     v = fe.translate_job(write(tmp_path, "m.py", src), SMALL).validation
     assert (v["validated"], v["method"], v["full_size_same_program"]) == (True, "reduced", True)
+    assert v["why_reduced"].startswith("whole execution") and "the framework needs" in v["why_reduced"]
     reduced = {part.split("=")[0] for part in v["sizes"].removeprefix("reduced: ").split(", ")}
     assert reduced == sites  # `hidden` and `tokens` derive from `dim`: they follow it
     assert v["elements_checked"] > 0 and v["max_rel_err"] < 1e-4

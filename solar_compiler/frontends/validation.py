@@ -85,7 +85,8 @@ def validate_sized(spec: ModelSpec, kernel: Kernel, full: Built, options: Fronte
     overrides, spec_r, built_r = reduced
     sizes = ", ".join(f"{k}={v} (of {spec.size_constants[k]})" for k, v in overrides.items())
     return {**run(spec_r, built_r), "method": "reduced", "reduced_method": "full",
-            "sizes": f"reduced: {sizes}", "full_size_same_program": True}
+            "sizes": f"reduced: {sizes}", "full_size_same_program": True,
+            "why_reduced": f"whole execution {cost.describe()}"}
 
 
 def is_contraction(stmt) -> bool:

@@ -65,7 +65,7 @@ def validate(spec, prog, tt, options: FrontendOptions, filler=None, trace=None) 
     overrides, spec_r, prog_r, tt_r, rec = reduced
     sizes = ", ".join(f"{k}={v} (of {spec.size_constants[k]})" for k, v in overrides.items())
     return {**rec, "method": "reduced", "reduced_method": rec["method"], "sizes": f"reduced: {sizes}",
-            "full_size_same_program": True}
+            "full_size_same_program": True, "why_reduced": why}
 
 
 def _at_size(spec, prog, tt, options: FrontendOptions, trace=None) -> tuple[dict[str, Any] | None, str]:
