@@ -37,6 +37,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from solar_compiler.analysis.manager import renew_analyses
 from solar_compiler.errors import SolarError
+from solar_compiler.gc_policy import relax_gc
 from solar_compiler.lifetime import Cancelled, cancel_on_signals
 from solar_compiler.records import ProgramInfo
 
@@ -504,26 +505,10 @@ def run_pipeline(argv: list[str]) -> dict[str, Any] | None:
     `solar-report/1`) when the output is the JSON report (`--format=json`), else None. Errors raise
     (SolarError and others); `main` turns them into one line. `solar-bench` calls this in its
     sandboxed workers, so both tools build the same pipeline."""
-    _relax_gc()
+    relax_gc()
     opt = SolarOptMain(args=argv)
     opt.run()
     return opt.json_report
-
-
-#: Allocations between young-generation collections (CPython's default is 700).
-GC_GEN0_THRESHOLD = 500000
-
-
-def _relax_gc() -> None:
-    """Collect cycles less often. A large network's IR is a heap of ~10^6 long-lived objects, and the
-    analyses allocate millions of short-lived acyclic ones (freed by reference counting): with the
-    default thresholds the cyclic GC rescanned that heap so often that it took ~20% of the CPU time
-    from a cached translation of KernelBench's DenseNet201 to its report. Only how often cycles are
-    looked for changes; memory stays bounded (a young generation of 50,000 objects)."""
-    import gc
-
-    _, older, oldest = gc.get_threshold()
-    gc.set_threshold(max(GC_GEN0_THRESHOLD, gc.get_threshold()[0]), max(older, 50), max(oldest, 100))
 
 
 def main(argv: list[str] | None = None) -> int:
