@@ -56,7 +56,6 @@ from xdsl.dialects.builtin import (
     LocationAttr,
     StringAttr,
     SymbolNameConstraint,
-    i64,
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
@@ -84,6 +83,7 @@ from solar_compiler.dialects.loop import (
     check_tensor_uses,
     checked_rule,
     dtype_type,
+    i64_array,
     type_dtype,
 )
 from solar_compiler.loopir.ast import Origin, Traced
@@ -198,21 +198,21 @@ class NodeOp(LocatedOp, TensorUser):
             "ivs": ArrayAttr([StringAttr(v) for v in ivs]),
             "iterator_types": ArrayAttr([StringAttr(k) for k in iterator_types]),
             "lower_bounds": lower_bounds, "upper_bounds": upper_bounds,
-            "steps": DenseArrayBase.from_list(i64, list(steps)), "indexing_maps": ArrayAttr(indexing_maps),
-            "scopes": DenseArrayBase.from_list(i64, list(scopes))}
+            "steps": i64_array(tuple(steps)), "indexing_maps": ArrayAttr(indexing_maps),
+            "scopes": i64_array(tuple(scopes))}
         if guards is not None and guards.data.constraints:
             props["guards"] = guards
-            props["guard_scopes"] = DenseArrayBase.from_list(i64, list(guard_scopes))
-            props["guard_depths"] = DenseArrayBase.from_list(i64, list(guard_depths))
+            props["guard_scopes"] = i64_array(tuple(guard_scopes))
+            props["guard_depths"] = i64_array(tuple(guard_depths))
         if output_dynamic:
-            props["output_dynamic"] = DenseArrayBase.from_list(i64, list(output_dynamic))
+            props["output_dynamic"] = i64_array(tuple(output_dynamic))
         if init is not None:
             props["init"] = init
             assert init_depth is not None
-            props["init_depth"] = DenseArrayBase.from_list(i64, list(init_depth))
+            props["init_depth"] = i64_array(tuple(init_depth))
             if init_depth[1]:
-                props["init_guard_scopes"] = DenseArrayBase.from_list(i64, list(init_guard_scopes))
-                props["init_guard_depths"] = DenseArrayBase.from_list(i64, list(init_guard_depths))
+                props["init_guard_scopes"] = i64_array(tuple(init_guard_scopes))
+                props["init_guard_depths"] = i64_array(tuple(init_guard_depths))
         if origin is not None:
             props["origin"] = OriginAttr(origin)
         if init_origin is not None:

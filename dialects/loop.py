@@ -140,6 +140,24 @@ class AffAttr(_TextAttr):
             raise VerifyException(f"affine expression '{self.text.data}' is not canonical (write '{e}')")
 
 
+# Interned constructors: attributes are immutable values, and a large network's IR repeats the same
+# bounds, indices and steps thousands of times; building (and verifying) each once made translating
+# a cached KernelBench DenseNet201 to ops measurably faster.
+@lru_cache(maxsize=1 << 16)
+def aff_attr(expr: AffExpr) -> AffAttr:
+    return AffAttr(expr)
+
+
+@lru_cache(maxsize=1 << 12)
+def i64_attr(value: int) -> IntegerAttr:
+    return IntegerAttr(value, i64)
+
+
+@lru_cache(maxsize=1 << 12)
+def i64_array(values: tuple[int, ...]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, list(values))
+
+
 @irdl_attr_definition
 class OriginAttr(ParametrizedAttribute):
     """`#loop.origin<7, "aten.softmax.int", "attn.c_attn">`: the source-level op a statement
@@ -436,7 +454,7 @@ class TensorDeclOp(LocatedOp):
     def __init__(self, name: str, shape: Sequence[int], dtype: str, role: str):
         super().__init__(properties={
             "sym_name": StringAttr(name), "element_type": dtype_type(dtype),
-            "shape": DenseArrayBase.from_list(i64, list(shape)), "role": StringAttr(role)})
+            "shape": i64_array(tuple(shape)), "role": StringAttr(role)})
 
     @property
     def dims(self) -> tuple[int, ...]:
@@ -481,8 +499,8 @@ class ForOp(LocatedOp):
                  ops: Sequence[Operation] = ()):
         from xdsl.ir import Block, Region
 
-        props: dict[str, Attribute] = {"iv": StringAttr(iv), "lb": AffAttr(lb), "ub": AffAttr(ub),
-                                       "step": IntegerAttr(step, i64)}
+        props: dict[str, Attribute] = {"iv": StringAttr(iv), "lb": aff_attr(AffExpr.of(lb)),
+                                       "ub": aff_attr(AffExpr.of(ub)), "step": i64_attr(step)}
         if sequential:
             props["sequential"] = UnitAttr()
         super().__init__(properties=props, regions=[Region(Block(ops))])
@@ -546,7 +564,7 @@ class StmtOp(LocatedOp, TensorUser):
         from xdsl.ir import Block, Region
 
         props: dict[str, Attribute] = {"target": StringAttr(target),
-                                       "indices": ArrayAttr([AffAttr(i) for i in indices]),
+                                       "indices": ArrayAttr([aff_attr(AffExpr.of(i)) for i in indices]),
                                        "kind": StringAttr(kind)}
         if dynamic:
             props["dynamic"] = DenseArrayBase.from_list(i64, sorted(dynamic))
@@ -627,8 +645,8 @@ class ReadOp(_ScalarOp, TensorUser):
         pos = sorted(dynamic)
         super().__init__(operands=[[dynamic[p] for p in pos]], result_types=[dtype_type(dtype)],
                          properties={"tensor": StringAttr(tensor),
-                                     "indices": ArrayAttr([AffAttr(i) for i in indices]),
-                                     "dynamic": DenseArrayBase.from_list(i64, pos)})
+                                     "indices": ArrayAttr([aff_attr(AffExpr.of(i)) for i in indices]),
+                                     "dynamic": i64_array(tuple(pos))})
 
     @property
     def dynamic_positions(self) -> tuple[int, ...]:
@@ -660,7 +678,7 @@ class IndexOp(_ScalarOp):
     assembly_format = "$expr attr-dict `:` type($result)"
 
     def __init__(self, expr: AffExpr):
-        super().__init__(result_types=[IntegerType(64)], properties={"expr": AffAttr(expr)})
+        super().__init__(result_types=[IntegerType(64)], properties={"expr": aff_attr(AffExpr.of(expr))})
 
     def verify_(self) -> None:
         _check_vars([self.expr.expr], _ivs_in_scope(self), "loop.index")

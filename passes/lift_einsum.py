@@ -14,8 +14,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from solar_compiler.analysis.manager import invalidate_analyses
+from solar_compiler.analysis.program import as_lifted, module_programs, program_ops, seed_programs
 from solar_compiler.dialects.loop import KernelOp
-from solar_compiler.loopir.convert import op_to_kernel
 from solar_compiler.loopir.graph_convert import lift_kernel
 
 
@@ -25,6 +25,12 @@ class LiftEinsumPass(ModulePass):
     verifies_output: ClassVar[bool] = True  # lift_kernel verifies every graph it builds
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for k in [o for o in op.body.block.ops if isinstance(o, KernelOp)]:
-            Rewriter.replace_op(k, lift_kernel(op_to_kernel(k)))
+        progs = module_programs(op)
+        lifted = []
+        for o, p in zip(program_ops(op), progs, strict=True):
+            if isinstance(o, KernelOp):
+                Rewriter.replace_op(o, lift_kernel(p.kernel))
+                p = as_lifted(p)
+            lifted.append(p)
         invalidate_analyses(op)
+        seed_programs(op, lifted)  # what the analyses would read back from the graphs

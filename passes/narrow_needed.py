@@ -23,11 +23,18 @@ from xdsl.rewriter import Rewriter
 
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.narrowing import narrow
+from solar_compiler.analysis.program import (
+    as_lifted,
+    module_programs,
+    program_from_kernel,
+    program_ops,
+    seed_programs,
+)
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.dialects.solar import AsWrittenOp
-from solar_compiler.loopir.convert import kernel_to_op, op_to_kernel
-from solar_compiler.loopir.graph_convert import graph_to_kernel, lift_kernel
+from solar_compiler.loopir.convert import kernel_to_op
+from solar_compiler.loopir.graph_convert import lift_kernel
 from solar_compiler.records import program_info
 
 
@@ -40,15 +47,16 @@ class NarrowNeededPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         top = list(op.body.block.ops)
-        progs = [o for o in top if isinstance(o, KernelOp | GraphOp)]
-        kernels = [op_to_kernel(o) if isinstance(o, KernelOp) else graph_to_kernel(o)[0] for o in progs]
+        progs = program_ops(op)
+        programs = list(module_programs(op))  # replaced entry by entry below: a copy
+        kernels = [p.kernel for p in programs]
         snapshot = next((o for o in top if isinstance(o, AsWrittenOp)), None)
         if snapshot is None and progs:
             snapshot = AsWrittenOp()
             op.body.block.insert_op_before(snapshot, progs[0])
         keep = snapshot is not None and not snapshot.body.block.ops  # a second run keeps the first
         gave_up: list[str] = []
-        for o, k in zip(progs, kernels, strict=True):
+        for i, (o, k) in enumerate(zip(progs, kernels, strict=True)):
             res = narrow(k, seconds=self.seconds if self.seconds > 0 else None)
             if res.gave_up:
                 gave_up.append(res.gave_up)
@@ -57,6 +65,9 @@ class NarrowNeededPass(ModulePass):
             narrowed = res.kernel
             new = kernel_to_op(narrowed) if isinstance(o, KernelOp) else lift_kernel(narrowed)
             new.verify()
+            programs[i] = program_from_kernel(narrowed)
+            if isinstance(o, GraphOp):
+                programs[i] = as_lifted(programs[i])
             if keep and isinstance(o, KernelOp):
                 op.body.block.insert_op_before(new, o)  # the narrowed kernel takes its place and
                 o.detach()                              # the kernel as written moves to the snapshot
@@ -70,3 +81,4 @@ class NarrowNeededPass(ModulePass):
             info.notes.extend(gave_up)
             info.store(op)
         invalidate_analyses(op)
+        seed_programs(op, programs)  # the kernels the ops were just built from

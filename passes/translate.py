@@ -17,12 +17,14 @@ $SOLAR_LLM_MODEL.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.manager import invalidate_analyses
+from solar_compiler.analysis.program import program_from_kernel, seed_programs
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.ast import Kernel, Origin, Traced, statements
 from solar_compiler.records import ProgramInfo
@@ -31,6 +33,8 @@ from solar_compiler.records import ProgramInfo
 @dataclass(frozen=True)
 class TranslatePass(ModulePass):
     name = "translate"
+    # its ops are verified here, or were when the translation entered the cache (`Translation`)
+    verifies_output: ClassVar[bool] = True
 
     # Numeric options are `int | float`: xDSL's option parser types `memory-gb=1` as an int and
     # rejects it for a plain `float` field (and `timeout=2.5` for a plain `int` one).
@@ -76,6 +80,8 @@ class TranslatePass(ModulePass):
         stamp_origins(result.kernels, result.source_ops)
         stamp_traced(result.kernels, result.traced)
         new = kernels_to_module(result.kernels)
+        if not result.ops_verified:
+            new.verify()
         for old in list(op.body.block.ops):
             old.detach()
             old.erase()
@@ -85,6 +91,7 @@ class TranslatePass(ModulePass):
         ProgramInfo(path, fe.name, result.validation, list(result.value_dependent),
                     list(result.notes), list(result.aliases)).store(op)
         invalidate_analyses(op)
+        seed_programs(op, [program_from_kernel(k) for k in result.kernels])  # the kernels just built
 
     def _llm_config(self):
         from solar_compiler.frontends.llm.config import LLMConfig

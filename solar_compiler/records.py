@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
@@ -61,18 +62,13 @@ def data_to_attr(value: Any) -> Attribute:
             keys = list(value[0])
             return DictionaryAttr({TABLE_KEY: ArrayAttr([StringAttr(k) for k in keys]),
                                    **{k: data_to_attr([r[k] for r in value]) for k in keys}})
-    if value is None:
-        return NoneAttr()
-    if isinstance(value, bool):
-        return IntegerAttr.from_bool(value)
-    if isinstance(value, int):
-        if not -(2 ** 63) <= value < 2 ** 63:
-            return StringAttr(f"int:{value}")  # beyond i64: exact as text
-        return IntegerAttr(value, i64)
+    if value is None or type(value) in (bool, int, str):
+        return _scalar_attr(type(value), value)
     if isinstance(value, float):
         return FloatAttr(value, Float64Type())
-    if isinstance(value, str):
-        return StringAttr(value)
+    if isinstance(value, bool | int | str):  # a subclass (an IntEnum, a str enum): its plain value
+        return data_to_attr(bool(value) if isinstance(value, bool) else
+                            int(value) if isinstance(value, int) else str(value))
     if isinstance(value, list | tuple):
         return ArrayAttr([data_to_attr(v) for v in value])
     if isinstance(value, dict):
@@ -80,6 +76,22 @@ def data_to_attr(value: Any) -> Attribute:
             raise SolarError(f"record keys must be strings, got {sorted(map(repr, value))[:3]}")
         return DictionaryAttr({k: data_to_attr(v) for k, v in value.items()})
     raise SolarError(f"cannot store a {type(value).__name__} in a record")
+
+
+@lru_cache(maxsize=1 << 16)
+def _scalar_attr(kind: type, value: Any) -> Attribute:
+    """None, a bool, an int or a str as an attribute, built once per value: attributes are immutable,
+    and a report repeats the same names, flags and small counts thousands of times. (`kind` keeps
+    True and 1 apart; floats are not cached, since -0.0 == 0.0.)"""
+    if value is None:
+        return NoneAttr()
+    if kind is bool:
+        return IntegerAttr.from_bool(value)
+    if kind is int:
+        if not -(2 ** 63) <= value < 2 ** 63:
+            return StringAttr(f"int:{value}")  # beyond i64: exact as text
+        return IntegerAttr(value, i64)
+    return StringAttr(value)
 
 
 def _dense(values: list | tuple) -> DenseArrayBase | None:

@@ -142,3 +142,21 @@ def test_bounds_contain_every_value(e: AffExpr, spans: dict[str, tuple[int, int]
     grid = np.meshgrid(*[np.arange(a, b + 1) for a, b in ranges.values()], indexing="ij")
     vals = np.asarray(e.evaluate(dict(zip(ranges, grid, strict=True))))
     assert lo <= vals.min() and vals.max() <= hi
+
+
+def _canonical(e: AffExpr) -> AffExpr:
+    """`e` rebuilt through the general (sorting) constructor."""
+    return AffExpr._make(dict(e.terms), e.const)
+
+
+@settings(max_examples=150, deadline=None)
+@given(affine(), affine(), st.integers(-4, 4))
+def test_fast_arithmetic_paths_stay_canonical(a: AffExpr, b: AffExpr, n: int) -> None:
+    """Adding a constant, negating and scaling skip the re-sort: each result must equal the one the
+    general path builds, term order included, and mean the same function."""
+    env = {"i": 2, "j": -3, "k": 5}
+    for got, want in ((a + n, a.evaluate(env) + n), (a - n, a.evaluate(env) - n), (-a, -a.evaluate(env)),
+                      (a * n, a.evaluate(env) * n), (n + a, n + a.evaluate(env)),
+                      (a - b, a.evaluate(env) - b.evaluate(env)), (AffExpr.lit(n) + a, n + a.evaluate(env))):
+        assert got == _canonical(got)
+        assert got.evaluate(env) == want

@@ -233,3 +233,16 @@ def test_an_internal_error_is_reported_as_a_bug(capsys, monkeypatch) -> None:
                    "KeyError: 'no such key' (rerun with --debug for the traceback)\n")
     with pytest.raises(KeyError):
         driver.main([MATMUL, "--debug"])
+
+
+def test_the_command_skips_teardown_but_loses_no_output(tmp_path: Path, capsys) -> None:
+    """`solar-opt` ends with `os._exit` after flushing: its output through a pipe and into a file
+    is exactly what `main` prints in-process, and the exit status is main's."""
+    args = [MATMUL, "--roofline=all", "--hw", "H100_SXM", "--format=json"]
+    r = subprocess.run([SOLAR_OPT, *args], capture_output=True, text=True)
+    rc, out, _ = run_main(capsys, *args)
+    assert (r.returncode, rc) == (0, 0)
+    assert r.stdout == out and r.stdout.rstrip().endswith("}")
+    target = tmp_path / "r.json"
+    assert subprocess.run([SOLAR_OPT, *args, "-o", str(target)]).returncode == 0
+    assert target.read_text() == out

@@ -402,3 +402,17 @@ def test_e2e_no_kernel(capsys, tmp_path):
     src.write_text("func.func @f() {\n  func.return\n}\n")
     rc, _, err = solar_opt(capsys, str(src), "--roofline=all")
     assert rc == 1 and err.endswith("roofline: no kernel in the module (is the input translated?)\n")
+
+
+def test_records_keep_scalar_kinds_apart() -> None:
+    """Scalar attributes are interned per (type, value): True and 1 stay a bool and an int, -0.0 keeps
+    its sign (floats are not interned), and a round trip gives every value back."""
+    import math
+
+    from solar_compiler.records import attr_to_data, data_to_attr
+
+    values = [True, 1, 1.0, -0.0, 0.0, 0, False, None, "1", 2 ** 70, math.inf]
+    back = attr_to_data(data_to_attr(values))
+    assert back == values and [type(v) for v in back] == [type(v) for v in values]
+    assert math.copysign(1.0, back[3]) == -1.0
+    assert data_to_attr(7) is data_to_attr(7)

@@ -181,17 +181,21 @@ def _determines(ivs: Sequence[str], accs: Sequence[Operand]) -> bool:
 def _slice_choices(ctx: StmtContext, accs: Sequence[Operand]) -> list[tuple[str, ...]]:
     out = []
     ivs = ctx.ivs
+    if any(e.is_quasi() for acc in accs for e in acc.indices):
+        return out
+    index_vars = [[e.vars() for e in acc.indices] for acc in accs]  # once, not per subset of ivs
     for n in range(len(ivs) + 1):
         for z in itertools.combinations(ivs, n):
             free = set(ivs) - set(z)
             ok = True
             uses = dict.fromkeys(free, 0)
-            for acc in accs:
+            for dims in index_vars:
                 seen: set[str] = set()
-                for e in acc.indices:
-                    if e.is_quasi() or len(e.vars() & free) > 1:
+                for vs in dims:
+                    here = vs & free
+                    if len(here) > 1:
                         ok = False
-                    seen |= e.vars() & free
+                    seen |= here
                 for v in seen:
                     uses[v] += 1
             if ok and all(u >= 2 for u in uses.values()):

@@ -4,6 +4,13 @@
 pass that changes the IR calls `invalidate_analyses(module)` when it is done, and the driver does
 it after every pass that does not declare `preserves_analyses = True` (a pass from another package
 that forgets cannot leave stale results behind in a `solar-opt` run).
+
+A pass that builds the IR from a result it already holds (`translate` and `narrow-needed` build
+kernels from loop ASTs, `lift-einsum` builds graphs from them) offers that result with
+`seed_analysis`, after its own invalidation, so that the next pass does not read it back from the
+ops (converting a large network's IR back costs seconds). A seed is only a proposal: the `solar-opt`
+driver adopts it (`renew_analyses`) right after the pass that made it, before any other pass can
+change the IR; anything else (an invalidation, another pipeline) drops it unused.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 T = TypeVar("T")
 _RESULTS: WeakKeyDictionary[ModuleOp, dict[Callable, object]] = WeakKeyDictionary()
+_SEEDS: WeakKeyDictionary[ModuleOp, dict[Callable, object]] = WeakKeyDictionary()
 
 
 def get_analysis(module: ModuleOp, fn: Callable[[ModuleOp], T]) -> T:
@@ -27,3 +35,18 @@ def get_analysis(module: ModuleOp, fn: Callable[[ModuleOp], T]) -> T:
 
 def invalidate_analyses(module: ModuleOp) -> None:
     _RESULTS.pop(module, None)
+    _SEEDS.pop(module, None)
+
+
+def seed_analysis(module: ModuleOp, fn: Callable[[ModuleOp], T], value: T) -> None:
+    """Offer `value` as `fn(module)` for the module exactly as the calling pass leaves it."""
+    _SEEDS.setdefault(module, {})[fn] = value
+
+
+def renew_analyses(module: ModuleOp) -> None:
+    """After a pass that changed the IR: drop every result, and make the seeds that pass left
+    results (the driver calls this between passes, before the next pass can change the IR)."""
+    seeds = _SEEDS.pop(module, None)
+    _RESULTS.pop(module, None)
+    if seeds:
+        _RESULTS[module] = dict(seeds)

@@ -119,7 +119,8 @@ def narrow(kernel: Kernel, rounds: int = 4, seconds: float | None = None) -> Nar
     try:
         for _ in range(rounds):
             res = _once(k)
-            if print_kernel(res.kernel) == print_kernel(k):
+            # no note means every statement was kept whole and unchanged (`_rebuild`)
+            if not res.changed or print_kernel(res.kernel) == print_kernel(k):
                 break
             notes += res.changed
             origin = tuple(origin[i] for i in res.origin)
@@ -155,7 +156,20 @@ def _tensor_box(k: Kernel, name: str) -> isl.Set:
 
 
 def _access(ctx: StmtContext, tensor: str, indices: Sequence[AffExpr]) -> isl.Map:
-    return isl.Map(f"{{ {_space(ctx)} -> T_{tensor}[{', '.join(i.to_isl() for i in indices)}] }}")
+    """The access relation, built once per statement context and access (kept on the context, as
+    `polyhedral.domain_constraints` keeps its domain): the forward walk, the kills and every round
+    of the backward fixpoint ask for the same maps, and parsing them was a third of narrowing's
+    time on a large network. islpy objects are immutable values, so sharing one is safe."""
+    memo = ctx.__dict__.get("_access_maps")
+    if memo is None:
+        memo = {}
+        object.__setattr__(ctx, "_access_maps", memo)
+    key = (tensor, tuple(indices))
+    m = memo.get(key)
+    if m is None:
+        dims = ", ".join(i.to_isl() for i in indices)
+        m = memo[key] = isl.Map(f"{{ {_space(ctx)} -> T_{tensor}[{dims}] }}")
+    return m
 
 
 def _reach(k: Kernel, st: _Stmt) -> isl.Set:
@@ -450,16 +464,17 @@ def _kills(k: Kernel, stmts: list[_Stmt]) -> None:
         return writes[st.ctx.index]
 
     by_target: dict[str, list[_Stmt]] = {}  # the statements writing each tensor, in program order
+    rank: dict[int, int] = {}  # statement index -> its position in its target's list
     for st in stmts:
-        by_target.setdefault(st.ctx.stmt.target, []).append(st)
+        writers = by_target.setdefault(st.ctx.stmt.target, [])
+        rank[st.ctx.index] = len(writers)
+        writers.append(st)
     read_at = {t: sorted(ts) for t, ts in readers.items()}
     for w in stmts:
         sw = w.ctx.stmt
         if sw.kind != "=" or sw.indirect:  # a scatter's elements are unknown: it is never killed
             continue
-        for w2 in by_target[sw.target]:
-            if w2.ctx.index <= w.ctx.index:
-                continue
+        for w2 in by_target[sw.target][rank[w.ctx.index] + 1:]:  # the later writers only
             s2 = w2.ctx.stmt
             t1, t2 = top[w.ctx.index], top[w2.ctx.index]
             if s2.kind != "=" or t2 == t1:

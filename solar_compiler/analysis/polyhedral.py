@@ -62,8 +62,13 @@ def _isl_set(name: str, ivs: Sequence[str], conds: Sequence[AffCond]) -> isl.Set
 
 
 def domain(ctx: StmtContext) -> isl.Set:
-    ivs, cons, _ = domain_constraints(ctx)
-    return _isl_set(f"S{ctx.index}", ivs, [c.cond for c in cons])
+    """The statement's iteration domain as an isl set named `S<index>` (built once per context)."""
+    memo = ctx.__dict__.get("_isl_domain")
+    if memo is None:
+        ivs, cons, _ = domain_constraints(ctx)
+        memo = _isl_set(f"S{ctx.index}", ivs, [c.cond for c in cons])
+        object.__setattr__(ctx, "_isl_domain", memo)
+    return memo
 
 
 def access_map(ctx: StmtContext, tensor: str, indices: Sequence[AffExpr]) -> isl.Map:
@@ -136,8 +141,27 @@ def iteration_count(ctx: StmtContext) -> int:
     return count_points(ivs, cons)
 
 
+def _box(ctx: StmtContext) -> dict[str, int] | None:
+    """Trip count per loop variable when the domain is a box (unguarded unit-step loops with constant
+    bounds), else None. Kept on the context, as its domain is."""
+    memo = ctx.__dict__.get("_box", False)
+    if memo is False:
+        memo = None
+        if not ctx.guards and all(f.step == 1 and f.lb.is_const() and f.ub.is_const() for f in ctx.loops):
+            memo = {f.iv: max(f.ub.const - f.lb.const, 0) for f in ctx.loops}
+        object.__setattr__(ctx, "_box", memo)
+    return memo
+
+
 def footprint(ctx: StmtContext, indices: Sequence[AffExpr]) -> int:
     """Distinct elements touched by an access with these (affine) indices over the domain."""
+    box = _box(ctx)
+    if box is not None and all(i.is_var() for i in indices):
+        # distinct plain variables over a box: the product of their trip counts (a cheap exact case
+        # the reuse bounds ask for once per subset of a convolution's seven loops)
+        names = [i.terms[0][0] for i in indices]
+        if len(set(names)) == len(names):
+            return 0 if 0 in box.values() else math.prod(box[v] for v in names)
     ivs, cons, _ = domain_constraints(ctx)
     idx_vars = [frozenset(i.vars()) for i in indices]
     used = set().union(*idx_vars) if idx_vars else set()

@@ -16,7 +16,7 @@ from typing import TypeVar
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
-from solar_compiler.analysis.manager import get_analysis
+from solar_compiler.analysis.manager import get_analysis, seed_analysis
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.errors import SolarError
@@ -76,6 +76,18 @@ def _module_programs(module: ModuleOp) -> list[Program]:
 def module_programs(module: ModuleOp) -> list[Program]:
     """Every program of the module (cached until the module changes, `manager.py`)."""
     return get_analysis(module, _module_programs)
+
+
+def seed_programs(module: ModuleOp, programs: list[Program]) -> None:
+    """Offer `programs` as the module's programs, in op order, for the IR as the calling pass leaves
+    it (a pass that built that IR from these kernels; `manager.seed_analysis`)."""
+    seed_analysis(module, _module_programs, list(programs))
+
+
+def as_lifted(p: Program) -> Program:
+    """`p` as `program_of` reads it back from `lift_kernel(p.kernel)`: the same kernel and groups,
+    each node named after its main statement as `lift-einsum` names it."""
+    return Program(p.kernel, tuple(NodeGroup(g.stmts, g.name) for g in p.nodes))
 
 
 def enclosing_program(op: Operation) -> KernelOp | GraphOp | None:

@@ -15,6 +15,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -44,23 +45,34 @@ def tiled_traffic(c: Contraction, capacity: float, budget: int = COMBOS) -> Tili
     otherwise (the tile's bounding box), so this is the traffic of a real schedule or more."""
     if not c.unit_steps or any(e <= 0 for e in c.extents.values()):
         return None
-    names = list(c.ivs)
-    cand = [np.array(x, dtype=np.float64) for x in _tile_sizes([c.extents[v] for v in names], budget)]
+    ops = tuple((op.indices, op.stored) for op in (c.a, c.b, c.c))
+    found = _best_tiling(tuple(c.ivs), tuple(c.extents[v] for v in c.ivs), ops, c.init_folded,
+                         float(capacity), budget)
+    return None if found is None else Tiling(found.bytes, dict(found.tiles), found.order)
+
+
+@lru_cache(maxsize=1024)
+def _best_tiling(names: tuple[str, ...], extents: tuple[int, ...],
+                 ops: tuple[tuple[tuple[AffExpr, ...], float], ...], init_folded: bool, capacity: float,
+                 budget: int) -> Tiling | None:
+    """The search of `tiled_traffic`, once per shape: a network repeats the same layer many times
+    (DenseNet201's 98 3x3 convolutions have four shapes)."""
+    (ia, sa), (ib, sb), (ic, sc) = ops
+    cand = [np.array(x, dtype=np.float64) for x in _tile_sizes(list(extents), budget)]
     grid = [g.ravel() for g in np.meshgrid(*cand, indexing="ij")]
     t = dict(zip(names, grid, strict=True))
-    trips = {v: np.ceil(c.extents[v] / t[v]) for v in names}
-    fp = {k: _tile_footprint(op.indices, t) for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
-    fits = c.a.stored * fp["a"] + c.b.stored * fp["b"] + c.c.stored * fp["c"] <= capacity
+    trips = {v: np.ceil(e / t[v]) for v, e in zip(names, extents, strict=True)}
+    fp = {"a": _tile_footprint(ia, t), "b": _tile_footprint(ib, t), "c": _tile_footprint(ic, t)}
+    fits = sa * fp["a"] + sb * fp["b"] + sc * fp["c"] <= capacity
     if not fits.any():
         return None
-    uses = {k: set().union(*(e.vars() for e in op.indices)) for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
+    uses = {k: set().union(*(e.vars() for e in idx)) for k, idx in (("a", ia), ("b", ib), ("c", ic))}
     best: tuple[float, int, tuple[str, ...]] | None = None
-    for order in _orders(names, uses):
+    for order in _orders(list(names), uses):
         visits = _visits(order, trips, uses, grid[0])
         distinct_c = np.prod([trips[v] for v in names if v in uses["c"]], axis=0) if uses["c"] else 1.0
-        c_moves = 2 * visits["c"] - (distinct_c if c.init_folded else 0)
-        q = (c.a.stored * fp["a"] * visits["a"] + c.b.stored * fp["b"] * visits["b"]
-             + c.c.stored * fp["c"] * c_moves)
+        c_moves = 2 * visits["c"] - (distinct_c if init_folded else 0)
+        q = sa * fp["a"] * visits["a"] + sb * fp["b"] * visits["b"] + sc * fp["c"] * c_moves
         q = np.where(fits, q, np.inf)
         i = int(np.argmin(q))
         if best is None or q[i] < best[0]:

@@ -81,7 +81,9 @@ def source_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[
     kernel = p.kernel
     if g.kernel != kernel.name or [n.name for n in p.nodes] != [o.name for o in g.ops]:
         raise SolarError(f"unfused kernels: costs of {g.kernel} do not belong to program {kernel.name}")
-    ctxs = statements(kernel)
+    ctxs = [c for n in p.nodes for c in n.stmts]  # the program's own contexts, with their memos
+    if [c.index for c in ctxs] != list(range(len(ctxs))):
+        ctxs = statements(kernel)
     # runs of statements with the same origin id, in program order
     run_of: list[int] = []
     for i, c in enumerate(ctxs):
@@ -156,13 +158,16 @@ def _with_traffic(kernel: Kernel, ctxs: Sequence[StmtContext],
                   groups: Sequence[_Group], indirect: str) -> list[UnfusedKernel]:
     reads = [_external_reads(kernel, [ctxs[i] for i in stmts], indirect) for _, _, stmts, _, _ in groups]
     outputs = {t.name for t in kernel.tensors if t.role == "output"}
+    last_read: dict[str, int] = {}  # tensor -> the last kernel that reads it from memory
+    for gi, r in enumerate(reads):
+        for t in r:
+            last_read[t] = gi
     out = []
     for gi, (op, loc, stmts, ops, module) in enumerate(groups):
-        needed = outputs | {t for later in reads[gi + 1:] for t in later}
         wr: dict[str, list[Site]] = {}
         for i in stmts:
             s = ctxs[i].stmt
-            if s.target in needed:
+            if s.target in outputs or last_read.get(s.target, -1) > gi:  # a later kernel reads it
                 wr.setdefault(s.target, []).append(_site(ctxs[i], s.indices, s.target, True, indirect))
         name = f"{op} @ {loc}" if loc else op
         out.append(UnfusedKernel(name, op, loc, ops, stmts, accesses(kernel, reads[gi]),

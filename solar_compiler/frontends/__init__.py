@@ -62,6 +62,9 @@ class Translation:
     # {"stmt", "tensor", "write", "elements", "points", "accesses"} (`ast.Traced`; the translate
     # pass puts them on the statements)
     traced: list[dict[str, Any]] = field(default_factory=list)
+    # the `loop` ops `kernels` convert to verified (`translate_cached` checks before caching; the
+    # cache key covers the converter and the dialects), so the translate pass need not again
+    ops_verified: bool = False
 
 
 class SourceFrontend(Protocol):

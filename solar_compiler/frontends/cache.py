@@ -10,6 +10,7 @@ options that change the result.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import pickle
 import tempfile
@@ -25,7 +26,12 @@ from solar_compiler.frontends import FrontendOptions, Translation
 # its tolerances, and the backward slice of sampled validation
 SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py",
                   "frontends/program.py", "frontends/builder/*.py", "frontends/model_file.py",
-                  "frontends/validation.py", "executor/compare.py", "analysis/slicing.py")
+                  "frontends/validation.py", "executor/compare.py", "analysis/slicing.py",
+                  # a cached translation's ops were verified (`job._ops_verify`) by this converter,
+                  # these rules and these dialects' verifiers
+                  "loopir/ast.py", "loopir/rules.py", "loopir/convert.py", "frontends/__init__.py")
+# packages laid out elsewhere in a source checkout (`package-dir`), found by import
+SHARED_PACKAGES = ("solar_compiler.dialects",)
 
 
 def cache_dir() -> Path:
@@ -44,6 +50,12 @@ def fingerprint(version: str, frontend_dir: Path, shared: Sequence[str] = SHARED
         for p in sorted(package.glob(pattern)):
             h.update(p.relative_to(package).as_posix().encode())
             h.update(p.read_bytes())
+    for name in SHARED_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        for where in (spec.submodule_search_locations or []) if spec is not None else []:
+            for p in sorted(Path(where).glob("*.py")):
+                h.update(f"{name}/{p.name}".encode())
+                h.update(p.read_bytes())
     return h.hexdigest()
 
 

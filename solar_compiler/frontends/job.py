@@ -46,9 +46,26 @@ def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key
         raise SolarError(result)
     if isinstance(result, SolarError):  # its class says what failed (CaptureFailed, LLM exit 3)
         raise result
-    if not options.no_cache:
+    if not options.no_cache and _ops_verify(result):  # an entry that would not verify is not kept
         cache_store(key, result)
     return result
+
+
+def _ops_verify(result: Translation) -> bool:
+    """Whether the kernels' `loop` ops verify; recorded on `result` (`ops_verified`), so that a
+    cache hit, built by the same converter into the same dialects (both in the cache key), is not
+    verified again: ~16k ops of a large network take a second to verify."""
+    from xdsl.utils.exceptions import VerifyException
+
+    from solar_compiler.loopir.ast import LoopIRError
+    from solar_compiler.loopir.convert import kernels_to_module
+
+    try:
+        kernels_to_module(result.kernels).verify()
+    except (VerifyException, LoopIRError, SolarError):
+        return False  # the translate pass verifies again and reports it
+    result.ops_verified = True
+    return True
 
 
 def child_job(job: Job, path: str, options: FrontendOptions) -> Translation | SolarError | str:
@@ -57,8 +74,10 @@ def child_job(job: Job, path: str, options: FrontendOptions) -> Translation | So
     failed allocation (a capture reports it as "forward raised RuntimeError: ... can't allocate
     memory") is the sandbox's memory limit at work, and says so."""
     from solar_compiler.frontends.sandbox import memory_limit_message
+    from solar_compiler.gc_policy import relax_gc
     from solar_compiler.loopir.ast import LoopIRError
 
+    relax_gc()  # the child is a fresh interpreter: capture and validation build large heaps too
     try:
         return job(path, options)
     except (SolarError, LoopIRError) as e:

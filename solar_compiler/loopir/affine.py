@@ -77,8 +77,17 @@ class AffExpr:
         return AffExpr(tuple(items), const)
 
     # ---- arithmetic -----------------------------------------------------------------------
+    # The fast paths below (a constant operand, scaling) skip the canonical re-sort: adding a
+    # constant or scaling by a non-zero one keeps the terms' order. Analyses of a large network build
+    # hundreds of thousands of expressions (every domain bound is one), so this is measurable.
     def __add__(self, other: AffExpr | int) -> AffExpr:
+        if type(other) is int:
+            return AffExpr(self.terms, self.const + other) if other else self
         o = AffExpr.of(other)
+        if not o.terms:
+            return AffExpr(self.terms, self.const + o.const)
+        if not self.terms:
+            return AffExpr(o.terms, self.const + o.const)
         acc: dict[Atom, int] = dict(self.terms)
         for a, c in o.terms:
             acc[a] = acc.get(a, 0) + c
@@ -87,15 +96,22 @@ class AffExpr:
     __radd__ = __add__
 
     def __neg__(self) -> AffExpr:
-        return self * -1
+        return AffExpr(tuple((a, -c) for a, c in self.terms), -self.const)
 
     def __sub__(self, other: AffExpr | int) -> AffExpr:
+        if type(other) is int:
+            return AffExpr(self.terms, self.const - other) if other else self
         return self + (-AffExpr.of(other))
 
     def __rsub__(self, other: AffExpr | int) -> AffExpr:
         return AffExpr.of(other) - self
 
     def __mul__(self, other: AffExpr | int) -> AffExpr:
+        if type(other) is int:
+            if other == 1:
+                return self
+            return AffExpr(tuple((a, c * other) for a, c in self.terms), self.const * other) if other \
+                else AffExpr((), 0)
         o = AffExpr.of(other)
         if o.is_const():
             k = o.const

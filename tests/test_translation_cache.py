@@ -1,0 +1,32 @@
+"""The translation cache keeps only translations whose ops verify, and its key covers the code a
+cached entry's ops were verified with (converter, AST rules, dialect verifiers)."""
+
+from __future__ import annotations
+
+from solar_compiler.frontends import Translation
+from solar_compiler.frontends import cache as cache_module
+from solar_compiler.frontends.job import _ops_verify
+from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.ast import Assign, For, Kernel, Read, TensorDecl
+
+
+def _copy(bad: bool) -> Kernel:
+    i = AffExpr.var("i")
+    # `bad`: the loop bound names a variable no loop defines, which the `loop.for` verifier rejects
+    ub = AffExpr.var("n") if bad else AffExpr.lit(4)
+    return Kernel("copy", [TensorDecl("x", (4,), "f32", "input"), TensorDecl("y", (4,), "f32", "output")],
+                  [For("i", AffExpr.lit(0), ub, 1, False, [Assign("y", (i,), "=", Read("x", (i,), "f32"))])])
+
+
+def test_only_translations_whose_ops_verify_are_marked() -> None:
+    good = Translation([_copy(bad=False)], {})
+    assert _ops_verify(good) and good.ops_verified
+    bad = Translation([_copy(bad=True)], {})
+    assert not _ops_verify(bad) and not bad.ops_verified
+
+
+def test_the_key_covers_the_dialects(monkeypatch, tmp_path) -> None:
+    with_dialects = cache_module.fingerprint("v", tmp_path)
+    monkeypatch.setattr(cache_module, "SHARED_PACKAGES", ())
+    assert cache_module.fingerprint("v", tmp_path) != with_dialects
+    assert {"loopir/convert.py", "loopir/rules.py", "loopir/ast.py"} <= set(cache_module.SHARED_SOURCES)
