@@ -155,13 +155,10 @@ def _box(ctx: StmtContext) -> dict[str, int] | None:
 
 def footprint(ctx: StmtContext, indices: Sequence[AffExpr]) -> int:
     """Distinct elements touched by an access with these (affine) indices over the domain."""
-    box = _box(ctx)
-    if box is not None and all(i.is_var() for i in indices):
-        # distinct plain variables over a box: the product of their trip counts (a cheap exact case
-        # the reuse bounds ask for once per subset of a convolution's seven loops)
+    if all(i.is_var() for i in indices):
         names = [i.terms[0][0] for i in indices]
         if len(set(names)) == len(names):
-            return 0 if 0 in box.values() else math.prod(box[v] for v in names)
+            return _variables_footprint(ctx, set(names))
     ivs, cons, _ = domain_constraints(ctx)
     idx_vars = [frozenset(i.vars()) for i in indices]
     used = set().union(*idx_vars) if idx_vars else set()
@@ -178,6 +175,35 @@ def footprint(ctx: StmtContext, indices: Sequence[AffExpr]) -> int:
         total *= _image_count(tuple(g), conds, tuple(dims))
     for c in cons:
         if not c.vars and not c.cond.evaluate({}):
+            return 0
+    return total
+
+
+def _variables_footprint(ctx: StmtContext, names: set[str]) -> int:
+    """`footprint` of distinct plain variables: plain indices couple no variables, so the domain's
+    own groups (kept on the context) are the groups, and the count is a product over them (the reuse
+    bounds ask for it once per subset of a convolution's seven loops). Over a box, the product of
+    the trip counts."""
+    box = _box(ctx)
+    if box is not None:
+        return 0 if 0 in box.values() else math.prod(box[v] for v in names)
+    groups = ctx.__dict__.get("_var_groups")
+    if groups is None:
+        ivs, cons, _ = domain_constraints(ctx)
+        groups = []
+        for g in _groups(ivs, cons):
+            gs = set(g)
+            groups.append((tuple(g), gs, tuple(c.cond for c in cons if c.vars and c.vars <= gs)))
+        if any(not c.vars and not c.cond.evaluate({}) for c in cons):  # a false constant guard
+            groups = False
+        object.__setattr__(ctx, "_var_groups", groups)
+    if groups is False:
+        return 0
+    total = 1
+    for g, gs, conds in groups:
+        if gs & names:
+            total *= _image_count(g, conds, tuple(AffExpr.var(v) for v in g if v in names))
+        elif _count_group(g, conds) == 0:
             return 0
     return total
 
