@@ -233,3 +233,12 @@ def test_an_internal_error_is_reported_as_a_bug(capsys, monkeypatch) -> None:
                    "KeyError: 'no such key' (rerun with --debug for the traceback)\n")
     with pytest.raises(KeyError):
         driver.main([MATMUL, "--debug"])
+
+
+def test_help_lists_the_options(capsys) -> None:
+    """`--help` formats every option's help (argparse expands `%`: a literal one is `%%`)."""
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--measured TIME|FILE.json" in out and "% of SOL and headroom per fidelity" in out
