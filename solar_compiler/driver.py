@@ -265,7 +265,7 @@ class SolarOptMain(xDSLOptMain):
         g.add_argument("--plot", default=None, metavar="FILE", help="roofline chart (.png or .svg)")
         g.add_argument("--measured", default=None, metavar="TIME|FILE.json",
                        help="with --roofline: a measured time (310us) or a JSON of per-module times: "
-                            "% of SOL and headroom per fidelity")
+                            "%% of SOL and headroom per fidelity")
         g.add_argument("--depth", type=_count("--depth"), default=None, metavar="N",
                        help="text report: module tree to depth N (default: the deepest that fits)")
         g.add_argument("--top", type=_count("--top"), default=None, metavar="N",

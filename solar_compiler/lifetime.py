@@ -8,19 +8,27 @@ Three mechanisms, used together by the torch sandbox and by `solar-bench`:
 * `cancel_on_signals()` in the command itself turns SIGTERM and SIGINT into `Cancelled` (a
   KeyboardInterrupt), so that the `finally` blocks waiting on children run and kill them at once.
 
-This module imports nothing heavy (ctypes, signal, os only).
+`call_with_cpu_limit()` runs a function in a forked child that the kernel stops after a CPU budget
+(RLIMIT_CPU), for analyses whose one library call (an isl operation) can run for minutes: such a call
+holds the GIL, so no check in Python, timer thread or signal handler can interrupt it.
+
+This module imports nothing heavy (ctypes, signal, os, pickle only).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import os
+import pickle
 import resource
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
-__all__ = ["Cancelled", "cancel_on_signals", "die_with_parent", "kill_group", "limit_address_space"]
+__all__ = ["Cancelled", "call_with_cpu_limit", "cancel_on_signals", "die_with_parent", "kill_group",
+           "limit_address_space"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -110,3 +118,57 @@ def limit_address_space(limit_gb: float) -> None:
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+T = TypeVar("T")
+
+
+class CpuLimitExceeded(Exception):
+    """`call_with_cpu_limit`: the child used up its CPU budget and the kernel stopped it."""
+
+
+def call_with_cpu_limit(fn: Callable[[], T], seconds: float) -> T:
+    """`fn()` computed in a forked child that may use `seconds` of CPU (RLIMIT_CPU, rounded up to
+    whole seconds: the kernel stops it, even inside a C call); its result comes back pickled. An
+    exception raised by `fn` is raised here; CpuLimitExceeded when the budget stopped the child.
+    The child's side effects (caches it filled) stay in the child."""
+    parent = os.getpid()
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: compute, send, exit without running the parent's clean-up
+        status = 1
+        try:
+            os.close(rfd)
+            die_with_parent(parent)
+            limit = max(1, math.ceil(seconds))
+            resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
+            signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+            try:
+                payload = pickle.dumps((True, fn()))
+            except Exception as e:  # noqa: BLE001 - handed to the parent, which raises it
+                try:
+                    payload = pickle.dumps((False, e))
+                except Exception:  # noqa: BLE001 - an exception that does not pickle: its text
+                    payload = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
+            with os.fdopen(wfd, "wb") as f:
+                f.write(payload)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(wfd)
+    try:
+        with os.fdopen(rfd, "rb") as f:
+            data = f.read()
+    except BaseException:
+        kill_group(pid)
+        raise
+    finally:
+        _, wstatus = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(wstatus) and os.WTERMSIG(wstatus) in (signal.SIGXCPU, signal.SIGKILL):
+        raise CpuLimitExceeded(f"over {seconds:g} s of CPU")
+    if not data:
+        raise RuntimeError(f"call_with_cpu_limit: the child ended without a result (wait status {wstatus})")
+    ok, value = pickle.loads(data)
+    if not ok:
+        raise value
+    return value

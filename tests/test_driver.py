@@ -246,3 +246,12 @@ def test_the_command_skips_teardown_but_loses_no_output(tmp_path: Path, capsys) 
     target = tmp_path / "r.json"
     assert subprocess.run([SOLAR_OPT, *args, "-o", str(target)]).returncode == 0
     assert target.read_text() == out
+
+
+def test_help_lists_the_options(capsys) -> None:
+    """`--help` formats every option's help (argparse expands `%`: a literal one is `%%`)."""
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--measured TIME|FILE.json" in out and "% of SOL and headroom per fidelity" in out

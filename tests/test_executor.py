@@ -208,6 +208,23 @@ def test_erf_accuracy():
     assert erf(np.float32([0.5])).dtype == np.float32
 
 
+def test_erf_series_on_small_arguments_only_keeps_every_bit():
+    """The series runs only where |x| < 1, in place: the same float64 operations as evaluating it
+    everywhere and selecting, so the same bits; special values and 0-d inputs keep their meaning."""
+    from solar_compiler.executor.numeric import _SERIES
+
+    x = np.random.default_rng(3).standard_normal(4096) * 2
+    z, s = x * x, np.zeros_like(x)
+    for c in reversed(_SERIES):
+        s = s * z + c
+    whole = np.where(np.abs(x) < 1.0, s * x * (2.0 / math.sqrt(math.pi)), np.nan)
+    small = np.abs(x) < 1.0
+    assert np.array_equal(erf(x)[small], whole[small])
+    got = erf(np.float32([np.nan, np.inf, -np.inf, -0.0, 0.0]))
+    assert np.isnan(got[0]) and list(got[1:]) == [1.0, -1.0, 0.0, 0.0] and np.signbit(got[3])
+    assert erf(np.asarray(0.5)).shape == () and erf(np.asarray(0.5)) == math.erf(0.5)
+
+
 # ---- errors -------------------------------------------------------------------------------------
 def test_out_of_range_indirect_index():
     idx = np.arange(10)

@@ -308,3 +308,81 @@ def test_narrowing_out_of_cpu_budget_leaves_the_kernel_as_written_and_says_so():
     assert program_info(m).notes == [res.gave_up.replace("over 0 s", "over 1e-09 s")]
     ((g,),) = [module_costs(m)]
     assert g.flops_matrix == 2 * 64 * 5
+
+
+def test_cpu_budget_holds_inside_one_long_library_call(monkeypatch):
+    """The budget is checked between isl operations, but one isl call on a window partition's
+    div/mod sets ran for minutes (KernelBench L3 29_SwinMLP, 30_SwinTransformerV2) and holds the GIL,
+    so no Python check runs. narrow(seconds=...) computes in a forked child that the kernel stops
+    (RLIMIT_CPU): here one C call that never returns to Python (an endless `sum`) stands in for the
+    isl call, and the kernel comes back as written, with the reason."""
+    from solar_compiler.analysis import narrowing
+
+    def stuck(k):
+        return sum(range(10**15))
+
+    monkeypatch.setattr(narrowing, "_once", stuck)
+    monkeypatch.setattr(narrowing, "CPU_SLACK", 0.0)
+    k = parse_kernel(TRIL, "tril.loop")
+    res = narrow(k, seconds=0.5)
+    assert res.changed == () and print_kernel(res.kernel) == print_kernel(k)
+    assert res.gave_up == ("narrowing tril took over 0.5 s of CPU: its work is counted as written "
+                           "(as with --no-narrow)")
+
+
+def test_narrowing_in_the_child_gives_the_same_kernel_and_raises_its_errors():
+    """With a budget the result is computed in a forked child and pickled back: the same narrowed
+    kernel, notes and origins as without one; an error in the child is raised in the caller."""
+    k = parse_kernel(TRIL, "tril.loop")
+    a, b = narrow(k), narrow(k, seconds=60.0)
+    assert print_kernel(a.kernel) == print_kernel(b.kernel) and a.changed == b.changed
+    assert a.origin == b.origin and b.gave_up is None and b.changed
+    bad = parse_kernel("""kernel bad(X: f32[5] input, Y: f32[5] output):
+    local T: f32[5]
+    for i in range(5):
+        T[i] = X[i]
+        if i >= 1:
+            T[i] = T[i - 1] + X[i]
+        Y[i] = T[i]
+""", "t.loop")
+    with pytest.raises(LoopIRError) as direct:
+        narrow(bad)
+    with pytest.raises(LoopIRError) as forked:
+        narrow(bad, seconds=60.0)
+    assert str(forked.value) == str(direct.value)
+
+
+WINDOWS = """kernel swin(x: f32[16, 2] input, y: f32[16, 2] output, z: f32[8] output):
+    local w: f32[4, 4, 2]
+    local t: f32[16]
+    for n in range(4):
+        for p in range(4):
+            for c in range(2):
+                w[n, p, c] = x[(8*(n // 2) + 4*(p // 2) + 2*(n % 2) + p % 2 + 5) % 16, c] * 2.0
+    for i in range(16):
+        for c in range(2):
+            y[i, c] = w[2*((i // 4) // 2) + (i % 4) // 2, 2*((i // 4) % 2) + (i % 4) % 2, c] + 1.0
+    for i in range(16):
+        t[i] = x[i, 0] * 3.0
+    for i in range(8):
+        z[i] = t[i // 4]
+"""
+
+
+def test_a_view_read_of_a_whole_tensor_needs_the_whole_tensor_as_a_box(monkeypatch):
+    """A window partition of a rolled 4x4 image (w) read back through the window arithmetic (y):
+    the div/mod read covers all 32 elements of w from its whole domain (an injective map with 32
+    points), so w's needed set is its box, not isl's union of existential pieces that made
+    inclusion tests run for minutes on Swin Transformer V2; everything is kept. z = t[i // 4]
+    reads t[0] and t[1] only (16 elements, 8 points): not the whole tensor, so t is computed for
+    i < 2 only (2 of 16 points), and the outputs are unchanged."""
+    from solar_compiler.analysis import narrowing
+
+    seen = []
+    reads_all = narrowing._reads_all
+    monkeypatch.setattr(narrowing, "_reads_all",
+                        lambda k, st, r, pts: seen.append((r.tensor, got := reads_all(k, st, r, pts))) or got)
+    k, n = run_both(WINDOWS, exact=True)
+    assert ("w", True) in seen and ("t", False) in seen and ("x", True) in seen
+    assert narrow(k).changed == ("S2 t[i] = x[i, 0] * 3.0: guarded",)
+    assert list(counts(n).values()) == [32, 32, 2, 8]

