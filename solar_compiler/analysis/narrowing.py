@@ -114,10 +114,20 @@ def narrow(kernel: Kernel, rounds: int = 4, seconds: float | None = None) -> Nar
     operation that runs far past it (a window partition's div/mod sets: minutes in one call)."""
     if seconds is None:
         return _narrow(kernel, rounds, None)
+
+    def in_child() -> NarrowResult | None:
+        res = _narrow(kernel, rounds, seconds)
+        # unchanged: the parent has the kernel already (a large one takes a second to send back)
+        return res if res.changed or res.gave_up else None
+
     try:
-        return call_with_cpu_limit(lambda: _narrow(kernel, rounds, seconds), seconds + CPU_SLACK)
+        res = call_with_cpu_limit(in_child, seconds + CPU_SLACK)
     except CpuLimitExceeded:
         return _gave_up(kernel, seconds)
+    if res is None:
+        k = typecheck(kernel)
+        return NarrowResult(k, (), tuple(range(len(statements(k)))))
+    return res
 
 
 CPU_SLACK = 2.0  # CPU seconds past the budget before the child is stopped (it usually stops itself)
