@@ -5,12 +5,17 @@ allocate millions of short-lived acyclic ones (freed by reference counting). Wit
 thresholds (700, 10, 10) the collector rescanned the heap so often that it took ~20% of the CPU time
 from a cached translation of KernelBench's DenseNet201 to its report, and as much of a translation.
 Only how often cycles are looked for changes: a young generation of 500,000 objects bounds the
-memory that cyclic garbage can hold between collections.
+memory that cyclic garbage can hold between collections. User code (a model file run by a frontend)
+runs under CPython's defaults (`user_code_gc`): its objects' lifetimes may rely on prompt collection
+(a `torch.library` custom op defined again when the file is loaded a second time, for a reduced
+instance, failed while the first definition was uncollected garbage).
 """
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 GC_GEN0_THRESHOLD = 500_000  # allocations between young-generation collections (CPython: 700)
 
@@ -19,3 +24,14 @@ def relax_gc() -> None:
     """Raise the collector's thresholds for this process (never lowers one set higher already)."""
     young, older, oldest = gc.get_threshold()
     gc.set_threshold(max(GC_GEN0_THRESHOLD, young), max(older, 50), max(oldest, 100))
+
+
+@contextmanager
+def user_code_gc() -> Iterator[None]:
+    """CPython's default thresholds while user code runs, then the previous ones again."""
+    was = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*was)

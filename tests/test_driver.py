@@ -255,3 +255,18 @@ def test_help_lists_the_options(capsys) -> None:
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "--measured TIME|FILE.json" in out and "% of SOL and headroom per fidelity" in out
+
+
+def test_user_code_runs_under_the_default_collector(capsys) -> None:
+    """solar-opt relaxes the cyclic GC for its own analyses, but a model file runs under CPython's
+    defaults (object lifetimes in user code may rely on prompt collection)."""
+    import gc
+
+    from solar_compiler.gc_policy import GC_GEN0_THRESHOLD, user_code_gc
+
+    assert run_main(capsys, MATMUL, "-p", "loop-stats")[0] == 0
+    relaxed = gc.get_threshold()
+    assert relaxed[0] >= GC_GEN0_THRESHOLD
+    with user_code_gc():
+        assert gc.get_threshold() == (700, 10, 10)
+    assert gc.get_threshold() == relaxed

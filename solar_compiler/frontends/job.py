@@ -74,10 +74,8 @@ def child_job(job: Job, path: str, options: FrontendOptions) -> Translation | So
     failed allocation (a capture reports it as "forward raised RuntimeError: ... can't allocate
     memory") is the sandbox's memory limit at work, and says so."""
     from solar_compiler.frontends.sandbox import memory_limit_message
-    from solar_compiler.gc_policy import relax_gc
     from solar_compiler.loopir.ast import LoopIRError
 
-    relax_gc()  # the child is a fresh interpreter: capture and validation build large heaps too
     try:
         return job(path, options)
     except (SolarError, LoopIRError) as e:
