@@ -26,7 +26,6 @@ from xdsl.passes import ModulePass
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.program import program_from_kernel, seed_programs
 from solar_compiler.errors import SolarError
-from solar_compiler.gc_policy import user_code_gc
 from solar_compiler.loopir.ast import Kernel, Origin, Traced, statements
 from solar_compiler.records import ProgramInfo
 
@@ -77,8 +76,7 @@ class TranslatePass(ModulePass):
                                   memory_budget_gb=float(self.memory_budget_gb),
                                   llm=self._llm_config() if self.frontend in ("auto", LLM_FRONTEND) else None,
                                   sandboxed=self.sandboxed)
-        with user_code_gc():  # the frontend may run the model file in this process (solar-bench)
-            result = fe.translate(path, options)
+        result = fe.translate(path, options)
         stamp_origins(result.kernels, result.source_ops)
         stamp_traced(result.kernels, result.traced)
         new = kernels_to_module(result.kernels)

@@ -6,7 +6,8 @@ thresholds (700, 10, 10) the collector rescanned the heap so often that it took 
 from a cached translation of KernelBench's DenseNet201 to its report, and as much of a translation.
 Only how often cycles are looked for changes: a young generation of 500,000 objects bounds the
 memory that cyclic garbage can hold between collections. User code (a model file run by a frontend)
-runs under CPython's defaults (`user_code_gc`): its objects' lifetimes may rely on prompt collection
+runs under CPython's defaults (a fresh sandbox child, or `user_code_gc` in solar-bench's forked
+worker): its objects' lifetimes may rely on prompt collection
 (a `torch.library` custom op defined again when the file is loaded a second time, for a reduced
 instance, failed while the first definition was uncollected garbage).
 """

@@ -25,6 +25,7 @@ def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key
     from solar_compiler import progress
     from solar_compiler.frontends.cache import cache_load, cache_store
     from solar_compiler.frontends.sandbox import SandboxError, run_in_child, run_in_process
+    from solar_compiler.gc_policy import user_code_gc
 
     if not options.no_cache:
         hit = cache_load(key)
@@ -35,8 +36,9 @@ def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key
     progress.phase("frontend", f"{path}: {label}, in a sandboxed child (starting {label})")
     try:
         if options.sandboxed:  # already in a sandbox of the caller's: same job, same messages
-            result = run_in_process(child_job, _resolved(job), path, options,
-                                    memory_limit_gb=options.memory_gb, user_file=path)
+            with user_code_gc():  # the model file runs here, under CPython's default collector
+                result = run_in_process(child_job, _resolved(job), path, options,
+                                        memory_limit_gb=options.memory_gb, user_file=path)
         else:
             result = run_in_child(child_job, job, path, options, timeout_s=options.timeout + extra_timeout,
                                   memory_limit_gb=options.memory_gb, user_file=path)
