@@ -207,8 +207,8 @@ def test_scan_and_examples_unchanged():
         assert narrow(k).changed == (), name
 
 
-def test_loop_carried_dependence_is_rejected():
-    text = """kernel bad(X: f32[5] input, Y: f32[5] output):
+# a non-scan loop carrying a dependence (T[i - 1]): narrowing refuses it
+CARRIED = """kernel bad(X: f32[5] input, Y: f32[5] output):
     local T: f32[5]
     for i in range(5):
         T[i] = X[i]
@@ -216,8 +216,11 @@ def test_loop_carried_dependence_is_rejected():
             T[i] = T[i - 1] + X[i]
         Y[i] = T[i]
 """
+
+
+def test_loop_carried_dependence_is_rejected():
     with pytest.raises(LoopIRError):
-        narrow(parse_kernel(text, "t.loop"))
+        narrow(parse_kernel(CARRIED, "t.loop"))
 
 
 # ---- the pass ----------------------------------------------------------------------------------------
@@ -337,14 +340,7 @@ def test_narrowing_in_the_child_gives_the_same_kernel_and_raises_its_errors():
     a, b = narrow(k), narrow(k, seconds=60.0)
     assert print_kernel(a.kernel) == print_kernel(b.kernel) and a.changed == b.changed
     assert a.origin == b.origin and b.gave_up is None and b.changed
-    bad = parse_kernel("""kernel bad(X: f32[5] input, Y: f32[5] output):
-    local T: f32[5]
-    for i in range(5):
-        T[i] = X[i]
-        if i >= 1:
-            T[i] = T[i - 1] + X[i]
-        Y[i] = T[i]
-""", "t.loop")
+    bad = parse_kernel(CARRIED, "t.loop")
     with pytest.raises(LoopIRError) as direct:
         narrow(bad)
     with pytest.raises(LoopIRError) as forked:
