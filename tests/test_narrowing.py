@@ -318,7 +318,8 @@ def test_cpu_budget_holds_inside_one_long_library_call(monkeypatch):
     div/mod sets ran for minutes (KernelBench L3 29_SwinMLP, 30_SwinTransformerV2) and holds the GIL,
     so no Python check runs. narrow(seconds=...) computes in a forked child that the kernel stops
     (RLIMIT_CPU): here one C call that never returns to Python (an endless `sum`) stands in for the
-    isl call, and the kernel comes back as written, with the reason."""
+    isl call, and the kernel comes back as written, with the reason. (A kernel of div/mod
+    arithmetic: only such a kernel's isl calls can stall, so only such a kernel narrows in a child.)"""
     from solar_compiler.analysis import narrowing
 
     def stuck(k):
@@ -326,26 +327,53 @@ def test_cpu_budget_holds_inside_one_long_library_call(monkeypatch):
 
     monkeypatch.setattr(narrowing, "_once", stuck)
     monkeypatch.setattr(narrowing, "CPU_SLACK", 0.0)
-    k = parse_kernel(TRIL, "tril.loop")
+    k = parse_kernel(WINDOWS, "swin.loop")
     res = narrow(k, seconds=0.5)
     assert res.changed == () and print_kernel(res.kernel) == print_kernel(k)
-    assert res.gave_up == ("narrowing tril took over 0.5 s of CPU: its work is counted as written "
+    assert res.gave_up == ("narrowing swin took over 0.5 s of CPU: its work is counted as written "
                            "(as with --no-narrow)")
 
 
-def test_narrowing_in_the_child_gives_the_same_kernel_and_raises_its_errors():
-    """With a budget the result is computed in a forked child and pickled back: the same narrowed
-    kernel, notes and origins as without one; an error in the child is raised in the caller."""
-    k = parse_kernel(TRIL, "tril.loop")
+def test_narrowing_in_the_child_gives_the_same_kernel_and_raises_its_errors(monkeypatch):
+    """With a budget, a kernel of div/mod arithmetic is narrowed in a forked child and pickled back:
+    the same narrowed kernel, notes and origins as without one; an error in the child is raised in
+    the caller."""
+    from solar_compiler.analysis import narrowing
+
+    forks = []
+    fork = narrowing.call_with_cpu_limit
+    monkeypatch.setattr(narrowing, "call_with_cpu_limit", lambda fn, s: forks.append(s) or fork(fn, s))
+    k = parse_kernel(WINDOWS, "swin.loop")
     a, b = narrow(k), narrow(k, seconds=60.0)
+    assert forks == [60.0 + narrowing.CPU_SLACK]
     assert print_kernel(a.kernel) == print_kernel(b.kernel) and a.changed == b.changed
     assert a.origin == b.origin and b.gave_up is None and b.changed
-    bad = parse_kernel(CARRIED, "t.loop")
+    bad = parse_kernel(CARRIED.replace("X[i]\n", "X[i % 5]\n"), "t.loop")
     with pytest.raises(LoopIRError) as direct:
         narrow(bad)
     with pytest.raises(LoopIRError) as forked:
         narrow(bad, seconds=60.0)
     assert str(forked.value) == str(direct.value)
+    assert len(forks) == 2
+
+
+def test_plain_affine_kernels_narrow_in_this_process(monkeypatch):
+    """Only div/mod index arithmetic or a strided loop gives isl sets existential variables, where
+    one isl call can run for minutes; any other kernel narrows in this process with its budget
+    checked between isl calls (no fork of a large process), with the same result."""
+    from solar_compiler.analysis import narrowing
+
+    def no_fork(fn, seconds):
+        raise AssertionError("forked")
+
+    want = narrow(parse_kernel(TRIL, "tril.loop"))
+    monkeypatch.setattr(narrowing, "call_with_cpu_limit", no_fork)
+    got = narrow(parse_kernel(TRIL, "tril.loop"), seconds=60.0)
+    assert print_kernel(got.kernel) == print_kernel(want.kernel) and got.changed == want.changed
+    assert not narrowing._may_stall_isl(parse_kernel(TRIL, "tril.loop"))
+    assert narrowing._may_stall_isl(parse_kernel(WINDOWS, "swin.loop"))
+    strided = TRIL.replace("range(8)", "range(0, 8, 2)", 1)
+    assert strided != TRIL and narrowing._may_stall_isl(parse_kernel(strided, "s.loop"))
 
 
 WINDOWS = """kernel swin(x: f32[16, 2] input, y: f32[16, 2] output, z: f32[8] output):

@@ -336,7 +336,7 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     max of the FUSED terms and every level's traffic / bandwidth, the DRAM level's term never below
     the fused memory term (so cache-aware >= fused exactly, whatever the rounding)."""
     from solar_compiler.analysis.io_bounds import cache_aware, view
-    from solar_compiler.analysis.tiling import REPORT_COMBOS, tiled_traffic
+    from solar_compiler.analysis.tiling import REPORT_COMBOS, tiled_traffic_levels
 
     if len(kernels) != len(graphs) or any(k.name != g.kernel for k, g in zip(kernels, graphs, strict=False)):
         raise SolarError(f"cache-aware bounds: kernels {[k.name for k in kernels]} do not match the costed "
@@ -351,7 +351,8 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
         contractions = view(k, precision=b.precision).contractions
         for o in g.ops:
             c = contractions.get(o.name)
-            found = {x.name: tiled_traffic(c, x.capacity.value, REPORT_COMBOS) for x in levels} if c else {}
+            caps = [x.capacity.value for x in levels]
+            found = dict(zip(names, tiled_traffic_levels(c, caps, REPORT_COMBOS), strict=True)) if c else {}
             ok = bool(found) and all(t is not None for t in found.values())
             tiled.append({lv: t.bytes for lv, t in found.items() if t is not None} if ok else None)
         for n in names:

@@ -111,9 +111,11 @@ def narrow(kernel: Kernel, rounds: int = 4, seconds: float | None = None) -> Nar
     returned as written, with `gave_up` saying so; counting it as written is what `--no-narrow`
     does, so no figure becomes unsound, only less tight. The budget is checked between isl
     operations, and enforced by the kernel in a forked child (`call_with_cpu_limit`) for a single
-    operation that runs far past it (a window partition's div/mod sets: minutes in one call)."""
-    if seconds is None:
-        return _narrow(kernel, rounds, None)
+    operation that runs far past it (a window partition's div/mod sets: minutes in one call) where
+    one can (`_may_stall_isl`); other kernels narrow in this process, without the fork's cost (a
+    large network's process is hundreds of MB, copied on write)."""
+    if seconds is None or not _may_stall_isl(kernel):
+        return _narrow(kernel, rounds, seconds)
 
     def in_child() -> NarrowResult | None:
         res = _narrow(kernel, rounds, seconds)
@@ -128,6 +130,26 @@ def narrow(kernel: Kernel, rounds: int = 4, seconds: float | None = None) -> Nar
         k = typecheck(kernel)
         return NarrowResult(k, (), tuple(range(len(statements(k)))))
     return res
+
+
+def _may_stall_isl(k: Kernel) -> bool:
+    """Whether one isl operation on `k`'s sets may run far past the budget: quasi-affine index
+    arithmetic (`//`, `%`) or a strided loop, whose sets carry existential variables. Plain affine
+    sets (convolutions, padding, slices, masks) have none, and their operations stay short."""
+    for ctx in statements(k):
+        if any(f.step != 1 or f.lb.is_quasi() or f.ub.is_quasi() for f in ctx.loops):
+            return True
+        s = ctx.stmt
+        exprs = [g.expr for g in ctx.guards] + [i for i in s.indices if isinstance(i, AffExpr)]
+        for e in (s.value, *s.dynamic_indices):
+            for n in e.walk():
+                if isinstance(n, IndexValue):
+                    exprs.append(n.expr)
+                elif isinstance(n, Read):
+                    exprs += [i for i in n.indices if isinstance(i, AffExpr)]
+        if any(e.is_quasi() for e in exprs):
+            return True
+    return False
 
 
 CPU_SLACK = 2.0  # CPU seconds past the budget before the child is stopped (it usually stops itself)

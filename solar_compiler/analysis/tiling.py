@@ -43,57 +43,84 @@ def tiled_traffic(c: Contraction, capacity: float, budget: int = COMBOS) -> Tili
     of each visit and read back at the start of each revisit (and of the first visit when the init
     is not part of the op). Footprints are exact for unguarded box domains and over-counts
     otherwise (the tile's bounding box), so this is the traffic of a real schedule or more."""
+    return tiled_traffic_levels(c, (capacity,), budget)[0]
+
+
+def tiled_traffic_levels(c: Contraction, capacities: Sequence[float],
+                         budget: int = COMBOS) -> tuple[Tiling | None, ...]:
+    """`tiled_traffic` for several capacities (a target's memory levels) in one search: the tilings
+    and their traffic do not depend on the capacity, only which of them fit does."""
     if not c.unit_steps or any(e <= 0 for e in c.extents.values()):
-        return None
+        return (None,) * len(capacities)
     ops = tuple((op.indices, op.stored) for op in (c.a, c.b, c.c))
-    found = _best_tiling(tuple(c.ivs), tuple(c.extents[v] for v in c.ivs), ops, c.init_folded,
-                         float(capacity), budget)
-    return None if found is None else Tiling(found.bytes, dict(found.tiles), found.order)
+    found = _best_tilings(tuple(c.ivs), tuple(c.extents[v] for v in c.ivs), ops, c.init_folded,
+                          tuple(float(x) for x in capacities), budget)
+    return tuple(None if f is None else Tiling(f.bytes, dict(f.tiles), f.order) for f in found)
 
 
 @lru_cache(maxsize=1024)
-def _best_tiling(names: tuple[str, ...], extents: tuple[int, ...],
-                 ops: tuple[tuple[tuple[AffExpr, ...], float], ...], init_folded: bool, capacity: float,
-                 budget: int) -> Tiling | None:
-    """The search of `tiled_traffic`, once per shape: a network repeats the same layer many times
-    (DenseNet201's 98 3x3 convolutions have four shapes)."""
+def _best_tilings(names: tuple[str, ...], extents: tuple[int, ...],
+                  ops: tuple[tuple[tuple[AffExpr, ...], float], ...], init_folded: bool,
+                  capacities: tuple[float, ...], budget: int) -> tuple[Tiling | None, ...]:
+    """The search of `tiled_traffic_levels`, once per shape: a network repeats the same layer many
+    times. Only the tilings that fit the largest capacity are searched; the first best one (in the
+    order of the full grid) is returned per capacity."""
     (ia, sa), (ib, sb), (ic, sc) = ops
     cand = [np.array(x, dtype=np.float64) for x in _tile_sizes(list(extents), budget)]
     grid = [g.ravel() for g in np.meshgrid(*cand, indexing="ij")]
     t = dict(zip(names, grid, strict=True))
-    trips = {v: np.ceil(e / t[v]) for v, e in zip(names, extents, strict=True)}
     fp = {"a": _tile_footprint(ia, t), "b": _tile_footprint(ib, t), "c": _tile_footprint(ic, t)}
-    fits = sa * fp["a"] + sb * fp["b"] + sc * fp["c"] <= capacity
-    if not fits.any():
-        return None
+    need = sa * fp["a"] + sb * fp["b"] + sc * fp["c"]
+    keep = np.flatnonzero(need <= max(capacities))
+    if not keep.size:
+        return (None,) * len(capacities)
+    t = {v: x[keep] for v, x in t.items()}
+    need = need[keep]
+    fits = [need <= cap for cap in capacities]
+    weight = {"a": sa * fp["a"][keep], "b": sb * fp["b"][keep], "c": sc * fp["c"][keep]}
+    trips = {v: np.ceil(e / t[v]) for v, e in zip(names, extents, strict=True)}
     uses = {k: set().union(*(e.vars() for e in idx)) for k, idx in (("a", ia), ("b", ib), ("c", ic))}
-    best: tuple[float, int, tuple[str, ...]] | None = None
-    for order in _orders(list(names), uses):
-        visits = _visits(order, trips, uses, grid[0])
-        distinct_c = np.prod([trips[v] for v in names if v in uses["c"]], axis=0) if uses["c"] else 1.0
+    distinct_c = np.prod([trips[v] for v in names if v in uses["c"]], axis=0) if uses["c"] else 1.0
+    best: list[tuple[float, int, tuple[str, ...]] | None] = [None] * len(capacities)
+    for order, visits in _visits_per_order(_orders(list(names), uses), trips, uses, need):
         c_moves = 2 * visits["c"] - (distinct_c if init_folded else 0)
-        q = sa * fp["a"] * visits["a"] + sb * fp["b"] * visits["b"] + sc * fp["c"] * c_moves
-        q = np.where(fits, q, np.inf)
-        i = int(np.argmin(q))
-        if best is None or q[i] < best[0]:
-            best = (float(q[i]), i, order)
-    assert best is not None
-    q, i, order = best
-    return Tiling(q, {v: int(t[v][i]) for v in names}, order)
+        q = weight["a"] * visits["a"] + weight["b"] * visits["b"] + weight["c"] * c_moves
+        for n, ok in enumerate(fits):
+            qn = np.where(ok, q, np.inf)
+            i = int(np.argmin(qn))
+            if ok[i] and (best[n] is None or qn[i] < best[n][0]):
+                best[n] = (float(qn[i]), i, order)
+    return tuple(None if b is None else Tiling(b[0], {v: int(t[v][b[1]]) for v in names}, b[2])
+                 for b in best)
+
+
+def _visits_per_order(orders: Sequence[tuple[str, ...]], trips: dict[str, np.ndarray],
+                      uses: dict[str, set[str]], like: np.ndarray):
+    """(order, `_visits(order, ...)`) for each order, sharing the work of a common prefix with the
+    previous order (the orders come sorted, so neighbours share most of their loops)."""
+    more = {v: trips[v] > 1 for v in trips}
+    ones = np.ones_like(like)
+    stack: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
+    prev: tuple[str, ...] = ()
+    for order in orders:
+        same = 0
+        while same < min(len(prev), len(order)) and prev[same] == order[same]:
+            same += 1
+        del stack[same:]
+        for v in order[same:]:
+            upto, out = stack[-1] if stack else (ones, {k: ones for k in uses})
+            upto = upto * trips[v]
+            out = {k: np.where(more[v], upto, x) if v in uses[k] else x for k, x in out.items()}
+            stack.append((upto, out))
+        prev = order
+        yield order, stack[-1][1] if stack else {k: ones for k in uses}
 
 
 def _visits(order: Sequence[str], trips: dict[str, np.ndarray], uses: dict[str, set[str]],
             like: np.ndarray) -> dict[str, np.ndarray]:
     """Loads of each operand's tile: the tile-loop iterations up to the innermost loop that indexes
     it and has more than one trip (a loop of one trip never advances)."""
-    out = {k: np.ones_like(like) for k in uses}
-    upto = np.ones_like(like)
-    for v in order:
-        upto = upto * trips[v]
-        for k, vs in uses.items():
-            if v in vs:
-                out[k] = np.where(trips[v] > 1, upto, out[k])
-    return out
+    return next(_visits_per_order([tuple(order)], trips, uses, like))[1]
 
 
 def _tile_sizes(extents: Sequence[int], budget: int = COMBOS) -> list[list[int]]:
