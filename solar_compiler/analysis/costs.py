@@ -330,6 +330,11 @@ def _count(s: isl.Set) -> int:
 
 
 def _union_of_products(pieces: list[tuple[_Piece, ...]]) -> int:
+    boxes = [tuple(_interval(p) for p in ps) for ps in pieces]
+    if all(None not in b for b in boxes):
+        got = _box_union(boxes, [BOX_STEPS])  # type: ignore[arg-type]
+        if got is not None:
+            return got
     sets = [[_piece_set(p) for p in ps] for ps in pieces]
 
     def covers(j: int, i: int) -> bool:
@@ -374,6 +379,70 @@ def _union_of_products(pieces: list[tuple[_Piece, ...]]) -> int:
         flat = prod if flat is None else flat.union(prod)
     assert flat is not None
     return _count(flat)
+
+
+def _interval(p: _Piece) -> tuple[int, int] | None:
+    """The image of a one-dim piece `v + c` (or a constant) over bounds on `v` as [lo, hi] (lo > hi
+    when empty); None for any other piece."""
+    if len(p.dims) != 1:
+        return None
+    (e,) = p.dims
+    if not p.ivs:
+        return (e.const, e.const) if e.is_const() else None
+    if len(p.ivs) != 1 or e.terms != ((p.ivs[0], 1),):
+        return None
+    (v,) = p.ivs
+    lo: int | None = None
+    hi: int | None = None
+    for c in p.conds:
+        a, b = c.expr.coeff(v), c.expr.const
+        if c.expr.terms != ((v, a),) or a == 0:
+            return None
+        if c.op == "==":
+            if b % a:
+                return (1, 0)
+            lo = -b // a if lo is None else max(lo, -b // a)
+            hi = -b // a if hi is None else min(hi, -b // a)
+        elif a > 0:  # a*v + b >= 0: v >= ceil(-b / a)
+            lo = -(b // a) if lo is None else max(lo, -(b // a))
+        else:        # v <= floor(b / -a)
+            hi = b // -a if hi is None else min(hi, b // -a)
+    if lo is None or hi is None:
+        return None
+    return lo + e.const, hi + e.const
+
+
+BOX_STEPS = 100_000  # slabs the exact union of boxes may visit before isl is asked instead
+
+
+def _box_union(boxes: Sequence[tuple[tuple[int, int], ...]], steps: list[int]) -> int | None:
+    """Elements of a union of integer boxes, exactly: a sweep over the first dimension's slabs (where
+    every box agrees on it, one slab), each the union of the boxes covering it over the remaining
+    dimensions. The product-of-intervals images of a concatenation's slices (DenseNet's 49 reads of
+    one growing tensor) take a few slabs; None when the sweep would take over `steps`."""
+    live = list(dict.fromkeys(b for b in boxes if all(lo <= hi for lo, hi in b)))
+    if not live:
+        return 0
+    if len(live) == 1 or not live[0]:
+        return math.prod(hi - lo + 1 for lo, hi in live[0])
+    first = {b[0] for b in live}
+    if len(first) == 1:
+        ((lo, hi),) = first
+        rest = _box_union([b[1:] for b in live], steps)
+        return None if rest is None else (hi - lo + 1) * rest
+    cuts = sorted({lo for lo, _ in first} | {hi + 1 for _, hi in first})
+    total = 0
+    for a, z in zip(cuts, cuts[1:], strict=False):
+        steps[0] -= 1
+        if steps[0] < 0:
+            return None
+        rest = [b[1:] for b in live if b[0][0] <= a and z - 1 <= b[0][1]]
+        if rest:
+            got = _box_union(rest, steps)
+            if got is None:
+                return None
+            total += (z - a) * got
+    return total
 
 
 # ---- FLOPs of one statement ---------------------------------------------------------------------------

@@ -52,6 +52,17 @@ class AffExpr:
     terms: tuple[tuple[Atom, int], ...] = ()
     const: int = 0
 
+    # An expression's hash and variables are kept on it once asked (analyses of a large network
+    # ask millions of times). Never pickled: a str hash differs from process to process.
+    def __hash__(self) -> int:
+        got = self.__dict__.get("_hash")
+        if got is None:
+            got = self.__dict__["_hash"] = hash((self.terms, self.const))
+        return got
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"terms": self.terms, "const": self.const}
+
     # ---- construction -------------------------------------------------------------------
     @staticmethod
     def var(name: str) -> AffExpr:
@@ -73,7 +84,12 @@ class AffExpr:
 
     @staticmethod
     def _make(coeffs: Mapping[Atom, int], const: int) -> AffExpr:
-        items = sorted(((a, c) for a, c in coeffs.items() if c != 0), key=lambda t: _atom_key(t[0]))
+        items = [(a, c) for a, c in coeffs.items() if c != 0]
+        if len(items) > 1:
+            if all(type(a) is str for a, _ in items):
+                items.sort()  # distinct names: the order of `_atom_key`
+            else:
+                items.sort(key=lambda t: _atom_key(t[0]))
         return AffExpr(tuple(items), const)
 
     # ---- arithmetic -----------------------------------------------------------------------
@@ -148,11 +164,13 @@ class AffExpr:
         return len(self.terms) == 1 and isinstance(self.terms[0][0], str) and self.terms[0][1] == 1 \
             and self.const == 0
 
-    def vars(self) -> set[str]:
-        out: set[str] = set()
-        for a, _ in self.terms:
-            out |= {a} if isinstance(a, str) else a.num.vars()
-        return out
+    def vars(self) -> frozenset[str]:
+        got = self.__dict__.get("_vars")
+        if got is None:
+            got = frozenset(a if isinstance(a, str) else v for a, _ in self.terms
+                            for v in ((a,) if isinstance(a, str) else a.num.vars()))
+            self.__dict__["_vars"] = got
+        return got
 
     def coeff(self, name: str) -> int:
         """Coefficient of a plain variable (0 if absent or only under // or %)."""
@@ -164,15 +182,23 @@ class AffExpr:
 
     # ---- transformation -------------------------------------------------------------------
     def substitute(self, env: Mapping[str, AffExpr | int]) -> AffExpr:
-        out = AffExpr.lit(self.const)
+        acc: dict[Atom, int] = {}
+        const = self.const
         for a, c in self.terms:
             if isinstance(a, str):
-                out = out + AffExpr.of(env[a] if a in env else a) * c
+                r = env[a] if a in env else a
+                if isinstance(r, str):
+                    acc[r] = acc.get(r, 0) + c
+                    continue
+                r = AffExpr.of(r)
             elif isinstance(a, FloorDiv):
-                out = out + (a.num.substitute(env) // a.den) * c
+                r = a.num.substitute(env) // a.den
             else:
-                out = out + (a.num.substitute(env) % a.den) * c
-        return out
+                r = a.num.substitute(env) % a.den
+            for ra, rc in r.terms:
+                acc[ra] = acc.get(ra, 0) + rc * c
+            const += r.const * c
+        return AffExpr._make(acc, const)
 
     def evaluate(self, env: Mapping[str, Any]) -> Any:
         """Value under `env` (ints or broadcastable numpy arrays); floor semantics as in Python."""
@@ -290,7 +316,7 @@ class AffCond:
         v = self.expr.evaluate(env)
         return v >= 0 if self.op == ">=" else v == 0
 
-    def vars(self) -> set[str]:
+    def vars(self) -> frozenset[str]:
         return self.expr.vars()
 
     def substitute(self, env: Mapping[str, AffExpr | int]) -> AffCond:
