@@ -11,7 +11,7 @@ stored (`=`, `+=`, `*=`, `max=`, `min=`): the reduction kind is explicit, never 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from xdsl.dialects.builtin import (
@@ -37,7 +37,7 @@ from xdsl.dialects.builtin import (
     UnknownLoc,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue, TypeAttribute
+from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, Region, SSAValue, TypeAttribute
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -348,6 +348,24 @@ def _fail(op: Operation, message: str) -> None:
 
 class LocatedOp(IRDLOperation):
     """Base of the dialect's ops: a verification error raised by `verify_` remembers its op."""
+
+    def __init__(self, *, operands: Sequence[SSAValue | Operation | Sequence[SSAValue]] = (),
+                 result_types: Sequence[Attribute] = (), properties: Mapping[str, Attribute] | None = None,
+                 regions: Sequence[Region] = ()) -> None:
+        """The ops of these dialects pass flat result types, ready regions and operands nested at most
+        one level (a variadic group), and none sizes its segments (`tests/test_dialect.py` checks): so
+        the op `IRDLOperation.__init__` would build generically (a third of the time to build a large
+        network's IR) is built directly. The verifier checks its structure as for any op."""
+        flat: list[SSAValue] = []
+        for x in operands:
+            if isinstance(x, SSAValue):
+                flat.append(x)
+            elif isinstance(x, Operation):
+                flat.append(x.results[0])
+            else:
+                flat.extend(x)
+        Operation.__init__(self, operands=flat, result_types=result_types, properties=properties or {},
+                           regions=regions)
 
     def emit_error(self, message: str, underlying_error: Exception):  # type: ignore[override]
         if not hasattr(underlying_error, "op"):

@@ -604,7 +604,8 @@ def _pieces(box: list[tuple[int, int, str]]) -> tuple:
     out = []
     for d, (off, n, op) in enumerate(box):
         v = AffExpr.var(f"i{d}")
-        conds = (AffCond(v, ">="), AffCond(AffExpr.lit(n - 1) - v, ">=")) if op == ">=" else (AffCond(v, "=="),)
+        upper = AffCond(AffExpr.lit(n - 1) - v, ">=")
+        conds = (AffCond(v, ">="), upper) if op == ">=" else (AffCond(v, "=="),)
         out.append(_Piece((f"i{d}",), conds, (v + off,)))
     return tuple(out)
 

@@ -74,6 +74,22 @@ def test_mlir_round_trip(name: str, text: str, generic: bool) -> None:
     assert module_kernels(back) == kernels
 
 
+def test_no_op_of_the_dialects_sizes_its_segments() -> None:
+    """`LocatedOp.__init__` builds ops from flat operand lists (what `IRDLOperation.__init__` does
+    generically): right only for ops with no segment-size or same-variadic-size option. The round
+    trips above show that the ops it builds print and compare equal to the parser's."""
+    from xdsl.irdl import AttrSizedSegments, SameVariadicSize
+
+    from solar_compiler.dialects.einsum import Einsum
+    from solar_compiler.dialects.loop import LocatedOp
+
+    ops = [op for d in (Loop, Einsum) for op in d.operations if issubclass(op, LocatedOp)]
+    assert len(ops) >= 18
+    for op in ops:
+        assert not [o for o in op.get_irdl_definition().options
+                    if isinstance(o, AttrSizedSegments | SameVariadicSize)], op.name
+
+
 def test_matmul_ops() -> None:
     k = parse_kernel((REPO / "examples/loop/matmul.loop").read_text())
     (kop,) = kernels_to_module([k]).ops

@@ -33,11 +33,12 @@ import time
 from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import islpy as isl
 import numpy as np
 
-from solar_compiler.analysis.polyhedral import domain, footprint, iteration_count
+from solar_compiler.analysis.polyhedral import domain, footprint, iteration_count, unnamed_access
 from solar_compiler.executor.evaluate import Evaluator
 from solar_compiler.executor.legality import check_distributable
 from solar_compiler.executor.numeric import identity
@@ -200,7 +201,11 @@ def _space(ctx: StmtContext) -> str:
 
 
 def _tensor_box(k: Kernel, name: str) -> isl.Set:
-    shape = k.tensor(name).shape
+    return _box(name, tuple(k.tensor(name).shape))
+
+
+@lru_cache(maxsize=65536)
+def _box(name: str, shape: tuple[int, ...]) -> isl.Set:
     dims = [f"x{d}" for d in range(len(shape))]
     body = " and ".join(f"0 <= {x} < {n}" for x, n in zip(dims, shape, strict=True)) or "true"
     return isl.Set(f"{{ T_{name}[{', '.join(dims)}] : {body} }}")
@@ -218,8 +223,8 @@ def _access(ctx: StmtContext, tensor: str, indices: Sequence[AffExpr]) -> isl.Ma
     key = (tensor, tuple(indices))
     m = memo.get(key)
     if m is None:
-        dims = ", ".join(i.to_isl() for i in indices)
-        m = memo[key] = isl.Map(f"{{ {_space(ctx)} -> T_{tensor}[{dims}] }}")
+        m = memo[key] = unnamed_access(tuple(ctx.ivs), f"T_{tensor}", key[1]).set_tuple_name(
+            isl.dim_type.in_, f"S{ctx.index}")
     return m
 
 

@@ -10,6 +10,7 @@ and `from_affine_expr` rebuilds the canonical form through `AffExpr` arithmetic.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -26,10 +27,17 @@ from xdsl.ir.affine.affine_set import AffineConstraintExpr, AffineConstraintKind
 from solar_compiler.loopir.affine import AffCond, AffExpr, AffineError, FloorDiv
 
 
-def to_affine_expr(e: AffExpr, dims: Sequence[str], syms: Sequence[str] = ()) -> AffineExpr:
-    """`e` with each variable replaced by its dimension (or symbol) position."""
+@lru_cache(maxsize=4096)
+def _positions(dims: tuple[str, ...], syms: tuple[str, ...]) -> dict[str, AffineExpr]:
+    """Each name's dimension (or symbol) expression, once per list of names (read only)."""
     pos = {v: AffineExpr.dimension(i) for i, v in enumerate(dims)}
     pos.update({v: AffineExpr.symbol(i) for i, v in enumerate(syms)})
+    return pos
+
+
+def to_affine_expr(e: AffExpr, dims: Sequence[str], syms: Sequence[str] = ()) -> AffineExpr:
+    """`e` with each variable replaced by its dimension (or symbol) position."""
+    pos = _positions(tuple(dims), tuple(syms))
 
     def atom(a: object) -> AffineExpr:
         if isinstance(a, str):
