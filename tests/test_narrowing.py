@@ -201,6 +201,27 @@ def test_overwritten_fill_is_dead():
     assert counts(n) == {"Y[i] = X[i] * 2.0": 5}
 
 
+def test_slices_written_apart_kill_nothing_and_an_overlap_kills_its_part():
+    """A concatenation's slices (Y[0:4], Y[4:8]) are written by separate nests: their boxes are
+    disjoint, so no isl intersection is needed to see that neither kills the other; a later nest
+    overwriting Y[2:6] kills the last two points of the first slice and the first two of the
+    second, exactly."""
+    text = """kernel cat(X: f32[8] input, Y: f32[8] output):
+    for i in range(4):
+        Y[i] = X[i] * 2.0
+    for i in range(4):
+        Y[i + 4] = X[i] * 3.0
+    for i in range(4):
+        Y[i + 2] = X[i] + 1.0
+"""
+    from solar_compiler.analysis import narrowing
+
+    k, n = run_both(text, exact=True)
+    assert counts(n) == {"Y[i] = X[i] * 2.0": 2, "Y[i + 4] = X[i] * 3.0": 2, "Y[i + 2] = X[i] + 1.0": 4}
+    assert narrowing._disjoint([(0, 3)], [(4, 7)]) and not narrowing._disjoint([(0, 3)], [(2, 5)])
+    assert not narrowing._disjoint(None, [(4, 7)])
+
+
 def test_scan_and_examples_unchanged():
     for name in ("cumsum", "softmax", "layernorm", "matmul", "conv2d", "causal_attention"):
         k = parse_kernel(open(f"examples/loop/{name}.loop").read(), f"{name}.loop")

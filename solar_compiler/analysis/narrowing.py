@@ -38,7 +38,7 @@ from functools import lru_cache
 import islpy as isl
 import numpy as np
 
-from solar_compiler.analysis.polyhedral import domain, footprint, iteration_count, unnamed_access
+from solar_compiler.analysis.polyhedral import domain, footprint, iteration_count, loop_ranges, unnamed_access
 from solar_compiler.executor.evaluate import Evaluator
 from solar_compiler.executor.legality import check_distributable
 from solar_compiler.executor.numeric import identity
@@ -416,7 +416,7 @@ def _forward(k: Kernel, stmts: list[_Stmt]) -> None:
         if s.kind != "=":
             ident = identity(s.kind, k.tensor(s.target).dtype)
             st.drop = root.pop(ident, _empty_like(st.dom))
-        injective = iteration_count(ctx) == footprint(ctx, s.indices)
+        injective = _solo_indices(ctx) or iteration_count(ctx) == footprint(ctx, s.indices)
         # Copies of a statement run one after the other (statement-at-a-time), so only an
         # injective `=` may be split into pieces or constant stores; anything else keeps one copy
         # on a convex region, with its reads live everywhere.
@@ -440,6 +440,14 @@ def _forward(k: Kernel, stmts: list[_Stmt]) -> None:
             live = st.dom if st.drop is None else st.dom.subtract(st.drop)
             touched = written if scans else acc.intersect_domain(live).range()
             vals.known[s.target] = _nonempty({v: e.subtract(touched) for v, e in table.items()})
+
+
+def _solo_indices(ctx: StmtContext) -> bool:
+    """Every loop variable is one index of the write alone (`v`, `-v`, `2*v + 1`): the write is
+    injective without counting its image (an elementwise or normalisation statement)."""
+    solo = {next(iter(e.vars())) for e in ctx.stmt.indices
+            if isinstance(e, AffExpr) and len(e.vars()) == 1 and not e.is_quasi()}
+    return solo >= set(ctx.ivs)
 
 
 def _forward_indirect(k: Kernel, vals: _Values, st: _Stmt) -> None:
@@ -526,10 +534,13 @@ def _kills(k: Kernel, stmts: list[_Stmt]) -> None:
         rank[st.ctx.index] = len(writers)
         writers.append(st)
     read_at = {t: sorted(ts) for t, ts in readers.items()}
+    ranges: dict[int, isl.Set] = {}
+    boxes: dict[int, list[tuple[int, int]] | None] = {}
     for w in stmts:
         sw = w.ctx.stmt
         if sw.kind != "=" or sw.indirect:  # a scatter's elements are unknown: it is never killed
             continue
+        apart = False  # a later writer whose elements cannot meet w's (a concatenation's slices)
         for w2 in by_target[sw.target][rank[w.ctx.index] + 1:]:  # the later writers only
             s2 = w2.ctx.stmt
             t1, t2 = top[w.ctx.index], top[w2.ctx.index]
@@ -541,8 +552,30 @@ def _kills(k: Kernel, stmts: list[_Stmt]) -> None:
                 break  # a read in between (or in either nest): nothing later kills
             if s2.indirect:
                 continue  # may write fewer elements than it reaches: kills nothing
-            dead = written(w).intersect_range(written(w2).range()).domain()
+            if _disjoint(_write_box(w, boxes), _write_box(w2, boxes)):
+                apart = True  # kills nothing: the isl intersection would be empty
+                continue
+            if w2.ctx.index not in ranges:
+                ranges[w2.ctx.index] = written(w2).range()
+            dead = written(w).intersect_range(ranges[w2.ctx.index]).domain()
             w.kill = dead if w.kill is None else w.kill.union(dead)
+        if apart and w.kill is None:
+            w.kill = isl.Set.empty(w.dom.get_space())
+
+
+def _write_box(st: _Stmt, memo: dict[int, list[tuple[int, int]] | None]) -> list[tuple[int, int]] | None:
+    """Per target dimension, an interval holding every element the statement writes (its loops'
+    ranges through the affine indices, guards ignored); None when a bound is not constant."""
+    i = st.ctx.index
+    if i not in memo:
+        rng = loop_ranges(st.ctx)
+        memo[i] = None if rng is None else [e.bounds(rng) for e in st.ctx.stmt.indices]  # type: ignore[union-attr]
+    return memo[i]
+
+
+def _disjoint(a: list[tuple[int, int]] | None, b: list[tuple[int, int]] | None) -> bool:
+    return a is not None and b is not None and any(
+        hi1 < lo2 or hi2 < lo1 for (lo1, hi1), (lo2, hi2) in zip(a, b, strict=True))
 
 
 def _backward(k: Kernel, stmts: list[_Stmt]) -> None:
@@ -557,12 +590,19 @@ def backward(k: Kernel, stmts: list[_Stmt], seeds: dict[str, isl.Set], kept_of=N
     kept_of = kept_of or _kept
     needed = {t.name: isl.Set.empty(_tensor_box(k, t.name).get_space()) for t in k.tensors}
     needed.update(seeds)
+    # A statement's contributions depend only on the needed elements of its target (its live
+    # regions, kills and drops are fixed), and a tensor's set is replaced whenever it grows: a
+    # statement that sees the same set object as on its last visit would add nothing again.
+    seen: dict[int, isl.Set] = {}
     changed = True
     while changed:
         changed = False
         for st in reversed(stmts):
             _check_deadline()
             s = st.ctx.stmt
+            if seen.get(st.ctx.index) is needed[s.target]:
+                continue
+            seen[st.ctx.index] = needed[s.target]
             if s.indirect:
                 st.kept = st.dom
                 reach = _reach(k, st)
