@@ -289,6 +289,15 @@ class AffCond:
     expr: AffExpr
     op: str = ">="
 
+    def __hash__(self) -> int:  # kept once asked, as `AffExpr.__hash__` (never pickled)
+        got = self.__dict__.get("_hash")
+        if got is None:
+            got = self.__dict__["_hash"] = hash((self.expr, self.op))
+        return got
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"expr": self.expr, "op": self.op}
+
     @staticmethod
     def compare(lhs: AffExpr, op: str, rhs: AffExpr) -> AffCond:
         if op == ">=":
