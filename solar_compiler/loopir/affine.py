@@ -47,21 +47,28 @@ def _atom_key(a: Atom) -> tuple[int, str]:
     return (0, a) if isinstance(a, str) else (1, str(a))
 
 
+def _kept_hash(self: Any) -> int:
+    """A frozen dataclass's hash, computed once and kept on the instance."""
+    got = self.__dict__.get("_hash")
+    if got is None:
+        got = self.__dict__["_hash"] = hash(tuple(getattr(self, n) for n in self.__dataclass_fields__))
+    return got
+
+
+def _fields_only(self: Any) -> dict[str, Any]:
+    """The pickled state: the fields, not what was kept (a str hash differs between processes)."""
+    return {n: getattr(self, n) for n in self.__dataclass_fields__}
+
+
 @dataclass(frozen=True)
 class AffExpr:
     terms: tuple[tuple[Atom, int], ...] = ()
     const: int = 0
 
     # An expression's hash and variables are kept on it once asked (analyses of a large network
-    # ask millions of times). Never pickled: a str hash differs from process to process.
-    def __hash__(self) -> int:
-        got = self.__dict__.get("_hash")
-        if got is None:
-            got = self.__dict__["_hash"] = hash((self.terms, self.const))
-        return got
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"terms": self.terms, "const": self.const}
+    # ask millions of times).
+    __hash__ = _kept_hash
+    __getstate__ = _fields_only
 
     # ---- construction -------------------------------------------------------------------
     @staticmethod
@@ -289,14 +296,8 @@ class AffCond:
     expr: AffExpr
     op: str = ">="
 
-    def __hash__(self) -> int:  # kept once asked, as `AffExpr.__hash__` (never pickled)
-        got = self.__dict__.get("_hash")
-        if got is None:
-            got = self.__dict__["_hash"] = hash((self.expr, self.op))
-        return got
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"expr": self.expr, "op": self.op}
+    __hash__ = _kept_hash
+    __getstate__ = _fields_only
 
     @staticmethod
     def compare(lhs: AffExpr, op: str, rhs: AffExpr) -> AffCond:
