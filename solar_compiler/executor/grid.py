@@ -75,7 +75,7 @@ class Grid:
             if not m.any():
                 self.empty = True
                 return []
-        return groups
+        return [(ax, m) for ax, m in groups if not m.all()]  # a group every point satisfies masks nothing
 
     def mask(self) -> np.ndarray | None:
         """The full domain mask (broadcastable over the grid), or None when the grid is a box."""
@@ -104,6 +104,28 @@ class Grid:
                  if np.shape(flags)[k] > 1 or a.count == 1]
         parts += [f"{v}={x}" for v, x in self.scalars.items()]
         return ", ".join(parts)
+
+    # ---- pieces ----------------------------------------------------------------------------
+    def fix(self, values: Mapping[int, int]) -> Grid:
+        """The points whose axis k is at position values[k] (that axis keeps count 1)."""
+        axes = [replace(a, start=a.start + a.step * values[k], count=1) if k in values else a
+                for k, a in enumerate(self.axes)]
+        return Grid(axes, self.scalars, self.conds)
+
+    def tight(self) -> Grid:
+        """The same points on the smallest box of axis ranges holding them: the guards of a scatter's
+        piece (`out[p*s + r - pad]` at one r) leave an interval of p, on which the write stays inside
+        the target. Groups share no axis, so the box of the domain is the product of their boxes."""
+        if self.empty or not self.masks:
+            return self
+        axes = list(self.axes)
+        for group, m in self.masks:
+            for k in group:
+                line = np.logical_or.reduce(m, axis=tuple(j for j in range(m.ndim) if j != k))
+                hits = np.flatnonzero(line)
+                a = axes[k]
+                axes[k] = replace(a, start=a.start + a.step * int(hits[0]), count=int(hits[-1] - hits[0]) + 1)
+        return Grid(axes, self.scalars, self.conds) if axes != list(self.axes) else self
 
     # ---- chunking --------------------------------------------------------------------------
     def split(self, k: int, pieces: int) -> list[Grid]:
