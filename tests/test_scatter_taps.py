@@ -3,7 +3,7 @@ whose target index mixes loop variables (a transposed convolution's `y[i*s + r*d
 vectorised piece per tap combination, each a strided view inside the target. Checked against values
 derived by hand, torch's conv_transpose1d/2d/3d (stride, padding, dilation, output_padding, groups),
 the point-by-point interpreter (same summation order: bit-identical where no BLAS call reassociates)
-and the general per-point path."""
+and the general per-point path; plus the validation estimate of such a statement."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 from executor_reference import interpret
 
+from solar_compiler.analysis.polyhedral import iteration_count
 from solar_compiler.executor import compare, execute, statement
 from solar_compiler.executor.compare import output_dtypes
 from solar_compiler.executor.grid import build_grid
 from solar_compiler.executor.numeric import quantize
+from solar_compiler.frontends import validation
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import LoopIRError, statements
 from solar_compiler.text.parser import parse_kernel
@@ -224,3 +226,35 @@ def test_write_outside_the_target_is_still_an_error():
     src = CT1.replace(" and 2*i + r <= 5", "")
     with pytest.raises(LoopIRError, match=r"index 0 of 'y' is 5, outside \[0, 5\).*i=2.*r=2"):
         run(src, {"x": np.ones(3, np.float32), "w": np.ones(3, np.float32)})
+
+
+# ---- the validation estimate --------------------------------------------------------------------------
+def test_estimate_of_a_transposed_conv_counts_its_updates():
+    """The 2-d case (n=2, C=4, O=6, 5x6 input, 3x2 kernel, stride 2x3, padding 1x0, dilation 1x2,
+    output_padding 1x0, 2 groups): 10x18 output. In-domain points: per dim the (i, r) pairs landing
+    in the output: dim 0: 2i + r - 1 in [0, 10) for i < 5, r < 3: 15 - 1 (i=0, r=0) = 14; dim 1:
+    3i + 2r in [0, 18): all 6*2 = 12. Points = n * groups * O/g * C/g * 14 * 12 = 2*2*3*2*168 = 4032;
+    reduction length C/g = 2, so 2016 target updates, in 12 tap combinations (g: 2, r0: 3, r1: 2)."""
+    src, osp = conv_transpose_src(*CASES[2])
+    assert osp == [10, 18]
+    ctx = statements(parse_kernel(src, "t.loop"))[1]
+    points = 4032
+    v = validation
+    assert v.statement_seconds(ctx, points) == pytest.approx(
+        points / v.MATRIX_RATE + 2016 / v.TAP_UPDATE_RATE + 12 * v.STATEMENT_SECONDS)
+    assert iteration_count(ctx) == points
+
+
+def test_estimate_of_other_statements():
+    """An initialisation runs at the vector rate; a pooling written as a quasi-affine scatter
+    (`y[i // 2] += x[i]`: 8 points, no reduction loop, so 8 updates) goes point by point."""
+    init = statements(parse_kernel(CT1, "t.loop"))[0]
+    assert validation.statement_seconds(init, 5) == pytest.approx(5 / validation.VECTOR_RATE)
+    pool = statements(parse_kernel("""kernel k(x: f32[8] input, y: f32[4] output):
+    for q in range(4):
+        y[q] = 0.0
+    for i in range(8):
+        y[i // 2] += x[i]
+""", "t.loop"))[1]
+    assert validation.statement_seconds(pool, 8) == pytest.approx(
+        8 / validation.VECTOR_RATE + 8 / validation.POINT_UPDATE_RATE)

@@ -35,11 +35,17 @@ REDUCIBLE = 16          # sizes below this (kernel sizes, strides, heads, layers
 # sample in about 8 s) and torch 2e10 to 4e10 points/s here with a parallel job running; whole
 # validation samples of VGG16 and ResNet101 took 12 s each (16 and 18 s estimated with these rates).
 MATRIX_RATE = 1.2e10
-# a scatter-form contraction (its target indexed by sums of loop variables: a strided transposed
-# convolution) runs one einsum per combination of the variables mixed into the target: 1.4e9
-# points/s measured on KernelBench L2 78 (1.4e11 points in about 100 s)
-SCATTER_MATRIX_RATE = 1e9
 VECTOR_RATE = 1e8
+# A scatter (several points of a reduction writing one element through an affine target map: a
+# transposed convolution's `out[i*s + r*d - pad]`) also costs one update of the target per element and
+# tap combination (its points over the reduction length), at a rate set by how the executor cuts it
+# (`executor.statement.scatter_form`): "taps", a strided in-place update per tap of what one BLAS call
+# per tap produced, plus one statement run's overhead per tap (on 19 KernelBench transposed
+# convolutions, 1-d to 3-d, strides 1 to 5, groups, 3 to 420 taps: 1.7e8 to 4.8e8 updates/s, 1.9e8
+# for the stride-2, 3-channel ones of L2 50, 72, 89, 96, whose scatter takes 4.7 to 5 s a sample);
+# "points", per-point offsets and `ufunc.at` (2e7 updates/s: L2 13 took 22 s for 4.3e8 that way).
+TAP_UPDATE_RATE = 2e8
+POINT_UPDATE_RATE = 2e7
 IO_RATE = 1e7
 STATEMENT_SECONDS = 2e-3  # executor overhead per statement run (per step of a scan loop around it)
 FRAMEWORK_MATRIX_RATE = 2.5e10  # the framework alone at full size (sampled validation)
@@ -98,11 +104,27 @@ def is_contraction(stmt) -> bool:
         isinstance(v.b, Read)
 
 
-def statement_rate(stmt) -> float:
-    """Points per second the executor runs `stmt` at (MATRIX_RATE, SCATTER_MATRIX_RATE, VECTOR_RATE)."""
-    if not is_contraction(stmt):
-        return VECTOR_RATE
-    return MATRIX_RATE if all(i.is_var() for i in stmt.indices) else SCATTER_MATRIX_RATE
+def statement_seconds(ctx, points: int) -> float:
+    """Executor seconds for `points` points of the statement `ctx` (a `StmtContext`): at MATRIX_RATE
+    (a contraction) or VECTOR_RATE, plus a scatter's updates of its target (TAP_UPDATE_RATE, and the
+    overhead of one statement run per tap combination; POINT_UPDATE_RATE)."""
+    from solar_compiler.executor.compare import loop_extents
+    from solar_compiler.executor.statement import scatter_form, tap_vars
+
+    stmt = ctx.stmt
+    secs = points / (MATRIX_RATE if is_contraction(stmt) else VECTOR_RATE)
+    if stmt.kind == "=":
+        return secs
+    ext = loop_extents(ctx.loops)
+    counts = {f.iv: ext[f.iv] for f in ctx.loops if not f.sequential}
+    form = scatter_form(stmt.indices, counts)
+    if form is None:
+        return secs
+    updates = points / max(1, math.prod(n for v, n in counts.items() if v not in stmt.target_vars))
+    if form == "points":
+        return secs + updates / POINT_UPDATE_RATE
+    taps = math.prod(counts[v] for v in tap_vars(stmt.indices, counts) or ())
+    return secs + updates / TAP_UPDATE_RATE + STATEMENT_SECONDS * taps
 
 
 def estimate(kernel: Kernel) -> Cost:
@@ -116,10 +138,9 @@ def estimate(kernel: Kernel) -> Cost:
     for ctx in ctxs:
         n = iteration_count(ctx)
         m = is_contraction(ctx.stmt)
-        rate = statement_rate(ctx.stmt)
         ext = loop_extents(ctx.loops)
         runs = math.prod(ext[f.iv] for f in ctx.loops if f.sequential)
-        secs += n / rate + STATEMENT_SECONDS * runs
+        secs += statement_seconds(ctx, n) + STATEMENT_SECONDS * runs
         fsecs += n / (FRAMEWORK_MATRIX_RATE if m else FRAMEWORK_VECTOR_RATE)
     io = sum(math.prod(t.shape) for t in kernel.tensors if t.role in ("input", "output"))
     secs += io / IO_RATE
