@@ -234,27 +234,31 @@ def test_estimate_of_a_transposed_conv_counts_its_updates():
     output_padding 1x0, 2 groups): 10x18 output. In-domain points: per dim the (i, r) pairs landing
     in the output: dim 0: 2i + r - 1 in [0, 10) for i < 5, r < 3: 15 - 1 (i=0, r=0) = 14; dim 1:
     3i + 2r in [0, 18): all 6*2 = 12. Points = n * groups * O/g * C/g * 14 * 12 = 2*2*3*2*168 = 4032;
-    reduction length C/g = 2, so 2016 target updates, in 12 tap combinations (g: 2, r0: 3, r1: 2)."""
+    reduction length C/g = 2, so 2016 target updates, in 12 tap combinations (g: 2, r0: 3, r1: 2),
+    each with its own overhead, per run of the statement (per piece of a slice)."""
     src, osp = conv_transpose_src(*CASES[2])
     assert osp == [10, 18]
     ctx = statements(parse_kernel(src, "t.loop"))[1]
     points = 4032
-    v = validation
-    assert v.statement_seconds(ctx, points) == pytest.approx(
-        points / v.MATRIX_RATE + 2016 / v.TAP_UPDATE_RATE + 12 * v.STATEMENT_SECONDS)
     assert iteration_count(ctx) == points
+    v = validation
+    work = points / v.MATRIX_RATE + 2016 / v.TAP_UPDATE_RATE
+    assert v.statement_seconds(ctx, points) == pytest.approx(work + v.STATEMENT_SECONDS + 12 * v.TAP_SECONDS)
+    assert v.statement_seconds(ctx, points, runs=5) == pytest.approx(
+        work + 5 * v.STATEMENT_SECONDS + 60 * v.TAP_SECONDS)
 
 
 def test_estimate_of_other_statements():
     """An initialisation runs at the vector rate; a pooling written as a quasi-affine scatter
     (`y[i // 2] += x[i]`: 8 points, no reduction loop, so 8 updates) goes point by point."""
+    v = validation
     init = statements(parse_kernel(CT1, "t.loop"))[0]
-    assert validation.statement_seconds(init, 5) == pytest.approx(5 / validation.VECTOR_RATE)
+    assert v.statement_seconds(init, 5) == pytest.approx(5 / v.VECTOR_RATE + v.STATEMENT_SECONDS)
     pool = statements(parse_kernel("""kernel k(x: f32[8] input, y: f32[4] output):
     for q in range(4):
         y[q] = 0.0
     for i in range(8):
         y[i // 2] += x[i]
 """, "t.loop"))[1]
-    assert validation.statement_seconds(pool, 8) == pytest.approx(
-        8 / validation.VECTOR_RATE + 8 / validation.POINT_UPDATE_RATE)
+    assert v.statement_seconds(pool, 8, runs=2) == pytest.approx(
+        8 / v.VECTOR_RATE + 8 / v.POINT_UPDATE_RATE + 2 * v.STATEMENT_SECONDS)

@@ -106,11 +106,36 @@ class Grid:
         return ", ".join(parts)
 
     # ---- pieces ----------------------------------------------------------------------------
+    def window(self, ranges: Mapping[int, tuple[int, int]]) -> Grid:
+        """The points at positions first .. first + count - 1 of each axis k in `ranges` (k -> (first,
+        count)): a sub-box whose masks are this grid's, sliced (no condition is evaluated again, so
+        cutting a grid into many pieces stays cheap)."""
+        g = object.__new__(Grid)
+        axes = list(self.axes)
+        g.env = dict(self.env)
+        g.ranges = dict(self.ranges)
+        for k, (first, count) in ranges.items():
+            a = self.axes[k]
+            a = axes[k] = replace(a, start=a.start + a.step * first, count=count)
+            g.env[a.var] = self.env[a.var][(slice(None),) * k + (slice(first, first + count),)]
+            g.ranges[a.var] = (a.start, a.last)
+        g.axes, g.scalars, g.conds, g.pos = tuple(axes), self.scalars, self.conds, self.pos
+        g.shape = tuple(a.count for a in axes)
+        g.empty = self.empty or any(a.count <= 0 for a in axes)
+        g.masks = []
+        for group, m in [] if g.empty else self.masks:
+            cut = {k: slice(first, first + count) for k, (first, count) in ranges.items() if m.shape[k] > 1}
+            sub = m[tuple(cut.get(k, slice(None)) for k in range(m.ndim))]
+            if not sub.any():
+                g.empty, g.masks = True, []
+                break
+            if not sub.all():
+                g.masks.append((frozenset(k for k in group if sub.shape[k] > 1), sub))
+        return g
+
     def fix(self, values: Mapping[int, int]) -> Grid:
         """The points whose axis k is at position values[k] (that axis keeps count 1)."""
-        axes = [replace(a, start=a.start + a.step * values[k], count=1) if k in values else a
-                for k, a in enumerate(self.axes)]
-        return Grid(axes, self.scalars, self.conds)
+        return self.window({k: (i, 1) for k, i in values.items()})
 
     def tight(self) -> Grid:
         """The same points on the smallest box of axis ranges holding them: the guards of a scatter's
@@ -118,14 +143,13 @@ class Grid:
         the target. Groups share no axis, so the box of the domain is the product of their boxes."""
         if self.empty or not self.masks:
             return self
-        axes = list(self.axes)
+        box: dict[int, tuple[int, int]] = {}
         for group, m in self.masks:
             for k in group:
-                line = np.logical_or.reduce(m, axis=tuple(j for j in range(m.ndim) if j != k))
-                hits = np.flatnonzero(line)
-                a = axes[k]
-                axes[k] = replace(a, start=a.start + a.step * int(hits[0]), count=int(hits[-1] - hits[0]) + 1)
-        return Grid(axes, self.scalars, self.conds) if axes != list(self.axes) else self
+                hits = np.flatnonzero(np.logical_or.reduce(m, axis=tuple(j for j in range(m.ndim) if j != k)))
+                if hits[0] > 0 or hits[-1] < self.axes[k].count - 1:
+                    box[k] = (int(hits[0]), int(hits[-1] - hits[0]) + 1)
+        return self.window(box) if box else self
 
     # ---- chunking --------------------------------------------------------------------------
     def split(self, k: int, pieces: int) -> list[Grid]:

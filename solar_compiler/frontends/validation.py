@@ -37,15 +37,18 @@ REDUCIBLE = 16          # sizes below this (kernel sizes, strides, heads, layers
 MATRIX_RATE = 1.2e10
 VECTOR_RATE = 1e8
 # A scatter (several points of a reduction writing one element through an affine target map: a
-# transposed convolution's `out[i*s + r*d - pad]`) also costs one update of the target per element and
-# tap combination (its points over the reduction length), at a rate set by how the executor cuts it
-# (`executor.statement.scatter_form`): "taps", a strided in-place update per tap of what one BLAS call
-# per tap produced, plus one statement run's overhead per tap (on 19 KernelBench transposed
-# convolutions, 1-d to 3-d, strides 1 to 5, groups, 3 to 420 taps: 1.7e8 to 4.8e8 updates/s, 1.9e8
-# for the stride-2, 3-channel ones of L2 50, 72, 89, 96, whose scatter takes 4.7 to 5 s a sample);
-# "points", per-point offsets and `ufunc.at` (2e7 updates/s: L2 13 took 22 s for 4.3e8 that way).
+# transposed convolution's `out[i*s + r*d - pad]`) also costs one update of its target per element
+# and tap combination (its points over its reduction length), at a rate set by how the executor
+# cuts it (`executor.statement.scatter_form`). "taps": a strided in-place update per tap of what
+# one BLAS call per tap produced; measured on 19 KernelBench transposed convolutions (1-d to 3-d,
+# strides 1 to 5, groups, 3 to 420 taps) at 1.7e8 to 4.8e8 updates/s, 1.9e8 on the stride-2,
+# 3-channel ones of L2 50, 72, 89 and 96, whose scatter takes 4.4 to 5 s a sample. Each tap's piece
+# also costs TAP_SECONDS (grid, views, one contraction): L2 78's backward slice, 210 pieces of 125
+# taps, took 10.5 s, about 2.5e-4 s per tap and piece beyond its work. "points": per-point offsets
+# and `ufunc.at`, 2e7 updates/s (L2 13 took 22 s for 4.3e8 that way).
 TAP_UPDATE_RATE = 2e8
 POINT_UPDATE_RATE = 2e7
+TAP_SECONDS = 5e-4
 IO_RATE = 1e7
 STATEMENT_SECONDS = 2e-3  # executor overhead per statement run (per step of a scan loop around it)
 FRAMEWORK_MATRIX_RATE = 2.5e10  # the framework alone at full size (sampled validation)
@@ -104,15 +107,17 @@ def is_contraction(stmt) -> bool:
         isinstance(v.b, Read)
 
 
-def statement_seconds(ctx, points: int) -> float:
-    """Executor seconds for `points` points of the statement `ctx` (a `StmtContext`): at MATRIX_RATE
-    (a contraction) or VECTOR_RATE, plus a scatter's updates of its target (TAP_UPDATE_RATE, and the
-    overhead of one statement run per tap combination; POINT_UPDATE_RATE)."""
+def statement_seconds(ctx, points: int, runs: int = 1) -> float:
+    """Executor seconds for `points` points of the statement `ctx` (a `StmtContext`) run `runs` times
+    (once per step of a scan loop around it, per piece of a backward slice): its points at
+    MATRIX_RATE (a contraction) or VECTOR_RATE, a scatter's updates of its target (TAP_UPDATE_RATE or
+    POINT_UPDATE_RATE), STATEMENT_SECONDS per run and, for a scatter cut into taps, TAP_SECONDS per
+    run and tap combination."""
     from solar_compiler.executor.compare import loop_extents
     from solar_compiler.executor.statement import scatter_form, tap_vars
 
     stmt = ctx.stmt
-    secs = points / (MATRIX_RATE if is_contraction(stmt) else VECTOR_RATE)
+    secs = points / (MATRIX_RATE if is_contraction(stmt) else VECTOR_RATE) + STATEMENT_SECONDS * runs
     if stmt.kind == "=":
         return secs
     ext = loop_extents(ctx.loops)
@@ -124,7 +129,7 @@ def statement_seconds(ctx, points: int) -> float:
     if form == "points":
         return secs + updates / POINT_UPDATE_RATE
     taps = math.prod(counts[v] for v in tap_vars(stmt.indices, counts) or ())
-    return secs + updates / TAP_UPDATE_RATE + STATEMENT_SECONDS * taps
+    return secs + updates / TAP_UPDATE_RATE + TAP_SECONDS * runs * taps
 
 
 def estimate(kernel: Kernel) -> Cost:
@@ -140,7 +145,7 @@ def estimate(kernel: Kernel) -> Cost:
         m = is_contraction(ctx.stmt)
         ext = loop_extents(ctx.loops)
         runs = math.prod(ext[f.iv] for f in ctx.loops if f.sequential)
-        secs += statement_seconds(ctx, n) + STATEMENT_SECONDS * runs
+        secs += statement_seconds(ctx, n, runs)
         fsecs += n / (FRAMEWORK_MATRIX_RATE if m else FRAMEWORK_VECTOR_RATE)
     io = sum(math.prod(t.shape) for t in kernel.tensors if t.role in ("input", "output"))
     secs += io / IO_RATE

@@ -34,7 +34,6 @@ from solar_compiler.frontends import CaptureFailed, FrontendOptions
 from solar_compiler.frontends.validation import (
     REDUCIBLE,
     SAMPLE_SEEDS,
-    STATEMENT_SECONDS,
     Cost,
     as_array,
     candidates,
@@ -206,7 +205,7 @@ def _slice_seconds(kernel, sl) -> float:
             scans = {f.iv for f in ctx.loops if f.sequential}
             runs = sum(math.prod(hi - lo + 1 for v, lo, hi in p.box if v in scans)
                        for p in sl.pieces[ctx.index])
-            secs += statement_seconds(ctx, sl.points[ctx.index]) + STATEMENT_SECONDS * runs
+            secs += statement_seconds(ctx, sl.points[ctx.index], runs)
     return secs
 
 
