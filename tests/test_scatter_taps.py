@@ -7,6 +7,8 @@ and the general per-point path; plus the validation estimate of such a statement
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from executor_reference import interpret
@@ -14,10 +16,10 @@ from executor_reference import interpret
 from solar_compiler.analysis.polyhedral import iteration_count
 from solar_compiler.executor import compare, execute, statement
 from solar_compiler.executor.compare import output_dtypes
-from solar_compiler.executor.grid import build_grid
+from solar_compiler.executor.grid import Axis, Grid, build_grid
 from solar_compiler.executor.numeric import quantize
 from solar_compiler.frontends import validation
-from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import LoopIRError, statements
 from solar_compiler.text.parser import parse_kernel
 
@@ -262,3 +264,36 @@ def test_estimate_of_other_statements():
 """, "t.loop"))[1]
     assert v.statement_seconds(pool, 8, runs=2) == pytest.approx(
         8 / v.VECTOR_RATE + 8 / v.POINT_UPDATE_RATE + 2 * v.STATEMENT_SECONDS)
+
+
+# ---- grid pieces ----------------------------------------------------------------------------------
+def _points(g: Grid) -> set[tuple[int, ...]]:
+    """The points of a grid, as tuples of loop-variable values."""
+    if g.empty:
+        return set()
+    m = g.mask()
+    where = np.argwhere(np.ones(g.shape, bool) if m is None else np.broadcast_to(m, g.shape))
+    return {tuple(g.axes[d].start + g.axes[d].step * int(x) for d, x in enumerate(p)) for p in where}
+
+
+def test_window_slices_the_masks_a_fresh_grid_would_evaluate():
+    """A window of a grid (positions of some axes) has the points and emptiness of the grid built
+    anew on those axes: a triangular bound, a band and a stride guard, cut several ways."""
+    v = AffExpr.var
+    conds = [AffCond.compare(v("j"), "<=", v("i")), AffCond.compare(v("i") + v("k"), ">=", AffExpr.lit(3)),
+             AffCond((v("k") - 1) % 2, "==")]
+    grid = Grid([Axis("i", 0, 1, 6), Axis("j", 2, 3, 4), Axis("k", 1, 1, 5)], {}, conds)
+    for ranges in ({0: (2, 3)}, {1: (1, 2), 2: (0, 1)}, {0: (0, 1), 1: (3, 1)}, {2: (1, 1)}):
+        win = grid.window(ranges)
+        axes = [replace(a, start=a.start + a.step * ranges[k][0], count=ranges[k][1]) if k in ranges else a
+                for k, a in enumerate(grid.axes)]
+        fresh = Grid(axes, {}, conds)
+        assert win.empty == fresh.empty
+        assert _points(win) == _points(fresh)
+        assert all(not m.all() for _, m in win.masks)   # a group every point satisfies is dropped
+    assert grid.window({2: (1, 1)}).empty               # k = 2 fails the stride guard
+    # k = 1: i >= 2 and j <= i, so i in 2..5 and j in {2, 5}
+    piece = grid.fix({2: 0})
+    tight = piece.tight()
+    assert _points(tight) == _points(piece)
+    assert [(a.start, a.count) for a in tight.axes] == [(2, 4), (2, 2), (1, 1)]
