@@ -250,6 +250,18 @@ def test_estimate_of_a_transposed_conv_counts_its_updates():
         work + 5 * v.STATEMENT_SECONDS + 60 * v.TAP_SECONDS)
 
 
+def test_estimate_of_a_stride_1_transposed_conv_updates_at_the_unit_step_rate():
+    """Stride 1: the innermost target index i2 + r2 - 1 steps by one, so a tap's update walks the
+    target contiguously (UNIT_TAP_UPDATE_RATE). 3-d, 3 groups of 2 channels: the channel index
+    2*g + o keeps g (3 values) and taps o (2), so 2 * 27 = 54 taps."""
+    src, _ = conv_transpose_src(*CASES[5])
+    ctx = statements(parse_kernel(src, "t.loop"))[1]
+    points = iteration_count(ctx)
+    v = validation
+    work = points / v.MATRIX_RATE + points / 2 / v.UNIT_TAP_UPDATE_RATE
+    assert v.statement_seconds(ctx, points) == pytest.approx(work + v.STATEMENT_SECONDS + 54 * v.TAP_SECONDS)
+
+
 def test_estimate_of_other_statements():
     """An initialisation runs at the vector rate; a pooling written as a quasi-affine scatter
     (`y[i // 2] += x[i]`: 8 points, no reduction loop, so 8 updates) goes point by point."""
