@@ -57,7 +57,8 @@ def run_one(level: int, path: Path, mode: str, timeout: float, extra: list[str])
     report = json.loads(p.stdout)
     v = report.get("validation") or {}
     return {**row, "status": "validated" if v.get("validated") else "unvalidated",
-            "method": v.get("method"), "checked": v.get("elements_checked"), "sizes": v.get("sizes"),
+            "method": v.get("method"), "samples": v.get("samples"), "checked": v.get("elements_checked"),
+            "sizes": v.get("sizes"),
             "max_rel_err": v.get("max_rel_err"), "reason": v.get("reason"),
             "why_reduced": v.get("why_reduced"), "seconds": v.get("seconds"),
             "fused_s": (report.get("bounds", {}).get("H100_SXM") or {}).get("fused_s")}

@@ -318,8 +318,8 @@ def test_sampled_validation_rejects_a_mutant_naming_an_output_element(tmp_path, 
 def test_sampled_is_chosen_when_whole_execution_exceeds_the_budget(tmp_path, monkeypatch):
     # the decision only: with the executor's per-statement overhead taken as nil, a budget between
     # the sampled estimate and whole execution's selects sampled
-    monkeypatch.setattr(validation, "STATEMENT_SECONDS", 0.0)  # the slice's estimate
-    monkeypatch.setattr(shared_validation, "STATEMENT_SECONDS", 0.0)  # whole execution's (`estimate`)
+    # whole execution's (`estimate`) and the slice's (both through `statement_seconds`)
+    monkeypatch.setattr(shared_validation, "STATEMENT_SECONDS", 0.0)
     p = write(tmp_path, "s.py", SAMPLED)
     spec = load_model_file(p)
     tt = translate_mod.translate_program(capture(spec))

@@ -75,7 +75,7 @@ class Grid:
             if not m.any():
                 self.empty = True
                 return []
-        return groups
+        return [(ax, m) for ax, m in groups if not m.all()]  # a group every point satisfies masks nothing
 
     def mask(self) -> np.ndarray | None:
         """The full domain mask (broadcastable over the grid), or None when the grid is a box."""
@@ -104,6 +104,52 @@ class Grid:
                  if np.shape(flags)[k] > 1 or a.count == 1]
         parts += [f"{v}={x}" for v, x in self.scalars.items()]
         return ", ".join(parts)
+
+    # ---- pieces ----------------------------------------------------------------------------
+    def window(self, ranges: Mapping[int, tuple[int, int]]) -> Grid:
+        """The points at positions first .. first + count - 1 of each axis k in `ranges` (k -> (first,
+        count)): a sub-box whose masks are this grid's, sliced (no condition is evaluated again, so
+        cutting a grid into many pieces stays cheap)."""
+        g = object.__new__(Grid)
+        axes = list(self.axes)
+        g.env = dict(self.env)
+        g.ranges = dict(self.ranges)
+        for k, (first, count) in ranges.items():
+            a = self.axes[k]
+            a = axes[k] = replace(a, start=a.start + a.step * first, count=count)
+            g.env[a.var] = self.env[a.var][(slice(None),) * k + (slice(first, first + count),)]
+            g.ranges[a.var] = (a.start, a.last)
+        g.axes, g.scalars, g.conds, g.pos = tuple(axes), self.scalars, self.conds, self.pos
+        g.shape = tuple(a.count for a in axes)
+        g.empty = self.empty or any(a.count <= 0 for a in axes)
+        g.masks = []
+        for group, m in [] if g.empty else self.masks:
+            cut = {k: slice(first, first + count) for k, (first, count) in ranges.items() if m.shape[k] > 1}
+            sub = m[tuple(cut.get(k, slice(None)) for k in range(m.ndim))]
+            if not sub.any():
+                g.empty, g.masks = True, []
+                break
+            if not sub.all():
+                g.masks.append((frozenset(k for k in group if sub.shape[k] > 1), sub))
+        return g
+
+    def fix(self, values: Mapping[int, int]) -> Grid:
+        """The points whose axis k is at position values[k] (that axis keeps count 1)."""
+        return self.window({k: (i, 1) for k, i in values.items()})
+
+    def tight(self) -> Grid:
+        """The same points on the smallest box of axis ranges holding them: the guards of a scatter's
+        piece (`out[p*s + r - pad]` at one r) leave an interval of p, on which the write stays inside
+        the target. Groups share no axis, so the box of the domain is the product of their boxes."""
+        if self.empty or not self.masks:
+            return self
+        box: dict[int, tuple[int, int]] = {}
+        for group, m in self.masks:
+            for k in group:
+                hits = np.flatnonzero(np.logical_or.reduce(m, axis=tuple(j for j in range(m.ndim) if j != k)))
+                if hits[0] > 0 or hits[-1] < self.axes[k].count - 1:
+                    box[k] = (int(hits[0]), int(hits[-1] - hits[0]) + 1)
+        return self.window(box) if box else self
 
     # ---- chunking --------------------------------------------------------------------------
     def split(self, k: int, pieces: int) -> list[Grid]:

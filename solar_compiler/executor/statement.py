@@ -12,13 +12,23 @@ combines with the current value. A `+=` over a product is contracted with einsum
 over their own variables, so a matmul or conv never materialises its iteration space. Grids whose
 working set exceeds the memory budget are cut into chunks along one axis (the outermost for `=`, so
 that chunks run in program order; any axis of the largest factor for reductions, which commute).
+
+A reduction whose affine target index mixes loop variables (a transposed convolution's
+`y[i*s + r*d - pad] += x[i] * w[r]`, guarded) would scatter every point through `_flatten` and
+`ufunc.at`. It runs instead as one piece per tap combination (`tap_pieces`: r fixed, the guards
+tightened to a box of i), on which the target map is a strided view inside the target: a
+contraction per tap, then an in-place strided update. The taps go in the order the loop nest adds
+them to any one element (`tap_order`), so the per-element summation order is the program's;
+narrow-float targets are rounded once, after every tap.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -26,7 +36,7 @@ import numpy as np
 from solar_compiler.executor.contract import contract
 from solar_compiler.executor.evaluate import Evaluator
 from solar_compiler.executor.grid import Grid
-from solar_compiler.executor.numeric import STORAGE, identity, quantize
+from solar_compiler.executor.numeric import NARROW_FLOATS, STORAGE, identity, quantize
 from solar_compiler.executor.trace import IndirectTrace
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Assign, Binary, Index, SExpr, TensorDecl, expr_vars
@@ -117,21 +127,155 @@ def chunks(grid: Grid, plan: Plan, budget: int) -> Iterator[Grid]:
 def run_on_grid(stmt: Assign, grid: Grid, state: State) -> None:
     decl = state.decls[stmt.target]
     plan = Plan.of(stmt, decl.dtype)
+    if stmt.kind != "=":
+        pieces = tap_pieces(stmt, grid, state.tensors[stmt.target])
+        if pieces is not None:
+            touched: list[np.ndarray] = []
+            for piece in pieces:
+                _reduction(stmt, piece, plan, state, touched)
+            if decl.dtype in NARROW_FLOATS:
+                for view in touched:  # rounded once, after every tap (idempotent where pieces overlap)
+                    np.copyto(view, quantize(view, decl.dtype))
+            return
+        _reduction(stmt, grid, plan, state, None)
+        return
     for g in chunks(grid, plan, state.budget):
         ev = state.evaluator(g, stmt)
-        if stmt.kind == "=":
-            _assign(stmt, g, ev, to_store(ev(stmt.value), decl.dtype), state)
-            continue
+        _assign(stmt, g, ev, to_store(ev(stmt.value), decl.dtype), state)
+
+
+def _reduction(stmt: Assign, grid: Grid, plan: Plan, state: State, touched: list[np.ndarray] | None) -> None:
+    """A reduction statement over `grid`, chunked to the memory budget. `touched` (a tap piece, whose
+    target map is one-to-one): the strided views written, left unrounded for the caller."""
+    dtype = state.decls[stmt.target].dtype
+    for g in chunks(grid, plan, state.budget):
+        ev = state.evaluator(g, stmt)
         red = plan.reduced(g)
-        res = _contract(plan, g, ev, red, decl.dtype) if plan.contracts(g) else None
+        res = _contract(plan, g, ev, red, dtype) if plan.contracts(g) else None
         if res is not None:
-            _accumulate(stmt, g, ev, res, red, state)
+            _accumulate(stmt, g, ev, res, red, state, touched)
             continue
         # The materialised product needs the whole (chunk) grid: chunk again for that.
         for g2 in chunks(g, replace(plan, factors=[], factor_vars=[]), state.budget):
             ev2 = state.evaluator(g2, stmt)
             red2 = plan.reduced(g2)
-            _accumulate(stmt, g2, ev2, _reduce(ev2(stmt.value), red2, g2, stmt.kind, decl.dtype), red2, state)
+            _accumulate(stmt, g2, ev2, _reduce(ev2(stmt.value), red2, g2, stmt.kind, dtype), red2, state,
+                        touched)
+
+
+# ---- scatters by taps -----------------------------------------------------------------------------
+MAX_TAPS = 4096  # tap combinations a scatter may be cut into (one vectorised piece each)
+
+
+def tap_vars(indices: Sequence[Index], counts: Mapping[str, int]) -> list[str] | None:
+    """The loop variables to enumerate so that the target map is one-to-one on the others, or None
+    when there are none or the target is not such a map. `counts`: the extent of every vectorised
+    loop variable, outermost first. In every target index that mixes several variables of extent > 1
+    (`out[i*s + r*d - pad]`: a transposed convolution, strided and dilated) all but the one of largest
+    extent are taps; every other variable must be alone in one index. Cut only into at most MAX_TAPS
+    combinations, each with at least as many points as there are combinations."""
+    order = {v: k for k, v in enumerate(counts)}
+    kept: list[str] = []
+    taps: set[str] = set()
+    for e in indices:
+        if not isinstance(e, AffExpr) or e.is_quasi():
+            return None
+        big = [v for v in e.vars() if counts.get(v, 1) > 1]
+        if not big:
+            continue
+        keep = max(big, key=lambda v: (counts[v], -order[v]))
+        kept.append(keep)
+        taps.update(v for v in big if v != keep)
+    if not taps or len(set(kept)) < len(kept) or taps & set(kept):
+        return None
+    combos = math.prod(counts[v] for v in taps)
+    if combos > MAX_TAPS or combos * combos > math.prod(counts.values()):
+        return None
+    return sorted(taps, key=order.__getitem__)
+
+
+def scatter_form(indices: Sequence[Index], counts: Mapping[str, int]) -> str | None:
+    """How a reduction into `target[indices]` over loops of these extents (`tap_vars`) is executed
+    when several of its points write one element through an affine map: "taps" (one vectorised piece
+    per tap combination) or "points" (per-point offsets and `ufunc.at`); None when the map is
+    one-to-one or not affine (an indirect write)."""
+    if not all(isinstance(e, AffExpr) for e in indices):
+        return None
+    seen: set[str] = set()
+    for e in indices:
+        assert isinstance(e, AffExpr)
+        big = {v for v in e.vars() if counts.get(v, 1) > 1}
+        if (e.is_quasi() and big) or len(big) > 1 or big & seen:
+            return "taps" if tap_vars(indices, counts) is not None else "points"
+        seen |= big
+    return None
+
+
+def tap_axes(stmt: Assign, grid: Grid) -> list[int] | None:
+    """`tap_vars` of `stmt` on `grid`, as grid axes."""
+    taps = tap_vars(stmt.indices, {a.var: a.count for a in grid.axes})
+    return None if taps is None else [grid.pos[v] for v in taps]
+
+
+def tap_order(stmt: Assign, grid: Grid, taps: Sequence[int]) -> list[dict[int, int]]:
+    """Every combination of tap positions, in the order in which the whole grid, traversed
+    lexicographically, adds their contributions to any one target element: summing the pieces in this
+    order repeats the summation order of the unsplit statement. Two points writing the same element
+    differ in the taps and in the variables sharing an index with them (`i = (q - r*d + pad) / s`):
+    compared axis by axis in loop order, a tap compares by its value, a variable sharing an index with
+    taps by minus their contribution over its own coefficient, and any other variable is equal."""
+    coef = {k: dict.fromkeys(range(len(stmt.indices)), 0) for k in range(len(grid.axes))}
+    for d, e in enumerate(stmt.indices):
+        for v, c in e.terms:
+            if v in grid.pos:
+                coef[grid.pos[v]][d] = c
+    partner = {}  # a non-tap axis sharing an index with taps -> (that index, its coefficient)
+    for d in range(len(stmt.indices)):
+        for k, cs in coef.items():
+            if k not in taps and cs[d] and grid.axes[k].count > 1 and any(coef[t][d] for t in taps):
+                partner[k] = (d, cs[d])
+
+    def key(pos: dict[int, int]) -> tuple[Fraction, ...]:
+        value = {t: grid.axes[t].start + grid.axes[t].step * i for t, i in pos.items()}
+        out = []
+        for k in range(len(grid.axes)):
+            if k in value:
+                out.append(Fraction(value[k]))
+            elif k in partner:
+                d, c = partner[k]
+                out.append(Fraction(-sum(coef[t][d] * value[t] for t in taps), c))
+            else:
+                out.append(Fraction(0))
+        return tuple(out)
+
+    combos = [dict(zip(taps, pos, strict=True))
+              for pos in itertools.product(*(range(grid.axes[t].count) for t in taps))]
+    return sorted(combos, key=key)
+
+
+def tap_pieces(stmt: Assign, grid: Grid, target: np.ndarray) -> list[Grid] | None:
+    """A scatter-form reduction (`out[i*s + r*d - pad] += x[i] * w[r]`) as one piece per tap
+    combination (`tap_axes`), in summation order (`tap_order`), each cut to the box of its guards
+    (`Grid.tight`) so that its target map is a strided view inside the target: the contraction and
+    the accumulation then run vectorised per piece instead of through per-point offsets. None when
+    the statement is not of that form or some piece would write outside the target (the general
+    path reports that as an error with its point)."""
+    taps = tap_axes(stmt, grid)
+    if taps is None:
+        return None
+    out = []
+    for pos in tap_order(stmt, grid, taps):
+        g = grid.fix(pos).tight()
+        if g.empty:
+            continue
+        for d, e in enumerate(stmt.indices):
+            lo, hi = e.bounds(g.ranges)
+            if lo < 0 or hi >= target.shape[d]:
+                return None
+        if _injective_axes(stmt.indices, g) is None:
+            return None
+        out.append(g)
+    return out
 
 
 def to_store(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -199,7 +343,9 @@ def _contract(plan: Plan, grid: Grid, ev: Evaluator, red: list[int], dtype: str)
     for k in red:
         if k not in used:
             res = res * grid.axes[k].count
-    res = (res * scalar).reshape([grid.axes[k].count if k in out else 1 for k in range(len(grid.axes))])
+    if len(ops) < len(plan.factors):  # a 0-d factor (a product with 1 is the identity: skipped)
+        res = res * scalar
+    res = res.reshape([grid.axes[k].count if k in out else 1 for k in range(len(grid.axes))])
     for m in post:
         res = np.where(m, res, 0)
     return res
@@ -255,15 +401,20 @@ def _assign(stmt: Assign, grid: Grid, ev: Evaluator, new: np.ndarray, state: Sta
 
 
 def _accumulate(stmt: Assign, grid: Grid, ev: Evaluator, res: np.ndarray, red: list[int],
-                state: State) -> None:
+                state: State, touched: list[np.ndarray] | None = None) -> None:
     arr = state.tensors[stmt.target]
     dtype = state.decls[stmt.target].dtype
     uf = REDUCE[stmt.kind]
     if _injective_axes(stmt.indices, grid) is not None:
         view = ev.strided(stmt.target, arr, stmt.indices, writeable=True)
+        if view is not None and touched is not None:
+            uf(view, res, out=view, casting="unsafe")
+            touched.append(view)
+            return
         if view is not None:
             np.copyto(view, to_store(uf(view, res), dtype))
             return
+    assert touched is None, "a tap piece writes through a strided view (checked by tap_pieces)"
     shape = tuple(1 if k in red else n for k, n in enumerate(grid.shape))
     m = grid.mask()
     valid = None if m is None else np.logical_or.reduce(m, axis=tuple(red), keepdims=True) if red else m

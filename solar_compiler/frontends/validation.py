@@ -35,11 +35,24 @@ REDUCIBLE = 16          # sizes below this (kernel sizes, strides, heads, layers
 # sample in about 8 s) and torch 2e10 to 4e10 points/s here with a parallel job running; whole
 # validation samples of VGG16 and ResNet101 took 12 s each (16 and 18 s estimated with these rates).
 MATRIX_RATE = 1.2e10
-# a scatter-form contraction (its target indexed by sums of loop variables: a strided transposed
-# convolution) runs one einsum per combination of the variables mixed into the target: 1.4e9
-# points/s measured on KernelBench L2 78 (1.4e11 points in about 100 s)
-SCATTER_MATRIX_RATE = 1e9
 VECTOR_RATE = 1e8
+# A scatter (several points of a reduction writing one element through an affine target map: a
+# transposed convolution's `out[i*s + r*d - pad]`) also costs one update of its target per element
+# and tap combination (its points over its reduction length), at a rate set by how the executor
+# cuts it (`executor.statement.scatter_form`). "taps": an in-place update per tap, through a
+# strided view, of what one BLAS call per tap produced. Measured on 22 KernelBench transposed
+# convolutions (1-d to 3-d, strides 1 to 5, groups, 3 to 420 taps) with this host idle and busy:
+# where the innermost target index steps by more than 1 (stride 2: every cache line of the target
+# is touched for half its elements) 1.9e8 (busy) to 3e8 updates/s (L2 50, 72, 89, 96, whose
+# scatter took 2.7 to 5 s a sample); unit steps 4x that (L2 13's reduced instance, 4.3e8 updates
+# in 0.35 to 0.9 s). Each tap's piece also costs TAP_SECONDS (grid, views, one contraction): L2 78's
+# backward slice, 210 pieces of 125 taps, took 10.5 s, about 2.5e-4 s per tap and piece beyond its
+# work. "points": per-point offsets and `ufunc.at`, 2e7 updates/s (L2 13 took 22 s for 4.3e8 that
+# way).
+TAP_UPDATE_RATE = 2e8
+UNIT_TAP_UPDATE_RATE = 8e8
+POINT_UPDATE_RATE = 2e7
+TAP_SECONDS = 5e-4
 IO_RATE = 1e7
 STATEMENT_SECONDS = 2e-3  # executor overhead per statement run (per step of a scan loop around it)
 FRAMEWORK_MATRIX_RATE = 2.5e10  # the framework alone at full size (sampled validation)
@@ -98,11 +111,34 @@ def is_contraction(stmt) -> bool:
         isinstance(v.b, Read)
 
 
-def statement_rate(stmt) -> float:
-    """Points per second the executor runs `stmt` at (MATRIX_RATE, SCATTER_MATRIX_RATE, VECTOR_RATE)."""
-    if not is_contraction(stmt):
-        return VECTOR_RATE
-    return MATRIX_RATE if all(i.is_var() for i in stmt.indices) else SCATTER_MATRIX_RATE
+def statement_seconds(ctx, points: int, runs: int = 1) -> float:
+    """Executor seconds for `points` points of the statement `ctx` (a `StmtContext`) run `runs` times
+    (once per step of a scan loop around it, per piece of a backward slice): its points at
+    MATRIX_RATE (a contraction) or VECTOR_RATE, a scatter's updates of its target (TAP_UPDATE_RATE or
+    POINT_UPDATE_RATE; UNIT_TAP_UPDATE_RATE where the innermost varying target index steps by one),
+    STATEMENT_SECONDS per run and, for a scatter cut into taps, TAP_SECONDS per run and tap
+    combination."""
+    from solar_compiler.executor.compare import loop_extents
+    from solar_compiler.executor.statement import scatter_form, tap_vars
+    from solar_compiler.loopir.affine import AffExpr
+
+    stmt = ctx.stmt
+    secs = points / (MATRIX_RATE if is_contraction(stmt) else VECTOR_RATE) + STATEMENT_SECONDS * runs
+    if stmt.kind == "=":
+        return secs
+    ext = loop_extents(ctx.loops)
+    counts = {f.iv: ext[f.iv] for f in ctx.loops if not f.sequential}
+    form = scatter_form(stmt.indices, counts)
+    if form is None:
+        return secs
+    updates = points / max(1, math.prod(n for v, n in counts.items() if v not in stmt.target_vars))
+    if form == "points":
+        return secs + updates / POINT_UPDATE_RATE
+    taps = tap_vars(stmt.indices, counts) or []
+    inner = [(v, c) for e in stmt.indices if isinstance(e, AffExpr)
+             for v, c in e.terms if counts.get(v, 1) > 1 and v not in taps][-1:]
+    rate = UNIT_TAP_UPDATE_RATE if inner and abs(inner[0][1]) == 1 else TAP_UPDATE_RATE
+    return secs + updates / rate + TAP_SECONDS * runs * math.prod(counts[v] for v in taps)
 
 
 def estimate(kernel: Kernel) -> Cost:
@@ -116,10 +152,9 @@ def estimate(kernel: Kernel) -> Cost:
     for ctx in ctxs:
         n = iteration_count(ctx)
         m = is_contraction(ctx.stmt)
-        rate = statement_rate(ctx.stmt)
         ext = loop_extents(ctx.loops)
         runs = math.prod(ext[f.iv] for f in ctx.loops if f.sequential)
-        secs += n / rate + STATEMENT_SECONDS * runs
+        secs += statement_seconds(ctx, n, runs)
         fsecs += n / (FRAMEWORK_MATRIX_RATE if m else FRAMEWORK_VECTOR_RATE)
     io = sum(math.prod(t.shape) for t in kernel.tensors if t.role in ("input", "output"))
     secs += io / IO_RATE

@@ -34,13 +34,12 @@ from solar_compiler.frontends import CaptureFailed, FrontendOptions
 from solar_compiler.frontends.validation import (
     REDUCIBLE,
     SAMPLE_SEEDS,
-    STATEMENT_SECONDS,
     Cost,
     as_array,
     candidates,
     estimate,
     shrink,
-    statement_rate,
+    statement_seconds,
 )
 
 SAMPLE_POINTS = 256     # random output elements per output in sampled validation (plus corners, edges)
@@ -203,11 +202,10 @@ def _slice_seconds(kernel, sl) -> float:
     secs = 0.0
     for ctx in statements(kernel):
         if ctx.index in sl.pieces:
-            rate = statement_rate(ctx.stmt)
             scans = {f.iv for f in ctx.loops if f.sequential}
             runs = sum(math.prod(hi - lo + 1 for v, lo, hi in p.box if v in scans)
                        for p in sl.pieces[ctx.index])
-            secs += sl.points[ctx.index] / rate + STATEMENT_SECONDS * runs
+            secs += statement_seconds(ctx, sl.points[ctx.index], runs)
     return secs
 
 
