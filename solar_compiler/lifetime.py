@@ -108,9 +108,25 @@ def _address_space_bytes() -> int:
     return 0
 
 
+# glibc gives a thread that allocates while another holds the main arena an arena of its own, and
+# reserves 64 MiB of address space for each (up to 8 per core), whatever it holds. Under RLIMIT_AS
+# those reservations, not the memory used, decided whether a framework's thread pool fit: the same
+# JAX job (XLA's CPU client starts about 20 threads) reserved 0.1 GB more or 1 GB more from run to
+# run, and failed a 0.5 GB limit now and then. glibc reads its arena cap once, when the process
+# starts, so a process that will limit its address space is started with one (`limited_env`).
+MALLOC_ARENA_MAX = "2"
+
+
+def limited_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a process that will call `limit_address_space` (itself or in a forked child): with a
+    cap on glibc's malloc arenas, unless `env` sets one already."""
+    return {"MALLOC_ARENA_MAX": MALLOC_ARENA_MAX, **env}
+
+
 def limit_address_space(limit_gb: float) -> None:
     """RLIMIT_AS = the current address space + `limit_gb` GiB (so the interpreter and the libraries
-    already loaded are not counted); 0 or less means no limit."""
+    already loaded are not counted); 0 or less means no limit. Start the process with `limited_env`,
+    so that malloc's per-thread arenas do not use up the limit with reservations."""
     if limit_gb <= 0:
         return
     limit = _address_space_bytes() + int(limit_gb * 2**30)

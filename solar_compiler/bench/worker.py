@@ -22,7 +22,7 @@ import tempfile
 import time
 from typing import Any
 
-from solar_compiler.lifetime import Cancelled, cancel_on_signals, die_with_parent, kill_group
+from solar_compiler.lifetime import Cancelled, cancel_on_signals, die_with_parent, kill_group, limited_env
 
 WARMUP_MODEL = """\
 import torch
@@ -163,7 +163,7 @@ class WorkerProcess:
     the main process, which ends the workers and their forks itself)."""
 
     def __init__(self, init: dict[str, Any], log: str):
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        env = limited_env(dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
         self.proc = subprocess.Popen(
             [
                 sys.executable,

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from solar_compiler import progress
-from solar_compiler.lifetime import die_with_parent, kill_group, limit_address_space
+from solar_compiler.lifetime import die_with_parent, kill_group, limit_address_space, limited_env
 
 __all__ = ["SandboxError", "memory_limit_message", "run_in_child", "run_in_process"]
 
@@ -103,7 +103,7 @@ def run_in_child(fn, *args, timeout_s: float = 120, memory_limit_gb: float = 8, 
             pass_fds=(wfd, *progress_fds),
             start_new_session=True,
             cwd=os.getcwd(),
-            env={**os.environ, **env} if env else None,
+            env=limited_env({**os.environ, **env}),
         )
     except OSError as exc:
         os.close(rfd)

@@ -1,0 +1,57 @@
+"""A sandboxed child's memory limit (RLIMIT_AS) counts what a job allocates, not glibc's per-thread
+malloc arenas: each thread that allocates would otherwise reserve 64 MiB of address space, so a
+framework's thread pool (XLA's CPU client starts about 20 threads) used up a 0.5 GB limit by chance."""
+
+from __future__ import annotations
+
+import threading
+
+from solar_compiler.frontends.sandbox import run_in_child
+from solar_compiler.lifetime import limited_env
+
+THREADS = 8
+STACK_MIB = 8  # glibc's default thread stack (the soft RLIMIT_STACK), reserved per thread
+
+
+def _vm_size_mib() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        return next(int(line.split()[1]) // 1024 for line in f if line.startswith("VmSize:"))
+
+
+def threads_reserve() -> tuple[int, str | None]:
+    """Address space (MiB) reserved by THREADS threads that each allocate small objects while the
+    others live, and the child's MALLOC_ARENA_MAX."""
+    import os
+
+    before = _vm_size_mib()
+    release = threading.Event()
+    started = threading.Barrier(THREADS + 1)
+
+    def work() -> None:
+        held = [bytearray(1000) for _ in range(100)]  # malloc'd, below the mmap threshold
+        started.wait()
+        release.wait()
+        del held
+
+    threads = [threading.Thread(target=work) for _ in range(THREADS)]
+    for t in threads:
+        t.start()
+    started.wait()
+    grown = _vm_size_mib() - before
+    release.set()
+    for t in threads:
+        t.join()
+    return grown, os.environ.get("MALLOC_ARENA_MAX")
+
+
+def test_a_sandboxed_child_caps_malloc_arenas():
+    """8 threads reserve their stacks (64 MiB) and at most two arenas (128 MiB), not one arena
+    each (8 x 64 MiB more): they fit a 0.5 GB limit."""
+    grown, cap = run_in_child(threads_reserve, timeout_s=60, memory_limit_gb=0.5)
+    assert cap == "2"
+    assert grown <= THREADS * STACK_MIB + 2 * 64 + 16, grown
+
+
+def test_a_cap_the_user_set_is_kept():
+    assert limited_env({"MALLOC_ARENA_MAX": "4", "X": "1"}) == {"MALLOC_ARENA_MAX": "4", "X": "1"}
+    assert limited_env({"X": "1"}) == {"MALLOC_ARENA_MAX": "2", "X": "1"}
