@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solar_compiler.loopir.affine import AffCond, AffExpr, AffineError
+from solar_compiler.loopir.affine import AffCond, AffExpr, AffineError, solo_vars
 from solar_compiler.text.parser import parse_affine, parse_conds
 
 i, j, k = AffExpr.var("i"), AffExpr.var("j"), AffExpr.var("k")
@@ -160,3 +160,23 @@ def test_fast_arithmetic_paths_stay_canonical(a: AffExpr, b: AffExpr, n: int) ->
                       (a - b, a.evaluate(env) - b.evaluate(env)), (AffExpr.lit(n) + a, n + a.evaluate(env))):
         assert got == _canonical(got)
         assert got.evaluate(env) == want
+
+
+def test_solo_vars_are_the_variables_an_index_holds_alone():
+    """`i`, `-j`, `2*k + 1` hold one variable each; `i + j`, `k // 2`, `k % 4` and a constant do not,
+    and a non-affine index (a gathered value) is skipped."""
+    idx = [parse_affine(t) for t in ("i", "-j", "2*k + 1", "i + j", "k // 2", "k % 4", "3")]
+    assert solo_vars(idx) == {"i", "j", "k"}
+    assert solo_vars(idx[3:]) == frozenset()
+    assert solo_vars([parse_affine("i + j"), "gathered", parse_affine("j")]) == {"j"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["i", "j", "2*i + 1", "-j", "i + j", "i - j", "i // 2", "j % 3", "1"]),
+                min_size=1, max_size=3))
+def test_solo_vars_covering_every_variable_means_injective(texts):
+    """When every variable is solo in some index, isl agrees the access is injective."""
+    idx = [parse_affine(t) for t in texts]
+    acc = isl.Map(f"{{ [i, j] -> [{', '.join(e.to_isl() for e in idx)}] : 0 <= i < 6 and 0 <= j < 6 }}")
+    if solo_vars(idx) >= {"i", "j"}:
+        assert acc.is_injective()

@@ -63,7 +63,7 @@ from solar_compiler.analysis.polyhedral import (
 )
 from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
 from solar_compiler.analysis.vector_work import VectorWork, literal_ops
-from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
 from solar_compiler.loopir.ast import (
     DTYPES,
     Kernel,
@@ -304,9 +304,7 @@ def _piece(s: Site, gs: list[list[str]], block: list[int]) -> _Piece:
 def _piece_count(p: _Piece) -> int:
     if not p.ivs:
         return 1
-    solo = {next(iter(e.vars())) for e in p.dims if len(e.vars()) == 1 and not e.is_quasi()
-            and e.coeff(next(iter(e.vars()))) != 0}
-    if solo >= set(p.ivs) or any(e.is_quasi() for e in p.dims) and _piece_map(p).is_injective():
+    if solo_vars(p.dims) >= set(p.ivs) or any(e.is_quasi() for e in p.dims) and _piece_map(p).is_injective():
         # an injective map (every variable read off one dim, or isl says so of a view's div/mod
         # index arithmetic, such as a window partition of a padded image) touches one element
         # per point; counting its image instead enumerates it (a minute for 3e6 points)

@@ -43,7 +43,7 @@ from solar_compiler.executor.evaluate import Evaluator
 from solar_compiler.executor.legality import check_distributable
 from solar_compiler.executor.numeric import identity
 from solar_compiler.lifetime import CpuLimitExceeded, call_with_cpu_limit
-from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
 from solar_compiler.loopir.ast import (
     Assign,
     Binary,
@@ -416,7 +416,8 @@ def _forward(k: Kernel, stmts: list[_Stmt]) -> None:
         if s.kind != "=":
             ident = identity(s.kind, k.tensor(s.target).dtype)
             st.drop = root.pop(ident, _empty_like(st.dom))
-        injective = _solo_indices(ctx) or iteration_count(ctx) == footprint(ctx, s.indices)
+        injective = (solo_vars(ctx.stmt.indices) >= set(ctx.ivs)
+                     or iteration_count(ctx) == footprint(ctx, s.indices))
         # Copies of a statement run one after the other (statement-at-a-time), so only an
         # injective `=` may be split into pieces or constant stores; anything else keeps one copy
         # on a convex region, with its reads live everywhere.
@@ -440,14 +441,6 @@ def _forward(k: Kernel, stmts: list[_Stmt]) -> None:
             live = st.dom if st.drop is None else st.dom.subtract(st.drop)
             touched = written if scans else acc.intersect_domain(live).range()
             vals.known[s.target] = _nonempty({v: e.subtract(touched) for v, e in table.items()})
-
-
-def _solo_indices(ctx: StmtContext) -> bool:
-    """Every loop variable is one index of the write alone (`v`, `-v`, `2*v + 1`): the write is
-    injective without counting its image (an elementwise or normalisation statement)."""
-    solo = {next(iter(e.vars())) for e in ctx.stmt.indices
-            if isinstance(e, AffExpr) and len(e.vars()) == 1 and not e.is_quasi()}
-    return solo >= set(ctx.ivs)
 
 
 def _forward_indirect(k: Kernel, vals: _Values, st: _Stmt) -> None:

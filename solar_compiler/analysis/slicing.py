@@ -32,7 +32,7 @@ import numpy as np
 
 from solar_compiler.analysis.narrowing import _conds, _live, _Stmt, _tensor_box, _Values, backward
 from solar_compiler.analysis.polyhedral import domain
-from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.affine import AffCond, solo_vars
 from solar_compiler.loopir.ast import Kernel, statements, typecheck
 
 MAX_PIECES = 512   # disjoint pieces per statement before a kept set is coarsened
@@ -141,20 +141,6 @@ def _coarsen(s: isl.Set, dom: isl.Set, limit: int) -> isl.Set:
     return out.intersect(dom).coalesce()
 
 
-def _injective(st: _Stmt) -> bool:
-    """Syntactically one-to-one target map: each loop variable alone in exactly one target index."""
-    s = st.ctx.stmt
-    seen: set[str] = set()
-    for e in s.indices:
-        if not isinstance(e, AffExpr) or e.is_quasi():
-            return False
-        vs = e.vars()
-        if len(vs) > 1:
-            return False
-        seen |= vs
-    return set(st.ctx.ivs) <= seen
-
-
 def backward_slice(kernel: Kernel, samples: Mapping[str, np.ndarray], max_pieces: int = MAX_PIECES,
                    deadline: float | None = None) -> Slice:
     """The pieces of every statement that the sampled output elements (`samples[name]`: rows of
@@ -167,7 +153,7 @@ def backward_slice(kernel: Kernel, samples: Mapping[str, np.ndarray], max_pieces
         s = st.ctx.stmt
         exprs = (s.value, *s.dynamic_indices) if s.indirect else (s.value,)
         st.live = [x for e in exprs for x in _live(vals, e, st.ctx, st.dom)]
-        st.splittable = s.kind != "=" or _injective(st)
+        st.splittable = s.kind != "=" or solo_vars(s.indices) >= set(st.ctx.ivs)  # injective
 
     def kept_of(st: _Stmt, needed: isl.Set) -> isl.Set:
         if deadline is not None and time.process_time() > deadline:

@@ -7,7 +7,7 @@ print identically, which makes the text form round-trip and keeps islpy conversi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -274,6 +274,14 @@ class AffExpr:
 
     def __repr__(self) -> str:
         return f"AffExpr({self})"
+
+
+def solo_vars(indices: Iterable[object]) -> frozenset[str]:
+    """The variables that are an index on their own (`v`, `-v`, `2*v + 1`: one variable, no // or %).
+    An access whose every loop variable is one is injective, each variable read back from its index,
+    whatever the other indices are: no need to count its image."""
+    return frozenset(next(iter(e.vars())) for e in indices
+                     if isinstance(e, AffExpr) and not e.is_quasi() and len(e.vars()) == 1)
 
 
 def _positive(den: object, op: str) -> int:
