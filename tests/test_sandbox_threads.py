@@ -10,7 +10,7 @@ from solar_compiler.frontends.sandbox import run_in_child
 from solar_compiler.lifetime import limited_env
 
 THREADS = 8
-STACK_MIB = 8  # glibc's default thread stack (the soft RLIMIT_STACK), reserved per thread
+STACK_MIB = 1  # each thread's stack, set here (glibc's default follows RLIMIT_STACK: 8 MiB, or 32)
 
 
 def _vm_size_mib() -> int:
@@ -23,6 +23,7 @@ def threads_reserve() -> tuple[int, str | None]:
     others live, and the child's MALLOC_ARENA_MAX."""
     import os
 
+    threading.stack_size(STACK_MIB << 20)
     before = _vm_size_mib()
     release = threading.Event()
     started = threading.Barrier(THREADS + 1)
@@ -45,8 +46,8 @@ def threads_reserve() -> tuple[int, str | None]:
 
 
 def test_a_sandboxed_child_caps_malloc_arenas():
-    """8 threads reserve their stacks (64 MiB) and at most two arenas (128 MiB), not one arena
-    each (8 x 64 MiB more): they fit a 0.5 GB limit."""
+    """8 threads reserve their stacks (8 MiB) and at most two arenas (128 MiB), not one arena
+    each (8 x 64 MiB): they fit a 0.5 GB limit."""
     grown, cap = run_in_child(threads_reserve, timeout_s=60, memory_limit_gb=0.5)
     assert cap == "2"
     assert grown <= THREADS * STACK_MIB + 2 * 64 + 16, grown
