@@ -108,12 +108,13 @@ def _address_space_bytes() -> int:
     return 0
 
 
-# glibc gives a thread that allocates while another holds the main arena an arena of its own, and
-# reserves 64 MiB of address space for each (up to 8 per core), whatever it holds. Under RLIMIT_AS
-# those reservations, not the memory used, decided whether a framework's thread pool fit: the same
-# JAX job (XLA's CPU client starts about 20 threads) reserved 0.1 GB more or 1 GB more from run to
-# run, and failed a 0.5 GB limit now and then. glibc reads its arena cap once, when the process
-# starts, so a process that will limit its address space is started with one (`limited_env`).
+# glibc gives each new thread that allocates an arena of its own (up to 8 per core) and reserves
+# 64 MiB of address space for each, whatever it holds. Under RLIMIT_AS those reservations, not the
+# memory used, decided whether a framework's thread pool fit: the same JAX job (XLA's CPU client
+# starts about 20 threads) grew its address space by 0.35 GB or 0.48 GB from run to run (0.1 GB with
+# the cap; the same RSS), and failed a 0.5 GB limit now and then. glibc fixes its arena cap when it
+# creates its first extra arena (a later `mallopt` is not read), so a process that will limit its
+# address space is started with the cap in its environment (`limited_env`).
 MALLOC_ARENA_MAX = "2"
 
 
