@@ -416,7 +416,7 @@ def _forward(k: Kernel, stmts: list[_Stmt]) -> None:
         if s.kind != "=":
             ident = identity(s.kind, k.tensor(s.target).dtype)
             st.drop = root.pop(ident, _empty_like(st.dom))
-        injective = (solo_vars(ctx.stmt.indices) >= set(ctx.ivs)
+        injective = (solo_vars(s.indices) >= set(ctx.ivs)
                      or iteration_count(ctx) == footprint(ctx, s.indices))
         # Copies of a statement run one after the other (statement-at-a-time), so only an
         # injective `=` may be split into pieces or constant stores; anything else keeps one copy
