@@ -77,6 +77,10 @@ def check_graph(graph: GraphOp, costs: GraphCosts) -> int:
         assert {a.tensor for a in o.reads} == {t for t, _ in reads}, o.name
         assert {a.tensor for a in o.writes} == {t for t, _ in writes}, o.name
         assert all(a.indirect == any(i for t, i in reads if t == a.tensor) for a in o.reads), o.name
+        if not o.indirect or not any(a.traced for a in (*o.reads, *o.writes)):
+            reads, writes = st.node_bytes(n)
+            assert reads == {a.tensor: a.bytes for a in o.reads}, o.name
+            assert writes == {a.tensor: a.bytes for a in o.writes}, o.name
         assert st.domain(n).count_val().to_python() == c.points if c.points < 10**6 else True
         assert all(k.data in ("sequential", d) for k, d in
                    zip(n.iterator_types.data, n.derived_iterator_types(), strict=True)), o.name

@@ -45,9 +45,9 @@ from xdsl.ir.affine import (
 )
 from xdsl.ir.affine.affine_set import AffineConstraintKind
 
-from solar_compiler.dialects.einsum import GatherOp, NodeOp, YieldOp
+from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp, YieldOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, SelectOp, UnaryOp
-from solar_compiler.loopir.rules import TRANSCENDENTAL
+from solar_compiler.loopir.rules import DTYPES, TRANSCENDENTAL
 
 _FLOP_OPS = (UnaryOp, BinaryOp, CmpOp, SelectOp)  # 1 FLOP each; casts, reads, literals are free
 
@@ -232,6 +232,77 @@ def accesses(node: NodeOp) -> list[Access]:
         out.append(Access(node.output_name, maps[-1], False, scatter, "accumulator"))
     out.append(Access(node.output_name, maps[-1], True, scatter, "output"))
     return out
+
+
+def _image(dims: tuple[int, ...], cons: tuple[Constraint, ...], results: tuple[AffineExpr, ...]) -> int:
+    return _image_of(dims, cons, tuple(isl_expr(r) for r in results))
+
+
+@lru_cache(maxsize=65536)
+def _image_of(dims: tuple[int, ...], cons: tuple[Constraint, ...], results: tuple[str, ...]) -> int:
+    body = " and ".join(c.text for c in cons) or "true"
+    m = isl.Map(f"{{ S[{', '.join(f'd{i}' for i in dims)}] -> T[{', '.join(results)}] : {body} }}")
+    return m.range().count_val().to_python()
+
+
+def image_count(node: NodeOp, results: Sequence[AffineExpr]) -> int:
+    """Distinct values of the affine `results` over the domain (the elements an access with these
+    indices touches), factored over the groups of dims that neither a constraint nor an index
+    couples."""
+    key = domain_key(node)
+    cons = _constraints(key)
+    if any(not c.dims for c in cons) and _count((), tuple(c for c in cons if not c.dims)) == 0:
+        return 0
+    used = [dims_of(r) for r in results]
+    total = 1
+    for g in _groups(key[0], cons, used):
+        gs = set(g)
+        gc = tuple(c for c in cons if c.dims and c.dims <= gs)
+        rs = tuple(r for r, u in zip(results, used, strict=True) if u and u <= gs)
+        total *= _image(tuple(g), gc, rs) if rs else min(_count(tuple(g), gc), 1)
+        if total == 0:
+            return 0
+    return total
+
+
+def tensor_elements(node: NodeOp, tensor: str, write: bool) -> int:
+    """Distinct elements of `tensor` the node reads (or writes): the union of its direct accesses'
+    images; an indirect access counts the fewest it can touch over all index values (the distinct
+    positions of its affine dims, 1 per loaded one), the rule of `costs.py` with indirect="min"."""
+    acc = [a for a in accesses(node) if a.tensor == tensor and a.write == write]
+    direct = list(dict.fromkeys(a.map.results for a in acc if not a.indirect))
+    best = 0
+    if len(direct) == 1:
+        best = image_count(node, direct[0])
+    elif direct:
+        dom = domain(node)
+        union = None
+        for rs in direct:
+            m = isl.Map(f"{{ S[{', '.join(f'd{i}' for i in range(node.get_num_loops()))}] -> "
+                        f"T[{', '.join(isl_expr(r) for r in rs)}] }}").intersect_domain(dom).range()
+            union = m if union is None else union.union(m)
+        assert union is not None
+        best = union.count_val().to_python()
+    for a in acc:
+        if a.indirect:
+            affine = [r for r in a.map.results if not isinstance(r, AffineSymExpr)]
+            best = max(best, image_count(node, affine))
+    return best
+
+
+def tensor_bytes(node: NodeOp, tensor: str, write: bool) -> int:
+    """`tensor_elements` times the tensor's element size (`einsum.tensor` of the node's graph)."""
+    graph = node.parent_op()
+    assert isinstance(graph, GraphOp)
+    return tensor_elements(node, tensor, write) * DTYPES[graph.tensor_ops()[tensor].dtype]
+
+
+def node_bytes(node: NodeOp) -> tuple[dict[str, int], dict[str, int]]:
+    """(bytes read, bytes written) per tensor: what one node moves if it runs alone (unfused)."""
+    acc = accesses(node)
+    reads = {a.tensor: tensor_bytes(node, a.tensor, False) for a in acc if not a.write}
+    writes = {a.tensor: tensor_bytes(node, a.tensor, True) for a in acc if a.write}
+    return reads, writes
 
 
 def is_indirect(node: NodeOp) -> bool:
