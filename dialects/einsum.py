@@ -38,6 +38,12 @@ the loop IR (the statements of one LSTM time step) lower back to one loop (`grap
 folded init runs in the node's outer `init_depth[0]` loops under its first `init_depth[1]` guard
 constraints, placed by `init_guard_scopes` / `init_guard_depths`.
 A node's source position is its op location; `origin` (and `init_origin`) name the source-level op.
+
+Structured-op interface (as xDSL's `LinalgStructuredOperation`): `get_indexing_maps`,
+`get_iterator_types`, `get_static_loop_ranges`, `derived_iterator_types` (the verifier checks the
+stored `iterator_types` against them: `parallel` exactly where the written element depends on the
+loop, `sequential` allowed anywhere, a scan's mark) and `value_dims`; the domain as an isl set,
+accesses, body walker and counts built on them are `solar_compiler/analysis/structured.py`.
 """
 
 from __future__ import annotations

@@ -28,8 +28,10 @@ def _register(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(tmp_path))
 
 
-def test_the_tutorial_pass_is_short():
-    assert len((EXAMPLE / "node_intensity.py").read_text().splitlines()) < 50
+def test_the_tutorial_pass_is_short_and_is_the_one_the_tutorial_shows():
+    code = (EXAMPLE / "node_intensity.py").read_text()
+    assert len(code.splitlines()) < 50
+    assert f"```python\n{code}```" in (ROOT / "docs/writing-a-pass.md").read_text()
 
 
 def test_entry_point_registers_the_pass(tmp_path, monkeypatch):
