@@ -38,8 +38,9 @@ from solar_compiler.text.parser import parse_kernels
 ROOT = Path(__file__).resolve().parent.parent
 LOOPS = sorted([*ROOT.glob("examples/loop/*.loop"), *ROOT.glob("examples/loop/bounds/*.loop"),
                 ROOT / "lit_tests/loop/everything.loop"])
-TORCH = sorted(p.name for p in (ROOT / "examples/torch").glob("*.py"))
-JAX = ("matmul.py", "conv_nchw.py", "embedding.py", "rnn_scan.py", "causal_attention.py", "layernorm.py")
+TORCH = sorted(str(p.relative_to(ROOT)) for p in (*(ROOT / "examples/torch").glob("*.py"),
+                                                   *(ROOT / "examples/models").glob("*.py")))
+JAX = sorted(p.name for p in (ROOT / "examples/jax").glob("*.py"))
 
 
 def _translated(frontend: str, name: str) -> list[Kernel]:
@@ -51,7 +52,7 @@ def _translated(frontend: str, name: str) -> list[Kernel]:
     try:
         if frontend == "torch":
             from solar_compiler.frontends.torch import frontend as fe
-            return fe.translate_job(f"examples/torch/{name}", FrontendOptions(validate=False)).kernels
+            return fe.translate_job(name, FrontendOptions(validate=False)).kernels
         from solar_compiler.frontends.jax.job import translate_job
         return translate_job(f"examples/jax/{name}", FrontendOptions(validate=False)).kernels
     finally:
