@@ -38,6 +38,12 @@ the loop IR (the statements of one LSTM time step) lower back to one loop (`grap
 folded init runs in the node's outer `init_depth[0]` loops under its first `init_depth[1]` guard
 constraints, placed by `init_guard_scopes` / `init_guard_depths`.
 A node's source position is its op location; `origin` (and `init_origin`) name the source-level op.
+
+Structured-op interface (as xDSL's `LinalgStructuredOperation`): `get_indexing_maps`,
+`get_iterator_types`, `get_static_loop_ranges`, `derived_iterator_types` (the verifier checks the
+stored `iterator_types` against them: `parallel` exactly where the written element depends on the
+loop, `sequential` allowed anywhere, a scan's mark) and `value_dims`; the domain as an isl set,
+accesses, body walker and counts built on them are `solar_compiler/analysis/structured.py`.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     SymbolNameConstraint,
 )
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     ParsePropInAttrDict,
     irdl_op_definition,
@@ -244,6 +250,64 @@ class NodeOp(LocatedOp, TensorUser):
     def ints(a: DenseArrayBase | None) -> tuple[int, ...]:
         return () if a is None else tuple(int(x) for x in a.get_values())
 
+    # ---- structured-op interface (as linalg's LinalgStructuredOperation) ----------------------------
+    # What a node is made of, read from its attributes and body alone; the figures built on it (the
+    # domain as an isl set, points, accesses, operation counts) are `analysis/structured.py`.
+    def get_num_loops(self) -> int:
+        return len(self.ivs.data)
+
+    def get_indexing_maps(self) -> ArrayAttr[AffineMapAttr]:
+        """One map per input (block argument), the output's last; gathers carry their own maps."""
+        return self.indexing_maps
+
+    def get_iterator_types(self) -> ArrayAttr[StringAttr]:
+        return self.iterator_types
+
+    def get_static_loop_intervals(self) -> tuple[tuple[int, int], ...]:
+        """[lo, hi] of every loop variable, by interval arithmetic on the bounds (outer intervals
+        substituted; guards ignored): the loop box a bound of outer variables fits in."""
+        out: list[tuple[int, int]] = []
+        for lb, ub in zip(self.lower_bounds.data.results, self.upper_bounds.data.results, strict=True):
+            out.append((interval(lb, out)[0], interval(ub, out)[1] - 1))
+        return tuple(out)
+
+    def get_static_loop_ranges(self) -> tuple[int, ...]:
+        """Trip extent of every loop of that box (hi - lo + 1, 0 when empty), steps ignored."""
+        return tuple(max(hi - lo + 1, 0) for lo, hi in self.get_static_loop_intervals())
+
+    def value_dims(self, v: SSAValue, memo: dict[SSAValue, frozenset[int]] | None = None) -> frozenset[int]:
+        """Loop dimensions a body value depends on: the dims its inputs' indexing maps, its gathers'
+        affine positions (and their index values) and its `einsum.index` maps use."""
+        memo = {} if memo is None else memo
+        if v in memo:
+            return memo[v]
+        if isinstance(v, BlockArgument):
+            got = frozenset(d for r in self.indexing_maps.data[v.index].data.results for d in _dims_used(r))
+        else:
+            o = v.owner
+            assert isinstance(o, Operation)
+            got = frozenset().union(*(self.value_dims(x, memo) for x in o.operands))
+            if isinstance(o, GatherOp | IndexOp):
+                got |= {d for r in o.map.data.results for d in _dims_used(r)}
+        memo[v] = got
+        return got
+
+    def output_dims(self) -> frozenset[int]:
+        """Dims the written element depends on: the output map's, and a scatter's index values'."""
+        y = self.body.block.last_op
+        dims = {d for r in self.indexing_maps.data[-1].data.results for d in _dims_used(r)}
+        if isinstance(y, YieldOp):
+            memo: dict[SSAValue, frozenset[int]] = {}
+            for v in y.dyn_indices:
+                dims |= self.value_dims(v, memo)
+        return frozenset(dims)
+
+    def derived_iterator_types(self) -> tuple[str, ...]:
+        """`parallel` for a dim the written element depends on, else `reduction` (a loop marked
+        `sequential`, a scan's, keeps its mark: the accesses cannot tell a scan from a reduction)."""
+        out = self.output_dims()
+        return tuple("parallel" if d in out else "reduction" for d in range(self.get_num_loops()))
+
     def tensor_uses(self) -> list[tuple[str, int, Attribute | None, bool]]:
         maps = self.indexing_maps.data
         y = self.body.block.last_op
@@ -318,6 +382,10 @@ class NodeOp(LocatedOp, TensorUser):
             raise bad(f"'{self.reduce.data}' reduction into a bool tensor")
         check_dynamic_write(self.output_name, len(out_map.results), self.output_dynamic, pos,
                             [_static(r) for r in out_map.results], y.dyn_indices, "einsum.yield")
+        stored = [k.data for k in self.iterator_types.data]
+        for i, (k, d) in enumerate(zip(stored, self.derived_iterator_types(), strict=True)):
+            if k not in ("sequential", d):
+                raise bad(f"iterator_types: '{self.iv_names[i]}' is {k}, but the accesses make it {d}")
         if self.init is not None:
             if self.reduce.data == "none":
                 raise bad("an init needs a reduction")
@@ -340,6 +408,34 @@ def _dims_used(e: object) -> set[int]:
     if isinstance(e, AffineBinaryOpExpr):
         return _dims_used(e.lhs) | _dims_used(e.rhs)
     return set()
+
+
+def interval(e: object, outer: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """[lo, hi] of an affine expression whose dim `i` ranges over `outer[i]` (floor division and
+    modulo by positive constants, as the loop IR writes them)."""
+    from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineConstantExpr, AffineDimExpr
+
+    if isinstance(e, AffineConstantExpr):
+        return e.value, e.value
+    if isinstance(e, AffineDimExpr):
+        return outer[e.position]
+    if not isinstance(e, AffineBinaryOpExpr):
+        raise VerifyException(f"'{e}': a loop bound may not use symbols")
+    a, b = interval(e.lhs, outer), interval(e.rhs, outer)
+    k = e.kind
+    if k == AffineBinaryOpKind.Add:
+        return a[0] + b[0], a[1] + b[1]
+    if k == AffineBinaryOpKind.Mul:
+        ps = [x * y for x in a for y in b]
+        return min(ps), max(ps)
+    if b[0] != b[1] or b[0] <= 0:
+        raise VerifyException(f"'{e}': division by a non-constant")
+    c = b[0]
+    if k == AffineBinaryOpKind.FloorDiv:
+        return a[0] // c, a[1] // c
+    if k == AffineBinaryOpKind.CeilDiv:
+        return -(-a[0] // c), -(-a[1] // c)
+    return 0, c - 1  # Mod
 
 
 def _sym_only(e: object) -> int | None:

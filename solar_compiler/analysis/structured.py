@@ -1,0 +1,505 @@
+"""The structured-op interface of an `einsum.node`, read from the op alone (no loop AST).
+
+`dialects/einsum.py` gives what the op's attributes say (`get_indexing_maps`, `get_iterator_types`,
+`get_static_loop_ranges`, `derived_iterator_types`); this module gives what needs a polyhedral
+library or a walk of the scalar body, figure-neutral, for any analysis pass to build on:
+
+* `domain(node)`: the iteration domain (bounds, steps, guards) as an isl set over `d0..d{n-1}`,
+  and `points(node)`, its exact point count. Both are cached on the attributes that define the
+  domain, not on the op's identity: a rewrite that changes a bound gets a fresh domain.
+* `accesses(node)`: every tensor access: tensor, indexing map, read or write, direct or indirect
+  (an `einsum.gather`, or an output map with symbols: a scatter), and the accumulator read of a
+  reduction whose identity init was not folded into the node.
+* `body_ops(node)` / `op_counts(node)`: the scalar ops of the body reachable from its yield, and
+  how many of each kind (`loop.binary:mul`, `loop.unary:exp`, `einsum.gather`, ...) run per point.
+* `node_counts(node)`: points, unit and FLOPs by class with the rules of `analysis/costs.py` (a
+  test checks them equal on every node of the bundled examples): matrix FLOPs of a contraction,
+  vector FLOPs counted literally (`OpCost.vector_literal`) and transcendentals counted literally.
+  The *minimal* vector work (`vector_work.py`: common subexpressions across statements, loop-
+  invariant terms once) and the bytes (unions of footprints over a program) are program-level
+  analyses and stay there.
+
+Counting splits the domain's dimensions into groups no constraint couples and counts each alone
+(`count_val` of a 7-deep convolution domain does not finish; its groups take milliseconds).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import islpy as isl
+from xdsl.dialects.builtin import AffineMapAttr, AffineSetAttr, DenseArrayBase
+from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+    AffineSymExpr,
+)
+from xdsl.ir.affine.affine_set import AffineConstraintKind
+
+from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp, YieldOp
+from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, SelectOp, UnaryOp
+from solar_compiler.loopir.rules import DTYPES, TRANSCENDENTAL
+
+_FLOP_OPS = (UnaryOp, BinaryOp, CmpOp, SelectOp)  # 1 FLOP each; casts, reads, literals are free
+
+
+# ---- the iteration domain ------------------------------------------------------------------------
+def isl_expr(e: AffineExpr) -> str:
+    """An affine expression in isl syntax over dims `d<i>` and symbols `s<i>`."""
+    if isinstance(e, AffineDimExpr):
+        return f"d{e.position}"
+    if isinstance(e, AffineSymExpr):
+        return f"s{e.position}"
+    if isinstance(e, AffineConstantExpr):
+        return str(e.value)
+    assert isinstance(e, AffineBinaryOpExpr)
+    a, b = isl_expr(e.lhs), isl_expr(e.rhs)
+    match e.kind:
+        case AffineBinaryOpKind.Add:
+            return f"({a} + {b})"
+        case AffineBinaryOpKind.Mul:  # isl wants the constant factor first
+            return f"({b} * {a})" if isinstance(e.rhs, AffineConstantExpr) else f"({a} * {b})"
+        case AffineBinaryOpKind.Mod:
+            return f"({a} mod {b})"
+        case AffineBinaryOpKind.FloorDiv:
+            return f"floor({a}/{b})"
+        case AffineBinaryOpKind.CeilDiv:
+            return f"ceil({a}/{b})"
+
+
+def dims_of(e: AffineExpr) -> frozenset[int]:
+    if isinstance(e, AffineDimExpr):
+        return frozenset((e.position,))
+    if isinstance(e, AffineBinaryOpExpr):
+        return dims_of(e.lhs) | dims_of(e.rhs)
+    return frozenset()
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One constraint of a domain in isl syntax, with the dims it couples."""
+
+    text: str
+    dims: frozenset[int]
+
+
+DomainKey = tuple[int, AffineMapAttr, AffineMapAttr, DenseArrayBase, AffineSetAttr | None]
+
+
+def domain_key(node: NodeOp) -> DomainKey:
+    """The attributes that define a node's domain: the cache key of everything counted on it."""
+    return (node.get_num_loops(), node.lower_bounds, node.upper_bounds, node.steps, node.guards)
+
+
+@lru_cache(maxsize=16384)
+def _constraints(key: DomainKey) -> tuple[Constraint, ...]:
+    n, lbs, ubs, steps, guards = key
+    out: list[Constraint] = []
+    for i, (lb, ub, st) in enumerate(zip(lbs.data.results, ubs.data.results,
+                                         NodeOp.ints(steps), strict=True)):
+        d = frozenset({i})
+        lo, hi = isl_expr(lb), isl_expr(ub)
+        out.append(Constraint(f"d{i} >= {lo}", d | dims_of(lb)))
+        out.append(Constraint(f"d{i} < {hi}", d | dims_of(ub)))
+        if st != 1:
+            out.append(Constraint(f"(d{i} - {lo}) mod {st} = 0", d | dims_of(lb)))
+    if guards is not None:
+        for c in guards.data.constraints:
+            e = isl_expr(c.lhs - c.rhs)
+            op = {AffineConstraintKind.ge: ">=", AffineConstraintKind.le: "<=",
+                  AffineConstraintKind.eq: "="}[c.kind]
+            out.append(Constraint(f"{e} {op} 0", dims_of(c.lhs) | dims_of(c.rhs)))
+    assert all(max(c.dims, default=-1) < n for c in out)
+    return tuple(out)
+
+
+def _isl_set(dims: Sequence[int], cons: Iterable[Constraint]) -> isl.Set:
+    body = " and ".join(c.text for c in cons) or "true"
+    return isl.Set(f"{{ S[{', '.join(f'd{i}' for i in dims)}] : {body} }}")
+
+
+@lru_cache(maxsize=16384)
+def _domain(key: DomainKey) -> isl.Set:
+    return _isl_set(range(key[0]), _constraints(key))
+
+
+def domain(node: NodeOp) -> isl.Set:
+    """The node's iteration domain `{ S[d0, ..., d{n-1}] : bounds, steps, guards }`."""
+    return _domain(domain_key(node))
+
+
+def _groups(n: int, cons: Sequence[Constraint], extra: Iterable[frozenset[int]] = ()) -> list[list[int]]:
+    """Dims split into classes no constraint (or `extra` set) couples (union-find)."""
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for ds in [c.dims for c in cons] + list(extra):
+        ds = sorted(ds)
+        for d in ds[1:]:
+            parent[find(d)] = find(ds[0])
+    out: dict[int, list[int]] = {}
+    for d in range(n):
+        out.setdefault(find(d), []).append(d)
+    return list(out.values())
+
+
+@lru_cache(maxsize=16384)
+def _count(dims: tuple[int, ...], cons: tuple[Constraint, ...], keep: tuple[int, ...] | None = None) -> int:
+    """Points of `{dims : cons}`, or of its projection onto `keep` (None: no projection)."""
+    s = _isl_set(dims, cons)
+    if keep is not None and len(keep) < len(dims):
+        drop = [i for i, d in enumerate(dims) if d not in keep]
+        for i in reversed(drop):
+            s = s.project_out(isl.dim_type.set, i, 1)
+    return s.count_val().to_python()
+
+
+def _count_product(key: DomainKey, keep: frozenset[int] | None) -> int:
+    cons = _constraints(key)
+    if any(not c.dims for c in cons) and _count((), tuple(c for c in cons if not c.dims)) == 0:
+        return 0  # a false constant guard empties the domain
+    total = 1
+    for g in _groups(key[0], cons):
+        gs = set(g)
+        gc = tuple(c for c in cons if c.dims and c.dims <= gs)
+        if keep is not None and not gs & keep:
+            if _count(tuple(g), gc) == 0:
+                return 0
+            continue
+        k = None if keep is None or gs <= keep else tuple(d for d in g if d in keep)
+        total *= _count(tuple(g), gc, k)
+        if total == 0:
+            return 0
+    return total
+
+
+@lru_cache(maxsize=16384)
+def _points(key: DomainKey) -> int:
+    return _count_product(key, None)
+
+
+def points(node: NodeOp) -> int:
+    """Exact number of points of the node's iteration domain."""
+    return _points(domain_key(node))
+
+
+def footprint(node: NodeOp, dims: Iterable[int]) -> int:
+    """Distinct values of the loop variables `dims` over the domain (its projection's points)."""
+    return _footprint(domain_key(node), frozenset(dims))
+
+
+@lru_cache(maxsize=65536)
+def _footprint(key: DomainKey, keep: frozenset[int]) -> int:
+    return _count_product(key, keep)
+
+
+# ---- accesses ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Access:
+    """One tensor access of a node. `indirect`: some positions are loaded values (the map's
+    symbols: a gather's index operands, a scatter's extra yield values). `kind`: input (a block
+    argument), gather, output, or accumulator (the read of the output a reduction combines into
+    when its identity init is not folded into the node)."""
+
+    tensor: str
+    map: AffineMap
+    write: bool
+    indirect: bool
+    kind: str
+
+
+def accesses(node: NodeOp) -> list[Access]:
+    maps = [m.data for m in node.get_indexing_maps().data]
+    out = [Access(t, m, False, False, "input") for t, m in zip(node.input_names, maps, strict=False)]
+    out += [Access(o.tensor_name, o.map.data, False, True, "gather") for o in body_ops(node)
+            if isinstance(o, GatherOp)]
+    scatter = bool(node.dynamic_positions)
+    if node.reduce.data != "none" and node.init is None:
+        out.append(Access(node.output_name, maps[-1], False, scatter, "accumulator"))
+    out.append(Access(node.output_name, maps[-1], True, scatter, "output"))
+    return out
+
+
+def _image(dims: tuple[int, ...], cons: tuple[Constraint, ...], results: tuple[AffineExpr, ...]) -> int:
+    return _image_of(dims, cons, tuple(isl_expr(r) for r in results))
+
+
+@lru_cache(maxsize=65536)
+def _image_of(dims: tuple[int, ...], cons: tuple[Constraint, ...], results: tuple[str, ...]) -> int:
+    body = " and ".join(c.text for c in cons) or "true"
+    m = isl.Map(f"{{ S[{', '.join(f'd{i}' for i in dims)}] -> T[{', '.join(results)}] : {body} }}")
+    return m.range().count_val().to_python()
+
+
+def image_count(node: NodeOp, results: Sequence[AffineExpr]) -> int:
+    """Distinct values of the affine `results` over the domain (the elements an access with these
+    indices touches), factored over the groups of dims that neither a constraint nor an index
+    couples."""
+    key = domain_key(node)
+    cons = _constraints(key)
+    if any(not c.dims for c in cons) and _count((), tuple(c for c in cons if not c.dims)) == 0:
+        return 0
+    used = [dims_of(r) for r in results]
+    total = 1
+    for g in _groups(key[0], cons, used):
+        gs = set(g)
+        gc = tuple(c for c in cons if c.dims and c.dims <= gs)
+        rs = tuple(r for r, u in zip(results, used, strict=True) if u and u <= gs)
+        total *= _image(tuple(g), gc, rs) if rs else min(_count(tuple(g), gc), 1)
+        if total == 0:
+            return 0
+    return total
+
+
+def tensor_elements(node: NodeOp, tensor: str, write: bool) -> int:
+    """Distinct elements of `tensor` the node reads (or writes): the union of its direct accesses'
+    images; an indirect access counts the fewest it can touch over all index values (the distinct
+    positions of its affine dims, 1 per loaded one), the rule of `costs.py` with indirect="min"."""
+    acc = [a for a in accesses(node) if a.tensor == tensor and a.write == write]
+    direct = list(dict.fromkeys(a.map.results for a in acc if not a.indirect))
+    best = 0
+    if len(direct) == 1:
+        best = image_count(node, direct[0])
+    elif direct:
+        dom = domain(node)
+        union = None
+        for rs in direct:
+            m = isl.Map(f"{{ S[{', '.join(f'd{i}' for i in range(node.get_num_loops()))}] -> "
+                        f"T[{', '.join(isl_expr(r) for r in rs)}] }}").intersect_domain(dom).range()
+            union = m if union is None else union.union(m)
+        assert union is not None
+        best = union.count_val().to_python()
+    for a in acc:
+        if a.indirect:
+            affine = [r for r in a.map.results if not isinstance(r, AffineSymExpr)]
+            best = max(best, image_count(node, affine))
+    return best
+
+
+def tensor_bytes(node: NodeOp, tensor: str, write: bool) -> int:
+    """`tensor_elements` times the tensor's element size (`einsum.tensor` of the node's graph)."""
+    graph = node.parent_op()
+    assert isinstance(graph, GraphOp)
+    return tensor_elements(node, tensor, write) * DTYPES[graph.tensor_ops()[tensor].dtype]
+
+
+def node_bytes(node: NodeOp) -> tuple[dict[str, int], dict[str, int]]:
+    """(bytes read, bytes written) per tensor: what one node moves if it runs alone (unfused)."""
+    acc = accesses(node)
+    reads = {a.tensor: tensor_bytes(node, a.tensor, False) for a in acc if not a.write}
+    writes = {a.tensor: tensor_bytes(node, a.tensor, True) for a in acc if a.write}
+    return reads, writes
+
+
+def is_indirect(node: NodeOp) -> bool:
+    return any(a.indirect for a in accesses(node))
+
+
+# ---- the scalar body -----------------------------------------------------------------------------
+def reachable(values: Iterable[SSAValue]) -> list[Operation]:
+    """The body ops the values are computed from, each once (an SSA value used twice is computed
+    once), operands before users."""
+    seen: set[Operation] = set()
+    order: list[Operation] = []
+    stack: list[tuple[SSAValue, bool]] = [(v, False) for v in values]
+    while stack:
+        v, done = stack.pop()
+        o = v.owner
+        if isinstance(v, BlockArgument) or not isinstance(o, Operation):
+            continue
+        if done:
+            if o not in seen:
+                seen.add(o)
+                order.append(o)
+            continue
+        if o in seen:
+            continue
+        stack.append((v, True))
+        stack.extend((x, False) for x in o.operands)
+    return order
+
+
+def _yield(node: NodeOp) -> YieldOp:
+    y = node.body.block.last_op
+    assert isinstance(y, YieldOp)
+    return y
+
+
+def body_ops(node: NodeOp) -> list[Operation]:
+    """The scalar ops of the node's body that its yield uses, operands first."""
+    y = _yield(node)
+    return reachable((y.stored, *y.dyn_indices))
+
+
+def op_kind(o: Operation) -> str:
+    """`loop.binary:add`, `loop.unary:exp`, `loop.cmp:lt`, `einsum.gather`, ..."""
+    fn = o.properties.get("fn") or o.properties.get("pred")
+    return f"{o.name}:{fn.data}" if fn is not None else o.name  # type: ignore[attr-defined]
+
+
+def op_counts(node: NodeOp) -> Counter[str]:
+    """How many scalar ops of each kind one point of the domain runs (its body as written)."""
+    return Counter(op_kind(o) for o in body_ops(node))
+
+
+def is_transcendental(o: Operation) -> bool:
+    return (isinstance(o, UnaryOp) and o.fn.data in TRANSCENDENTAL) or \
+        (isinstance(o, BinaryOp) and o.fn.data == "pow")
+
+
+def literal_ops(values: Iterable[SSAValue]) -> tuple[int, int]:
+    """(FLOP ops, transcendental ops) of one evaluation of `values` together."""
+    ops = [o for o in reachable(values) if isinstance(o, _FLOP_OPS)]
+    return len(ops), sum(map(is_transcendental, ops))
+
+
+# ---- contractions --------------------------------------------------------------------------------
+def _is_product(v: SSAValue) -> bool:
+    o = v.owner
+    while isinstance(o, CastOp):
+        o = o.x.owner
+    return (isinstance(o, UnaryOp) and o.fn.data == "neg") or \
+        (isinstance(o, BinaryOp) and o.fn.data in ("mul", "div"))
+
+
+def operand_factors(v: SSAValue) -> list[SSAValue]:
+    """The factors a product multiplies: through multiplication, negation, a division's numerator,
+    and a cast of a product (a cast of one factor stays on it: it decides the operand dtype)."""
+    o = v.owner
+    if isinstance(o, CastOp) and _is_product(o.x):
+        return operand_factors(o.x)
+    if isinstance(o, UnaryOp) and o.fn.data == "neg":
+        return operand_factors(o.x)
+    if isinstance(o, BinaryOp) and o.fn.data == "mul":
+        return operand_factors(o.lhs) + operand_factors(o.rhs)
+    if isinstance(o, BinaryOp) and o.fn.data == "div":
+        return operand_factors(o.lhs)
+    return [v]
+
+
+def product_factors(v: SSAValue) -> list[SSAValue]:
+    """`operand_factors` through every cast (what the multiply-adds multiply)."""
+    o = v.owner
+    if isinstance(o, CastOp) or (isinstance(o, UnaryOp) and o.fn.data == "neg"):
+        return product_factors(o.operands[0])
+    if isinstance(o, BinaryOp) and o.fn.data == "mul":
+        return product_factors(o.lhs) + product_factors(o.rhs)
+    if isinstance(o, BinaryOp) and o.fn.data == "div":
+        return product_factors(o.lhs)
+    return [v]
+
+
+def structural_key(v: SSAValue, memo: dict[SSAValue, object] | None = None) -> object:
+    """Equal keys for values that compute the same expression (common subexpressions)."""
+    memo = {} if memo is None else memo
+    if v not in memo:
+        if isinstance(v, BlockArgument):
+            memo[v] = ("arg", v.index)
+        else:
+            o = v.owner
+            assert isinstance(o, Operation)
+            memo[v] = (o.name, tuple(sorted(o.properties.items())), v.type,
+                       tuple(structural_key(x, memo) for x in o.operands))
+    return memo[v]
+
+
+def reduced_dims(node: NodeOp) -> frozenset[int]:
+    return frozenset(range(node.get_num_loops())) - node.output_dims()
+
+
+def contraction_factors(node: NodeOp) -> list[SSAValue] | None:
+    """The factors of a contraction that depend on a reduced dim (two or more), or None when the node
+    is not a contraction: an `add` reduction of a product of two factors that each depend on a
+    reduced dim (one multiply-add per point)."""
+    if node.reduce.data != "add":
+        return None
+    red = reduced_dims(node)
+    memo: dict[SSAValue, frozenset[int]] = {}
+    dep = [f for f in operand_factors(_yield(node).stored) if node.value_dims(f, memo) & red]
+    return dep if len(dep) >= 2 else None
+
+
+def _contraction_flops(node: NodeOp, pts: int) -> tuple[int, int]:
+    """(matrix, vector) FLOPs of a contraction, by the rules of `costs.contraction_flops`: each
+    distinct factor's own ops once per distinct point of its loop variables; one MAC per point, or
+    the cheapest pairwise order of three or more reduced factors (over the loop box, scaled by the
+    domain's share of it), never above 2 per point."""
+    red = reduced_dims(node)
+    memo: dict[SSAValue, frozenset[int]] = {}
+    keys: dict[SSAValue, object] = {}
+    factors = list({structural_key(f, keys): f for f in product_factors(_yield(node).stored)}.values())
+    vector = 0
+    for f in factors:
+        n = literal_ops((f,))[0]
+        if n:
+            dims = node.value_dims(f, memo)
+            vector += n * (footprint(node, dims) if dims else 1)
+    matrix = 2 * pts
+    dep = [f for f in factors if node.value_dims(f, memo) & red]
+    if len(dep) >= 3:
+        matrix = min(matrix, _pairwise_flops(node, [node.value_dims(f, memo) for f in dep], pts))
+    return matrix, vector
+
+
+def _pairwise_flops(node: NodeOp, factor_dims: list[frozenset[int]], pts: int) -> int:
+    import opt_einsum
+
+    ranges = node.get_static_loop_intervals()  # a verified node's bounds are affine in outer loops
+    n = node.get_num_loops()
+    letter = [opt_einsum.get_symbol(d) for d in range(n)]
+    out_dims = node.output_dims()
+    out = "".join(letter[d] for d in range(n) if d in out_dims)
+    terms = ["".join(letter[d] for d in range(n) if d in fd) for fd in factor_dims]
+    extent = {letter[d]: hi - lo + 1 for d, (lo, hi) in enumerate(ranges)}
+    shapes = [tuple(extent[c] for c in t) for t in terms]
+    _, info = opt_einsum.contract_path(f"{','.join(terms)}->{out}", *shapes, shapes=True, optimize="optimal")
+    box = math.prod(extent.values())
+    return int(min(2 * pts, math.floor(int(info.opt_cost) * pts / box)))
+
+
+# ---- operation counts ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NodeCounts:
+    """A node's operation counts (the rules of `analysis/costs.py`)."""
+
+    points: int                # points of the (guarded) iteration domain
+    unit: str                  # "matrix" (a contraction) | "vector" | "memory" (no FLOPs: a copy)
+    flops_matrix: int          # a multiply-add = 2 FLOPs
+    flops_vector_literal: int  # every other scalar op at every point (accumulation included)
+    flops_transcendental_literal: int
+    per_point: Counter[str]    # scalar op kinds one point runs (`op_counts`)
+    sequential: bool           # a loop of the node is a scan's
+    indirect: bool             # a gather or a scatter
+
+
+def node_counts(node: NodeOp) -> NodeCounts:
+    y = _yield(node)
+    pts = points(node)
+    n_ops, n_tr = literal_ops((y.stored,))
+    for i in y.dyn_indices:  # a scatter's index arithmetic, counted apart as a gather's is
+        a, b = literal_ops((i,))
+        n_ops, n_tr = n_ops + a, n_tr + b
+    accumulates = node.reduce.data != "none"
+    if contraction_factors(node) is not None:
+        fm, fv = _contraction_flops(node, pts)
+        fv += sum(literal_ops((i,))[0] for i in y.dyn_indices) * pts
+        unit = "matrix"
+    else:
+        fm, fv = 0, (n_ops + accumulates) * pts
+        unit = "vector" if n_ops or accumulates else "memory"
+    return NodeCounts(pts, unit, fm, fv, n_tr * pts, op_counts(node),
+                      any(k.data == "sequential" for k in node.get_iterator_types().data), is_indirect(node))

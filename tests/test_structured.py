@@ -1,0 +1,209 @@
+"""The structured-op interface of `einsum.node` (`analysis/structured.py`, `dialects/einsum.py`):
+its counts equal what `analysis/costs.py` computes on every node of every bundled example, a node
+rewritten by an xDSL `RewritePattern` changes them by the hand-derived amount, and the verifier
+checks `iterator_types` against the accesses."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from xdsl.context import Context
+from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr, ModuleOp, StringAttr
+from xdsl.ir.affine import AffineExpr, AffineMap
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from passes.lift_einsum import LiftEinsumPass
+from passes.roofline import RooflinePass
+from solar_compiler.analysis import structured as st
+from solar_compiler.analysis.costs import GraphCosts, graph_costs
+from solar_compiler.analysis.manager import invalidate_analyses
+from solar_compiler.analysis.vector_work import literal_ops
+from solar_compiler.dialects.einsum import GraphOp, NodeOp
+from solar_compiler.loopir.ast import Kernel
+from solar_compiler.loopir.convert import kernels_to_module
+from solar_compiler.loopir.graph_convert import graph_to_kernel, lift_kernel
+from solar_compiler.records import load_report
+from solar_compiler.text.parser import parse_kernels
+
+ROOT = Path(__file__).resolve().parent.parent
+LOOPS = sorted([*ROOT.glob("examples/loop/*.loop"), *ROOT.glob("examples/loop/bounds/*.loop"),
+                ROOT / "lit_tests/loop/everything.loop"])
+TORCH = sorted(str(p.relative_to(ROOT)) for p in (*(ROOT / "examples/torch").glob("*.py"),
+                                                   *(ROOT / "examples/models").glob("*.py")))
+JAX = sorted(p.name for p in (ROOT / "examples/jax").glob("*.py"))
+
+
+def _translated(frontend: str, name: str) -> list[Kernel]:
+    """The kernels of an example, unvalidated (the figures compared here do not depend on it)."""
+    from solar_compiler.frontends import FrontendOptions
+
+    old = os.getcwd()
+    os.chdir(ROOT)  # the examples' paths (in every loc) are relative to the repository root
+    try:
+        if frontend == "torch":
+            from solar_compiler.frontends.torch import frontend as fe
+            return fe.translate_job(name, FrontendOptions(validate=False)).kernels
+        from solar_compiler.frontends.jax.job import translate_job
+        return translate_job(f"examples/jax/{name}", FrontendOptions(validate=False)).kernels
+    finally:
+        os.chdir(old)
+
+
+def check_graph(graph: GraphOp, costs: GraphCosts) -> int:
+    """Every node's interface counts equal its OpCost; the number of nodes checked."""
+    kernel, groups = graph_to_kernel(graph)
+    nodes = graph.nodes()
+    assert [n.sym_name.data for n in nodes] == [o.name for o in costs.ops]
+    for n, o, g in zip(nodes, costs.ops, groups, strict=True):
+        c = st.node_counts(n)
+        assert (c.points, c.unit, c.flops_matrix, c.flops_vector_literal, c.sequential, c.indirect) == \
+            (o.iterations, o.unit, o.flops_matrix, o.vector_literal, o.sequential, o.indirect), o.name
+        s = g.main.stmt
+        n_tr = literal_ops(s.value)[1] + sum(literal_ops(i)[1] for i in s.dynamic_indices)
+        assert c.flops_transcendental_literal == n_tr * o.iterations, o.name
+        if o.unit == "matrix":
+            assert c.flops_transcendental_literal == o.flops_transcendental, o.name
+        reads = {(a.tensor, a.indirect) for a in st.accesses(n) if not a.write}
+        writes = {(a.tensor, a.indirect) for a in st.accesses(n) if a.write}
+        assert {a.tensor for a in o.reads} == {t for t, _ in reads}, o.name
+        assert {a.tensor for a in o.writes} == {t for t, _ in writes}, o.name
+        assert all(a.indirect == any(i for t, i in reads if t == a.tensor) for a in o.reads), o.name
+        if not o.indirect or not any(a.traced for a in (*o.reads, *o.writes)):
+            reads, writes = st.node_bytes(n)
+            assert reads == {a.tensor: a.bytes for a in o.reads}, o.name
+            assert writes == {a.tensor: a.bytes for a in o.writes}, o.name
+        assert st.domain(n).count_val().to_python() == c.points if c.points < 10**6 else True
+        assert all(k.data in ("sequential", d) for k, d in
+                   zip(n.iterator_types.data, n.derived_iterator_types(), strict=True)), o.name
+    return len(nodes)
+
+
+def _graphs(kernels: list[Kernel]) -> list[GraphOp]:
+    return [lift_kernel(k) for k in kernels]
+
+
+@pytest.mark.parametrize("path", LOOPS, ids=lambda p: p.stem)
+def test_counts_equal_costs_loop_examples(path):
+    checked = 0
+    for k in parse_kernels(path.read_text(), path.name):
+        for g in _graphs([k]):
+            checked += check_graph(g, graph_costs(g))
+    assert checked
+
+
+@pytest.mark.parametrize("name", TORCH)
+def test_counts_equal_costs_torch_examples(name):
+    checked = 0
+    for g in _graphs(_translated("torch", name)):
+        checked += check_graph(g, graph_costs(g))
+    assert checked
+
+
+@pytest.mark.parametrize("name", JAX)
+def test_counts_equal_costs_jax_examples(name):
+    pytest.importorskip("jax")
+    checked = 0
+    for g in _graphs(_translated("jax", name)):
+        checked += check_graph(g, graph_costs(g))
+    assert checked
+
+
+# ---- a rewrite through xDSL's pattern machinery -----------------------------------------------------
+@dataclass(frozen=True)
+class SetUpperBound(RewritePattern):
+    """Sets the constant upper bound of loop `loop` of node `node` (idempotent: the walker stops)."""
+
+    node: str
+    loop: int
+    bound: int
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: NodeOp, rewriter: PatternRewriter) -> None:
+        ubs = op.upper_bounds.data
+        if op.sym_name.data != self.node or ubs.results[self.loop] == AffineExpr.constant(self.bound):
+            return
+        results = list(ubs.results)
+        results[self.loop] = AffineExpr.constant(self.bound)
+        op.upper_bounds = AffineMapAttr(AffineMap(ubs.num_dims, ubs.num_symbols, tuple(results)))
+        rewriter.notify_op_modified(op)
+
+
+def _matmul_module() -> ModuleOp:
+    path = ROOT / "examples/loop/matmul.loop"
+    module = kernels_to_module(parse_kernels(path.read_text(), path.name))
+    LiftEinsumPass().apply(Context(), module)
+    return module
+
+
+def _report(module: ModuleOp) -> dict:
+    invalidate_analyses(module)
+    RooflinePass(hw="H100_SXM").apply(Context(), module)
+    r = load_report(module)
+    assert r is not None
+    return r
+
+
+def _figures(r: dict) -> dict[str, int]:
+    """FLOPs and bytes of every fidelity (unfused, fused, cache-aware) and of the node."""
+    t, k, op = r["totals"], r["kernels_unfused"][0], r["ops"][0]
+    return {"flops": t["flops"], "flops_matrix": t["flops_matrix"], "bytes_unfused": t["bytes_unfused"],
+            "bytes_fused": t["bytes_fused"], "bytes_cache_aware": t["bytes_cache_aware"],
+            "hw_bytes_cache_aware": r["bounds"]["H100_SXM"]["bytes_cache_aware"],
+            "kernel_flops": k["flops_matrix"] + k["flops_vector"], "kernel_bytes": k["bytes"],
+            "op_flops": op["flops"], "op_bytes": op["bytes"]}
+
+
+def test_rewrite_pattern_halving_a_domain_changes_every_count():
+    """matmul C[64, 16] = A[64, 32] @ B[32, 16] (f32), one node S1 over (i, j, k) with C's init
+    folded in. Halving i's bound (64 -> 32) through a RewritePattern applied by PatternRewriteWalker:
+    points 64*16*32 = 32768 -> 32*16*32 = 16384; matrix FLOPs 2 per point: 65536 -> 32768.
+    Bytes, every fidelity: A 64*32*4 = 8192 -> 32*32*4 = 4096, B 32*16*4 = 2048 unchanged,
+    C 64*16*4 = 4096 -> 32*16*4 = 2048: 14336 -> 8192."""
+    module = _matmul_module()
+    (node,) = [o for o in module.walk() if isinstance(o, NodeOp)]
+    before = st.node_counts(node)
+    assert (before.points, before.flops_matrix, before.unit) == (32768, 65536, "matrix")
+    assert node.get_static_loop_ranges() == (64, 16, 32)
+    assert _figures(_report(module)) == {
+        "flops": 65536, "flops_matrix": 65536, "bytes_unfused": 14336, "bytes_fused": 14336,
+        "bytes_cache_aware": 14336, "hw_bytes_cache_aware": 14336, "kernel_flops": 65536,
+        "kernel_bytes": 14336, "op_flops": 65536, "op_bytes": 14336}
+
+    PatternRewriteWalker(SetUpperBound("S1", 0, 32)).rewrite_module(module)
+    module.verify()
+    after = st.node_counts(node)  # the same op object: the domain cache is keyed on its attributes
+    assert (after.points, after.flops_matrix) == (16384, 32768)
+    assert after.per_point == before.per_point == Counter({"loop.binary:mul": 1})
+    assert node.get_static_loop_ranges() == (32, 16, 32)
+    assert st.domain(node).count_val().to_python() == 16384
+    assert _figures(_report(module)) == {
+        "flops": 32768, "flops_matrix": 32768, "bytes_unfused": 8192, "bytes_fused": 8192,
+        "bytes_cache_aware": 8192, "hw_bytes_cache_aware": 8192, "kernel_flops": 32768,
+        "kernel_bytes": 8192, "op_flops": 32768, "op_bytes": 8192}
+
+
+def test_iterator_types_are_checked_against_the_accesses():
+    """k indexes no dim of C: a `parallel` k is rejected; `sequential` (a scan's mark) is allowed."""
+    module = _matmul_module()
+    (node,) = [o for o in module.walk() if isinstance(o, NodeOp)]
+    assert node.derived_iterator_types() == ("parallel", "parallel", "reduction")
+    assert [a.data for a in node.get_iterator_types().data] == ["parallel", "parallel", "reduction"]
+    assert [(a.tensor, a.write, a.indirect, a.kind) for a in st.accesses(node)] == [
+        ("A", False, False, "input"), ("B", False, False, "input"), ("C", True, False, "output")]
+    node.iterator_types = ArrayAttr([StringAttr(k) for k in ("parallel", "parallel", "parallel")])
+    with pytest.raises(VerifyException, match="iterator_types: 'k' is parallel, but the accesses make it "
+                                              "reduction"):
+        node.verify()
+    node.iterator_types = ArrayAttr([StringAttr(k) for k in ("parallel", "parallel", "sequential")])
+    node.verify()
+    assert st.node_counts(node).sequential
