@@ -25,7 +25,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from solar_compiler.analysis.bounds import CACHE_STATES, FIDELITIES, parse_latency, parse_size
+from solar_compiler.analysis.bounds import CACHE_STATES, FIDELITIES
 from solar_compiler.analysis.chain_order import chains_section
 from solar_compiler.analysis.costs import INDIRECT, module_costs
 from solar_compiler.analysis.measured import parse_measured
@@ -34,6 +34,7 @@ from solar_compiler.analysis.summary import as_written_record, build_report, mod
 from solar_compiler.analysis.unfused import unfused_kernels
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import PRECISIONS, parse_hw_list
+from solar_compiler.options import parse_latency, parse_size
 from solar_compiler.records import program_info, store_report
 
 

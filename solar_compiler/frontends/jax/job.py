@@ -20,8 +20,8 @@ from solar_compiler.analysis.polyhedral import check_bounds
 from solar_compiler.errors import SolarError
 from solar_compiler.executor.trace import IndirectTrace
 from solar_compiler.frontends import FrontendOptions, Translation
+from solar_compiler.frontends.captured_program import CaptureError
 from solar_compiler.frontends.model_file import JAX_FORMAT, ModelFileError, ModelSpec, load_model_file
-from solar_compiler.frontends.program import CaptureError
 from solar_compiler.frontends.validation import (
     SAMPLE_SEEDS,
     as_array,

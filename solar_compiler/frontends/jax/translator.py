@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from solar_compiler.frontends.builder.translator import TranslateError, Translator
 from solar_compiler.frontends.builder.values import Val
-from solar_compiler.frontends.program import AtenNode, CapturedProgram, TensorRef
+from solar_compiler.frontends.captured_program import AtenNode, CapturedProgram, TensorRef
 
 from .program import Operand
 from .registry import lookup

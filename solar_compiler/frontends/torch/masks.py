@@ -20,8 +20,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from solar_compiler.errors import SolarError
+from solar_compiler.frontends.captured_program import CapturedProgram, TensorMeta
 from solar_compiler.frontends.model_file import ModelFileError, ModelSpec, load_model_file
-from solar_compiler.frontends.program import CapturedProgram, TensorMeta
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Cmp, Index, IndexValue, Read, Select, SExpr
 from solar_compiler.loopir.simplify import literal
