@@ -41,6 +41,8 @@ class CaptureFailed(SolarError):
     program, or the translation does not reproduce it on fresh samples), as opposed to bad input:
     under `--frontend=auto` the whole program then goes to the LLM frontend."""
 
+    error_class = "capture"  # a translation that disagrees with the framework says "validate"
+
 
 @dataclass
 class Translation:

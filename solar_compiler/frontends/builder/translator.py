@@ -42,6 +42,8 @@ class NoTemplate(TranslateError):
     may translate it instead. Templates raise it through `tr.no_template(...)`, before emitting any
     statement."""
 
+    error_class = "unsupported op"
+
 
 class Translator:
     """State of one translation; templates call the emit helpers below."""
