@@ -153,7 +153,7 @@ class AutoFrontend:
         except CaptureFailed as e:
             if options.llm is None:
                 raise
-            options.llm.require(str(e))
+            options.llm.require(str(e), e.error_class)
             fallback = _load(LLM_FRONTEND, path)
             self.name = fallback.name
             # its own transcript folder: per-op requests of the failed attempt may already be there

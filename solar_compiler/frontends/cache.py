@@ -65,7 +65,7 @@ def cache_key(path: str, options: FrontendOptions, framework: str, frontend_fing
     try:
         source = Path(path).read_bytes()
     except OSError as e:
-        raise SolarError(f"{path}:1: cannot read file: {e.strerror}") from None
+        raise SolarError(f"{path}:1: cannot read file: {e.strerror}", error_class="input") from None
     h = hashlib.sha256()
     opts = (options.mode, options.validate, options.time_budget, options.memory_budget_gb,
             options.llm.cache_tag() if options.llm is not None else None)

@@ -35,7 +35,7 @@ class LLMFrontend:
         from solar_compiler.frontends.sandbox import SandboxError, run_in_child
 
         cfg = options.llm or LLMConfig.resolve()
-        cfg.require(f"{path}:1: {WHOLE} is to be translated by an LLM")
+        cfg.require(f"{path}:1: {WHOLE} is to be translated by an LLM", "input")
         options = replace(options, llm=cfg)
         try:
             result = run_in_child(whole_program_job, path, options,

@@ -144,4 +144,4 @@ def _spec(program: CapturedProgram) -> ModelSpec:
         over = {k: v for k, v in program.size_constants.items() if spec.size_constants.get(k) != v}
         return spec.with_sizes(over) if over else spec
     except ModelFileError as e:
-        raise SolarError(str(e)) from None
+        raise SolarError(str(e), error_class=e.error_class) from None
