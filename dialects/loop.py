@@ -31,7 +31,6 @@ from xdsl.dialects.builtin import (
     IntegerType,
     LocationAttr,
     NameLoc,
-    NoneAttr,
     StringAttr,
     UnitAttr,
     UnknownLoc,
@@ -239,10 +238,6 @@ class TracedAttr(ParametrizedAttribute):
             raise VerifyException("loop.traced: counts must be non-negative and accesses positive")
 
 
-def traced_attr(traced: Sequence[Traced]) -> ArrayAttr | None:
-    return ArrayAttr([TracedAttr(t) for t in traced]) if traced else None
-
-
 def traced_of(attr: ArrayAttr | None) -> tuple[Traced, ...]:
     return () if attr is None else tuple(a.traced for a in attr.data if isinstance(a, TracedAttr))
 
@@ -279,13 +274,6 @@ def _enclosing(op: Operation, cls: type) -> list:
             out.append(p)
         p = p.parent_op()
     return out
-
-
-def _kernel_of(op: Operation) -> KernelOp:
-    ks = _enclosing(op, KernelOp)
-    if not ks:
-        raise VerifyException(f"'{op.name}' must be inside a loop.kernel")
-    return ks[0]
 
 
 def _ivs_in_scope(op: Operation) -> set[str]:
@@ -410,16 +398,6 @@ def location_text(loc: Attribute) -> str | None:
             if t:
                 return t
     return None
-
-
-def fused_location(locs: Sequence[str | None]) -> LocationAttr:
-    """One location for several source positions (a folded init and its reduction)."""
-    known = list(dict.fromkeys(x for x in locs if x))
-    if not known:
-        return UnknownLoc()
-    if len(known) == 1:
-        return location_of(known[0])
-    return FusedLoc(tuple(location_of(x) for x in known), NoneAttr())
 
 
 # ---- structure ops ----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from xdsl.passes import ModulePass
 from solar_compiler.analysis.costs import program_costs
 from solar_compiler.analysis.program import program_of
 from solar_compiler.dialects.einsum import GraphOp
-from solar_compiler.errors import SolarError
+from solar_compiler.errors import PassError
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class AnnotateCostsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         graphs = [g for g in op.walk() if isinstance(g, GraphOp)]
         if not graphs:
-            raise SolarError("annotate-costs: no einsum.graph in the module (run lift-einsum first)")
+            raise PassError("annotate-costs: no einsum.graph in the module (run lift-einsum first)")
         for g in graphs:
             costs = program_costs(program_of(g))
             for node, c in zip(g.nodes(), costs.ops, strict=True):

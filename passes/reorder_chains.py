@@ -26,7 +26,7 @@ from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.dialects.einsum import GraphOp, NodeOp
 from solar_compiler.dialects.loop import KernelOp
-from solar_compiler.errors import SolarError
+from solar_compiler.errors import PassError
 from solar_compiler.loopir.graph_convert import fresh_scope_number, graph_to_kernel, kernel_to_graph
 from solar_compiler.records import ChainsRecord
 
@@ -43,10 +43,10 @@ class ReorderChainsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if any(isinstance(o, KernelOp) for o in op.body.block.ops) or \
                 not any(isinstance(o, GraphOp) for o in op.body.block.ops):
-            raise SolarError("reorder-chains rewrites einsum graphs: run lift-einsum first "
-                             "(-p lift-einsum,reorder-chains)")
+            raise PassError("reorder-chains rewrites einsum graphs: run lift-einsum first "
+                            "(-p lift-einsum,reorder-chains)")
         if ChainsRecord.load(op) is not None:
-            raise SolarError("reorder-chains ran twice on this module")
+            raise PassError("reorder-chains ran twice on this module")
         plans = module_chain_plans(op)
         todo = [p for p in plans if p.better]
         graphs = {g.kernel_name: g for g in op.body.block.ops if isinstance(g, GraphOp)}

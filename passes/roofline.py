@@ -25,15 +25,16 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from solar_compiler.analysis.bounds import CACHE_STATES, FIDELITIES, parse_latency, parse_size
+from solar_compiler.analysis.bounds import CACHE_STATES, FIDELITIES
 from solar_compiler.analysis.chain_order import chains_section
 from solar_compiler.analysis.costs import INDIRECT, module_costs
 from solar_compiler.analysis.measured import parse_measured
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.analysis.summary import as_written_record, build_report, module_validation
 from solar_compiler.analysis.unfused import unfused_kernels
-from solar_compiler.errors import SolarError
+from solar_compiler.errors import PassError
 from solar_compiler.hw import PRECISIONS, parse_hw_list
+from solar_compiler.options import parse_latency, parse_size
 from solar_compiler.records import program_info, store_report
 
 
@@ -41,7 +42,7 @@ def parse_fidelity(text: str) -> tuple[str, ...]:
     if text == "all":
         return FIDELITIES
     if text not in FIDELITIES:
-        raise SolarError(f"roofline: unknown fidelity {text!r}; expected unfused, fused, cache-aware or all")
+        raise PassError(f"roofline: unknown fidelity {text!r}; expected unfused, fused, cache-aware or all")
     return (text,)
 
 
@@ -62,23 +63,23 @@ class RooflinePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fidelity = parse_fidelity(self.fidelity)
         if self.precision not in PRECISIONS:
-            raise SolarError(f"roofline: unknown precision policy {self.precision!r}; "
-                             f"expected one of {', '.join(PRECISIONS)}")
+            raise PassError(f"roofline: unknown precision policy {self.precision!r}; "
+                            f"expected one of {', '.join(PRECISIONS)}")
         cache_size = parse_size(self.cache_size) if self.cache_size is not None else None
         if cache_size is not None and "cache-aware" not in fidelity:
-            raise SolarError("roofline: --cache-size sets the on-chip capacity of cache-aware bounds; "
-                             "ask for them with fidelity cache-aware or all")
+            raise PassError("roofline: --cache-size sets the on-chip capacity of cache-aware bounds; "
+                            "ask for them with fidelity cache-aware or all")
         if self.indirect not in INDIRECT:
-            raise SolarError(f"roofline: unknown indirect counting {self.indirect!r}; expected traced or min")
+            raise PassError(f"roofline: unknown indirect counting {self.indirect!r}; expected traced or min")
         if self.cache_state not in CACHE_STATES:
-            raise SolarError(f"roofline: unknown cache state {self.cache_state!r}; expected cold or warm")
+            raise PassError(f"roofline: unknown cache state {self.cache_state!r}; expected cold or warm")
         latency = parse_latency(self.inverse) if self.inverse is not None else None
         measured = parse_measured(self.measured) if self.measured is not None else None
         targets = parse_hw_list(self.hw if isinstance(self.hw, str) else ",".join(self.hw))
         source = program_info(op).source
         programs = module_programs(op)
         if not programs:
-            raise SolarError(f"{source}: roofline: no kernel in the module (is the input translated?)")
+            raise PassError(f"{source}: roofline: no kernel in the module (is the input translated?)")
         graphs = module_costs(op, self.indirect)
         unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
         report = build_report(graphs, targets, source=source, validation=module_validation(op),

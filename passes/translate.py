@@ -25,7 +25,7 @@ from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.program import program_from_kernel, seed_programs
-from solar_compiler.errors import SolarError
+from solar_compiler.errors import PassError
 from solar_compiler.loopir.ast import Kernel, Origin, Traced, statements
 from solar_compiler.records import ProgramInfo
 
@@ -63,12 +63,12 @@ class TranslatePass(ModulePass):
 
         info = ProgramInfo.load(op)
         if info is None:
-            raise SolarError("translate: the module names no source program (solar.program)")
+            raise PassError("translate: the module names no source program (solar.program)")
         path = info.source
         if self.mode not in ("eval", "train"):
-            raise SolarError(f"translate: mode must be eval or train, got '{self.mode}'")
+            raise PassError(f"translate: mode must be eval or train, got '{self.mode}'")
         if any(op.body.block.ops) and info.frontend is not None:
-            raise SolarError(f"{path}: translate: the module is already translated")
+            raise PassError(f"{path}: translate: the module is already translated")
         fe = get_frontend(self.frontend, path)
         options = FrontendOptions(mode=self.mode, no_cache=self.no_cache, timeout=float(self.timeout),
                                   memory_gb=float(self.memory_gb), validate=self.validate,
@@ -113,8 +113,8 @@ def stamp_origins(kernels: list[Kernel], source_ops: list[dict]) -> None:
     if not source_ops:
         return
     if len(kernels) != 1:
-        raise SolarError(f"translate: a source-op record describes one kernel, the frontend gave "
-                         f"{len(kernels)}")
+        raise PassError(f"translate: a source-op record describes one kernel, the frontend gave "
+                        f"{len(kernels)}", error_class="translate")
     ctxs = statements(kernels[0])
     at = 0
     for i, o in enumerate(source_ops):
@@ -124,8 +124,8 @@ def stamp_origins(kernels: list[Kernel], source_ops: list[dict]) -> None:
             c.stmt.origin = Origin(i, str(o["op"]), o.get("module"))
         at += o["count"]
     if at != len(ctxs):
-        raise SolarError(f"kernel {kernels[0].name}: the frontend's source-op record does not cover its "
-                         f"{len(ctxs)} statements in order")
+        raise PassError(f"kernel {kernels[0].name}: the frontend's source-op record does not cover its "
+                        f"{len(ctxs)} statements in order", error_class="translate")
 
 
 def stamp_traced(kernels: list[Kernel], traced: list[dict]) -> None:
@@ -135,14 +135,14 @@ def stamp_traced(kernels: list[Kernel], traced: list[dict]) -> None:
     if not traced:
         return
     if len(kernels) != 1:
-        raise SolarError(f"translate: traced footprints describe one kernel, the frontend gave "
-                         f"{len(kernels)}")
+        raise PassError(f"translate: traced footprints describe one kernel, the frontend gave "
+                        f"{len(kernels)}", error_class="translate")
     ctxs = statements(kernels[0])
     for t in traced:
         i = t.get("stmt")
         if not isinstance(i, int) or not 0 <= i < len(ctxs):
-            raise SolarError(f"kernel {kernels[0].name}: a traced footprint names statement {i!r}, "
-                             f"the kernel has {len(ctxs)}")
+            raise PassError(f"kernel {kernels[0].name}: a traced footprint names statement {i!r}, "
+                            f"the kernel has {len(ctxs)}", error_class="translate")
         s = ctxs[i].stmt
         s.traced = (*s.traced, Traced(str(t["tensor"]), bool(t["write"]), int(t["elements"]),
                                       int(t["points"]), int(t["accesses"])))

@@ -30,7 +30,7 @@ from xdsl.frontend.mlir import MLIRFrontend
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.utils.frontend import Frontend
 from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
@@ -334,7 +334,8 @@ class SolarOptMain(xDSLOptMain):
         try:
             super().setup_pipeline()
         except ValueError as e:  # xDSL's pipeline parser: an unknown pass or pass option
-            raise SolarError(f"bad pass pipeline '{a.passes}': {' '.join(str(e).split())}") from None
+            raise SolarError(f"bad pass pipeline '{a.passes}': {' '.join(str(e).split())}",
+                             error_class="input") from None
         checked = self.pipeline.callback
 
         def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
@@ -385,9 +386,11 @@ class SolarOptMain(xDSLOptMain):
         try:
             return super().prepare_input()
         except OSError as e:
-            raise SolarError(f"{self.args.input_file}: cannot read the input: {e.strerror}") from None
+            raise SolarError(f"{self.args.input_file}: cannot read the input: {e.strerror}",
+                             error_class="input") from None
         except ValueError as e:  # an unknown file extension
-            raise SolarError(f"{self.args.input_file}: {e}; use -f loop|mlir|py") from None
+            raise SolarError(f"{self.args.input_file}: {e}; use -f loop|mlir|py",
+                             error_class="input") from None
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         if self.args.plot:
@@ -546,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
         return sig.exit_code
     except BrokenPipeError:  # the reader of our output went away (`| head`): nothing to report
         return 1
-    except (SolarError, ParseError, VerifyException, DiagnosticException) as e:
+    except (ParseError, DiagnosticException) as e:  # SolarError and VerifyException among them
         if debug:
             raise
         print(f"solar-opt: error: {one_line(e)}", file=sys.stderr)
@@ -581,12 +584,16 @@ def cli() -> None:
 
 
 def one_line(e: BaseException) -> str:
-    """The one-line form of a user error: `file:line:col: what` where the position is known."""
+    """The one-line form of a user error: `file:line:col: what` where the position is known. A
+    SolarError (an xDSL diagnostic too) says where itself; xDSL's own diagnostics get the position
+    of their op."""
+    if isinstance(e, SolarError):
+        return " ".join(str(e).split()) or type(e).__name__
     if isinstance(e, ParseError):
         loc = e.span.get_location()  # Location(file, line, col)
         what = " ".join(str(e.msg).split()) or "parse error"
         return f"{loc.file}:{loc.line}:{loc.col}: {what}"
-    if isinstance(e, VerifyException | DiagnosticException):
+    if isinstance(e, DiagnosticException):  # VerifyException among them
         text = " ".join(str(e.args[0] if e.args else e).split()) or type(e).__name__
         at = _op_position(getattr(e, "op", None))
         return f"{at}: {text}" if at else f"verification failed: {text}"
@@ -616,7 +623,7 @@ def _usage_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
         known = [o for a in parser._actions for o in a.option_strings]
         close = difflib.get_close_matches(flag, known, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else " (solar-opt --help lists the options)"
-        raise SolarError(f"unknown option '{flag}'{hint}")
+        raise SolarError(f"unknown option '{flag}'{hint}", error_class="input")
     text = " ".join(message.split())
     m = re.match(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$", text)
     if m:  # a typo in a value: the closest choice, then all of them
@@ -624,8 +631,8 @@ def _usage_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
         close = difflib.get_close_matches(m.group(2), choices, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise SolarError(f"argument {m.group(1)}: invalid choice '{m.group(2)}' ({hint}choose from "
-                         f"{', '.join(choices)})")
-    raise SolarError(text)
+                         f"{', '.join(choices)})", error_class="input")
+    raise SolarError(text, error_class="input")
 
 
 if __name__ == "__main__":

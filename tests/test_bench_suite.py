@@ -200,7 +200,7 @@ def test_planted_failures_are_recorded_with_their_class_and_the_suite_finishes(p
         for m in ("syntax.py", "unsupported.py", "sleeper.py", "hog.py", "segv.py")
     }
     assert classes == {
-        "syntax.py": "translate",
+        "syntax.py": "input",
         "unsupported.py": "unsupported op",
         "sleeper.py": "timeout",
         "hog.py": "memory",
@@ -228,7 +228,7 @@ def test_planted_failures_are_recorded_with_their_class_and_the_suite_finishes(p
     ]
     # stdout summary: the per-group table and the failures
     assert (
-        "bad    H100_SXM       5        0          0        0%  crash 1, memory 1, timeout 1, translate 1, "
+        "bad    H100_SXM       5        0          0        0%  crash 1, input 1, memory 1, timeout 1, "
         "unsupported op 1" in done.stdout
     )
     assert "violations: 0" in done.stdout
@@ -431,13 +431,13 @@ def test_ray_two_workers_give_the_pool_rows(tmp_path):
     a = [{k: r[k] for k in STABLE} for r in rows(tmp_path / "pool")]
     b = [{k: r[k] for k in STABLE} for r in rows(tmp_path / "ray")]
     assert a == b
-    assert [r["error_class"] for r in a] == [None, None, "crash", None, "translate", "unsupported op"][
+    assert [r["error_class"] for r in a] == [None, None, "crash", None, "input", "unsupported op"][
         :0
     ] or {r["model"]: r["error_class"] for r in a} == {
         "good.py": None,
         "matmul_softmax.py": None,
         "segv.py": "crash",
-        "syntax.py": "translate",
+        "syntax.py": "input",
         "unsupported.py": "unsupported op",
     }
     assert json.loads((tmp_path / "ray" / "results.json").read_text())["meta"]["backend"] == "ray"

@@ -10,29 +10,12 @@ import time
 
 import pytest
 
-from solar_compiler.bench.errors import classify
 from solar_compiler.bench.forked import run_forked
 from solar_compiler.bench.results import Measured, geomean, group_stats, op_breakdown, rows_for
 from solar_compiler.bench.suite import Unit, discover
 from solar_compiler.bench.timing import CudaClock, TimingConfig, lookup_timing, stats, time_calls
 from solar_compiler.errors import SolarError
-
-
-# ---- error classes ----------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "msg, cls",
-    [
-        ("m.py:7: no loop-IR template for aten._linalg_det.default (%x)", "unsupported op"),
-        ("m.py: validation failed on get_inputs(): out[0, 1] 1.5 vs 2.0", "validate"),
-        ("m.py: exceeded memory limit of 1 GB", "memory"),
-        ("m.py:4: forward raised RuntimeError: DefaultCPUAllocator: can't allocate memory", "memory"),
-        ("m.py: timed out after 120 s", "timeout"),
-        ("m.py:3: syntax error: invalid syntax", "translate"),
-        ("m.py: lift-einsum: statement S3 is not affine", "translate"),
-    ],
-)
-def test_classify(msg, cls):
-    assert classify(msg) == cls
+from solar_compiler.hw.errors import HwTargetError
 
 
 # ---- discovery ------------------------------------------------------------------------------------
@@ -68,6 +51,14 @@ def _raises(x):
     raise ValueError(f"bad value {x}")
 
 
+def _validation(x):
+    raise SolarError("m.py: outputs differ", error_class="validate")
+
+
+def _no_target(x):  # the class is the error's, whatever its message says
+    raise HwTargetError("m.py: validation failed, said the message; the class says hw")
+
+
 def _segfault(x):
     ctypes.string_at(0)
 
@@ -90,7 +81,9 @@ def _exits(x):
     "fn, arg, ok, cls, msg",
     [
         (_ok, 21, True, None, None),
-        (_raises, 7, False, "translate", "ValueError: bad value 7"),
+        (_raises, 7, False, "internal", "ValueError: bad value 7"),
+        (_validation, 0, False, "validate", "m.py: outputs differ"),
+        (_no_target, 0, False, "hw", "m.py: validation failed, said the message; the class says hw"),
         (_segfault, 0, False, "crash", "the interpreter died with signal SIGSEGV"),
         (_sleeps, 60, False, "timeout", "timed out after 1.5 s"),
         (_hog, 4, False, "memory", "exceeded memory limit of 1 GB (MemoryError)"),

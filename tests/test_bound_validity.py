@@ -17,7 +17,7 @@ from translated import cached_translations, roofline_json
 
 from solar_compiler.analysis.bounds import graph_bounds
 from solar_compiler.analysis.costs import kernel_costs
-from solar_compiler.analysis.exact import HOLDS, ValueDtypes, const_dtype, join, widens
+from solar_compiler.analysis.value_dtypes import HOLDS, ValueDtypes, const_dtype, join, widens
 from solar_compiler.driver import main
 from solar_compiler.hw import load_target
 from solar_compiler.loopir.ast import statements, typecheck

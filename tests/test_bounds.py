@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solar_compiler.analysis.bounds import graph_bounds, inverse_roofline, op_bound, parse_latency
+from solar_compiler.analysis.bounds import graph_bounds, inverse_roofline, op_bound
 from solar_compiler.analysis.costs import Access, GraphCosts, OpCost
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import load_target
@@ -138,20 +138,6 @@ def test_bad_costs_are_errors(h100):
     bad = OpCost("S0", "x", "i->i", "m.py:4", "matrix", 10, 0, 0, None, "f32", 5, (), (acc("Y", 5),))
     with pytest.raises(SolarError, match="m.py:4: op S0 has matrix FLOPs but no matrix dtype"):
         op_bound(bad, h100)
-
-
-@pytest.mark.parametrize("text,seconds", [
-    ("2ms", 2e-3), ("500Hz", 2e-3), ("2 kHz", 5e-4), ("10us", 1e-5), ("3ns", 3e-9), ("1.5s", 1.5),
-    ("2.5e-1ms", 2.5e-4), ("60hz", 1 / 60),
-])
-def test_parse_latency(text, seconds):
-    assert parse_latency(text) == pytest.approx(seconds, rel=1e-15)
-
-
-@pytest.mark.parametrize("text", ["2", "2 min", "-1ms", "0ms", "ms", "2ms3"])
-def test_parse_latency_rejects(text):
-    with pytest.raises(SolarError, match="bad target latency"):
-        parse_latency(text)
 
 
 def test_inverse_memory_bound_op(h100):
@@ -360,24 +346,6 @@ def test_cache_aware_errors(h100):
         graph_bounds(g, h100, "auto", None, 1024)
     with pytest.raises(SolarError, match="cache size 0 bytes: must be positive"):
         graph_bounds(g, h100, "auto", [k], 0)
-
-
-@pytest.mark.parametrize("text,size", [
-    ("64MB", 64_000_000), ("0.5MiB", 524_288), ("4096", 4096), ("1.1kB", 1100), ("2 GiB", 2 * 2**30),
-    ("1e3B", 1000), ("64mib", 64 * 2**20), (1024, 1024),
-])
-def test_parse_size(text, size):
-    from solar_compiler.analysis.bounds import parse_size
-
-    assert parse_size(text) == size
-
-
-@pytest.mark.parametrize("text", ["0.3B", "-1MB", "0", "12 parsecs", "MB", "1.5", True])
-def test_parse_size_rejects(text):
-    from solar_compiler.analysis.bounds import parse_size
-
-    with pytest.raises(SolarError, match="bad cache size"):
-        parse_size(text)
 
 
 # ---- invariants: fused <= cache-aware, cache-aware non-increasing in the capacity --------------------

@@ -17,7 +17,7 @@ PACKAGE_DIRS = {"solar_compiler": ROOT / "solar_compiler", "solar_compiler.diale
                 "solar_compiler.passes": ROOT / "passes"}
 LAYERS = [  # lowest first; a module belongs to the first layer with a prefix of its name
     ["solar_compiler.errors", "solar_compiler.lifetime", "solar_compiler.progress",
-     "solar_compiler.gc_policy"],
+     "solar_compiler.gc_policy", "solar_compiler.options"],
     ["solar_compiler.dialects", "solar_compiler.loopir", "solar_compiler.text", "solar_compiler.records"],
     ["solar_compiler.analysis", "solar_compiler.executor", "solar_compiler.hw", "solar_compiler.mutate"],
     ["solar_compiler.frontends"],

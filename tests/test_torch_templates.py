@@ -17,7 +17,7 @@ pytest.importorskip("torch")
 from solar_compiler.frontends.builder.registry import TemplateRegistry  # noqa: E402
 from solar_compiler.frontends.builder.translator import Translator  # noqa: E402
 from solar_compiler.frontends.builder.values import Loop  # noqa: E402
-from solar_compiler.frontends.program import CapturedProgram  # noqa: E402
+from solar_compiler.frontends.captured_program import CapturedProgram  # noqa: E402
 from solar_compiler.frontends.torch import registry  # noqa: E402
 from solar_compiler.loopir.affine import AffExpr  # noqa: E402
 from solar_compiler.loopir.ast import Const, For  # noqa: E402
@@ -169,7 +169,7 @@ def test_a_template_module_imports_the_builder_and_registry_never_another_templa
         if level == 2:
             assert name.split(".")[0] == "registry", f"{path.name}:{line}: ..{name}"
         if level == 0 and name.startswith("solar_compiler.frontends"):
-            shared = ("solar_compiler.frontends.builder", "solar_compiler.frontends.program")
+            shared = ("solar_compiler.frontends.builder", "solar_compiler.frontends.captured_program")
             assert name.startswith(shared), f"{path.name}:{line}: {name}"
     assert _function_level_imports(path) == []
 
@@ -178,7 +178,7 @@ def test_the_builder_imports_no_frontend_no_template_and_nothing_inside_function
     """The builder (frontends/builder/) is shared by the framework frontends: it imports none of them."""
     for path in sorted((TORCH.parent / "builder").glob("*.py")):
         for level, name, line in _imports(path):
-            assert level < 2 or name == "program", f"{path.name}:{line}: ..{name}"
+            assert level < 2 or name == "captured_program", f"{path.name}:{line}: ..{name}"
             assert "templates" not in name, f"{path.name}:{line}: {name}"
             assert not name.startswith(("solar_compiler.frontends.torch", "solar_compiler.frontends.jax")), \
                 f"{path.name}:{line}: {name}"

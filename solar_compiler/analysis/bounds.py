@@ -36,10 +36,8 @@ is a schedule of that kernel in the same fast memory, and every transfer moves o
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from solar_compiler.analysis.costs import GraphCosts, OpCost
@@ -421,45 +419,6 @@ def check_costs(g: GraphCosts, unfused: Sequence[UnfusedKernel] | None = None,
 
 
 # ---- inverse roofline ---------------------------------------------------------------------------
-
-_LATENCY_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-_RATE_UNITS = {"hz": 1.0, "khz": 1e3}
-_NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]+)\s*$")
-
-
-def parse_latency(text: str) -> float:
-    """'2ms' -> 0.002 s, '500Hz' -> 0.002 s (one frame). Units: ns us ms s Hz kHz."""
-    m = _NUMBER.match(text)
-    unit = m.group(2) if m else ""
-    if m is None or (unit not in _LATENCY_UNITS and unit.lower() not in _RATE_UNITS):
-        raise SolarError(f"bad target latency {text!r}: expected a number with one of "
-                         f"ns, us, ms, s, Hz, kHz (e.g. 2ms or 500Hz)")
-    value = float(m.group(1))
-    if value <= 0:
-        raise SolarError(f"bad target latency {text!r}: must be positive")
-    if unit in _LATENCY_UNITS:
-        return value * _LATENCY_UNITS[unit]
-    return 1.0 / (value * _RATE_UNITS[unit.lower()])
-
-
-_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
-
-
-def parse_size(text: str | int) -> int:
-    """'64MB' -> 64_000_000, '0.5MiB' -> 524_288, '4096' -> 4096 bytes (kB/MB/GB decimal,
-    KiB/MiB/GiB binary, letters in any case). The result must be a whole, positive number of bytes."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        text = str(text)
-    m = _SIZE.match(text) if isinstance(text, str) else None
-    if m is None or m.group(2).lower() not in _SIZE_UNITS:
-        raise SolarError(f"bad cache size {text!r}: expected bytes, optionally with one of "
-                         f"B, kB, MB, GB, KiB, MiB, GiB (e.g. 64MB or 0.5MiB)")
-    value = Fraction(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]  # exact: 1.1kB is 1100 bytes
-    if value <= 0 or value.denominator != 1:
-        raise SolarError(f"bad cache size {text!r}: must be a positive whole number of bytes")
-    return int(value)
-
 
 def inverse_roofline(b: GraphBounds, graphs: Sequence[GraphCosts], latency_s: float) -> dict[str, dict]:
     """What each resource of ``b``'s target must deliver for the program to run in ``latency_s``.

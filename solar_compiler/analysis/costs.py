@@ -13,7 +13,7 @@ Rules (the numbers the tests derive by hand):
   body's other scalar ops are vector FLOPs. Its `matrix_dtype` is the narrowest dtype that holds
   every value of both factors (mixed operands must share one MMA format), looking through pure
   widening casts wherever they are: in the statement, or in the statements that wrote a local it
-  reads (`exact.py`).
+  reads (`value_dtypes.py`).
   Classifying more work as matrix can only lower a bound, never raise it.
 * Otherwise each Unary/Binary/Cmp/Select is 1 vector FLOP per iteration (index arithmetic of a
   gather included), plus 1 for the accumulation of a reduction kind (+=, *=, max=, min=). Reads,
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -53,15 +53,16 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from solar_compiler.analysis.exact import ValueDtypes, join, operand_factors
 from solar_compiler.analysis.polyhedral import (
     Constraint,
     count_points,
     domain_constraints,
     footprint,
     loop_ranges,
+    partition,
 )
 from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
+from solar_compiler.analysis.value_dtypes import ValueDtypes, join, operand_factors
 from solar_compiler.analysis.vector_work import VectorWork, literal_ops
 from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
 from solar_compiler.loopir.ast import (
@@ -194,26 +195,6 @@ class _Piece:
         return self._hash
 
 
-def _partition(items: Sequence, links: Iterable[Iterable]) -> list[list]:
-    """Union-find: the classes of `items` when every link's members are joined."""
-    parent = {x: x for x in items}
-
-    def find(x: object) -> object:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for link in links:
-        members = [m for m in link if m in parent]
-        for m in members[1:]:
-            parent[find(m)] = find(members[0])
-    out: dict = {}
-    for x in items:
-        out.setdefault(find(x), []).append(x)
-    return list(out.values())
-
-
 def distinct_elements(sites: Sequence[Site]) -> int:
     """Distinct tensor elements touched by the union of `sites` (gathers: see the module rules; a
     gather with a traced count touched that many on the traced sample)."""
@@ -268,7 +249,7 @@ def _union_count(sites: tuple[Site, ...]) -> int:
             gv = set(g)
             links.append([d for d, e in enumerate(s.indices) if e is not None and
                           e.vars() and e.vars() <= gv])
-    blocks = _partition(list(range(rank)), links)
+    blocks = partition(list(range(rank)), links)
     pieces = list(dict.fromkeys(tuple(_piece(s, gs, b) for b in blocks)
                                 for s, gs in zip(live, groups, strict=True)))
     if len(pieces) == 1:
@@ -282,7 +263,7 @@ def _site_groups(s: Site) -> list[list[str]] | None:
         if not c.vars and not c.cond.evaluate({}):
             return None
     idx_vars = [e.vars() for e in s.indices if e is not None]
-    gs = _partition(list(s.ivs), [c.vars for c in s.cons] + idx_vars)
+    gs = partition(list(s.ivs), [c.vars for c in s.cons] + idx_vars)
     used = set().union(*idx_vars) if idx_vars else set()
     for g in gs:
         if not set(g) & used and count_points(g, [c for c in s.cons if c.vars and c.vars <= set(g)]) == 0:
@@ -446,7 +427,7 @@ def _box_union(boxes: Sequence[tuple[tuple[int, int], ...]], steps: list[int]) -
 # ---- FLOPs of one statement ---------------------------------------------------------------------------
 def contraction_dtype(ctx: StmtContext, values: ValueDtypes | None = None) -> str | None:
     """The matrix dtype when the statement is a contraction (see the module rules), else None: the
-    narrowest dtype holding every value of both reduced factors (`exact.py`: through pure widening
+    narrowest dtype holding every value of both reduced factors (`value_dtypes.py`: through pure widening
     casts in the statement and, given `values`, in the statements that wrote a local it reads)."""
     s = ctx.stmt
     if s.kind != "+=":

@@ -32,7 +32,6 @@ import islpy as isl
 import numpy as np
 
 from solar_compiler.analysis.costs import GraphCosts, contraction_dtype
-from solar_compiler.analysis.exact import ValueDtypes
 from solar_compiler.analysis.polyhedral import (  # _groups: the same variable grouping the counts use
     Constraint,
     _groups,
@@ -42,6 +41,7 @@ from solar_compiler.analysis.polyhedral import (  # _groups: the same variable g
     iteration_count,
 )
 from solar_compiler.analysis.program import Program, program_from_kernel
+from solar_compiler.analysis.value_dtypes import ValueDtypes
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import MemoryLevel, operand_bits
 from solar_compiler.loopir.affine import AffExpr
@@ -110,7 +110,7 @@ class Contraction:
 def operand_bytes(values: ValueDtypes, ctx: StmtContext, r: Read, matrix_dtype: str | None,
                   precision: str) -> float:
     """Bytes per element of operand `r` that any implementation must move: the narrowest of the
-    dtype its values need (`exact.py`: an upcast local holds bf16 values) and the narrowest format
+    dtype its values need (`value_dtypes.py`: an upcast local holds bf16 values) and the narrowest format
     the precision policy lets the contraction use (an fp8 implementation of an f32 matmul under
     `--precision fp8` streams 1-byte operands; TF32 under `auto` carries 19 bits)."""
     own = DTYPES[values.of(ctx, r)]

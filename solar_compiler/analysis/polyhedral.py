@@ -10,14 +10,18 @@ constant bounds of one variable is counted arithmetically.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypeVar
 
 import islpy as isl
+from xdsl.utils.disjoint_set import DisjointSet
 
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import Kernel, LoopIRError, Read, StmtContext, statements, stmt_reads
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -90,24 +94,28 @@ def access_map(ctx: StmtContext, tensor: str, indices: Sequence[AffExpr]) -> isl
     return m.set_tuple_name(isl.dim_type.in_, f"S{ctx.index}").intersect_domain(domain(ctx))
 
 
+def partition(items: Sequence[T], links: Iterable[Iterable[T]]) -> list[list[T]]:
+    """The classes of `items` when the members of every link are joined (xDSL's `DisjointSet`; a
+    link's members outside `items` are ignored). Classes in the order of their first member in
+    `items`, members in `items` order: counts are products over independent classes, and the
+    order keeps the cache keys built from the classes stable."""
+    known = list(dict.fromkeys(items))
+    sets = DisjointSet(known)
+    members_of = set(known)
+    for link in links:
+        members = [m for m in link if m in members_of]
+        for m in members[1:]:
+            sets.union(members[0], m)
+    classes: dict[T, list[T]] = {}
+    for x in items:
+        classes.setdefault(sets.find(x), []).append(x)
+    return list(classes.values())
+
+
 def _groups(vars_: Sequence[str], cons: Sequence[Constraint], extra: Sequence[frozenset[str]] = ()) \
         -> list[list[str]]:
-    parent = {v: v for v in vars_}
-
-    def find(v: str) -> str:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
-    for vs in [c.vars for c in cons] + list(extra):
-        vs = [v for v in vs if v in parent]
-        for a in vs[1:]:
-            parent[find(a)] = find(vs[0])
-    groups: dict[str, list[str]] = {}
-    for v in vars_:
-        groups.setdefault(find(v), []).append(v)
-    return list(groups.values())
+    """Loop variables in classes that no constraint (nor `extra` set) links: counted independently."""
+    return partition(vars_, [c.vars for c in cons] + list(extra))
 
 
 @lru_cache(maxsize=4096)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
 
 from solar_compiler.analysis.manager import get_analysis, seed_analysis
 from solar_compiler.dialects.einsum import GraphOp
@@ -89,9 +88,3 @@ def as_lifted(p: Program) -> Program:
     each node named after its main statement as `lift-einsum` names it."""
     return Program(p.kernel, tuple(NodeGroup(g.stmts, g.name) for g in p.nodes))
 
-
-def enclosing_program(op: Operation) -> KernelOp | GraphOp | None:
-    p: Operation | None = op
-    while p is not None and not isinstance(p, KernelOp | GraphOp):
-        p = p.parent_op()
-    return p

@@ -5,7 +5,9 @@ its own work. In the fork: its own process group (so a kill reaches what the mod
 SIGKILL when the worker dies (`die_with_parent`), no core dumps, stdout/stderr to the model's log,
 `RLIMIT_AS` = the worker's address space + `memory_gb`, and torch's thread count restored (the warm
 worker runs single-threaded: forking a process whose OpenMP/MKL pool has started hangs the child).
-The worker watches the fork with a deadline and classifies how it ended (`Outcome`).
+The worker watches the fork with a deadline and records how it ended (`Outcome`): its error class
+is the raised error's own (`errors.error_class_of`), or what the worker saw ("timeout", "memory"
+for the OOM killer's SIGKILL, "crash" for another signal or no result).
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from solar_compiler.errors import error_class_of
 from solar_compiler.lifetime import die_with_parent, kill_group, limit_address_space
-
-from .errors import classify
 
 
 @dataclass
@@ -86,7 +87,7 @@ def _child(
             msg = _describe(exc)
             if isinstance(exc, MemoryError):
                 msg = f"exceeded memory limit of {memory_gb:g} GB (MemoryError)"
-            result = ("error", classify(msg), msg)
+            result = ("error", error_class_of(exc), msg)
         try:
             body = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -128,6 +127,3 @@ def write_outputs(
     print(f"outputs: {out / 'results.csv'}, {out / 'results.json'}, {out / 'report.html'}")
     return len(viol)
 
-
-def load_results(out: Path) -> dict[str, Any]:
-    return json.loads((out / "results.json").read_text())

@@ -192,12 +192,12 @@ def cpu_name() -> str:
 def _load(path: str):
     spec = importlib.util.spec_from_file_location(f"solar_bench_model_{next(_COUNTER)}", path)
     if spec is None or spec.loader is None:
-        raise SolarError(f"{path}: not a Python file")
+        raise SolarError(f"{path}: not a Python file", error_class="input")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     for name in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(mod, name):
-            raise SolarError(f"{path}: defines no {name}")
+            raise SolarError(f"{path}: defines no {name}", error_class="input")
     return mod
 
 
@@ -213,7 +213,7 @@ def measure_job(path: str, cfg: TimingConfig) -> dict[str, Any]:
 
     cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
     if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise SolarError("--device cuda: CUDA is not available")
+        raise SolarError("--device cuda: CUDA is not available", error_class="hw")
     dev = torch.device("cuda:0" if cuda else "cpu")
     if cuda:
         torch.cuda.set_device(dev)

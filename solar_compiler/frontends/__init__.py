@@ -41,6 +41,8 @@ class CaptureFailed(SolarError):
     program, or the translation does not reproduce it on fresh samples), as opposed to bad input:
     under `--frontend=auto` the whole program then goes to the LLM frontend."""
 
+    error_class = "capture"  # a translation that disagrees with the framework says "validate"
+
 
 @dataclass
 class Translation:
@@ -151,7 +153,7 @@ class AutoFrontend:
         except CaptureFailed as e:
             if options.llm is None:
                 raise
-            options.llm.require(str(e))
+            options.llm.require(str(e), e.error_class)
             fallback = _load(LLM_FRONTEND, path)
             self.name = fallback.name
             # its own transcript folder: per-op requests of the failed attempt may already be there

@@ -25,7 +25,7 @@ from solar_compiler.frontends import FrontendOptions, Translation
 # builder the templates emit with, the model-file loader, the validation rules, the comparison and
 # its tolerances, and the backward slice of sampled validation
 SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py",
-                  "frontends/program.py", "frontends/builder/*.py", "frontends/model_file.py",
+                  "frontends/captured_program.py", "frontends/builder/*.py", "frontends/model_file.py",
                   "frontends/validation.py", "executor/compare.py", "analysis/slicing.py",
                   # a cached translation's ops were verified (`job._ops_verify`) by this converter,
                   # these rules and these dialects' verifiers
@@ -65,7 +65,7 @@ def cache_key(path: str, options: FrontendOptions, framework: str, frontend_fing
     try:
         source = Path(path).read_bytes()
     except OSError as e:
-        raise SolarError(f"{path}:1: cannot read file: {e.strerror}") from None
+        raise SolarError(f"{path}:1: cannot read file: {e.strerror}", error_class="input") from None
     h = hashlib.sha256()
     opts = (options.mode, options.validate, options.time_budget, options.memory_budget_gb,
             options.llm.cache_tag() if options.llm is not None else None)

@@ -12,7 +12,7 @@ from solar_compiler.errors import SolarError
 from solar_compiler.frontends import FrontendOptions, Translation
 
 # job(path, options) -> Translation: capture, translate and validate (runs in the child; raises
-# SolarError or LoopIRError for a diagnostic). A top-level function, so that it pickles by name.
+# a SolarError for a diagnostic). A top-level function, so that it pickles by name.
 Job = Callable[[str, FrontendOptions], Translation]
 
 
@@ -43,9 +43,7 @@ def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key
             result = run_in_child(child_job, job, path, options, timeout_s=options.timeout + extra_timeout,
                                   memory_limit_gb=options.memory_gb, user_file=path)
     except SandboxError as e:
-        raise SolarError(str(e)) from None
-    if isinstance(result, str):
-        raise SolarError(result)
+        raise SolarError(str(e), error_class=e.error_class) from None
     if isinstance(result, SolarError):  # its class says what failed (CaptureFailed, LLM exit 3)
         raise result
     if not options.no_cache and _ops_verify(result):  # an entry that would not verify is not kept
@@ -70,21 +68,18 @@ def _ops_verify(result: Translation) -> bool:
     return True
 
 
-def child_job(job: Job, path: str, options: FrontendOptions) -> Translation | SolarError | str:
-    """`job`, with its diagnostics (SolarError, LoopIRError) returned as the one-line message itself
-    (a SolarError keeps its class), so that the parent shows them unchanged. A diagnostic caused by a
-    failed allocation (a capture reports it as "forward raised RuntimeError: ... can't allocate
-    memory") is the sandbox's memory limit at work, and says so."""
+def child_job(job: Job, path: str, options: FrontendOptions) -> Translation | SolarError:
+    """`job`, with its diagnostics (SolarError: LoopIRError, ModelFileError, CaptureError, ...)
+    returned on one line, of the same class and error class, so that the parent shows them
+    unchanged. A diagnostic caused by a failed allocation (a capture reports it as "forward raised
+    RuntimeError: ... can't allocate memory") is the sandbox's memory limit at work, and says so."""
     from solar_compiler.frontends.sandbox import memory_limit_message
-    from solar_compiler.loopir.ast import LoopIRError
 
     try:
         return job(path, options)
-    except (SolarError, LoopIRError) as e:
+    except SolarError as e:
         mem = memory_limit_message(e, path, options.memory_gb)
-        if mem is None and isinstance(e, SolarError):
-            return type(e)(" ".join(str(e).split()))
-        return mem or " ".join(str(e).split())
+        return e.flattened() if mem is None else SolarError(mem, error_class="memory")
 
 
 class ByName:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from solar_compiler.errors import SolarError
+
 __all__ = ["JAX_FORMAT", "TORCH_FORMAT", "ModelFileError", "ModelFormat", "ModelSpec", "load_model_file",
            "user_line"]
 
@@ -34,8 +36,10 @@ _PACKAGE_OF = {"yaml": "pyyaml", "cv2": "opencv-python", "sklearn": "scikit-lear
 _KERNELBENCH_EXTRA = {"einops"}
 
 
-class ModelFileError(Exception):
+class ModelFileError(SolarError):
     """A model file could not be loaded or does not follow the expected format (one-line message)."""
+
+    error_class = "input"
 
 
 def user_line(exc: BaseException, filename: str) -> int | None:

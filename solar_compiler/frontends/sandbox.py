@@ -11,6 +11,10 @@ failure becomes a :class:`SandboxError` with a one-line message:
 * ``<file>:<line>: syntax error: ...`` and other :class:`ModelFileError` / ``CaptureError``
   messages unchanged.
 
+Its ``error_class`` says which kind of failure it was: "timeout", "memory", "crash" (a signal, no
+result), a ``SolarError``'s own class, "capture" for an exception raised in the user's file, and
+"internal" for any other exception (a bug). The child sends the class with the message.
+
 The memory limit is ``RLIMIT_AS`` set in the child once it has imported the function's module
 (so interpreter and framework start-up are not counted): ``limit = current address space + N GB``.
 
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from solar_compiler import progress
+from solar_compiler.errors import SolarError, error_class_of
 from solar_compiler.lifetime import die_with_parent, kill_group, limit_address_space, limited_env
 
 __all__ = ["SandboxError", "memory_limit_message", "run_in_child", "run_in_process"]
@@ -47,8 +52,8 @@ __all__ = ["SandboxError", "memory_limit_message", "run_in_child", "run_in_proce
 _STARTUP_S = 120.0  # time allowed for the child to start and import the function's module
 
 
-class SandboxError(Exception):
-    """The child failed; the message is one line and names the user file."""
+class SandboxError(SolarError):
+    """The child failed; the message is one line and names the user file, `error_class` says how."""
 
 
 _BOOTSTRAP = (
@@ -90,7 +95,8 @@ def run_in_child(fn, *args, timeout_s: float = 120, memory_limit_gb: float = 8, 
         )
     except Exception as exc:  # noqa: BLE001
         raise SandboxError(
-            f"{label}: cannot send the work to a child process ({type(exc).__name__}: {exc})"
+            f"{label}: cannot send the work to a child process ({type(exc).__name__}: {exc})",
+            error_class="internal",
         ) from None
     rfd, wfd = os.pipe()
     env, progress_fds = progress.child_env()  # the child's phases on our stderr, when shown
@@ -108,7 +114,8 @@ def run_in_child(fn, *args, timeout_s: float = 120, memory_limit_gb: float = 8, 
     except OSError as exc:
         os.close(rfd)
         os.close(wfd)
-        raise SandboxError(f"{label}: cannot start a child process ({exc.strerror})") from None
+        raise SandboxError(f"{label}: cannot start a child process ({exc.strerror})", error_class="crash") \
+            from None
     finally:
         for fd in progress_fds:
             os.close(fd)
@@ -129,13 +136,13 @@ def run_in_child(fn, *args, timeout_s: float = 120, memory_limit_gb: float = 8, 
         if header is None:
             if reader.timed_out:
                 _kill(proc)
-                raise SandboxError(f"{label}: timed out after {_fmt_num(timeout_s)} s")
+                raise SandboxError(f"{label}: timed out after {_fmt_num(timeout_s)} s", error_class="timeout")
             return _dead_child(proc, label, memory_limit_gb, timeout_s, startup=False)
         (size,) = struct.unpack("<Q", header)
         body = reader.read_exact(size, time.monotonic() + max(60.0, timeout_s))
         if body is None:
             _kill(proc)
-            raise SandboxError(f"{label}: the child process sent an incomplete result")
+            raise SandboxError(f"{label}: the child process sent an incomplete result", error_class="crash")
         status, value = pickle.loads(body)
     except BaseException:  # Cancelled (SIGTERM/SIGINT), or anything else: the child goes now
         _kill(proc)
@@ -145,7 +152,8 @@ def run_in_child(fn, *args, timeout_s: float = 120, memory_limit_gb: float = 8, 
         _reap(proc)
     if status == "ok":
         return value
-    raise SandboxError(value)
+    message, error_class = value
+    raise SandboxError(message, error_class=error_class)
 
 
 def run_in_process(fn, *args, memory_limit_gb: float = 8, user_file=None, **kwargs):
@@ -158,7 +166,8 @@ def run_in_process(fn, *args, memory_limit_gb: float = 8, user_file=None, **kwar
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - everything becomes a one-line message
-        raise SandboxError(_describe(exc, label, memory_limit_gb)) from None
+        raise SandboxError(_describe(exc, label, memory_limit_gb),
+                           error_class=_error_class(exc, label)) from None
 
 
 class _Reader:
@@ -202,17 +211,19 @@ def _dead_child(proc, label, memory_limit_gb, timeout_s, startup: bool):
     if startup and proc.poll() is None:
         _kill(proc)
         raise SandboxError(
-            f"{label}: the child process did not start within {_fmt_num(max(_STARTUP_S, timeout_s))} s"
+            f"{label}: the child process did not start within {_fmt_num(max(_STARTUP_S, timeout_s))} s",
+            error_class="timeout",
         )
     code = proc.wait()
     if code < 0:
         sig = -code
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
         if sig == signal.SIGKILL:
-            raise SandboxError(f"{label}: exceeded memory limit of {_fmt_num(memory_limit_gb)} GB (killed)")
-        raise SandboxError(f"{label}: the child process died with signal {name}")
+            raise SandboxError(f"{label}: exceeded memory limit of {_fmt_num(memory_limit_gb)} GB (killed)",
+                               error_class="memory")
+        raise SandboxError(f"{label}: the child process died with signal {name}", error_class="crash")
     what = "while starting" if startup else "without a result"
-    raise SandboxError(f"{label}: the child process exited {what} (exit code {code})")
+    raise SandboxError(f"{label}: the child process exited {what} (exit code {code})", error_class="crash")
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,14 +264,17 @@ def memory_limit_message(exc: BaseException, label: str, limit_gb: float) -> str
     return None
 
 
-def _describe(exc: BaseException, label: str, limit_gb: float) -> str:
-    """One-line message for an exception raised in the child."""
-    from .model_file import ModelFileError, exception_summary
-
+def _error_class(exc: BaseException, label: str) -> str:
+    """The class of an exception raised in the child (module docstring)."""
     if _is_memory_error(exc):
-        return f"{label}: exceeded memory limit of {_fmt_num(limit_gb)} GB"
-    if isinstance(exc, ModelFileError) or type(exc).__name__ in ("CaptureError", "SandboxError"):
-        return " ".join(str(exc).split())
+        return "memory"
+    if not isinstance(exc, SolarError) and _user_frames(exc, label):
+        return "capture"
+    return error_class_of(exc)
+
+
+def _user_frames(exc: BaseException, label: str) -> list[traceback.FrameSummary]:
+    """The frames of `exc`'s traceback that lie in the user's file `label`."""
     frames = traceback.extract_tb(exc.__traceback__)
     target = None
     try:
@@ -274,6 +288,18 @@ def _describe(exc: BaseException, label: str, limit_gb: float) -> str:
                 user_frames.append(fr)
         except (OSError, ValueError):
             continue
+    return user_frames
+
+
+def _describe(exc: BaseException, label: str, limit_gb: float) -> str:
+    """One-line message for an exception raised in the child."""
+    from .model_file import exception_summary
+
+    if _is_memory_error(exc):
+        return f"{label}: exceeded memory limit of {_fmt_num(limit_gb)} GB"
+    if isinstance(exc, SolarError):
+        return " ".join(str(exc).split())
+    user_frames = _user_frames(exc, label)
     summary = exception_summary(exc)
     if not user_frames:
         return f"{label}: {summary}"
@@ -307,19 +333,19 @@ def _child_main(fd: int, parent_pid: int) -> None:
         try:
             result: Any = ("ok", fn(*args, **kwargs))
         except BaseException as exc:  # noqa: BLE001 - everything becomes a one-line message
-            result = ("error", _describe(exc, label, limit_gb))
+            result = ("error", (_describe(exc, label, limit_gb), _error_class(exc, label)))
         try:
             body = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001
             body = pickle.dumps(
-                ("error", f"{label}: result cannot be returned ({type(exc).__name__}: {exc})")
+                ("error", (f"{label}: result cannot be returned ({type(exc).__name__}: {exc})", "internal"))
             )
     except BaseException as exc:  # noqa: BLE001 - failure while loading the work
         try:
             _send(fd, b"R")
         except OSError:
             pass
-        body = pickle.dumps(("error", _describe(exc, label, limit_gb)))
+        body = pickle.dumps(("error", (_describe(exc, label, limit_gb), _error_class(exc, label))))
     try:
         _send(fd, struct.pack("<Q", len(body)) + body)
     finally:

@@ -1,5 +1,5 @@
 """What the op templates of every framework frontend build loop IR with; imports no template and no
-frontend (torch and jax templates share it; `program.py` is the captured program it reads).
+frontend (torch and jax templates share it; `captured_program.py` is the captured program it reads).
 
 * `values`: `Val` (a tensor value read element by element: a stored tensor, a view, a generator)
   and `Loop` (one loop of a statement being built);

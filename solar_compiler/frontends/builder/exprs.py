@@ -27,7 +27,7 @@ from solar_compiler.loopir.ast import (
 from solar_compiler.loopir.simplify import Literal, literal, simplify_expr, with_children
 from solar_compiler.loopir.simplify import fold as fold_with
 
-from ..program import TensorRef
+from ..captured_program import TensorRef
 from .translator import Translator
 from .values import Val
 

@@ -11,7 +11,7 @@ from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import INT_DTYPES, Index, Read, SExpr, TensorDecl
 from solar_compiler.loopir.simplify import index_only, literal
 
-from ..program import TensorRef
+from ..captured_program import TensorRef
 from .exprs import INF, c, cast, cmp, fold, index_value, select
 from .index_maps import bcast_index
 from .translator import Translator

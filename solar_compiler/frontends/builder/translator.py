@@ -23,7 +23,7 @@ from solar_compiler.loopir.ast import (
 )
 from solar_compiler.loopir.simplify import simplify_affine, simplify_expr, simplify_index
 
-from ..program import AtenNode, CapturedProgram, Namer, TensorMeta, TensorRef
+from ..captured_program import AtenNode, CapturedProgram, Namer, TensorMeta, TensorRef
 from .values import Loop, Val, ivars, loops, stored
 
 # Names the loop text form reserves (keywords, roles, dtypes, loop kinds, literals).
@@ -41,6 +41,8 @@ class NoTemplate(TranslateError):
     """An op (or this use of it) has no template: an `OpFiller` (the LLM frontend's per-op fill-in)
     may translate it instead. Templates raise it through `tr.no_template(...)`, before emitting any
     statement."""
+
+    error_class = "unsupported op"
 
 
 class Translator:

@@ -29,6 +29,14 @@ from jax._src import core as jcore
 from jax._src import source_info_util as siu
 from jax._src.interpreters import partial_eval as pe
 
+from solar_compiler.frontends.captured_program import (
+    AtenNode,
+    CapturedProgram,
+    CaptureError,
+    Namer,
+    TensorMeta,
+    TensorRef,
+)
 from solar_compiler.frontends.model_file import (
     JAX_FORMAT,
     ModelFileError,
@@ -36,14 +44,6 @@ from solar_compiler.frontends.model_file import (
     exception_summary,
     load_model_file,
     user_line,
-)
-from solar_compiler.frontends.program import (
-    AtenNode,
-    CapturedProgram,
-    CaptureError,
-    Namer,
-    TensorMeta,
-    TensorRef,
 )
 
 from .program import CONTROL_FLOW, INLINED, Operand, SubProgram

@@ -20,8 +20,8 @@ from solar_compiler.analysis.polyhedral import check_bounds
 from solar_compiler.errors import SolarError
 from solar_compiler.executor.trace import IndirectTrace
 from solar_compiler.frontends import FrontendOptions, Translation
+from solar_compiler.frontends.captured_program import CaptureError
 from solar_compiler.frontends.model_file import JAX_FORMAT, ModelFileError, ModelSpec, load_model_file
-from solar_compiler.frontends.program import CaptureError
 from solar_compiler.frontends.validation import (
     SAMPLE_SEEDS,
     as_array,
@@ -46,7 +46,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
         spec = load_model_file(path, JAX_FORMAT)
         model, prog = build_capture(spec, options.mode)
     except (ModelFileError, CaptureError) as e:
-        raise SolarError(str(e)) from None
+        raise SolarError(str(e), error_class=e.error_class) from None
     t1 = time.perf_counter()
     tt = translate_program(prog, kernel_name=Path(path).stem)
     check_bounds(tt.kernel)
@@ -85,7 +85,7 @@ def build(spec: ModelSpec, options: FrontendOptions, full: JaxTranslation):
     try:
         model, prog = build_capture(spec, options.mode)
     except CaptureError as e:
-        raise SolarError(str(e)) from None
+        raise SolarError(str(e), error_class=e.error_class) from None
     tt = translate_program(prog, kernel_name=full.kernel.name)
     return tt.kernel, (model, prog, tt)
 
@@ -117,7 +117,8 @@ def run_samples(model: JaxModel, prog, tt: JaxTranslation, trace: IndirectTrace 
         cmp = compare(ref, got, dtypes, tolerances=tols)
         what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
         if not cmp.ok:
-            raise SolarError(f"{model.spec.path}: validation failed on {what}: {cmp.first_mismatch}")
+            raise SolarError(f"{model.spec.path}: validation failed on {what}: {cmp.first_mismatch}",
+                             error_class="validate")
         worst = max(worst, cmp.max_rel_err)
     return {"validated": True, "max_rel_err": worst, "samples": 1 + len(SAMPLE_SEEDS),
             "elements_checked": sum(math.prod(t.shape) for t in kernel.by_role("output"))}

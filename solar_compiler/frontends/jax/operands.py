@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from solar_compiler.frontends.builder.exprs import c, cast, settle
 from solar_compiler.frontends.builder.values import Val, generator, view
-from solar_compiler.frontends.program import AtenNode, TensorRef
+from solar_compiler.frontends.captured_program import AtenNode, TensorRef
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Const, IndexValue
 from solar_compiler.loopir.simplify import literal, simplify_expr

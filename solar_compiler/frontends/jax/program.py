@@ -1,12 +1,12 @@
 """What the JAX capture hands the translation besides the shared `CapturedProgram`: the bodies of
 control-flow primitives (`scan`, `while`, `cond`), captured with the program into node lists of their
-own. jax-free, like `frontends/program.py`."""
+own. jax-free, like `frontends/captured_program.py`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solar_compiler.frontends.program import AtenNode, TensorMeta, TensorRef
+from solar_compiler.frontends.captured_program import AtenNode, TensorMeta, TensorRef
 
 Operand = TensorRef | bool | int | float  # a named tensor, or a jaxpr literal as a Python scalar
 

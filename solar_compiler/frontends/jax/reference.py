@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from solar_compiler.frontends.program import CapturedProgram
+from solar_compiler.frontends.captured_program import CapturedProgram
 
 from .capture import JaxModel, real_params
 

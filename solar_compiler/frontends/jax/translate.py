@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from solar_compiler.frontends.program import CapturedProgram, sanitize
+from solar_compiler.frontends.captured_program import CapturedProgram, sanitize
 from solar_compiler.loopir.ast import Kernel
 
 from .translator import JaxTranslator

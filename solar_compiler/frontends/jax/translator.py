@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from solar_compiler.frontends.builder.translator import TranslateError, Translator
 from solar_compiler.frontends.builder.values import Val
-from solar_compiler.frontends.program import AtenNode, CapturedProgram, TensorRef
+from solar_compiler.frontends.captured_program import AtenNode, CapturedProgram, TensorRef
 
 from .program import Operand
 from .registry import lookup
@@ -33,7 +33,8 @@ class JaxTranslator(Translator):
             fn = lookup(node.op)
             if fn is None:
                 raise TranslateError(f"{self.loc}: no loop-IR template for jax primitive "
-                                     f"'{node.op.removeprefix('jax.')}' ({describe(node)})")
+                                     f"'{node.op.removeprefix('jax.')}' ({describe(node)})",
+                                     error_class="unsupported op")
             self._group_start = self.n_statements
             result = fn(self, node)
             self.flush_group()

@@ -76,10 +76,12 @@ class LLMConfig:
             return f"replay of {self.replay}"
         return self.model or "none"
 
-    def require(self, what: str) -> None:
-        """Raise the one-line 'no model configured' error for `what` (an op or a file) that needs one."""
+    def require(self, what: str, error_class: str) -> None:
+        """Raise the one-line 'no model configured' error for `what` (an op or a file) that needs one,
+        of the `error_class` of the failure that needs it (an op without a template: "unsupported op")."""
         if not self.available:
-            raise LLMError(f"{what}; an LLM can translate it, but no model is configured: {CONFIGURE_HINT}")
+            raise LLMError(f"{what}; an LLM can translate it, but no model is configured: {CONFIGURE_HINT}",
+                           error_class=error_class)
 
     def in_subfolder(self, source_path: str, name: str) -> LLMConfig:
         """The same config with transcripts (and manual prompts) in a subfolder of its folder."""
@@ -101,7 +103,7 @@ def source_hash(path: str) -> str:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
     except OSError as e:
-        raise SolarError(f"{path}:1: cannot read file: {e.strerror}") from None
+        raise SolarError(f"{path}:1: cannot read file: {e.strerror}", error_class="input") from None
 
 
 def transcript_dir(cfg: LLMConfig, source_path: str) -> Path:

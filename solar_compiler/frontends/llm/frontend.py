@@ -17,7 +17,7 @@ from pathlib import Path
 
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends import FrontendOptions, Translation
-from solar_compiler.loopir.ast import Kernel, LoopIRError
+from solar_compiler.loopir.ast import Kernel
 
 from .check import check_signature, extract, parse, run, verify
 from .config import LLMConfig
@@ -35,32 +35,26 @@ class LLMFrontend:
         from solar_compiler.frontends.sandbox import SandboxError, run_in_child
 
         cfg = options.llm or LLMConfig.resolve()
-        cfg.require(f"{path}:1: {WHOLE} is to be translated by an LLM")
+        cfg.require(f"{path}:1: {WHOLE} is to be translated by an LLM", "input")
         options = replace(options, llm=cfg)
         try:
             result = run_in_child(whole_program_job, path, options,
                                   timeout_s=options.timeout + 2 * cfg.attempts * cfg.timeout,
                                   memory_limit_gb=options.memory_gb, user_file=path)
         except SandboxError as e:
-            raise SolarError(str(e)) from None
+            raise SolarError(str(e), error_class=e.error_class) from None
         if isinstance(result, SolarError):
             raise result
-        if isinstance(result, str):
-            raise SolarError(result)
         return result
 
 
-def whole_program_job(path: str, options: FrontendOptions) -> Translation | SolarError | str:
-    """`translate_whole`, its diagnostics returned as one line (a SolarError keeps its class)."""
-    from solar_compiler.frontends.model_file import ModelFileError
-    from solar_compiler.frontends.torch.capture import CaptureError
-
+def whole_program_job(path: str, options: FrontendOptions) -> Translation | SolarError:
+    """`translate_whole`, its diagnostics (every one a SolarError: LoopIRError, ModelFileError,
+    CaptureError, ...) returned on one line, of the same class and error class."""
     try:
         return translate_whole(path, options)
     except SolarError as e:
-        return type(e)(" ".join(str(e).split()))
-    except (LoopIRError, ModelFileError, CaptureError) as e:
-        return " ".join(str(e).split())
+        return e.flattened()
 
 
 def translate_whole(path: str, options: FrontendOptions) -> Translation:

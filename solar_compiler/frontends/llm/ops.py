@@ -61,7 +61,7 @@ class TorchOpFiller:
     def fill(self, tr, node, why):
         from solar_compiler.frontends.builder.values import stored
 
-        self.cfg.require(str(why))
+        self.cfg.require(str(why), why.error_class)
         start = tr.n_statements  # the op's statements: materialised views, then the spliced kernel
         op = _resolve(node.op)
         schema = op._schema

@@ -49,7 +49,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
         spec = load_model_file(path)
         prog = capture(spec, mode=options.mode)
     except ModelFileError as e:
-        raise SolarError(str(e)) from None
+        raise SolarError(str(e), error_class=e.error_class) from None
     except CaptureError as e:
         raise capture_failure(spec, options, str(e)) from None
     t1 = time.perf_counter()
@@ -105,7 +105,7 @@ def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
         with torch.no_grad(), quiet():
             model(*sample)
     except Exception:  # noqa: BLE001 - any failure of the program itself
-        return SolarError(message)
+        return SolarError(message, error_class="capture")
     return CaptureFailed(message)
 
 

@@ -20,8 +20,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from solar_compiler.errors import SolarError
+from solar_compiler.frontends.captured_program import CapturedProgram, TensorMeta
 from solar_compiler.frontends.model_file import ModelFileError, ModelSpec, load_model_file
-from solar_compiler.frontends.program import CapturedProgram, TensorMeta
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Cmp, Index, IndexValue, Read, Select, SExpr
 from solar_compiler.loopir.simplify import literal
@@ -144,4 +144,4 @@ def _spec(program: CapturedProgram) -> ModelSpec:
         over = {k: v for k, v in program.size_constants.items() if spec.size_constants.get(k) != v}
         return spec.with_sizes(over) if over else spec
     except ModelFileError as e:
-        raise SolarError(str(e)) from None
+        raise SolarError(str(e), error_class=e.error_class) from None

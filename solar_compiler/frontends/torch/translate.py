@@ -14,7 +14,7 @@ from typing import Protocol
 
 from solar_compiler.frontends.builder.translator import NoTemplate, TranslateError, Translator, _loc_of
 from solar_compiler.frontends.builder.values import Val
-from solar_compiler.frontends.program import AtenNode, CapturedProgram, TensorRef, sanitize
+from solar_compiler.frontends.captured_program import AtenNode, CapturedProgram, TensorRef, sanitize
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Kernel, Node, Read, TensorDecl
 from solar_compiler.loopir.rewrite import writes_as_inputs

@@ -290,7 +290,8 @@ def _check(spec, seed, cmp) -> None:
     """A mismatch: the captured program is not the source program, or a template is wrong."""
     if not cmp.ok:
         what = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
-        raise CaptureFailed(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}")
+        raise CaptureFailed(f"{spec.path}: validation failed on {what}: {cmp.first_mismatch}",
+                            error_class="validate")
 
 
 def _record(prog, worst: float, samples: int, checked: int, f64: dict[str, float] | None = None) \

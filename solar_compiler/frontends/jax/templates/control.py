@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from solar_compiler.frontends.builder.exprs import cast, index_value, settle
 from solar_compiler.frontends.builder.values import Loop, Val, generator, ivars, loops, stored, view
-from solar_compiler.frontends.program import AtenNode, TensorMeta, TensorRef
+from solar_compiler.frontends.captured_program import AtenNode, TensorMeta, TensorRef
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Const, TensorDecl
 from solar_compiler.loopir.rewrite import retarget

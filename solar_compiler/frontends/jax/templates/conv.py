@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from solar_compiler.frontends.builder.conv import convolution
 from solar_compiler.frontends.builder.values import Val
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 
 from ..registry import template
 from ..translator import JaxTranslator

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from solar_compiler.frontends.builder.exprs import add, maximum, minimum, mul, sub, un
 from solar_compiler.frontends.builder.statements import scan_along
 from solar_compiler.frontends.builder.values import Val, stored
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.ast import SExpr
 
 from ..registry import template

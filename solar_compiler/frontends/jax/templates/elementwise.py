@@ -28,7 +28,7 @@ from solar_compiler.frontends.builder.exprs import (
 )
 from solar_compiler.frontends.builder.statements import map_op
 from solar_compiler.frontends.builder.values import Val
-from solar_compiler.frontends.program import AtenNode, TensorRef
+from solar_compiler.frontends.captured_program import AtenNode, TensorRef
 from solar_compiler.loopir.ast import FLOAT_DTYPES, Cast, IndexValue, SExpr
 
 from ..operands import literal_val, operand_dtype

@@ -27,7 +27,7 @@ from solar_compiler.frontends.builder.exprs import (
 )
 from solar_compiler.frontends.builder.statements import copy_into
 from solar_compiler.frontends.builder.values import Val, ivars, loops, stored
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Index, IndexValue, SExpr
 

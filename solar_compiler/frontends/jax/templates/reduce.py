@@ -7,7 +7,7 @@ from solar_compiler.frontends.builder.exprs import c, cast
 from solar_compiler.frontends.builder.index_maps import kept_shape
 from solar_compiler.frontends.builder.statements import accumulate, arg_index, reduce_into
 from solar_compiler.frontends.builder.values import Val, stored
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.ast import Read
 
 from ..registry import template

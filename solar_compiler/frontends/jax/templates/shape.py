@@ -12,7 +12,7 @@ from solar_compiler.frontends.builder.exprs import cast, index_value
 from solar_compiler.frontends.builder.index_maps import iadd, ineg_from, range_guards, reshape_map
 from solar_compiler.frontends.builder.statements import concat_into, copy_into, pad_into
 from solar_compiler.frontends.builder.values import Val, generator, ivars, loops, stored, view
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Const, Index
 

@@ -15,7 +15,7 @@ import numpy as np
 from solar_compiler.executor.numeric import STORAGE
 from solar_compiler.frontends.builder.exprs import INF, c, cast, cmp, index_value, select
 from solar_compiler.frontends.builder.values import Loop, Val, ivars, loops, stored, view
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import FLOAT_DTYPES, Read, SExpr, TensorDecl
 

@@ -10,7 +10,7 @@ from solar_compiler.executor.numeric import STORAGE
 from solar_compiler.frontends.builder.exprs import INF, c, cast
 from solar_compiler.frontends.builder.index_maps import dilated_window_index
 from solar_compiler.frontends.builder.values import Loop, Val, ivars, stored
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import INT_DTYPES
 

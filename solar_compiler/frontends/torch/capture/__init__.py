@@ -1,6 +1,7 @@
 """Capture a KernelBench-style PyTorch model file as a flat ATen graph.
 
-The result, :class:`CapturedProgram` (``program.py``), is what the loop-IR translator consumes.
+The result, :class:`CapturedProgram` (``frontends/captured_program.py``), is what the loop-IR
+translator consumes.
 Two capture methods exist:
 
 ``export`` (``export.py``)
@@ -30,7 +31,7 @@ the public helpers other modules of the frontend use. See ``docs/torch-capture.m
 rules and the ops that survive decomposition.
 """
 
-from solar_compiler.frontends.program import (
+from solar_compiler.frontends.captured_program import (
     AtenNode,
     CapturedProgram,
     CaptureError,

@@ -24,8 +24,8 @@ from torch._subclasses.fake_tensor import (
 from torch.export.exported_program import _override_composite_implicit_decomp
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
+from solar_compiler.frontends.captured_program import CapturedProgram, CaptureError, Namer
 from solar_compiler.frontends.model_file import ModelFileError, ModelSpec, exception_summary
-from solar_compiler.frontends.program import CapturedProgram, CaptureError, Namer
 
 from .graph import UserFile, finish, tensor_meta
 from .inputs import input_names

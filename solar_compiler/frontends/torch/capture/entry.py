@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from solar_compiler.frontends.captured_program import CapturedProgram, CaptureError
 from solar_compiler.frontends.model_file import ModelFileError, ModelSpec, exception_summary
-from solar_compiler.frontends.program import CapturedProgram, CaptureError
 
 from .dispatch import capture_dispatch
 from .export import capture_export

@@ -16,8 +16,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 
+from solar_compiler.frontends.captured_program import AtenNode, CapturedProgram, Namer, TensorMeta
 from solar_compiler.frontends.model_file import ModelSpec
-from solar_compiler.frontends.program import AtenNode, CapturedProgram, Namer, TensorMeta
 
 from .graph import NeedsFallback, SymbolicShape, UserFile, convert_args, finish, has_bool_index, tensor_meta
 from .inputs import input_names

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from solar_compiler.frontends.program import (
+from solar_compiler.frontends.captured_program import (
     AtenNode,
     CapturedProgram,
     CaptureError,

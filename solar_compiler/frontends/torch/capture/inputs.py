@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from solar_compiler.frontends.captured_program import Namer
 from solar_compiler.frontends.model_file import ModelSpec, load_model_file
-from solar_compiler.frontends.program import Namer
 
 from .util import to_numpy
 

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from solar_compiler.frontends.program import (
+from solar_compiler.frontends.captured_program import (
     AtenNode,
     CapturedProgram,
     CaptureError,

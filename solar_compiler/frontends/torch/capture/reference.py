@@ -13,8 +13,8 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.export.exported_program import _override_composite_implicit_decomp
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from solar_compiler.frontends.captured_program import CapturedProgram, CaptureError
 from solar_compiler.frontends.model_file import ModelSpec
-from solar_compiler.frontends.program import CapturedProgram, CaptureError
 
 from .entry import capture
 from .ops import PRESERVE_CIA, aten, dropout_decomp, has_cia_kernel, is_random, mutated_arg_indices, tables

@@ -17,6 +17,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 from torch.utils._python_dispatch import _disable_current_modes
 
+from solar_compiler.frontends.captured_program import CaptureError
 from solar_compiler.frontends.model_file import (
     ModelFileError,
     ModelSpec,
@@ -24,7 +25,6 @@ from solar_compiler.frontends.model_file import (
     load_model_file,
     user_line,
 )
-from solar_compiler.frontends.program import CaptureError
 
 #: Programs needing real execution during capture are run for real only below this size.
 REAL_RUN_LIMIT_BYTES = 2 * 2**30

@@ -19,7 +19,7 @@ from solar_compiler.frontends.builder.exprs import INF, add, c, cast, div, mul, 
 from solar_compiler.frontends.builder.index_maps import bcast_index
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, stored
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import Read, SExpr
 

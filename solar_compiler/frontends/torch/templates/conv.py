@@ -9,7 +9,7 @@ from solar_compiler.frontends.builder.conv import convolution
 from solar_compiler.frontends.builder.index_maps import int_tuple
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Val
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 
 from ..registry import template
 

@@ -30,7 +30,7 @@ from solar_compiler.frontends.builder.exprs import (
 from solar_compiler.frontends.builder.statements import full_val, map_op
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Val
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.ast import INT_DTYPES, SExpr
 
 from ..registry import template

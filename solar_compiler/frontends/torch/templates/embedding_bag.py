@@ -25,7 +25,7 @@ from solar_compiler.executor.numeric import identity
 from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, div, index_read, maximum, mul, select
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, stored
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, TensorDecl
 

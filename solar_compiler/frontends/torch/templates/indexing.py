@@ -10,7 +10,7 @@ from solar_compiler.frontends.builder.exprs import cast, index_read
 from solar_compiler.frontends.builder.index_maps import advanced_position, bcast_index, bcast_shape, norm_dim
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Val, ivars, loops, stored
-from solar_compiler.frontends.program import AtenNode, TensorRef
+from solar_compiler.frontends.captured_program import AtenNode, TensorRef
 from solar_compiler.loopir.ast import Index
 
 from ..registry import template

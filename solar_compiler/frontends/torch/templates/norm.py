@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from solar_compiler.frontends.builder.exprs import add, c, cast, div, mul, sub, un
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, ivars, stored
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
 

@@ -28,7 +28,7 @@ from solar_compiler.frontends.builder.index_maps import int_tuple, window_index
 from solar_compiler.frontends.builder.statements import padded
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, ivars, stored, view
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import Read, SExpr
 

@@ -15,7 +15,7 @@ import math
 from solar_compiler.frontends.builder.exprs import add, bin_, c, cast, cmp, index_value, mul, sub, un
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Val, ivars, loops, stored
-from solar_compiler.frontends.program import AtenNode, TensorRef
+from solar_compiler.frontends.captured_program import AtenNode, TensorRef
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import SExpr
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from solar_compiler.frontends.builder.exprs import add, c, cast, maximum, mul, sub, un
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, stored, view
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import Const, Read, SExpr, TensorDecl
 

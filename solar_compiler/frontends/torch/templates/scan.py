@@ -10,7 +10,7 @@ from solar_compiler.frontends.builder.index_maps import norm_dim
 from solar_compiler.frontends.builder.statements import copy_into, scan_along
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Val, stored
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.ast import SExpr
 
 from ..registry import template

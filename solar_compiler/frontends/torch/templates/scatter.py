@@ -27,7 +27,7 @@ from solar_compiler.frontends.builder.index_maps import advanced_position, bcast
 from solar_compiler.frontends.builder.statements import copy_into
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, fill, ivars, loops, stored, view
-from solar_compiler.frontends.program import AtenNode, TensorRef, tensor_refs
+from solar_compiler.frontends.captured_program import AtenNode, TensorRef, tensor_refs
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Index, Read, SExpr, TensorDecl
 

@@ -9,7 +9,7 @@ from solar_compiler.frontends.builder.index_maps import norm_dim, norm_dims
 from solar_compiler.frontends.builder.statements import accumulate, finalize
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Val, ivars, loops, stored
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
 

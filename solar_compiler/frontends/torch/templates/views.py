@@ -24,7 +24,7 @@ from solar_compiler.frontends.builder.index_maps import (
 from solar_compiler.frontends.builder.statements import map_op
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Val, view
-from solar_compiler.frontends.program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Index
 

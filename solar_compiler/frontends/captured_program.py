@@ -13,9 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from solar_compiler.errors import SolarError
 
-class CaptureError(Exception):
+
+class CaptureError(SolarError):
     """Capture failed; the message is one line, ``<file>[:<line>]: <what>``."""
+
+    error_class = "capture"
 
 
 @dataclass(frozen=True)
