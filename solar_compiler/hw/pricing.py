@@ -31,7 +31,9 @@ _F8_EXACT = ("fp8", "fp16", "bf16", "tf32", "fp32", "fp64")
 #: any of them is a legal implementation (inputs converted losslessly, products accumulated at >= the
 #: dtype's precision), so the fastest of them is the rate a lower bound must assume. Examples: f16
 #: fits TF32 (8-bit exponent, 10-bit mantissa); i8 fits fp16/bf16 (integers up to 2048/256 are
-#: exact); f32 fits fp64. i64 fits nothing narrower.
+#: exact); f32 fits fp64. i64 fits nothing narrower. Bool (values 0 and 1) fits INT4, and the 1-bit
+#: (binary) tensor unit computes its dot products exactly: AND of the bits and a population count,
+#: accumulated in int32 (CUDA's bmma with bmmaBitOpAND), which is sum_k a_k * b_k for a, b in {0, 1}.
 EXACT: dict[str, tuple[str, ...]] = {
     "f64": ("fp64",),
     "f32": ("fp32", "fp64"),
@@ -42,7 +44,7 @@ EXACT: dict[str, tuple[str, ...]] = {
     "i8": ("int8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
     "i32": ("int32", "fp64"),
     "i64": (),
-    "bool": ("int8", "fp8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
+    "bool": ("binary", "int4", "int8", "fp8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
 }
 # Integer ALU throughput is taken to be at most the fp32 lane rate (true of every target here: H100
 # runs INT32 at half its FP32 rate), so integer/bool work is also priced at the fp32 vector rate.
@@ -58,13 +60,16 @@ LABEL = {
     "fp16": "FP16",
     "fp8": "FP8",
     "int8": "INT8",
+    "int4": "INT4",
+    "binary": "binary (1-bit AND + popcount)",
     "int32": "INT32",
 }
 _SECTION_LABEL = {"matrix": "tensor", "vector": "vector"}
 #: Bits of information in one element of each format: what an implementation that keeps operands in
 #: that format must move at least (TF32: sign, 8-bit exponent, 10-bit mantissa; its other 13 bits of
 #: a 32-bit word are zero once rounded, so a packed layout could move 19).
-FORMAT_BITS = {"fp64": 64, "fp32": 32, "tf32": 19, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int32": 32}
+FORMAT_BITS = {"fp64": 64, "fp32": 32, "tf32": 19, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4,
+               "binary": 1, "int32": 32}
 #: Loop-IR dtypes (solar_compiler/text/loop.lark).
 DTYPES = tuple(EXACT)
 #: Precision policies for f32 contractions.
