@@ -33,7 +33,53 @@ def get_init_inputs():
     return []
 """
 
-PROGRAMS = {"any_all": ANY_ALL, "bool_mm": BOOL_MM}
+
+def _mm(a: str, b: str, n: int = 2048, scale: str = "") -> str:
+    return f"""
+import torch
+class Model(torch.nn.Module):
+    def forward(self, a, b):
+        return (a.float(){scale}) @ b.float()
+def get_inputs():
+    return [torch.randn({n}, {n}).to({a}), torch.randn({n}, {n}).to({b})]
+def get_init_inputs():
+    return []
+"""
+
+
+BLOCK_FP8 = """
+import torch
+M = N = K = 1024
+class Model(torch.nn.Module):
+    def forward(self, a, sa, b, sb):
+        # fp8 operands dequantised in the reference: a with 1 x 128 scales, b with 128 x 128 scales
+        ad = (a.float().view(M, K // 128, 128) * sa[:, :, None]).view(M, K)
+        bd = (b.float().view(K // 128, 128, N // 128, 128) * sb[:, None, :, None]).view(K, N)
+        return ad @ bd
+def get_inputs():
+    return [torch.randn(M, K).to(torch.float8_e4m3fn), torch.rand(M, K // 128) + 0.5,
+            torch.randn(K, N).to(torch.float8_e4m3fn), torch.rand(K // 128, N // 128) + 0.5]
+def get_init_inputs():
+    return []
+"""
+
+# a per-element scale varies along k: no block to apply it to, so it stays f32 work
+ELEMENT_SCALED = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, a, s, b):
+        return (a.float() * s) @ b.float()
+def get_inputs():
+    return [torch.randn(256, 256).bfloat16(), torch.rand(256, 256), torch.randn(256, 256).bfloat16()]
+def get_init_inputs():
+    return []
+"""
+
+PROGRAMS = {"any_all": ANY_ALL, "bool_mm": BOOL_MM,
+            "e4m3_e5m2": _mm("torch.float8_e4m3fn", "torch.float8_e5m2"),
+            "f16_bf16": _mm("torch.float16", "torch.bfloat16"),
+            "bf16_x2": _mm("torch.bfloat16", "torch.bfloat16", scale=" * 2.0"),
+            "block_fp8": BLOCK_FP8, "element_scaled": ELEMENT_SCALED}
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +162,67 @@ def test_bool_matmul_through_float_runs_on_a100_binary_tensor_cores(capsys, torc
     assert r["bounds"]["A100_SXM"]["fused_terms_s"]["matrix"] == pytest.approx(2 * 2048**3 / 4992e12,
                                                                                rel=1e-12)
     assert r["hw"]["A100_SXM"]["matrix"]["bool"]["figure"] == "matrix.binary"
+
+
+# ---- mixed operand pairs and exact scalings (H100_SXM: BF16 989.4, FP8 1978.9, TF32 494.7 TFLOP/s) --------
+MM2048 = 2 * 2048**3  # 17,179,869,184 FLOPs
+
+
+def _matrix(r: dict, hw: str = "H100_SXM") -> tuple[str, str, float]:
+    (op,) = [o for o in r["ops"] if o["flops_matrix"]]
+    fig = r["hw"][hw]["matrix"][op["matrix_dtype"]]
+    return op["matrix_dtype"], fig["figure"], r["bounds"][hw]["fused_terms_s"]["matrix"]
+
+
+def test_e4m3_times_e5m2_runs_on_hopper_fp8_tensor_cores(capsys, torch_files):
+    """Was 17.4 us (the pair joined to bf16); Hopper's fp8 MMA takes mixed e4m3/e5m2: 8.68 us."""
+    r = report(capsys, torch_files["e4m3_e5m2"], "H100_SXM")
+    assert r["validation"]["validated"]
+    assert _matrix(r)[:2] == ("f8e4m3*f8e5m2", "matrix.fp8")
+    fused = r["bounds"]["H100_SXM"]["fused_s"]
+    assert fused == pytest.approx(MM2048 / 1978.9e12, rel=1e-12) and round(fused * 1e6, 2) == 8.68
+    # A100 has no fp8 unit: both fp8 variants fit FP16, the pair runs there (312 TFLOP/s)
+    r = report(capsys, torch_files["e4m3_e5m2"], "A100_SXM")
+    assert _matrix(r, "A100_SXM")[1] in ("matrix.fp16", "matrix.bf16")
+
+
+def test_f16_times_bf16_under_fp32_policy_runs_on_tf32(capsys, torch_files):
+    """Was 52.1 us under --precision fp32 (joined to f32: Ozaki-II); TF32 holds every f16 and bf16
+    value exactly, whatever the policy: 34.7 us."""
+    r = report(capsys, torch_files["f16_bf16"], "H100_SXM", "--precision", "fp32")
+    assert _matrix(r)[:2] == ("bf16*f16", "matrix.tf32")
+    fused = r["bounds"]["H100_SXM"]["fused_s"]
+    assert fused == pytest.approx(MM2048 / 494.7e12, rel=1e-12) and round(fused * 1e6, 1) == 34.7
+
+
+def test_an_exact_scaling_keeps_the_upcast_look_through(capsys, torch_files):
+    """(a.float() * 2.0) @ b.float() on bf16: was 34.7 us at TF32; 2 * (A @ B) runs at BF16: 17.4 us.
+    The multiply stays vector work (2048^2 FLOPs)."""
+    r = report(capsys, torch_files["bf16_x2"], "H100_SXM")
+    assert r["validation"]["validated"]
+    dt, fig, t_matrix = _matrix(r)
+    assert (dt, fig) == ("bf16", "matrix.bf16") and t_matrix == pytest.approx(MM2048 / 989.4e12, rel=1e-12)
+    assert r["totals"]["flops_vector"] == 2048**2
+    assert round(r["bounds"]["H100_SXM"]["fused_s"] * 1e6, 1) == 17.4
+
+
+def test_block_scaled_fp8_gemm_is_priced_at_the_fp8_rate(capsys, torch_files):
+    """The B200 case in small: fp8 operands with 1 x 128 and 128 x 128 fp32 scales, dequantised before
+    the matmul. Was priced at TF32 (2 x 1024^3 / 1125 TFLOP/s = 1.909 us of compute on B200); the
+    per-block scales apply in the accumulator, so FP8 4.5 PFLOP/s: 0.477 us, and the bound is the DRAM
+    term (two 1 MiB fp8 operands, 32 KiB + 256 B of scales, a 4 MiB f32 result at 8 TB/s)."""
+    r = report(capsys, torch_files["block_fp8"], "B200")
+    assert r["validation"]["validated"]
+    dt, fig, t_matrix = _matrix(r, "B200")
+    assert (dt, fig) == ("f8e4m3", "matrix.fp8")
+    assert t_matrix == pytest.approx(2 * 1024**3 / 4.5e15, rel=1e-12)
+    assert r["totals"]["bytes_fused"] == 2 * 1024**2 + 1024 * 8 * 4 + 8 * 8 * 4 + 4 * 1024**2 == 6_324_480
+    fused = r["bounds"]["B200"]["fused_s"]
+    assert fused == pytest.approx(6_324_480 / 8.0e12, rel=1e-12) and fused < 2 * 1024**3 / 1125e12
+
+
+def test_a_per_element_scale_is_not_looked_through(capsys, torch_files):
+    """(a.float() * s) @ b.float() with s varying along k: the products are of f32 values, so the
+    contraction stays f32 (TF32 under auto), never BF16."""
+    r = report(capsys, torch_files["element_scaled"], "H100_SXM")
+    assert _matrix(r)[:2] == ("f32", "matrix.tf32")

@@ -76,6 +76,17 @@ DTYPES = tuple(EXACT)
 PRECISIONS = tuple(POLICY_FORMAT)
 
 
+def exact_formats(dtype: str) -> tuple[str, ...]:
+    """``EXACT[dtype]``; for a mixed operand pair ``'a*b'`` (``analysis/costs.py``: neither dtype holds
+    the other) the formats that hold both exactly, in ``a``'s order: a unit whose input format holds
+    every value of each operand computes each product exactly (f16 x bf16 on TF32; e4m3 x e5m2 on the
+    fp8 tensor unit, which takes either fp8 variant per operand on Hopper and later)."""
+    parts = dtype.split("*")
+    if any(p not in EXACT for p in parts):
+        raise HwTargetError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)} (or a pair 'a*b')")
+    return tuple(f for f in EXACT[parts[0]] if all(f in EXACT[p] for p in parts[1:]))
+
+
 @dataclass(frozen=True)
 class Priced:
     """The rate a dtype's work is priced at and where it comes from: ``key`` is the figure used
@@ -94,14 +105,14 @@ def price_matrix(t: HwTarget, dtype: str, precision: str = "auto") -> Priced:
     if precision not in POLICY_FORMAT:
         known = ", ".join(PRECISIONS)
         raise HwTargetError(f"{t.name}: unknown precision policy {precision!r}; known: {known}")
-    formats = list(EXACT[dtype])
+    formats = list(exact_formats(dtype))
     extra = POLICY_FORMAT[precision]
     if dtype == "f32" and extra is not None:
         formats.insert(0, extra)
     keys = [f"{section}.{fmt}" for fmt in formats for section in ("matrix", "vector")]
-    if dtype in _INT_DTYPES:
+    if all(p in _INT_DTYPES for p in dtype.split("*")):
         keys.append("vector.fp32")
-    keys += [f"emulation.{name}" for name, e in t.emulation.items() if e.computes in EXACT[dtype]]
+    keys += [f"emulation.{name}" for name, e in t.emulation.items() if e.computes in formats]
     return _pick(t, dtype, "contractions", keys)
 
 
@@ -110,9 +121,9 @@ def operand_bits(dtype: str, precision: str = "auto") -> int:
     the narrowest format that meets its accuracy contract (the dtype's exact formats, and the policy's
     reduced format for f32), whatever the target lists (an implementation may store operands in a
     format and convert on chip). Emulations split an element into more bits, never fewer."""
-    if dtype not in EXACT or precision not in POLICY_FORMAT:
-        raise HwTargetError(f"unknown dtype {dtype!r} or precision policy {precision!r}")
-    formats = list(EXACT[dtype])
+    if precision not in POLICY_FORMAT:
+        raise HwTargetError(f"unknown precision policy {precision!r}")
+    formats = list(exact_formats(dtype))
     if dtype == "f32" and POLICY_FORMAT[precision] is not None:
         formats.append(POLICY_FORMAT[precision])
     return min((FORMAT_BITS[f] for f in formats), default=64)
@@ -163,7 +174,7 @@ def fmt_rate(rate: float) -> str:
 
 
 def _check_dtype(t: HwTarget, dtype: str) -> None:
-    if dtype not in EXACT:
+    if any(p not in EXACT for p in dtype.split("*")):
         raise HwTargetError(f"{t.name}: unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
 
 
