@@ -75,7 +75,21 @@ def get_init_inputs():
     return []
 """
 
-PROGRAMS = {"any_all": ANY_ALL, "bool_mm": BOOL_MM,
+ITEM_LOOP = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, a, b):
+        acc = 0.0
+        for i in range(64):
+            acc += a[i].item() * b[i].item()
+        return torch.tensor([acc])
+def get_inputs():
+    return [torch.randn(64), torch.randn(64)]
+def get_init_inputs():
+    return []
+"""
+
+PROGRAMS = {"any_all": ANY_ALL, "bool_mm": BOOL_MM, "item_loop": ITEM_LOOP,
             "e4m3_e5m2": _mm("torch.float8_e4m3fn", "torch.float8_e5m2"),
             "f16_bf16": _mm("torch.float16", "torch.bfloat16"),
             "bf16_x2": _mm("torch.bfloat16", "torch.bfloat16", scale=" * 2.0"),
@@ -226,3 +240,15 @@ def test_a_per_element_scale_is_not_looked_through(capsys, torch_files):
     contraction stays f32 (TF32 under auto), never BF16."""
     r = report(capsys, torch_files["element_scaled"], "H100_SXM")
     assert _matrix(r)[:2] == ("f32", "matrix.tf32")
+
+
+# ---- item 6 (part): repeated notes are folded in the JSON too ---------------------------------------------
+def test_a_value_read_per_loop_iteration_is_one_folded_entry(capsys, torch_files):
+    """128 `.item()` reads (2 per iteration of a 64-step Python loop) were 128 identical entries of
+    the JSON's value_dependent list (4,096 in the issue's program); now one, with its count."""
+    from solar_compiler.analysis.summary import fold_repeats
+
+    r = report(capsys, torch_files["item_loop"], "H100_SXM")
+    (vd,) = r["validation"]["value_dependent"]
+    assert vd.startswith("aten._local_scalar_dense.default at ") and vd.endswith(" (x128)")
+    assert fold_repeats(["b", "a", "b", "c", "b"]) == ["b (x3)", "a", "c"]
