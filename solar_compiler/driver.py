@@ -158,6 +158,7 @@ class _DeferredOutput(io.StringIO):
 class SolarOptMain(xDSLOptMain):
     _deferred: _DeferredOutput | None = None
     json_report: dict[str, Any] | None = None  # the last chunk's report, when the output is JSON
+    below_bound: list[str] = []  # where a --measured time is below a bound (any chunk): exit 4
 
     def prepare_output(self) -> IO[str]:
         out = self.args.output_file
@@ -399,6 +400,13 @@ class SolarOptMain(xDSLOptMain):
 
             write_plot(module_report(prog), self.args.plot)
         text = super().output_resulting_program(prog)
+        if getattr(self.args, "measured", None):
+            from solar_compiler.analysis.measured import violations
+            from solar_compiler.records import load_report
+
+            report = load_report(prog)
+            if report is not None:
+                self.below_bound = [*self.below_bound, *violations(report.get("measured"))]
         if self.args.target == "json":  # for run_pipeline's caller (solar-bench)
             self.json_report = json.loads(text)
         return text
@@ -508,16 +516,21 @@ def run_pipeline(argv: list[str]) -> dict[str, Any] | None:
     `solar-report/1`) when the output is the JSON report (`--format=json`), else None. Errors raise
     (SolarError and others); `main` turns them into one line. `solar-bench` calls this in its
     sandboxed workers, so both tools build the same pipeline."""
+    return _run_opt(argv).json_report
+
+
+def _run_opt(argv: list[str]) -> SolarOptMain:
     relax_gc()
     opt = SolarOptMain(args=argv)
     opt.run()
-    return opt.json_report
+    return opt
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run `solar-opt`. A user error (SolarError, a parse or verification error) is one line on stderr
     and exit 1; anything else is a bug, reported as one line saying so (the traceback with --debug)
-    and exit 70."""
+    and exit 70. A `--measured` time below a bound is reported (the output is still written) and
+    exits 4 (SOL_VIOLATION_EXIT), so CI can gate on it."""
     if argv is None:
         argv = sys.argv[1:]
     debug = "--debug" in argv
@@ -539,8 +552,15 @@ def main(argv: list[str] | None = None) -> int:
                 target = calibrate_host(force="--force" in argv)
                 print("\n".join([*summary(target), f"host calibrated: {target.path}"]))
                 return 0
-            run_pipeline(argv)
+            opt = _run_opt(argv)
             progress.phase("done")
+            if opt.below_bound:
+                from solar_compiler.analysis.measured import SOL_VIOLATION_EXIT
+
+                where = ", ".join(opt.below_bound)
+                print(f"solar-opt: SOL violation: the measured time is below the bound ({where}): a bug in "
+                      "the bound, or a measurement of something else", file=sys.stderr)
+                return SOL_VIOLATION_EXIT
     except SystemExit:
         raise
     except KeyboardInterrupt as e:

@@ -270,3 +270,21 @@ def test_user_code_runs_under_the_default_collector(capsys) -> None:
     with user_code_gc():
         assert gc.get_threshold() == (700, 10, 10)
     assert gc.get_threshold() == relaxed
+
+
+def test_measured_below_a_bound_exits_4(capsys) -> None:
+    """Issue 21 item 8: a measured time below a bound exits 4 (1, 2, 3, 70 are taken), report still
+    printed. matmul_f32_4096 on H100_SXM: 2 x 4096^3 FLOPs at TF32 494.7 TFLOP/s = 277.8 us."""
+    mm = str(REPO / "examples/loop/bounds/matmul_f32_4096.loop")
+    rc, out, err = run_main(capsys, mm, "--roofline=all", "--hw", "H100_SXM", "--measured=100us")
+    assert rc == 4
+    assert "fused        277.8 us  277.8% BELOW" in out
+    assert err == ("solar-opt: SOL violation: the measured time is below the bound (H100_SXM unfused, "
+                   "H100_SXM fused, H100_SXM cache-aware): a bug in the bound, or a measurement of "
+                   "something else\n")
+    rc, out, err = run_main(capsys, mm, "--roofline=all", "--hw", "H100_SXM", "--measured=278us",
+                            "--format=json")
+    assert (rc, err) == (0, "")
+    rc, _, err = run_main(capsys, mm, "--roofline=all", "--hw", "H100_SXM", "--measured=277us",
+                          "--format=json")
+    assert rc == 4 and "(H100_SXM unfused, H100_SXM fused, H100_SXM cache-aware)" in err

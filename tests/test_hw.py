@@ -60,8 +60,13 @@ def test_bundled_target_loads_and_is_consistent(name: str) -> None:
         assert e.source.startswith("https://") and e.computes in ("fp32", "fp64") and e.products >= 1
         assert t.price_matrix("f32" if e.computes == "fp32" else "f64", "fp32").rate >= t.matrix[
             e.via.split(".")[1]].value / e.products
-    assert t.matrix["int8"].unit == "OP/s"
-    assert all(f.unit == "FLOP/s" for k, f in t.matrix.items() if k != "int8")
+    if "int4" in m:  # the integer ladder: INT4 2x INT8, binary 4x INT4 (Ampere whitepaper)
+        assert m["int4"] / m["int8"] == pytest.approx(2.0, rel=0.02)
+    if "binary" in m:
+        assert m["binary"] / m["int4"] == pytest.approx(4.0, rel=0.02)
+    ints = ("int8", "int4", "binary")
+    assert t.matrix["int8"].unit == "OP/s" and all(t.matrix[k].unit == "OP/s" for k in ints if k in m)
+    assert all(f.unit == "FLOP/s" for k, f in t.matrix.items() if k not in ints)
     assert hash(t) == hash(load_target(name))
 
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -62,7 +62,7 @@ from solar_compiler.analysis.polyhedral import (
     partition,
 )
 from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
-from solar_compiler.analysis.value_dtypes import ValueDtypes, join, operand_factors
+from solar_compiler.analysis.value_dtypes import ValueDtypes, is_block_scale, join, operand_factors
 from solar_compiler.analysis.vector_work import VectorWork, literal_ops
 from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
 from solar_compiler.loopir.ast import (
@@ -432,16 +432,28 @@ def contraction_dtype(ctx: StmtContext, values: ValueDtypes | None = None) -> st
     s = ctx.stmt
     if s.kind != "+=":
         return None
-    reduced = set(ctx.ivs) - s.target_vars
+    reduced = frozenset(set(ctx.ivs) - s.target_vars)
     factors = operand_factors(s.value)
     dep = [f for f in factors if expr_vars(f) & reduced]
     if len(dep) < 2:
         return None
-    return join(_value_dtype(ctx, f, values) for f in dep[:2])
+    # a block scale (`s[i, k // 128]`) is applied per block in the accumulator, not on the matrix unit
+    data = [f for f in dep if not is_block_scale(f, reduced)]
+    return pair_dtype(_value_dtype(ctx, f, values, reduced) for f in (data if len(data) >= 2 else dep)[:2])
 
 
-def _value_dtype(ctx: StmtContext, e: SExpr, values: ValueDtypes | None) -> str:
-    return (values or ValueDtypes(None)).of(ctx, e)
+def pair_dtype(dtypes: Iterable[str]) -> str:
+    """The matrix dtype of a contraction on operands of `dtypes`: their join when one holds the other
+    (bf16 and i8: bf16), else the mixed pair 'a*b' (sorted), which `hw/pricing.py` prices at the formats
+    holding both: e4m3 x e5m2 runs on Hopper's fp8 tensor cores (they take mixed fp8 operands), f16 x
+    bf16 on TF32 (which holds both exactly) whatever the f32 policy; their join (bf16, f32) would not."""
+    ds = sorted(set(dtypes))
+    j = join(ds)
+    return j if len(ds) < 2 or j in ds else "*".join(ds)
+
+
+def _value_dtype(ctx: StmtContext, e: SExpr, values: ValueDtypes | None, reduced: frozenset[str]) -> str:
+    return (values or ValueDtypes(None)).stored(ctx, e, reduced)
 
 
 def contraction_flops(ctx: StmtContext, iterations: int) -> tuple[int, int]:

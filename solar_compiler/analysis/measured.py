@@ -102,3 +102,20 @@ def measured_record(report: dict[str, Any], m: Measured) -> dict[str, Any]:
         out["modules"].append({"path": path, "measured_s": t,
                                "sol": {h: _compare(row["bound_s"][h], t) for h in targets}})
     return out
+
+
+def violations(section: dict[str, Any] | None) -> list[str]:
+    """Where a measured time is below a bound, as 'TARGET fidelity' or 'module PATH on TARGET': what
+    `solar-opt --measured` names when it exits with SOL_VIOLATION_EXIT."""
+    if not section:
+        return []
+    out = [f"{h} {f}" for h, fs in (section["sol"] or {}).items() for f, c in fs.items()
+           if c and c["below_bound"]]
+    out += [f"module {row['path']} on {h}" for row in section["modules"] for h, c in row["sol"].items()
+            if c and c["below_bound"]]
+    return out
+
+
+# `solar-opt --measured T` exits with this when a measured time is below a bound, so CI can gate on
+# it (1: user error, 2: usage, 3: the manual LLM provider waits, 70: internal error; 128+N: signals).
+SOL_VIOLATION_EXIT = 4

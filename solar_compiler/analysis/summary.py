@@ -46,7 +46,7 @@ order) and `reorder_chains` says whether the costs are those of the best orders 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
@@ -76,10 +76,20 @@ def module_validation(module: ModuleOp) -> dict[str, Any]:
     if missing:
         raise SolarError(f"module attribute solar.program: validation record misses {', '.join(missing)}")
     if info.value_dependent:
-        record = {**record, "value_dependent": list(info.value_dependent)}
+        record = {**record, "value_dependent": fold_repeats(info.value_dependent)}
     if info.notes:
-        record = {**record, "notes": list(info.notes)}
+        record = {**record, "notes": fold_repeats(info.notes)}
     return record
+
+
+def fold_repeats(items: Iterable[str]) -> list[str]:
+    """Each distinct item once, in first-seen order, 'item (xN)' when it repeats: a note raised once
+    per loop iteration of the source (4,096 times for a `.item()` loop) is one entry, in the JSON as in
+    the text report."""
+    counts: dict[str, int] = {}
+    for s in items:
+        counts[s] = counts.get(s, 0) + 1
+    return [s if n == 1 else f"{s} (x{n})" for s, n in counts.items()]
 
 
 def as_written_record(module: ModuleOp, indirect: str = "traced") -> dict[str, dict] | None:

@@ -35,7 +35,7 @@ import islpy as isl
 import numpy as np
 
 from solar_compiler.analysis.polyhedral import access_map
-from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.affine import AffExpr, FloorDiv
 from solar_compiler.loopir.ast import (
     DTYPES,
     Binary,
@@ -47,6 +47,7 @@ from solar_compiler.loopir.ast import (
     SExpr,
     StmtContext,
     Unary,
+    reads,
     statements,
 )
 
@@ -70,6 +71,9 @@ _ORDER = ("bool", "i8", "f8e4m3", "f8e5m2", "bf16", "f16", "i32", "f32", "i64", 
 _EXACT_OPS_UNARY = ("neg", "abs")
 _EXACT_OPS_BINARY = ("max", "min")
 _PICKING_KINDS = ("=", "max=", "min=")   # a reduction whose result is one of its operands' values
+#: The shortest run of consecutive reduced-index values a scale must stay constant over to be applied
+#: outside the matrix unit: the K of the smallest MMA instruction (m16n8k16 on 16-bit operands).
+MIN_SCALE_BLOCK = 16
 
 
 def operand_factors(e: SExpr) -> list[SExpr]:
@@ -171,6 +175,40 @@ class ValueDtypes:
             return self._read(ctx, e)
         return e.typed()
 
+    def stored(self, ctx: StmtContext, e: SExpr, reduced: frozenset[str]) -> str:
+        """The dtype a contraction factor `e` of statement `ctx` may be priced at: `of`, looking also
+        through block scales (`is_block_scale`) applied in the statements that wrote a local it
+        reads, as `(a.float() * 2.0) @ b.float()` and dequantised fp8 operands are written."""
+        if isinstance(e, Read) and self.roles.get(e.tensor) == "local" and not e.indirect:
+            found = self._scaled_writers(ctx, e, reduced)
+            if found is not None:
+                return found
+        return self.of(ctx, e)
+
+    def _scaled_writers(self, ctx: StmtContext, r: Read, reduced: frozenset[str]) -> str | None:
+        """The join over the writers that can reach read `r` of the dtype of their one data factor,
+        when each stores (`=`) a product of it with block scales; else None."""
+        if not reduced & set().union(*(i.vars() for i in r.indices if isinstance(i, AffExpr))):
+            return None
+        seen = _read_region(ctx, r)
+        out: list[str] = []
+        for w in self.writers.get(r.tensor, []):
+            if not _may_precede(w, ctx) or (seen is not None and not _meets(w, seen)):
+                continue
+            s = w.stmt
+            names = [i.terms[0][0] for i in s.indices if isinstance(i, AffExpr) and i.is_var()]
+            if s.kind != "=" or len(names) != len(s.indices) or len(set(names)) != len(names):
+                return None
+            env = {str(v): i for v, i in zip(names, r.indices, strict=True) if isinstance(i, AffExpr)}
+            if len(env) != len(names):
+                return None
+            parts = scale_factors(s.value)
+            data = [(f, divides) for f, divides in parts if not is_block_scale(f, reduced, env)]
+            if len(data) != 1 or data[0][1]:
+                return None
+            out.append(self.of(w, data[0][0]))
+        return join(out) if out else None
+
     def _read(self, ctx: StmtContext, r: Read) -> str:
         declared = r.typed()
         key = (ctx.index, r.tensor, tuple(str(i) for i in r.indices))
@@ -223,3 +261,52 @@ def _meets(w: StmtContext, region: isl.Set) -> bool:
         return True
     written = access_map(w, s.target, [i for i in s.indices if isinstance(i, AffExpr)]).range()
     return not written.intersect(region).is_empty()
+
+
+def scale_factors(e: SExpr) -> list[tuple[SExpr, bool]]:
+    """The factors of a product (`a * b`, `a / b`, `-a`), each with whether it divides."""
+    if isinstance(e, Unary) and e.fn == "neg":
+        return scale_factors(e.x)
+    if isinstance(e, Binary) and e.fn == "mul":
+        return scale_factors(e.a) + scale_factors(e.b)
+    if isinstance(e, Binary) and e.fn == "div":
+        return scale_factors(e.a) + [(e.b, True)]
+    return [(e, False)]
+
+
+def is_block_scale(f: SExpr, reduced: frozenset[str], env: dict[str, AffExpr] | None = None) -> bool:
+    """Whether factor `f` of a contraction's operand is constant along each reduced variable over runs
+    of at least MIN_SCALE_BLOCK consecutive values: a literal, or reads whose indices use a reduced
+    variable only as `k // B` (B >= MIN_SCALE_BLOCK). Then `sum_k s(k // B) a_k b_k` is `sum_kb s(kb)
+    * (sum_{k in kb} a_k b_k)`: the inner sums run on the operands' own dtype, the scale is applied
+    per block in the accumulator (block-scaled fp8 GEMMs; `(a.float() * 2.0) @ b.float()`). `env`
+    maps a writer's loop variables to the reader's index expressions (a scale applied in the
+    statement that wrote the operand local); a variable it does not map makes `f` no scale."""
+    for r in reads(f):
+        if r.indirect:
+            return False
+        for i in r.indices:
+            assert isinstance(i, AffExpr)
+            if env is not None:
+                if not i.vars() <= set(env):
+                    return False
+                i = i.substitute(env)
+            if not _blockwise(i, reduced):
+                return False
+    return True
+
+
+def _blockwise(i: AffExpr, reduced: frozenset[str]) -> bool:
+    for atom, _ in i.terms:
+        if isinstance(atom, str):
+            if atom in reduced:
+                return False
+            continue
+        hit = atom.num.vars() & reduced
+        if not hit:
+            continue
+        if not isinstance(atom, FloorDiv) or atom.num.is_quasi():
+            return False
+        if any(atom.den < MIN_SCALE_BLOCK * abs(atom.num.coeff(v)) for v in hit):
+            return False
+    return True

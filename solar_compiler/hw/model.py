@@ -22,7 +22,7 @@ from solar_compiler.hw.pricing import Priced
 #: classic 2x error. Sparse-vs-dense cannot be detected from a number; the files' headers say "dense".
 UNITS = ("FLOP/s", "OP/s", "bytes", "bytes/s", "Hz", "count")
 #: Matrix (tensor-core / matrix-core / BLAS) formats a target may list.
-MATRIX_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+MATRIX_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "binary")
 #: Vector (CUDA-core / SIMD) formats a target may list.
 VECTOR_KEYS = ("fp64", "fp32", "bf16", "fp16", "int32")
 #: Name of the measured host target.

@@ -31,7 +31,9 @@ _F8_EXACT = ("fp8", "fp16", "bf16", "tf32", "fp32", "fp64")
 #: any of them is a legal implementation (inputs converted losslessly, products accumulated at >= the
 #: dtype's precision), so the fastest of them is the rate a lower bound must assume. Examples: f16
 #: fits TF32 (8-bit exponent, 10-bit mantissa); i8 fits fp16/bf16 (integers up to 2048/256 are
-#: exact); f32 fits fp64. i64 fits nothing narrower.
+#: exact); f32 fits fp64. i64 fits nothing narrower. Bool (values 0 and 1) fits INT4, and the 1-bit
+#: (binary) tensor unit computes its dot products exactly: AND of the bits and a population count,
+#: accumulated in int32 (CUDA's bmma with bmmaBitOpAND), which is sum_k a_k * b_k for a, b in {0, 1}.
 EXACT: dict[str, tuple[str, ...]] = {
     "f64": ("fp64",),
     "f32": ("fp32", "fp64"),
@@ -42,7 +44,7 @@ EXACT: dict[str, tuple[str, ...]] = {
     "i8": ("int8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
     "i32": ("int32", "fp64"),
     "i64": (),
-    "bool": ("int8", "fp8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
+    "bool": ("binary", "int4", "int8", "fp8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
 }
 # Integer ALU throughput is taken to be at most the fp32 lane rate (true of every target here: H100
 # runs INT32 at half its FP32 rate), so integer/bool work is also priced at the fp32 vector rate.
@@ -58,17 +60,31 @@ LABEL = {
     "fp16": "FP16",
     "fp8": "FP8",
     "int8": "INT8",
+    "int4": "INT4",
+    "binary": "binary (1-bit AND + popcount)",
     "int32": "INT32",
 }
 _SECTION_LABEL = {"matrix": "tensor", "vector": "vector"}
 #: Bits of information in one element of each format: what an implementation that keeps operands in
 #: that format must move at least (TF32: sign, 8-bit exponent, 10-bit mantissa; its other 13 bits of
 #: a 32-bit word are zero once rounded, so a packed layout could move 19).
-FORMAT_BITS = {"fp64": 64, "fp32": 32, "tf32": 19, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int32": 32}
+FORMAT_BITS = {"fp64": 64, "fp32": 32, "tf32": 19, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4,
+               "binary": 1, "int32": 32}
 #: Loop-IR dtypes (solar_compiler/text/loop.lark).
 DTYPES = tuple(EXACT)
 #: Precision policies for f32 contractions.
 PRECISIONS = tuple(POLICY_FORMAT)
+
+
+def exact_formats(dtype: str) -> tuple[str, ...]:
+    """``EXACT[dtype]``; for a mixed operand pair ``'a*b'`` (``analysis/costs.py``: neither dtype holds
+    the other) the formats that hold both exactly, in ``a``'s order: a unit whose input format holds
+    every value of each operand computes each product exactly (f16 x bf16 on TF32; e4m3 x e5m2 on the
+    fp8 tensor unit, which takes either fp8 variant per operand on Hopper and later)."""
+    parts = dtype.split("*")
+    if any(p not in EXACT for p in parts):
+        raise HwTargetError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)} (or a pair 'a*b')")
+    return tuple(f for f in EXACT[parts[0]] if all(f in EXACT[p] for p in parts[1:]))
 
 
 @dataclass(frozen=True)
@@ -89,14 +105,14 @@ def price_matrix(t: HwTarget, dtype: str, precision: str = "auto") -> Priced:
     if precision not in POLICY_FORMAT:
         known = ", ".join(PRECISIONS)
         raise HwTargetError(f"{t.name}: unknown precision policy {precision!r}; known: {known}")
-    formats = list(EXACT[dtype])
+    formats = list(exact_formats(dtype))
     extra = POLICY_FORMAT[precision]
     if dtype == "f32" and extra is not None:
         formats.insert(0, extra)
     keys = [f"{section}.{fmt}" for fmt in formats for section in ("matrix", "vector")]
-    if dtype in _INT_DTYPES:
+    if all(p in _INT_DTYPES for p in dtype.split("*")):
         keys.append("vector.fp32")
-    keys += [f"emulation.{name}" for name, e in t.emulation.items() if e.computes in EXACT[dtype]]
+    keys += [f"emulation.{name}" for name, e in t.emulation.items() if e.computes in formats]
     return _pick(t, dtype, "contractions", keys)
 
 
@@ -105,9 +121,9 @@ def operand_bits(dtype: str, precision: str = "auto") -> int:
     the narrowest format that meets its accuracy contract (the dtype's exact formats, and the policy's
     reduced format for f32), whatever the target lists (an implementation may store operands in a
     format and convert on chip). Emulations split an element into more bits, never fewer."""
-    if dtype not in EXACT or precision not in POLICY_FORMAT:
-        raise HwTargetError(f"unknown dtype {dtype!r} or precision policy {precision!r}")
-    formats = list(EXACT[dtype])
+    if precision not in POLICY_FORMAT:
+        raise HwTargetError(f"unknown precision policy {precision!r}")
+    formats = list(exact_formats(dtype))
     if dtype == "f32" and POLICY_FORMAT[precision] is not None:
         formats.append(POLICY_FORMAT[precision])
     return min((FORMAT_BITS[f] for f in formats), default=64)
@@ -158,7 +174,7 @@ def fmt_rate(rate: float) -> str:
 
 
 def _check_dtype(t: HwTarget, dtype: str) -> None:
-    if dtype not in EXACT:
+    if any(p not in EXACT for p in dtype.split("*")):
         raise HwTargetError(f"{t.name}: unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
 
 

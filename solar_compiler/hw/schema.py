@@ -24,7 +24,7 @@ from solar_compiler.hw.model import (
     MemoryLevel,
 )
 
-_INT_FORMATS = ("int8", "int32")
+_INT_FORMATS = ("int8", "int4", "binary", "int32")
 _LEVEL_KEYS = ("name", "capacity", "bandwidth", "units")
 
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

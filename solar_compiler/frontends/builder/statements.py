@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import INT_DTYPES, Index, Read, SExpr, TensorDecl
+from solar_compiler.loopir.rules import reduction_identity
 from solar_compiler.loopir.simplify import index_only, literal
 
 from ..captured_program import TensorRef
@@ -103,9 +104,9 @@ def reduce_into(tr: Translator, target: TensorDecl, in_shape: Sequence[int], dim
 def accumulate(tr: Translator, target: TensorDecl, x: Val, dims: list[int], keepdim: bool, kind: str,
                value: Callable[[list[AffExpr]], SExpr] | None = None) -> None:
     """target = identity; target kind= value(x at full index) (default: x cast to target dtype)."""
-    ident = {"+=": 0, "*=": 1, "max=": -INF, "min=": INF}[kind]
-    if target.dtype in INT_DTYPES and kind in ("max=", "min="):
-        ident = -(2 ** 63) if kind == "max=" else 2 ** 63 - 1
+    # The dtype's own extreme: -(2**63) does not fit an i8 or i32 accumulator.
+    ident = reduction_identity(kind, target.dtype) if target.dtype in INT_DTYPES \
+        else {"+=": 0, "*=": 1, "max=": -INF, "min=": INF}[kind]
     body = value or (lambda full: cast(x.read(full), target.dtype))
     reduce_into(tr, target, x.shape, dims, keepdim, kind, c(ident, target.dtype), body)
 

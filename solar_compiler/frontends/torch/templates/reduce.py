@@ -15,6 +15,7 @@ from solar_compiler.frontends.builder.statements import (
     copy_into,
     finalize,
     kept_read,
+    reduce_into,
 )
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Val, stored, view
@@ -187,7 +188,9 @@ def _sq(v: SExpr) -> SExpr:
 @template("aten.any.default", "aten.any.dim", "aten.any.dims", kind="max=")
 @template("aten.all.default", "aten.all.dim", "aten.all.dims", kind="min=")
 def _any_all(tr: Translator, node: AtenNode, kind: str) -> Val:
-    """any/all: a max/min reduction in i8 (bool tensors take no max=), then a cast to bool."""
+    """any/all: a max/min reduction in i8 (bool tensors take no max=), then a cast to bool.
+    The init is False (0) for any and True (1) for all, not the i8 extreme: the values are 0 or 1,
+    and an empty reduction must give torch's answer (any([]) is False, all([]) is True)."""
     x = tr.val(node.args[0])
     if node.op.endswith(".default"):
         dims, keepdim = list(range(x.ndim)), False
@@ -195,9 +198,9 @@ def _any_all(tr: Translator, node: AtenNode, kind: str) -> Val:
         dims, keepdim = norm_dims(tr.arg(1, "dim", None), x.ndim), bool(tr.arg(2, "keepdim", False))
     meta = tr.out_meta()
     acc = tr.declare(f"{meta.name}_acc", meta.shape, "i8")
-    accumulate(tr, acc, x, dims, keepdim, kind,
-               lambda f: cast(x.read(f) if x.dtype == "bool" else cmp("ne", x.read(f), c(0, x.dtype)),
-                              "i8"))
+    reduce_into(tr, acc, x.shape, dims, keepdim, kind, c(0 if kind == "max=" else 1, "i8"),
+                lambda f: cast(x.read(f) if x.dtype == "bool" else cmp("ne", x.read(f), c(0, x.dtype)),
+                               "i8"))
     out = tr.result()
     copy_into(tr, out, stored(acc))
     return stored(out)
