@@ -18,7 +18,7 @@ from xdsl.utils.target import Target
 from solar_compiler.errors import SolarError
 from solar_compiler.records import load_report
 from solar_compiler.render.fit import Col, Fit
-from solar_compiler.render.fmt import fmt_rate, fmt_time
+from solar_compiler.render.fmt import fmt_pct, fmt_rate, fmt_time
 
 __all__ = ["JsonReportTarget", "TextReportTarget", "fmt_rate", "fmt_time", "module_report", "render_text"]
 
@@ -170,8 +170,37 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
 _BEST = " and reorder-chains"
 
 
+#: Reordering contraction trees is worth a table and a suggestion when it could save at least this
+#: share of the fused bound (of the unfused one without a fused bound) on some target.
+MATERIAL = 0.01
+
+
+def chain_gain(r: dict[str, Any]) -> dict[str, float]:
+    """Per target, the most that the better orders could save, as a share of the fused bound: the
+    FLOPs they save at the slowest rate of the target (matrix or vector: however they are priced,
+    they take no longer) plus the bytes they save at DRAM bandwidth. An upper estimate, so that a
+    material gain is never hidden."""
+    better = [c for c in r.get("chains") or () if c["better"] and c["flops_best"] is not None]
+    flops = sum(c["flops_as_written"] - c["flops_best"] for c in better)
+    nbytes = sum(max(0, c["bytes_as_written"] - (c["bytes_best"] or 0)) for c in better)
+    out: dict[str, float] = {}
+    for h, b in r["bounds"].items():
+        hw = r["hw"][h]
+        rates = [f["value"] for kind in ("matrix", "vector") for f in hw[kind].values() if f["value"]]
+        saved = (flops / min(rates) if rates else 0.0) + nbytes / hw["dram_bw"]["value"]
+        base = b["fused_s"] if b.get("fused_s") else b.get("unfused_s")
+        out[h] = saved / base if base else 0.0
+    return out
+
+
+def chains_material(r: dict[str, Any]) -> bool:
+    """Whether reordering could save at least `MATERIAL` of the bound on some target."""
+    return any(x >= MATERIAL for x in chain_gain(r).values())
+
+
 def _chains_line(r: dict[str, Any]) -> str:
-    """Whether the costs use the best association orders (`reorder-chains`), and what they save."""
+    """Whether the costs use the best association orders (`reorder-chains`), and what they save;
+    `--reorder-chains` is suggested only for a material gain."""
     rows = r["chains"]
     better = [c for c in rows if c["better"]]
     a, b = sum(c["flops_as_written"] for c in better), sum(c["flops_best"] for c in better)
@@ -182,6 +211,10 @@ def _chains_line(r: dict[str, Any]) -> str:
     n = f"{len(better)} of {len(rows)} tree(s)"
     if r["reorder_chains"]:
         return f"chains:     best orders used (reorder-chains): {n} rewritten, {gain}"
+    if not chains_material(r):
+        most = max(chain_gain(r).values(), default=0.0)
+        return (f"chains:     as written; {n} have an order with fewer FLOPs, {gain}, saving at most "
+                f"{fmt_pct(most)} of the bound (under {MATERIAL:.0%}: not worth reordering)")
     return f"chains:     as written; {n} have an order with fewer FLOPs, {gain}: --reorder-chains applies it"
 
 
@@ -239,10 +272,12 @@ def render_text(r: dict[str, Any], width: int = 120, depth: int = 0, top: int = 
 
     say("\n".join(_wrapped_header(r, hws, ca, width)))
     con.print(_bounds_table(r, hws, fid, ca))
-    if any(m["path"] for m in r.get("modules") or []):
+    unfused = "unfused" in r["fidelity"]  # the module and kernel tables are views of the unfused bound
+    if unfused and any(m["path"] for m in r.get("modules") or []):
         con.print(module_table(r, depth or auto_depth(r, max(top, 12) if top > 0 else 1 << 30)))
-    con.print(kernel_table(r, top))
-    if any(c["better"] or c["applied"] for c in r.get("chains", ())):
+    if unfused:
+        con.print(kernel_table(r, top))
+    if any(c["better"] or c["applied"] for c in r.get("chains", ())) and chains_material(r):
         con.print(_chains_table(r))
     tables, notes = measured_tables(r)
     for t in tables:

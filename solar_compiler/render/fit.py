@@ -2,9 +2,9 @@
 stay on one line, and names (module paths, op names, equations) are broken only after a separator
 (`.`, `_`, `,`, a space). When a table is wider than the report, it gives way in a stated order:
 
-1. names break after separators, down to their longest unbreakable piece;
-2. columns of elision rank 2 (the least useful: source line, FLOP/B, ...) are left out, highest rank
-   and rightmost first;
+1. columns of elision rank 2 (the least useful: source line, FLOP/B, ...) are left out, highest rank
+   and rightmost first, until the table fits with its names whole;
+2. names break after separators, down to their longest unbreakable piece;
 3. the columns of further targets (`group`) fold into a second block (and a third ...), which
    repeats the rows' identifying (`key`) columns, so that no target's column is ever dropped;
 4. columns of rank 1 are left out (FLOPs, bytes, ...);
@@ -169,25 +169,22 @@ def layout(fit: Fit, width: int) -> Layout:
         return Layout([shown], [{}], [])
     groups = list(dict.fromkeys(c.group for c in cols if c.group is not None))
 
-    def drop(rank: int, idx: list[int]) -> tuple[list[int], list[int]]:
+    def drop(rank: int, idx: list[int], at: Sequence[int]) -> tuple[list[int], list[int]]:
         left = [i for i in idx if cols[i].rank >= rank]
         out: list[int] = []
         for i in sorted(left, key=lambda i: (-cols[i].rank, -i)):
-            if need(idx, low) <= width:
+            if need(idx, at) <= width:
                 break
             idx = [j for j in idx if j != i]
             out.append(i)
         return idx, out
 
-    elided: list[int] = []
-    if need(shown, low) > width:
-        shown, out = drop(2, shown)
-        elided += out
+    shown, elided = drop(2, shown, nat)
     blocks = [shown]
     if need(shown, low) > width and len(groups) > 1:
         blocks = _fold(cols, shown, groups, lambda idx: need(idx, low) <= width)
     if need(blocks[0], low) > width:
-        first, out = drop(1, blocks[0])
+        first, out = drop(1, blocks[0], low)
         elided += out
         blocks = [first] + [[i for i in b if i not in out] for b in blocks[1:]]
     widths: list[dict[int, int]] = []
