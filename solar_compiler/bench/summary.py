@@ -35,10 +35,11 @@ def render(t: Fit, width: int) -> str:
 
 
 def summary_width() -> int:
-    """The terminal's width (COLUMNS, else the terminal, else 100), at least 80."""
+    """COLUMNS, else the terminal's width, else 200 (a file or a pipe: nothing wraps there), at
+    least 80."""
     import shutil
 
-    return max(80, shutil.get_terminal_size((100, 24)).columns)
+    return max(80, shutil.get_terminal_size((200, 24)).columns)
 
 
 def print_summary(data: dict[str, Any], width: int | None = None) -> None:
@@ -61,13 +62,15 @@ def print_summary(data: dict[str, Any], width: int | None = None) -> None:
     )
     if m.get("timings_note"):
         say(f"note: {m['timings_note']}")
+    # left out first when narrow: coverage and the median (rank 3), the failures by class (listed
+    # below the table too), then the counts of bounded and validated models
     t = Fit(None, [Col("group", key=True, breaks="_-./"), Col("target", key=True),
-                   Col("models", right=True), Col("bounded", right=True), Col("validated", right=True),
-                   Col("coverage", right=True, rank=2), Col("failed", breaks=","),
-                   Col("measured", right=True),
+                   Col("models", right=True), Col("bounded", right=True, rank=1),
+                   Col("validated", right=True, rank=1), Col("coverage", right=True, rank=3),
+                   Col("failed", breaks=",", rank=2), Col("measured", right=True),
                    Col("geomean\nunfused", right=True), Col("geomean\nfused", right=True),
-                   Col("geomean\ncache-aware", right=True), Col("median\nfused", right=True, rank=2),
-                   Col("violations", right=True)])
+                   Col("geomean\ncache-\naware", right=True), Col("median\nfused", right=True, rank=3),
+                   Col("violations", right=True)], wider="COLUMNS={n} shows all")
     for g in data["groups"]:
         failed = ", ".join(f"{k} {v}" for k, v in sorted(g["failed"].items())) or "0"
         gm = g["headroom_geomean"]

@@ -41,12 +41,13 @@ class Col:
 @dataclass
 class Fit:
     """A table to be fitted: title, columns, rows of strings; `box` 'simple' (a rule under the
-    header) or 'ascii' (ruled cells)."""
+    header) or 'ascii' (ruled cells); `wider` says how to ask for the width that shows all."""
 
     title: str | None
     cols: list[Col]
     rows: list[list[str]] = field(default_factory=list)
     box: str = "simple"
+    wider: str = "--width {n} shows all"  # how a user gets the width that shows every column
 
     def add_row(self, *cells: str) -> None:
         assert len(cells) == len(self.cols), (len(cells), len(self.cols))
@@ -265,6 +266,6 @@ def fitted(fit: Fit, width: int) -> list[Any]:
     if cut:
         notes.append("names cut at '~'")
     if notes:
-        out.append(Text(f"({'; '.join(notes)}; --width {needed_width(fit)} shows all)"))
+        out.append(Text(f"({'; '.join(notes)}; {fit.wider.format(n=needed_width(fit))})"))
     return out
 
