@@ -5,8 +5,8 @@ Points are the kernels of the unfused bound (one per source op, the view of a fu
 runs; not its statements priced alone), the same kernel of identical repeated blocks once
 (`render/kernels.py`): each sits at (its FLOPs / its DRAM traffic, FLOPs / its bound), its area
 proportional to its share of the unfused bound, its colour what binds it. The largest are labelled
-by module path and op, each label placed where it overlaps no other label, point or the legend (a
-leader line when it had to move away); a kernel with no FLOPs or no bytes has no place on a
+by module path and op, each label placed where it overlaps no other label, point or the legend, with
+a leader line to its own point; a kernel with no FLOPs or no bytes has no place on a
 log-log chart and is counted below the panel. The whole model is drawn as two stars: fused (its
 compulsory bytes, its fused bound) and unfused (its kernels' traffic and bound); measured times
 (`--measured`) are drawn at the model's (or module's) intensity and the FLOP rate they achieved.
@@ -74,7 +74,7 @@ def _panel(ax: Any, report: dict[str, Any], h: str, groups: list, legend: bool) 
     roofs = [(f"matrix {d}", f["value"]) for d, f in hw["matrix"].items()]
     roofs += [(f"vector {d}", f["value"]) for d, f in hw["vector"].items()]
     peak = max([v for _, v in roofs] + [bw])
-    points: list[tuple[float, float]] = []
+    points: list[tuple[float, float, float]] = []  # x, y, the marker's radius in points
     model = []
     for name, nbytes, t, marker in (("fused", tot["bytes_fused"], bounds["fused_s"], "*"),
                                     ("unfused", tot["bytes_unfused"], bounds["unfused_s"], "P")):
@@ -94,10 +94,11 @@ def _panel(ax: Any, report: dict[str, Any], h: str, groups: list, legend: bool) 
     if placed:  # one collection for every kernel: a network has hundreds
         kx = [g.intensity for g in placed]
         ky = [g.fig.flops / g.fig.bound_s[h] for g in placed]
-        ax.scatter(kx, ky, s=[20 + 600 * g.fig.share[h] for g in placed], zorder=3, alpha=0.75,
+        sizes = [20 + 600 * g.fig.share[h] for g in placed]  # marker areas, points^2
+        ax.scatter(kx, ky, s=sizes, zorder=3, alpha=0.75,
                    c=[COLOURS.get(g.fig.by[h] or "", "tab:gray") for g in placed], edgecolors="black",
                    linewidths=0.5)
-        points += list(zip(kx, ky, strict=True))
+        points += [(x, y, math.sqrt(s) / 2) for x, y, s in zip(kx, ky, sizes, strict=True)]
     named = any(k.get("module") for k in report["kernels_unfused"])
     names = [f"{g.module} {short_op(g.op)}" if named else short_op(g.op) for g in placed[:LABELLED]]
     for g, name in zip(placed, names, strict=False):
@@ -108,11 +109,11 @@ def _panel(ax: Any, report: dict[str, Any], h: str, groups: list, legend: bool) 
     for name, x, y, marker in model:
         ax.scatter([x], [y], s=220, marker=marker, zorder=4, color="gold", edgecolors="black", linewidths=0.8)
         labels.insert(0, (name, x, y, False))
-        points.append((x, y))
+        points.append((x, y, math.sqrt(220) / 2))
     for name, x, y in measured:
         ax.scatter([x], [y], s=90, marker="X", zorder=4, color="black")
         labels.insert(0, (name, x, y, False))
-        points.append((x, y))
+        points.append((x, y, math.sqrt(90) / 2))
     ax.set_xlim(lo, hi)
     ax.set_ylim(min([*ys, bw * lo]) / 4, peak * 4)
     ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
@@ -151,9 +152,11 @@ def _measured_points(report: dict[str, Any], h: str) -> list[tuple[str, float, f
 
 
 def _place_labels(fig: Any, ax: Any, labels: list[tuple[str, float, float, bool]]) -> None:
-    """Each label beside its point where its box overlaps no placed label, no point, no roof and not
-    the legend, trying rings of offsets farther out (with a leader line that crosses no label); a
-    label that fits nowhere is left out, and a note counts the kernels left unlabelled."""
+    """Each label beside its point where its box overlaps no placed label, no point (its marker's
+    whole area), no roof and not the legend, trying rings of offsets farther out; every label has a
+    leader line that ends at the centre of its own point and crosses no other label, so that a
+    label beside a crowd of dots still names one (issue 25). A label that fits nowhere is left out,
+    and a note counts the kernels left unlabelled."""
     import numpy as np
 
     renderer = fig.canvas.get_renderer()
@@ -164,9 +167,11 @@ def _place_labels(fig: Any, ax: Any, labels: list[tuple[str, float, float, bool]
         lb = legend.get_window_extent(renderer)
         boxes.append((lb.x0, lb.y0, lb.x1, lb.y1))
     axbox = ax.get_window_extent(renderer)
-    for x, y in getattr(ax, "_solar_points", []):
+    scale = fig.dpi / 72.0
+    for x, y, rad in getattr(ax, "_solar_points", []):
         px, py = ax.transData.transform((x, y))
-        boxes.append((px - 5, py - 5, px + 5, py + 5))
+        d = max(5.0, rad * scale + 2)
+        boxes.append((px - d, py - d, px + d, py + d))
     for a, b in getattr(ax, "_solar_lines", []):  # the roofs: a label does not sit on a line
         (ax0, ay0), (ax1, ay1) = ax.transData.transform(a), ax.transData.transform(b)
         steps = max(1, int(math.hypot(ax1 - ax0, ay1 - ay0) / 6))
@@ -174,7 +179,6 @@ def _place_labels(fig: Any, ax: Any, labels: list[tuple[str, float, float, bool]
             qx, qy = ax0 + (ax1 - ax0) * i / steps, ay0 + (ay1 - ay0) * i / steps
             boxes.append((qx - 1.5, qy - 1.5, qx + 1.5, qy + 1.5))
     taken = np.array(boxes, dtype=float).reshape(-1, 4)
-    scale = fig.dpi / 72.0
     labelled = 0
     for text, x, y, kernel in labels:
         t = ax.text(0, 0, text, fontsize=FONT)
@@ -183,7 +187,8 @@ def _place_labels(fig: Any, ax: Any, labels: list[tuple[str, float, float, bool]
         w, hgt = ext.width, ext.height
         px, py = ax.transData.transform((x, y))
         spot = None
-        for r in (8, 22, 40, 65, 95):
+        own = next((rad for qx, qy, rad in getattr(ax, "_solar_points", []) if (qx, qy) == (x, y)), 5.0)
+        for r in (own + 6, own + 20, 40 + own, 65 + own, 95 + own):
             for dx, dy in _ring(r, w / scale, hgt / scale):
                 x0, y0 = px + dx * scale, py + dy * scale
                 box = _box(x0, y0, x0 + w, y0 + hgt)
@@ -192,7 +197,7 @@ def _place_labels(fig: Any, ax: Any, labels: list[tuple[str, float, float, bool]
                 if len(taken) and np.any((taken[:, 0] < box.x1) & (box.x0 < taken[:, 2])
                                          & (taken[:, 1] < box.y1) & (box.y0 < taken[:, 3])):
                     continue
-                if r > 8 and _crosses(px, py, box, texts):
+                if _crosses(px, py, box, texts):
                     continue
                 spot = (dx, dy, r, box)
                 break
@@ -204,7 +209,7 @@ def _place_labels(fig: Any, ax: Any, labels: list[tuple[str, float, float, bool]
         dx, dy, r, box = spot
         taken = np.vstack([taken, [box.x0, box.y0, box.x1, box.y1]])
         texts.append(box)
-        arrow = {"arrowstyle": "-", "color": "0.4", "lw": 0.6} if r > 8 else None
+        arrow = {"arrowstyle": "-", "color": "0.3", "lw": 0.7, "shrinkA": 0, "shrinkB": 0}
         ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=FONT,
                     ha="left", va="bottom", arrowprops=arrow, zorder=5)
     placed, unplaceable = getattr(ax, "_solar_kernels", (0, 0))
@@ -218,9 +223,9 @@ def _place_labels(fig: Any, ax: Any, labels: list[tuple[str, float, float, bool]
 
 
 def _crosses(px: float, py: float, box: Any, others: list) -> bool:
-    """Whether the leader line from the point to the label's nearest edge midpoint crosses a label."""
-    tx = min(max(px, box.x0), box.x1)
-    ty = min(max(py, box.y0), box.y1)
+    """Whether the leader line from the point towards the label's centre (where matplotlib aims it)
+    crosses another label."""
+    tx, ty = (box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2
     steps = max(1, int(math.hypot(tx - px, ty - py) / 3))
     for i in range(1, steps):
         qx, qy = px + (tx - px) * i / steps, py + (ty - py) * i / steps

@@ -380,10 +380,12 @@ def test_e2e_example_text_and_plot(capsys, tmp_path):
     # 64x32x16 f32: 65,536 FLOPs; A 8 KiB + B 2 KiB + C 4 KiB = 14,336 bytes / 3.35 TB/s = 4.279 ns
     assert ("totals: 65,536 FLOPs (65,536 matrix, 0 vector); 14,336 bytes unfused, 14,336 bytes "
             "compulsory") in out
-    kernel = next(line.split() for line in out.splitlines() if line.startswith("S1 "))
-    assert kernel == ["S1", "-", "65.5", "k", "14.3", "kB", "4.57", "4.279", "ns", "100.0%", "memory"]
     assert rows["fused"] == ["fused", "14,336", "4.279 ns", "memory"]
     assert "unfused" not in rows and "cache-aware" not in rows
+    assert "kernels by bound" not in out  # a view of the unfused bound: only with --roofline=all/unfused
+    rc, out, err = solar_opt(capsys, "examples/loop/matmul.loop", "--roofline=all", "--hw", "H100_SXM")
+    kernel = next(line.split() for line in out.splitlines() if line.startswith("S1 "))
+    assert kernel == ["S1", "-", "65.5", "k", "14.3", "kB", "4.57", "4.279", "ns", "100.0%", "memory"]
     assert ">S1 (100.0%)<" in plot.read_text()
 
 

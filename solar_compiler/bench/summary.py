@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+import textwrap
 from typing import Any
+
+from solar_compiler.render.fit import Col, Fit
 
 
 def fmt_s(s: float | None) -> str:
@@ -18,87 +22,84 @@ def fmt_x(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}x"
 
 
-def table(head: list[str], rows: list[list[str]], right: set[int] | None = None) -> str:
-    right = right or set()
-    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+def render(t: Fit, width: int) -> str:
+    """`t` as text at `width` (rich, imported only here), trailing spaces stripped."""
+    import io
 
-    def line(r: list[str]) -> str:
-        return "  ".join(
-            str(c).rjust(w) if i in right else str(c).ljust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
+    from rich.console import Console
 
-    return "\n".join([line(head), "-" * len(line(head)), *(line(r) for r in rows)])
+    buf = io.StringIO()
+    Console(file=buf, width=width, no_color=True, force_terminal=False, color_system=None, highlight=False,
+            emoji=False, markup=False).print(t)
+    return "".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines())
 
 
-def print_summary(data: dict[str, Any]) -> None:
+def summary_width() -> int:
+    """COLUMNS, else the terminal's width, else 200 (a file or a pipe: nothing wraps there), at
+    least 80."""
+    import shutil
+
+    return max(80, shutil.get_terminal_size((200, 24)).columns)
+
+
+def print_summary(data: dict[str, Any], width: int | None = None) -> None:
+    """The summary at `width` columns (default: the terminal's); the per-group table fits it as
+    `render/fit.py` says."""
+    width = width or summary_width()
+
+    def say(text: str) -> None:
+        """A line of prose wrapped at `width`, continuation lines indented under its first word."""
+        for part in text.split("\n"):
+            lead = " " * (len(part) - len(part.lstrip(" ")))
+            print("\n".join(textwrap.wrap(part, width, subsequent_indent=lead + "    ",
+                                           break_on_hyphens=False)) if part else "")
+
     m = data["meta"]
-    print(
+    say(
         f"solar-bench: {m['models']} models ({m['computed']['bounds']} computed, {m['reused']} reused), "
         f"hw {m['hw']}, mode {m['mode']}, {m.get('cache_state', 'cold')} caches, {m['workers']} worker(s) "
         f"({m['backend']}), wall {m['wall_s']:.1f} s"
     )
     if m.get("timings_note"):
-        print(f"note: {m['timings_note']}")
-    head = [
-        "group",
-        "target",
-        "models",
-        "bounded",
-        "validated",
-        "coverage",
-        "failed",
-        "measured",
-        "geomean unfused",
-        "geomean fused",
-        "geomean cache-aware",
-        "median fused",
-        "violations",
-    ]
-    rows = []
+        say(f"note: {m['timings_note']}")
+    # left out first when narrow: coverage and the median (rank 3), the failures by class (listed
+    # below the table too), then the counts of bounded and validated models
+    t = Fit(None, [Col("group", key=True, breaks="_-./"), Col("target", key=True),
+                   Col("models", right=True), Col("bounded", right=True, rank=1),
+                   Col("validated", right=True, rank=1), Col("coverage", right=True, rank=3),
+                   Col("failed", breaks=",", rank=2), Col("measured", right=True),
+                   Col("geomean\nunfused", right=True), Col("geomean\nfused", right=True),
+                   Col("geomean\ncache-\naware", right=True), Col("median\nfused", right=True, rank=3),
+                   Col("violations", right=True)], wider="COLUMNS={n} shows all")
     for g in data["groups"]:
         failed = ", ".join(f"{k} {v}" for k, v in sorted(g["failed"].items())) or "0"
         gm = g["headroom_geomean"]
         med = (g["headroom_distribution"].get("fused") or {}).get("median")
-        rows.append(
-            [
-                g["group"],
-                g["target"],
-                g["models"],
-                g["bounded"],
-                g["validated"],
-                f"{100 * g['coverage']:.0f}%",
-                failed,
-                g["measured"],
-                fmt_x(gm["unfused"]),
-                fmt_x(gm["fused"]),
-                fmt_x(gm["cache_aware"]),
-                fmt_x(med),
-                g["violations"],
-            ]
-        )
-    print(table(head, rows, right={2, 3, 4, 5, 7, 8, 9, 10, 11, 12}))
-    print("headroom = measured / bound (geometric mean over validated, measured models)")
+        t.add_row(g["group"], g["target"], g["models"], g["bounded"], g["validated"],
+                  f"{100 * g['coverage']:.0f}%", failed, g["measured"], fmt_x(gm["unfused"]),
+                  fmt_x(gm["fused"]), fmt_x(gm["cache_aware"]), fmt_x(med), g["violations"])
+    sys.stdout.write(render(t, width))
+    say("headroom = measured / bound (geometric mean over validated, measured models)")
     failed = [r for r in data["rows"] if r["status"] != "ok"]
     seen = set()
     if failed:
-        print(f"\nfailed models ({len({(r['group'], r['model']) for r in failed})}):")
+        say(f"\nfailed models ({len({(r['group'], r['model']) for r in failed})}):")
         for r in failed:
             if (r["group"], r["model"]) in seen:
                 continue
             seen.add((r["group"], r["model"]))
-            print(
+            say(
                 f"  {r['group']}/{r['model']}: [{r['error_class'] or r['status']}] {(r['error'] or '')[:160]}"
             )
     if data.get("measure_errors"):
-        print(f"\ntiming failed ({len(data['measure_errors'])}):")
+        say(f"\ntiming failed ({len(data['measure_errors'])}):")
         for k, v in data["measure_errors"].items():
-            print(f"  {k}: {v[:160]}")
+            say(f"  {k}: {v[:160]}")
     v = data["violations"]
-    print(f"\nviolations: {len(v)}")
+    say(f"\nviolations: {len(v)}")
     for x in v:
         bound = max(b for b in (x["fused_s"], x["cache_aware_s"]) if b is not None)
-        print(
+        say(
             f"  VIOLATION {x['group']}/{x['model']} on {x['target']}: measured {fmt_s(x['measured_min_s'])}"
             f" < {x['bound']} bound {fmt_s(bound)} "
             f"(fused bound by {x['fused_bottleneck']}: "
@@ -106,7 +107,7 @@ def print_summary(data: dict[str, Any]) -> None:
             + ")"
         )
         for op in x["ops"]:
-            print(
+            say(
                 f"      {op['op']} @ {op['loc']}: {op['flops']:,} FLOPs, {op['bytes']:,} B, "
                 f"bound {fmt_s(op['bound_s'])} ({100 * op['share']:.0f}%, {op['bottleneck']})"
             )

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from solar_compiler.analysis.modules import ancestors
+from solar_compiler.render.fit import Col, Fit
 from solar_compiler.render.fmt import fmt_pct, fmt_si, fmt_time, short_loc, short_op
-from solar_compiler.render.tables import Figures, figures, table, unfused_totals
+from solar_compiler.render.tables import Figures, figures, unfused_totals
 
 
 @dataclass
@@ -102,25 +103,9 @@ def kernel_groups(r: dict[str, Any]) -> list[KernelGroup]:
     return groups
 
 
-def wrap_path(path: str, room: int) -> str:
-    """A module path in lines of at most `room` characters, broken after a dot (a component longer
-    than a line is cut): 'features.denseblock1.' / 'denselayer6.norm1'."""
-    lines: list[str] = []
-    cur = ""
-    for part in path.split("."):
-        piece = part if not cur else "." + part
-        if cur and len(cur) + len(piece) > room:
-            lines.append(cur + ".")
-            cur = part
-        else:
-            cur += piece
-    lines.append(cur)
-    return "\n".join(line if len(line) <= room else line[:room] for line in lines)
-
-
-def kernel_table(r: dict[str, Any], top: int, width: int = 120) -> Any:
-    """The kernels by bound, `top` rows (0: all) and one row for the rest; a module path too long for
-    `width` is broken after a dot."""
+def kernel_table(r: dict[str, Any], top: int) -> Fit:
+    """The kernels by bound, `top` rows (0: all) and one row for the rest (fitted to the width as
+    `render/fit.py` says: module paths break after a dot, the line and FLOP/B go first)."""
     hws = list(r["bounds"])
     groups = kernel_groups(r)
     shown = groups if top <= 0 else groups[:top]
@@ -133,21 +118,16 @@ def kernel_table(r: dict[str, Any], top: int, width: int = 120) -> Any:
     if ranged is not None:
         title += f"; {ranged.module}: {ranged.count} identical kernels of repeated blocks, summed"
     title += ")"
-    t = table(title)
     named = any(k.get("module") for k in r["kernels_unfused"])  # else every row would say 'model'
-    if named:
-        t.add_column("module", overflow="fold", ratio=1, min_width=12)
-    t.add_column("op", overflow="fold", max_width=30)
-    t.add_column("line", no_wrap=True)
-    t.add_column("FLOPs", justify="right", no_wrap=True)
-    t.add_column("bytes", justify="right", no_wrap=True)
-    t.add_column("FLOP/B", justify="right", no_wrap=True)
+    cols = [Col("module", key=True, breaks=".")] if named else []
+    cols += [Col("op", key=True, breaks=" "), Col("line", rank=2), Col("FLOPs", right=True, rank=1),
+             Col("bytes", right=True, rank=1), Col("FLOP/B", right=True, rank=2)]
     for i, h in enumerate(hws):
-        t.add_column(f"{h}\nbound", justify="right", no_wrap=True)
+        cols.append(Col(f"{h}\nbound", right=True, group=h))
         if i == 0:
-            t.add_column("share", justify="right", no_wrap=True)
-        t.add_column("bound by", no_wrap=True)
-    rows = []
+            cols.append(Col("share", right=True, group=h))
+        cols.append(Col("bound by", group=h))
+    t = Fit(title, cols)
     for g in shown:
         op = short_op(g.op)
         ai = "inf" if g.intensity is None else f"{g.intensity:.3g}"
@@ -158,18 +138,9 @@ def kernel_table(r: dict[str, Any], top: int, width: int = 120) -> Any:
             if i == 0:
                 cells.append(fmt_pct(g.fig.share[h]))
             cells.append(g.fig.by[h] or "-")
-        rows.append(cells)
+        t.add_row(*cells)
     if rest:
-        rows.append(_more_row(rest, hws, named))
-    if named and rows:  # what the other columns leave (a rule and a space between columns)
-        heads = [c.header for c in t.columns]
-        other = sum(max([len(line) for line in str(heads[c]).split("\n")] + [len(row[c]) for row in rows])
-                    for c in range(1, len(heads)))
-        room = max(16, width - other - 2 * (len(heads) - 1))
-        for row in rows:
-            row[0] = wrap_path(row[0], room)
-    for row in rows:
-        t.add_row(*row)
+        t.add_row(*_more_row(rest, hws, named))
     return t
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from solar_compiler.render.fit import Col, Fit
 from solar_compiler.render.fmt import fmt_time
-from solar_compiler.render.tables import table
 
 VIOLATION = ("measured below a bound: a bound is never beaten by a correct measurement of this program; "
              "check what was timed, else report it as a bug in the bound")
@@ -32,12 +32,11 @@ def measured_tables(r: dict[str, Any]) -> tuple[list[Any], list[str]]:
     tables, notes = [], []
     violated = False
     if m["sol"] is not None:
-        t = table(f"measured {fmt_time(m['total_s'])} against the bounds (% of SOL = bound / measured)")
-        t.add_column("fidelity")
+        cols = [Col("fidelity", key=True)]
         for h in hws:
-            t.add_column(f"{h}\nbound", justify="right", no_wrap=True)
-            t.add_column("% of SOL", justify="right", no_wrap=True)
-            t.add_column("headroom", justify="right", no_wrap=True)
+            cols += [Col(f"{h}\nbound", right=True, group=h), Col("% of SOL", right=True, group=h),
+                     Col("headroom", right=True, group=h)]
+        t = Fit(f"measured {fmt_time(m['total_s'])} against the bounds (% of SOL = bound / measured)", cols)
         for f in r["fidelity"]:
             cells = [f]
             for h in hws:
@@ -47,13 +46,11 @@ def measured_tables(r: dict[str, Any]) -> tuple[list[Any], list[str]]:
             t.add_row(*cells)
         tables.append(t)
     if m["modules"]:
-        t = table("measured modules against their part of the unfused bound (each op one kernel)")
-        t.add_column("module", overflow="fold", ratio=1)
-        t.add_column("measured", justify="right", no_wrap=True)
+        cols = [Col("module", key=True, breaks="."), Col("measured", right=True, key=True)]
         for h in hws:
-            t.add_column(f"{h}\nbound", justify="right", no_wrap=True)
-            t.add_column("% of SOL", justify="right", no_wrap=True)
-            t.add_column("headroom", justify="right", no_wrap=True)
+            cols += [Col(f"{h}\nbound", right=True, group=h), Col("% of SOL", right=True, group=h),
+                     Col("headroom", right=True, group=h)]
+        t = Fit("measured modules against their part of the unfused bound (each op one kernel)", cols)
         for row in m["modules"]:
             cells = [row["path"], fmt_time(row["measured_s"])]
             for h in hws:

@@ -7,34 +7,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from solar_compiler.render.fit import Col, Fit
 from solar_compiler.render.fmt import fmt_si, fmt_time, short_loc
-from solar_compiler.render.tables import table
 
 TITLE = ("statements (einsum nodes), each priced alone: an intermediate crosses DRAM here but stays on "
          "chip inside its kernel, so these bounds do not add up to the unfused bound")
 
 
-def ops_table(r: dict[str, Any], top: int, cache_aware: bool) -> Any:
+def ops_table(r: dict[str, Any], top: int, cache_aware: bool) -> Fit:
     """Cache-aware columns only with one target (two targets' would not fit a terminal)."""
     hws = list(r["bounds"])
     cache_aware = cache_aware and len(hws) == 1
     first = hws[0]
     order = sorted(range(len(r["ops"])), key=lambda i: -r["ops"][i]["bound_s"][first])
     shown = order if top <= 0 else order[:top]
-    t = table(TITLE)
-    t.add_column("op", no_wrap=True)
-    t.add_column("module", overflow="fold", ratio=1, min_width=10)
-    t.add_column("equation", overflow="fold", ratio=1, min_width=12)
-    t.add_column("line", no_wrap=True)
-    t.add_column("FLOPs", justify="right", no_wrap=True)
-    t.add_column("bytes", justify="right", no_wrap=True)
-    t.add_column("FLOP/B", justify="right", no_wrap=True)
+    cols = [Col("op", key=True), Col("module", key=True, breaks="."),
+            Col("equation", breaks=" ,"), Col("line", rank=2), Col("FLOPs", right=True, rank=1),
+            Col("bytes", right=True, rank=1), Col("FLOP/B", right=True, rank=2)]
     for h in hws:
-        t.add_column(f"{h}\nbound", justify="right", no_wrap=True)
-        t.add_column("bound by", no_wrap=True)
+        cols += [Col(f"{h}\nbound", right=True, group=h), Col("bound by", group=h)]
         if cache_aware:
-            t.add_column("cache-\naware", justify="right", no_wrap=True)
-            t.add_column("level", no_wrap=True)
+            cols += [Col("cache-\naware", right=True, group=h), Col("level", group=h)]
+    t = Fit(TITLE, cols)
     for i in shown:
         op = r["ops"][i]
         ai = "inf" if op["intensity"] is None else f"{op['intensity']:.3g}"

@@ -1,5 +1,5 @@
-"""The table style of the text report, and the rows the tables share: figures of a set of kernels,
-and the folding of rows too small to show into one "N more" row."""
+"""The rows the report's tables share: figures of a set of kernels, and the share below which rows
+are folded into one "N more" row (the tables themselves fit the width as `render/fit.py` says)."""
 
 from __future__ import annotations
 
@@ -9,35 +9,6 @@ from typing import Any
 
 #: Rows below this share of the unfused bound are folded when a table has several of them.
 TINY = 0.01
-
-
-class Titled:
-    """A table with its title above it, the title wrapped at the console's width rather than the
-    table's (a narrow table would fold a long title into several short lines)."""
-
-    def __init__(self, title: str | None, table: Any):
-        self.title = title
-        self.table = table
-
-    def __getattr__(self, name: str) -> Any:  # add_column, add_row, columns: the table's
-        return getattr(self.table, name)
-
-    def __rich_console__(self, console: Any, options: Any) -> Any:
-        from rich.text import Text
-
-        if self.title:
-            yield Text(self.title, overflow="fold")
-        yield self.table
-
-
-def table(title: str | None = None, **kw: Any) -> Any:
-    """A rich table in the report's style: no vertical rules, one rule under the header, the title
-    above it on the left (rich is imported only when a text report is rendered)."""
-    from rich import box
-    from rich.table import Table
-
-    return Titled(title, Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True,
-                               **kw))
 
 
 @dataclass

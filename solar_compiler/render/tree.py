@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from solar_compiler.render.fit import Col, Fit
 from solar_compiler.render.fmt import fmt_pct, fmt_si, fmt_time
-from solar_compiler.render.tables import TINY, Figures, figures, table, unfused_totals
+from solar_compiler.render.tables import TINY, Figures, figures, unfused_totals
 
 
 @dataclass
@@ -109,19 +110,17 @@ def auto_depth(r: dict[str, Any], budget: int) -> int:
     return best
 
 
-def module_table(r: dict[str, Any], depth: int) -> Any:
+def module_table(r: dict[str, Any], depth: int) -> Fit:
     hws = list(r["bounds"])
     entries = module_entries(r, depth)
     deepest = max_depth(r)
     more = f"; deeper: --depth {depth + 1}" if depth < deepest else ""
-    t = table(f"modules (depth {depth} of {deepest}{more}): their kernels' part of the unfused bound")
-    t.add_column("module", overflow="fold", ratio=1, min_width=12)
-    t.add_column("FLOPs", justify="right", no_wrap=True)
-    t.add_column("bytes", justify="right", no_wrap=True)
+    cols = [Col("module", key=True, breaks=". "), Col("FLOPs", right=True, rank=1),
+            Col("bytes", right=True, rank=1)]
     for h in hws:
-        t.add_column(f"{h}\nbound", justify="right", no_wrap=True)
-        t.add_column("share", justify="right", no_wrap=True)
-        t.add_column("bound by", no_wrap=True)
+        cols += [Col(f"{h}\nbound", right=True, group=h), Col("share", right=True, group=h),
+                 Col("bound by", group=h)]
+    t = Fit(f"modules (depth {depth} of {deepest}{more}): their kernels' part of the unfused bound", cols)
     for e in entries:
         cells = ["  " * e.level + e.label, fmt_si(e.fig.flops), fmt_si(e.fig.bytes, "B")]
         for h in hws:
