@@ -9,13 +9,18 @@
 | unsupported op  | the frontend has no translation for an op ("no loop-IR template for aten.x")  |
 | validate        | the translation ran but disagrees with the framework ("validation failed")    |
 | translate       | any other pipeline failure: model file, capture, translation, lifting, bounds |
+| measure         | the timing of a bounded model failed (building, running or timing it)         |
+
+Timing is a phase of its own: its failures are `measure` (or timeout, memory, crash, which name the
+sandbox's cause), never a pipeline class (`phase_class`).
 """
 
 from __future__ import annotations
 
 import re
 
-CLASSES = ("translate", "validate", "unsupported op", "timeout", "memory", "crash")
+CLASSES = ("translate", "validate", "unsupported op", "timeout", "memory", "crash", "measure")
+SANDBOX = ("timeout", "memory", "crash")  # classes that the sandbox gives, whatever ran in it
 
 _MEMORY = re.compile(
     r"exceeded memory limit|can't allocate memory|cannot allocate memory|out of memory|"
@@ -39,3 +44,11 @@ def classify(message: str) -> str:
     if _VALIDATE.search(message):
         return "validate"
     return "translate"
+
+
+def phase_class(kind: str, error_class: str | None) -> str | None:
+    """The class of a failed job of `kind` ("bounds" or "measure"): a timing job that failed in its
+    own code is `measure` (its message was classified as if the pipeline had failed)."""
+    if kind == "measure" and error_class not in SANDBOX:
+        return "measure"
+    return error_class
