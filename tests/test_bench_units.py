@@ -426,3 +426,25 @@ def test_jitted_jax_model_computes_the_model(tmp_path):
     spec = load_model_file(str(path), JAX_FORMAT)
     want = construct(spec)(*spec.sample_inputs())
     np.testing.assert_allclose(np.asarray(fn(*args)), np.asarray(want), rtol=1e-6)
+
+
+def test_a_cancelled_measure_run_counts_what_each_phase_stored(tmp_path):
+    """Ctrl-C in the timing phase at 1/4 said '4 of 4 models stored': the bounds were, the timings
+    were not; the message now counts each phase."""
+    from types import SimpleNamespace
+
+    from solar_compiler.bench.cli import stored_count
+    from solar_compiler.bench.store import Store
+
+    store = Store(tmp_path / "out")
+    units = [_unit(f"m{i}.py") for i in range(4)]
+    for i, u in enumerate(units):
+        store.save(u, "bounds", {"fingerprint": "b", "status": "ok"})
+        if i == 0:
+            store.save(u, "measure", {"fingerprint": "m", "status": "ok"})
+    store.save(units[1], "measure", {"fingerprint": "stale", "status": "ok"})  # another config's timing
+    bfp, mfp = {u.key: "b" for u in units}, {u.key: "m" for u in units}
+    assert stored_count(SimpleNamespace(measure=True), units, store, bfp, mfp) == \
+        "4 of 4 models' bounds and 1 of 4 timings"
+    assert stored_count(SimpleNamespace(measure=False), units[:2] + [_unit("new.py")], store, bfp | {
+        "g/new.py": "b"}, mfp) == "2 of 3 models"

@@ -189,6 +189,18 @@ def calibrate_host_once(hw: str) -> None:
                                  "`solar-opt --calibrate-host --force` records it on a busy machine)")
 
 
+def stored_count(a: argparse.Namespace, units: list[Unit], store: Store, bfp: dict[str, str],
+                 mfp: dict[str, str]) -> str:
+    """What a cancelled run leaves stored, per phase: "3 of 5 models", and with --measure "4 of 4
+    models' bounds and 1 of 4 timings" (bounds all stored says nothing of the timings)."""
+    bounds = [u for u in units if store.load(u, "bounds", bfp[u.key]) is not None]
+    text = f"{len(bounds)} of {len(units)} models"
+    if not a.measure:
+        return text
+    timed = sum(store.load(u, "measure", mfp[u.key]) is not None for u in units)
+    return f"{text}' bounds and {timed} of {len(units)} timings"
+
+
 def make_backend(a: argparse.Namespace, init: dict[str, Any], log: str):
     if a.ray:
         from .ray_backend import RayPool
@@ -334,12 +346,8 @@ def run(a: argparse.Namespace) -> int:
     except Cancelled as e:
         interrupted = e
     if interrupted is not None:
-        done = sum(store.load(u, "bounds", bfp[u.key]) is not None for u in units)
-        print(
-            f"solar-bench: cancelled by {interrupted.name}: {done} of {len(units)} models stored in "
-            f"{a.out}; rerun to resume",
-            file=sys.stderr,
-        )
+        print(f"solar-bench: cancelled by {interrupted.name}: {stored_count(a, units, store, bfp, mfp)} "
+              f"stored in {a.out}; rerun to resume", file=sys.stderr)
         return interrupted.exit_code
 
     from .outputs import write_outputs

@@ -264,6 +264,7 @@ def op_breakdown(report: dict[str, Any], target: str, limit: int = 12) -> list[d
         rows.append(
             {
                 "op": k.get("op") or k.get("name"),
+                "module": k.get("module"),
                 "loc": k.get("loc"),
                 "flops": (k.get("flops_matrix") or 0) + (k.get("flops_vector") or 0),
                 "bytes": k.get("bytes"),
