@@ -416,8 +416,8 @@ def test_jitted_jax_model_computes_the_model(tmp_path):
     import jax
     import numpy as np
 
-    from solar_compiler.bench.timing_jax import jitted_model
     from solar_compiler.frontends.jax.capture import construct
+    from solar_compiler.frontends.jax.timed import jitted_model
     from solar_compiler.frontends.model_file import JAX_FORMAT, load_model_file
 
     path = tmp_path / "m.py"
