@@ -60,7 +60,9 @@ class RooflinePass(ModulePass):
     indirect: str = "traced"
     measured: str | None = None   # a time (310us) or a JSON file of times: "% of SOL" in the report
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
+    def check_options(self) -> tuple:
+        """Every option parsed and checked (targets loaded), without the module: the driver calls it
+        before any work starts, so a typo in --hw fails before a translation, not after it."""
         fidelity = parse_fidelity(self.fidelity)
         if self.precision not in PRECISIONS:
             raise PassError(f"roofline: unknown precision policy {self.precision!r}; "
@@ -76,6 +78,10 @@ class RooflinePass(ModulePass):
         latency = parse_latency(self.inverse) if self.inverse is not None else None
         measured = parse_measured(self.measured) if self.measured is not None else None
         targets = parse_hw_list(self.hw if isinstance(self.hw, str) else ",".join(self.hw))
+        return fidelity, cache_size, latency, measured, targets
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        fidelity, cache_size, latency, measured, targets = self.check_options()
         source = program_info(op).source
         programs = module_programs(op)
         if not programs:

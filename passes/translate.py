@@ -57,6 +57,16 @@ class TranslatePass(ModulePass):
     llm_max_response: int = 64_000
     sandboxed: bool = False  # the caller isolates this process already (solar-bench's forked workers)
 
+    def check_options(self) -> None:
+        """The options that need no source file, checked before any work starts (the driver)."""
+        from solar_compiler.frontends import frontend_names
+
+        if self.mode not in ("eval", "train"):
+            raise PassError(f"translate: mode must be eval or train, got '{self.mode}'")
+        if self.frontend not in frontend_names():
+            raise PassError(f"translate: unknown frontend '{self.frontend}' "
+                             f"(known: {', '.join(frontend_names())})")
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from solar_compiler.frontends import LLM_FRONTEND, FrontendOptions, get_frontend
         from solar_compiler.loopir.convert import kernels_to_module

@@ -337,6 +337,10 @@ class SolarOptMain(xDSLOptMain):
         except ValueError as e:  # xDSL's pipeline parser: an unknown pass or pass option
             raise SolarError(f"bad pass pipeline '{a.passes}': {' '.join(str(e).split())}",
                              error_class="input") from None
+        for p in self.pipeline.passes:  # pre-flight: a bad option fails now, before any capture
+            check = getattr(p, "check_options", None)
+            if check is not None:
+                check()
         checked = self.pipeline.callback
 
         def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:

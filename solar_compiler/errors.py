@@ -29,6 +29,7 @@ ERROR_CLASSES: dict[str, str] = {
     "memory": "an allocation failed under the sandbox's memory limit, or the OOM killer struck",
     "crash": "the sandbox died from a signal or exited without a result",
     "internal": "an exception that is no user error: a bug in solar-opt",
+    "measure": "the timing of a bounded model failed (building, running or timing it)",
 }
 
 

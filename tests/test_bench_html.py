@@ -213,3 +213,139 @@ def test_report_in_headless_chromium(suite_out, tmp_path):
     img = mpimg.imread(str(shot))
     assert img.shape[1] == 1400 and img.shape[0] > 1000
     assert img[..., :3].std() > 0.05  # not a blank page
+
+
+def _report_with_modules(scale: float, flops: int) -> dict:
+    """`_report` with a module tree (blocks.0.attn, blocks.0.mlp) and six kernels in it."""
+    r = _report(scale, flops)
+    ks = []
+    for i, (mod, op) in enumerate([("blocks.0.attn", "aten.bmm.default"), ("blocks.0.attn", "aten.softmax"),
+                                   ("blocks.0.mlp", "aten.mm.default"), ("blocks.0.mlp", "aten.gelu"),
+                                   ("blocks.0.mlp", "aten.mm.default"), ("", "aten.add.Tensor")]):
+        f = flops // (i + 1)
+        ks.append({"op": op, "module": mod, "loc": f"m.py:{10 + i}", "flops_matrix": f, "flops_vector": 0,
+                   "bytes": 1000 * (i + 1), "bound_s": {"H100_SXM": scale * 1e-6 / (i + 1)},
+                   "bottleneck": {"H100_SXM": "memory"}})
+    r["kernels_unfused"] = ks
+
+    def mod(path: str, parent: str | None, depth: int, idx: list[int]) -> dict:
+        return {"path": path, "name": path.rsplit(".", 1)[-1] or "model", "parent": parent, "depth": depth,
+                "kernels": idx, "own_kernels": [], "flops": sum(flops // (i + 1) for i in idx),
+                "bytes": sum(1000 * (i + 1) for i in idx),
+                "bound_s": {"H100_SXM": sum(scale * 1e-6 / (i + 1) for i in idx)},
+                "bottleneck": {"H100_SXM": "memory"}, "share": {"H100_SXM": len(idx) / 6}, "same_as": None}
+
+    block = [0, 1, 2, 3, 4]
+    r["modules"] = [mod("", None, 0, list(range(6))), mod("blocks", "", 1, block),
+                    mod("blocks.0", "blocks", 2, block), mod("blocks.0.attn", "blocks.0", 3, [0, 1]),
+                    mod("blocks.0.mlp", "blocks.0", 3, [2, 3, 4])]
+    return r
+
+
+@pytest.fixture
+def measured_out(tmp_path):
+    """A --measure suite of eight models: six timed, one whose timing failed (a JAX model timed as
+    torch, say), one whose bounds failed."""
+    out = tmp_path / "out"
+    store = Store(out)
+    units, bfp, mfp = [], {}, {}
+    for i in range(8):
+        u = Unit("suite", f"m{i}.py", f"suite/m{i}.py", str(tmp_path), f"{i:064d}")
+        units.append(u)
+        bfp[u.key], mfp[u.key] = "fp", "mfp"
+        if i == 7:
+            store.save(u, "bounds", {"fingerprint": "fp", "status": "failed", "error_class": "translate",
+                                     "error": "m7.py:1: syntax error"})
+            continue
+        store.save(u, "bounds", {"fingerprint": "fp", "status": "ok", "seconds": 1.0},
+                   _report_with_modules(2.0 ** i, 10**6 * (i + 1)))
+        if i == 6:
+            store.save(u, "measure", {"fingerprint": "mfp", "phase": "measure", "status": "failed",
+                                      "error_class": "measure",
+                                      "error": "m6.py: Model.__init__() missing 1 required positional "
+                                               "argument: 'rngs'"})
+        else:
+            ms = 0.01 * 2.0**i
+            store.save(u, "measure", {"fingerprint": "mfp", "phase": "measure", "status": "ok",
+                                      "timing": {"device": "cpu", "hardware": "cpu", "eager": {
+                                          "mean": ms, "median": ms, "min": ms, "max": ms, "std": 0.0,
+                                          "num_trials": 5}}})
+    args = SimpleNamespace(hw="H100_SXM", timings=None)
+    meta = {"command": ["solar-bench", "suite", "--measure"], "hw": "H100_SXM", "mode": "eval",
+            "workers": 1, "backend": "pool", "models": 8, "computed": {"bounds": 8, "measure": 7},
+            "reused": 0, "wall_s": 3.0}
+    assert write_outputs(out, units, store, bfp, mfp, None, args, meta) == 0
+    return out
+
+
+def test_failed_timing_shows_by_phase_in_results(measured_out):
+    data = json.loads((measured_out / "results.json").read_text())
+    by = {r["model"]: r for r in data["rows"]}
+    assert (by["m6.py"]["status"], by["m6.py"]["measure_status"], by["m6.py"]["measure_error_class"]) == (
+        "ok", "failed", "measure")
+    assert by["m6.py"]["measured_s"] is None and by["m0.py"]["measure_status"] == "ok"
+    (g,) = data["groups"]
+    assert (g["bounded"], g["measured"], g["failed"]) == (7, 6, {"measure": 1, "translate": 1})
+
+
+def _boxes_overlap(a: dict, b: dict) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+def test_measured_report_in_headless_chromium(measured_out, tmp_path):
+    """Labelled roofline dots (the largest, without overlap) and hover titles on all; failures by
+    phase (a failed timing is never 'ok' with no time); the model page's module tree with paths and
+    its kernel roofline."""
+    from solar_compiler.bench.html import TOP_LABELS
+
+    sync_playwright = _browser()
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto((measured_out / "report.html").as_uri())
+        page.wait_for_load_state("load")
+        roof = page.locator("svg.roofline").first
+        dots = roof.locator("circle.pt")
+        assert dots.count() == 7
+        titles = dots.locator("title").all_text_contents()
+        assert len(titles) == 7 and all("FLOP/B" in t and "FLOP/s" in t for t in titles)
+        labels = roof.locator("text.lbl")
+        assert labels.count() == TOP_LABELS
+        # the labelled dots are the slowest models (m6 unmeasured: at its fused bound, the largest)
+        assert set(labels.all_text_contents()) == {"m6.py", "m5.py", "m4.py", "m3.py", "m2.py"}
+        boxes = [labels.nth(i).bounding_box() for i in range(labels.count())]
+        assert not any(_boxes_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+        models = page.locator("#models")
+        head = [h.strip() for h in models.locator("th").all_inner_texts()]
+        row6 = models.locator("tbody tr", has_text="m6.py")
+        cells6 = row6.locator("td").all_inner_texts()
+        assert cells6[head.index("status")] == "measure failed"
+        assert cells6[head.index("failed phase")] == "measure"
+        assert cells6[head.index("measured")] == "failed (measure)"
+        assert row6.get_attribute("class") == "failed"
+        cells7 = models.locator("tbody tr", has_text="m7.py").locator("td").all_inner_texts()
+        assert (cells7[head.index("failed phase")], cells7[head.index("error class")]) == (
+            "bounds", "translate")
+        assert page.locator("#groups tbody td", has_text="measure 1").count() == 1
+
+        page.locator("#models a", has_text="m6.py").click()
+        page.wait_for_load_state("load")
+        assert "timing failed [measure]" in page.locator("p.failed").inner_text()
+        tree = page.locator("table.tree")
+        paths = tree.locator("tbody tr td:nth-child(2)").all_inner_texts()
+        assert paths == ["(model)", "blocks", "blocks.0", "blocks.0.attn", "blocks.0.mlp"]
+        kroof = page.locator("svg.roofline").first
+        assert kroof.locator("circle.pt").count() == 6
+        assert kroof.locator("text.lbl").first.text_content() == "blocks.0.attn: aten.bmm.default"
+        assert kroof.locator("circle.pt title").first.text_content().startswith("blocks.0.attn: aten.bmm")
+        first_op = page.locator("#ops-H100_SXM tbody tr").first
+        assert first_op.locator("td").nth(1).inner_text() == "blocks.0.attn"
+        browser.close()
+    assert errors == []

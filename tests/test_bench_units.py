@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from solar_compiler.bench.errors import phase_class
 from solar_compiler.bench.forked import run_forked
 from solar_compiler.bench.results import Measured, geomean, group_stats, op_breakdown, rows_for
 from solar_compiler.bench.suite import Unit, discover
@@ -341,3 +342,103 @@ def test_op_breakdown_orders_by_bound():
         ("aten.mm", 900, 0.75),
         ("aten.relu", 100, 0.25),
     ]
+
+
+# ---- timing phase: JAX models, failures labelled measure ---------------------------------------------
+def test_a_timing_failure_is_of_the_measure_phase():
+    assert phase_class("measure", "translate") == "measure"  # classified as if the pipeline had failed
+    assert phase_class("measure", "validate") == "measure"
+    assert phase_class("measure", "timeout") == "timeout"  # the sandbox's cause is kept
+    assert phase_class("bounds", "translate") == "translate"
+    (r,) = rows_for(
+        _unit("m.py"),
+        ["T"],
+        {"status": "ok"},
+        _report(2e-6, 3e-6, 4e-6),
+        None,
+        "m.html",
+        {"status": "failed", "error_class": "measure", "error": "m.py: defines no get_init_inputs"},
+    )
+    assert (r["status"], r["measured_s"], r["measure_status"], r["measure_error_class"]) == (
+        "ok", None, "failed", "measure")
+    (g,) = group_stats([r])
+    assert (g.bounded, g.measured, g.failed) == (1, 0, {"measure": 1})
+
+
+JAX_NNX = """
+import jax
+from flax import nnx
+
+class Model(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.lin = nnx.Linear(8, 4, rngs=rngs)
+    def __call__(self, x):
+        return jax.nn.relu(self.lin(x))
+
+def get_inputs():
+    return [jax.random.normal(jax.random.key(0), (2, 8))]
+"""
+JAX_FN = """
+import jax.numpy as jnp
+
+def model(a, b):
+    return jnp.tanh(a @ b)
+
+def get_inputs():
+    return [jnp.ones((4, 3)), jnp.ones((3, 5))]
+"""
+
+
+@pytest.mark.parametrize("source", [JAX_NNX, JAX_FN], ids=["nnx-no-get_init_inputs", "def-model"])
+def test_measure_times_a_jax_model_jitted(source, tmp_path):
+    """No get_init_inputs (optional for JAX), `rngs` supplied as the frontend does; the model is built
+    as JAX (a torch build raised `missing 1 required positional argument: 'rngs'`)."""
+    pytest.importorskip("flax")
+    from solar_compiler.bench.timing import measure_job
+
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    rec = measure_job(str(path), TimingConfig(device="cpu", warmup=1, trials=3, min_trials=3, cap_s=None))
+    assert (rec["framework"], rec["device"], rec["eager"]["num_trials"]) == ("jax", "cpu", 3)
+    assert "block_until_ready" in rec["clock"] and rec["eager"]["min"] > 0
+    assert rec["eager"]["min"] <= rec["eager"]["median"] <= rec["eager"]["max"]
+
+
+def test_jitted_jax_model_computes_the_model(tmp_path):
+    """The timed function is the model itself: the jitted NNX split/merge gives the eager output."""
+    pytest.importorskip("flax")
+    import jax
+    import numpy as np
+
+    from solar_compiler.frontends.jax.capture import construct
+    from solar_compiler.frontends.jax.timed import jitted_model
+    from solar_compiler.frontends.model_file import JAX_FORMAT, load_model_file
+
+    path = tmp_path / "m.py"
+    path.write_text(JAX_NNX)
+    fn, args = jitted_model(str(path), "eval", jax.devices("cpu")[0])
+    spec = load_model_file(str(path), JAX_FORMAT)
+    want = construct(spec)(*spec.sample_inputs())
+    np.testing.assert_allclose(np.asarray(fn(*args)), np.asarray(want), rtol=1e-6)
+
+
+def test_a_cancelled_measure_run_counts_what_each_phase_stored(tmp_path):
+    """Ctrl-C in the timing phase at 1/4 said '4 of 4 models stored': the bounds were, the timings
+    were not; the message now counts each phase."""
+    from types import SimpleNamespace
+
+    from solar_compiler.bench.cli import stored_count
+    from solar_compiler.bench.store import Store
+
+    store = Store(tmp_path / "out")
+    units = [_unit(f"m{i}.py") for i in range(4)]
+    for i, u in enumerate(units):
+        store.save(u, "bounds", {"fingerprint": "b", "status": "ok"})
+        if i == 0:
+            store.save(u, "measure", {"fingerprint": "m", "status": "ok"})
+    store.save(units[1], "measure", {"fingerprint": "stale", "status": "ok"})  # another config's timing
+    bfp, mfp = {u.key: "b" for u in units}, {u.key: "m" for u in units}
+    assert stored_count(SimpleNamespace(measure=True), units, store, bfp, mfp) == \
+        "4 of 4 models' bounds and 1 of 4 timings"
+    assert stored_count(SimpleNamespace(measure=False), units[:2] + [_unit("new.py")], store, bfp | {
+        "g/new.py": "b"}, mfp) == "2 of 3 models"

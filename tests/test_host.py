@@ -13,7 +13,7 @@ import pytest
 
 from solar_compiler import hw
 from solar_compiler.hw import HwTargetError, load_target
-from solar_compiler.hw.cpu import TURBO_ALLOWANCE, describe_cpu, max_clock, usable_cores
+from solar_compiler.hw.cpu import TURBO_ALLOWANCE, cpu_series, describe_cpu, max_clock, usable_cores
 from solar_compiler.hw.host import (
     DERIVED_SOURCE,
     DRAM_MARGIN,
@@ -84,6 +84,40 @@ def test_clock_without_cpufreq_is_a_stated_clock_times_the_turbo_allowance() -> 
     assert (hz, exact) == (4.0e9, False) and "model name" in how  # 8480+ turbo: 3.8 GHz < 4.0
     with pytest.raises(ValueError, match="no clock"):
         max_clock(["garbage"], "Some CPU", [])
+
+
+GENOA_VM = """processor	: 0
+vendor_id	: AuthenticAMD
+cpu family	: 25
+model		: 17
+model name	: AMD EPYC
+stepping	: 1
+cpu MHz		: 2596.140
+bogomips	: 5192.28
+flags		: fpu sse2 avx fma avx2 avx512f avx512_bf16 avx512_vnni
+"""
+
+
+def test_clock_of_a_vm_without_cpufreq_is_its_series_max_boost() -> None:
+    """The 2.6 GHz EPYC VM (captured /proc/cpuinfo, no cpufreq in sysfs) whose ceiling was 5.19 GHz
+    (cpu MHz x 2): family 25 model 17 is EPYC 9004, whose fastest part boosts to 4.4 GHz."""
+    assert cpu_series(GENOA_VM) == ("AuthenticAMD", 25, 17)
+    cpu = describe_cpu(GENOA_VM, [0, 1], None, [])
+    assert (cpu.clock_hz, cpu.clock_exact) == (4.4e9, False)
+    assert "EPYC 9174F max boost 4.4 GHz" in cpu.clock_how and "2.596 GHz, not a maximum" in cpu.clock_how
+    # sysfs cpufreq, when present, is the CPU's own maximum and wins over the series' figure
+    assert describe_cpu(GENOA_VM, [0, 1], None, ["3700000\n"]).clock_how == "cpufreq cpuinfo_max_freq"
+    # a series outside the table (and no family line at all) keeps the stated clock x allowance
+    other = GENOA_VM.replace("cpu family\t: 25", "cpu family\t: 21")
+    assert cpu_series(other) == ("AuthenticAMD", 21, 17)
+    assert describe_cpu(other, [0], None, []).clock_hz == pytest.approx(2596.14e6 * TURBO_ALLOWANCE)
+    assert cpu_series(ZEN5) is None
+
+
+def test_calibration_summary_says_where_the_clock_comes_from(tmp_path: Path) -> None:
+    t = calibrate_host(tmp_path / "h.yaml", facts=facts(cpuinfo=GENOA_VM), measurements=measured())
+    line = next(x for x in summary(t) if x.strip().startswith("clock_hz"))
+    assert line.startswith("  clock_hz: 4.4e+09 Hz (no cpufreq; highest max boost of the series")
 
 
 def test_usable_cores_follow_affinity_and_cgroup_quota() -> None:

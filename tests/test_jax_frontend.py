@@ -176,7 +176,7 @@ def test_solar_opt_on_torch_or_loop_input_never_imports_jax(tmp_path):
 
 
 def test_only_the_jax_frontend_imports_jax():
-    """jax/flax imports live in frontends/jax (capture, job, reference), nowhere else in the package;
+    """jax/flax imports live in frontends/jax (capture, job, reference, timed), nowhere else in the package;
     its `frontend` module, which the parent imports, has none."""
     found = set()
     for f in (ROOT / "solar_compiler").rglob("*.py"):
@@ -186,7 +186,7 @@ def test_only_the_jax_frontend_imports_jax():
             if any(n.split(".")[0] in ("jax", "flax", "jaxlib") for n in names):
                 found.add(f.relative_to(ROOT).as_posix())
     assert found == {"solar_compiler/frontends/jax/capture.py", "solar_compiler/frontends/jax/job.py",
-                     "solar_compiler/frontends/jax/reference.py"}
+                     "solar_compiler/frontends/jax/reference.py", "solar_compiler/frontends/jax/timed.py"}
 
 
 def test_the_framework_frontends_import_only_the_shared_frontend_modules():
@@ -257,6 +257,35 @@ def test_a_big_program_is_captured_abstractly_and_validated_on_a_reduced_instanc
     assert (v["validated"], v["sizes"], v["full_size_same_program"]) == \
         (True, "reduced: M=2048 (of 8192), K=2048 (of 8192), N=1024 (of 4096)", True)
     assert report["totals"]["flops_matrix"] == 2 * 8192 * 8192 * 4096
+
+
+def test_progress_of_a_reduced_jax_validation_names_the_instance(tmp_path):
+    """The JAX path's progress: the reduction tried, then the loop IR run on the reduced instance,
+    never 'at full size' after 'not at full size'."""
+    import io
+
+    from solar_compiler import progress
+
+    path = tmp_path / "mm.py"
+    path.write_text("import jax\n\nM, K, N = 512, 512, 256\n\n\ndef model(a, b):\n"
+                    "    return jax.nn.relu(a @ b)\n\n\ndef get_inputs():\n"
+                    "    ka, kb = jax.random.split(jax.random.key(0))\n"
+                    "    return [jax.random.normal(ka, (M, K)), jax.random.normal(kb, (K, N))]\n")
+    stream = io.StringIO()
+    progress.enable(stream)
+    try:
+        v = translate_job(str(path), FrontendOptions(no_cache=True, memory_budget_gb=0.001)).validation
+    finally:
+        progress.disable()
+    assert v["validated"] and v["sizes"].startswith("reduced: ")
+    lines = stream.getvalue().splitlines()
+    val = [line.split("] validate: ", 1)[1] for line in lines if "] validate: " in line]
+    assert val[0].startswith("not at full size (whole execution")
+    assert val[0].endswith(": on a reduced instance")
+    assert all(m.startswith("reduced instance M=") and m.endswith(": capturing and translating")
+               for m in val[1:-1])
+    assert val[-1] == ("executing the loop IR against the framework on the reduced instance "
+                       + v["sizes"].removeprefix("reduced: "))
 
 
 def test_tuple_assigned_size_constants_are_found(tmp_path):

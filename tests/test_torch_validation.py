@@ -156,6 +156,38 @@ def get_init_inputs():
 SMALL = FrontendOptions(memory_budget_gb=0.02)  # forces a reduced instance (framework > 20 MB)
 
 
+def test_progress_of_a_reduced_instance_validation_says_what_runs(tmp_path):
+    """Issue 25 item 5: 'not at full size ... on a reduced instance' was followed by 'executing the
+    loop IR against torch at full size', and an estimate by seconds of silence. Now: the reduced
+    instance named where it runs, each sample announced is reported done with its time."""
+    import io
+
+    from solar_compiler import progress
+
+    stream = io.StringIO()
+    progress.enable(stream)
+    try:
+        v = fe.translate_job(write(tmp_path, "m.py", EXPR), SMALL).validation
+    finally:
+        progress.disable()
+    assert v["method"] == "reduced"
+    msgs = [line.split("] ", 1)[1] for line in stream.getvalue().splitlines()]
+    val = [m.removeprefix("validate: ") for m in msgs if m.startswith("validate: ")]
+    assert val[0].startswith("not at full size (whole execution") and val[0].endswith(
+        "): on a reduced instance")
+    n = int(v["sizes"].split("N=")[1].split(" ")[0])
+    last = val.index(f"reduced instance N={n}: capturing and translating")
+    for m in val[1:last]:  # milder reductions tried first: each announced, then why it is not usable
+        assert m.startswith(("reduced instance N=", "not usable: the reduced instance N=")), m
+    assert val[last + 1].startswith(f"executing the loop IR against torch on the reduced instance N={n}, "
+                                    f"{v['samples']} sample(s) (loop IR estimated ")
+    done = val[last + 2:]
+    assert [m.rsplit(" (", 1)[0] for m in done] == [
+        f"sample {i} of {v['samples']} agrees" for i in range(1, v["samples"] + 1)]
+    assert all(m.endswith(" s)") for m in done)
+    assert not any("at full size" in m for m in val[1:])
+
+
 @pytest.mark.parametrize("src, sites", [(EXPR, {"N"}), (LIST, {"batch_size", "hidden_layer_sizes[0]",
                                                                "hidden_layer_sizes[1]"}),
                                         (DERIVED, {"dim"})])

@@ -22,6 +22,7 @@ from typing import Any
 from solar_compiler.errors import SolarError
 from solar_compiler.lifetime import Cancelled, cancel_on_signals
 
+from .errors import phase_class
 from .forked import Outcome
 from .jobs import BoundsConfig
 from .store import Store, fingerprint
@@ -97,8 +98,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error("--measure and --timings are exclusive (one measured time per model)")
     if a.compile and not a.measure:
         p.error("--compile needs --measure")
-    if a.workers < 1:
-        p.error("--workers must be at least 1")
+    for flag, value, least in (("--workers", a.workers, 1), ("--trials", a.trials, 1),
+                               ("--warmup", a.warmup, 0)):
+        if value < least:
+            p.error(f"{flag} must be at least {least}, got {value}")
+    for flag, value in (("--timeout", a.timeout), ("--memory-gb", a.memory_gb),
+                        ("--measure-timeout", a.measure_timeout), ("--measure-cap-s", a.measure_cap_s)):
+        if not value > 0:
+            p.error(f"{flag} must be positive, got {value:g}")
     if a.mode is None:
         a.mode = "train" if a.timings else "eval"
     return a
@@ -182,6 +189,18 @@ def calibrate_host_once(hw: str) -> None:
                                  "`solar-opt --calibrate-host --force` records it on a busy machine)")
 
 
+def stored_count(a: argparse.Namespace, units: list[Unit], store: Store, bfp: dict[str, str],
+                 mfp: dict[str, str]) -> str:
+    """What a cancelled run leaves stored, per phase: "3 of 5 models", and with --measure "4 of 4
+    models' bounds and 1 of 4 timings" (bounds all stored says nothing of the timings)."""
+    bounds = [u for u in units if store.load(u, "bounds", bfp[u.key]) is not None]
+    text = f"{len(bounds)} of {len(units)} models"
+    if not a.measure:
+        return text
+    timed = sum(store.load(u, "measure", mfp[u.key]) is not None for u in units)
+    return f"{text}' bounds and {timed} of {len(units)} timings"
+
+
 def make_backend(a: argparse.Namespace, init: dict[str, Any], log: str):
     if a.ray:
         from .ray_backend import RayPool
@@ -192,8 +211,22 @@ def make_backend(a: argparse.Namespace, init: dict[str, Any], log: str):
     return Pool(a.workers, init, log)
 
 
+def preflight(a: argparse.Namespace) -> None:
+    """Every argument that can be checked before work starts, checked now: the named targets (with
+    their did-you-mean), the precision policy. `host` is loaded after its calibration (`run`)."""
+    from solar_compiler.hw import PRECISIONS, parse_hw_list
+
+    named = [t.strip() for t in a.hw.split(",") if t.strip().lower() != "host"]
+    if named or not a.hw.strip():
+        parse_hw_list(",".join(named) if named else a.hw)
+    if a.precision is not None and a.precision not in PRECISIONS:
+        raise SolarError(f"--precision: unknown precision policy {a.precision!r}; "
+                         f"expected one of {', '.join(PRECISIONS)}")
+
+
 def run(a: argparse.Namespace) -> int:
     t_start = time.time()
+    preflight(a)
     units = discover(a.paths)
     timings = load_timings(a.timings) if a.timings else None
     store = Store(a.out)
@@ -219,6 +252,10 @@ def run(a: argparse.Namespace) -> int:
         flush=a.cache_state == "cold",
     )
     calibrate_host_once(a.hw)
+    if "host" in [t.strip().lower() for t in a.hw.split(",")]:
+        from solar_compiler.hw import parse_hw_list
+
+        parse_hw_list("host")  # calibrated: it loads, or the error says why before any worker starts
     bfields = {**bcfg.fingerprint_fields(), "hw_files": target_files_sha(a.hw)}
     bfp = {u.key: fingerprint(bfields, u) for u in units}
     mfp = {u.key: fingerprint(tcfg.fingerprint_fields(), u) for u in units}
@@ -256,8 +293,9 @@ def run(a: argparse.Namespace) -> int:
         rec = {
             "fingerprint": (bfp if kind == "bounds" else mfp)[u.key],
             "unit": u.as_dict(),
+            "phase": kind,
             "status": "ok" if o.ok else "failed",
-            "error_class": o.error_class,
+            "error_class": None if o.ok else phase_class(kind, o.error_class),
             "error": o.error,
             "seconds": o.seconds,
             "cpu_s": o.cpu_s,
@@ -275,9 +313,8 @@ def run(a: argparse.Namespace) -> int:
         store.save(u, kind, rec, report)
         computed[kind] += 1
         assert prog is not None
-        prog.update(
-            u, o.ok, f"{kind} ok {o.seconds:.1f} s" if o.ok else f"{kind} failed ({o.error_class}): {o.error}"
-        )
+        done = f"{kind} ok {o.seconds:.1f} s" if o.ok else f"{kind} failed ({rec['error_class']}): {o.error}"
+        prog.update(u, o.ok, done)
 
     interrupted: Cancelled | None = None
     try:
@@ -309,12 +346,8 @@ def run(a: argparse.Namespace) -> int:
     except Cancelled as e:
         interrupted = e
     if interrupted is not None:
-        done = sum(store.load(u, "bounds", bfp[u.key]) is not None for u in units)
-        print(
-            f"solar-bench: cancelled by {interrupted.name}: {done} of {len(units)} models stored in "
-            f"{a.out}; rerun to resume",
-            file=sys.stderr,
-        )
+        print(f"solar-bench: cancelled by {interrupted.name}: {stored_count(a, units, store, bfp, mfp)} "
+              f"stored in {a.out}; rerun to resume", file=sys.stderr)
         return interrupted.exit_code
 
     from .outputs import write_outputs

@@ -81,14 +81,15 @@ def cell(v: Any, kind: str = "text", link: str | None = None, cls: str = "") -> 
     return f'<td class="n {cls}" data-v="{raw}">{esc(shown)}</td>'
 
 
-OP_COLUMNS = [("op", "text"), ("loc", "text"), ("FLOPs", "int"), ("bytes", "int"), ("bound", "s"),
-              ("share", "pct"), ("bottleneck", "text")]
+OP_COLUMNS = [("op", "text"), ("module", "text"), ("loc", "text"), ("FLOPs", "int"), ("bytes", "int"),
+              ("bound", "s"), ("share", "pct"), ("bottleneck", "text")]
 
 
 def op_table(ops: list[dict[str, Any]], tid: str) -> str:
     """A sortable table of an op breakdown (`results.op_breakdown` rows)."""
     rows = [
-        "<tr>" + cell(o["op"]) + cell(o["loc"]) + cell(o["flops"], "int") + cell(o["bytes"], "int")
+        "<tr>" + cell(o["op"]) + cell(o.get("module")) + cell(o["loc"]) + cell(o["flops"], "int")
+        + cell(o["bytes"], "int")
         + cell(o["bound_s"], "s") + cell(o["share"], "pct") + cell(o["bottleneck"]) + "</tr>"
         for o in ops
     ]
@@ -145,14 +146,46 @@ def histogram(values: list[float], title: str) -> str:
     return f'<svg class="chart hist" width="{W}" height="{H}">{"".join(body)}</svg>'
 
 
-def roofline(
-    points: list[tuple[str, float, float, bool]], peak: float | None, bw: float | None, title: str
-) -> str:
-    """points: (label, intensity FLOP/B, attained FLOP/s, measured?)."""
+Point = tuple  # (label, intensity FLOP/B, attained FLOP/s, filled?, hover text or None)
+LABEL_PX = 6.2  # width of a label character at the charts' 11px font (placement only)
+
+
+def _place_labels(anchors: list[tuple[str, float, float]]) -> list[str]:
+    """SVG text for labelled dots: right of the dot when that spot is free, else moved down (then
+    up) in 12px steps to the first spot that overlaps no earlier label and stays in the plot, with
+    a leader line back to its own dot; a label with no free spot is left out (its dot keeps the
+    hover title)."""
+    boxes: list[tuple[float, float, float, float]] = []
+    out = []
+    for text, cx, cy in anchors:
+        w = LABEL_PX * len(text)
+        x = cx + 6 if cx + 6 + w <= W - 4 else cx - 6 - w
+        for dy in (0, 12, -12, 24, -24, 36, -36, 48, -48):
+            y = cy + 4 + dy
+            box = (x, y - 10, x + w, y + 2)
+            if box[1] < PAD - 6 or box[3] > H - PAD + 2:
+                continue
+            if all(box[2] <= b[0] or box[0] >= b[2] or box[3] <= b[1] or box[1] >= b[3] for b in boxes):
+                boxes.append(box)
+                if dy:
+                    lx = x if x > cx else x + w
+                    out.append(f'<line class="leader" x1="{cx:.1f}" y1="{cy:.1f}" x2="{lx:.1f}" '
+                               f'y2="{y - 4:.1f}" stroke="#999" stroke-width="0.6"/>')
+                out.append(f'<text class="lbl" x="{x:.1f}" y="{y:.1f}">{esc(text)}</text>')
+                break
+    return out
+
+
+def roofline(points: list[Point], peak: float | None, bw: float | None, title: str, *, labels: int = 0,
+             legend: str = "FLOP/s (filled: measured; open: at the fused bound)",
+             xlabel: str = "FLOP per byte (fused)") -> str:
+    """points: (label, intensity FLOP/B, attained FLOP/s, filled?, hover text): every dot has a hover
+    title (its label and figures); the first `labels` points (the caller orders them, most important
+    first) are also labelled on the chart."""
     pts = [p for p in points if p[1] > 0 and p[2] > 0]
     body = [f'<text x="{W / 2}" y="16" text-anchor="middle">{esc(title)}</text>']
     if not pts:
-        body.append(f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle">no model with FLOPs</text>')
+        body.append(f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle">no point with FLOPs</text>')
         return f'<svg class="chart roofline" width="{W}" height="{H}">{"".join(body)}</svg>'
     xs = [p[1] for p in pts]
     ys = [p[2] for p in pts] + ([peak] if peak else [])
@@ -177,11 +210,14 @@ def roofline(
                 f'<polyline class="roof" points="{" ".join(segs)}" fill="none" stroke="#c33" '
                 f'stroke-width="1.5"/>'
             )
-    for label, xi, yi, meas in pts:
+    for p in pts:
+        label, xi, yi, meas = p[:4]
+        hover = p[4] if len(p) > 4 and p[4] else label
         body.append(
             f'<circle class="pt" cx="{X(xi):.1f}" cy="{Y(yi):.1f}" r="3.5" '
-            f'fill="{"#36c" if meas else "none"}" stroke="#36c"><title>{esc(label)}</title></circle>'
+            f'fill="{"#36c" if meas else "none"}" stroke="#36c"><title>{esc(hover)}</title></circle>'
         )
+    body += _place_labels([(p[0], X(p[1]), Y(p[2])) for p in pts[:labels]])
     for d in range(x0, x1 + 1):
         body.append(f'<text x="{X(10.0**d):.1f}" y="{H - PAD + 14}" text-anchor="middle">1e{d}</text>')
     for d in range(y0, y1 + 1):
@@ -189,9 +225,12 @@ def roofline(
     body.append(
         f'<rect x="{PAD}" y="{PAD}" width="{W - 2 * PAD}" height="{H - 2 * PAD}" fill="none" stroke="#000"/>'
     )
-    body.append(f'<text x="{W / 2}" y="{H - 8}" text-anchor="middle">FLOP per byte (fused)</text>')
-    body.append(f'<text x="6" y="{PAD - 8}">FLOP/s (filled: measured; open: at the fused bound)</text>')
+    body.append(f'<text x="{W / 2}" y="{H - 8}" text-anchor="middle">{esc(xlabel)}</text>')
+    body.append(f'<text x="6" y="{PAD - 8}">{esc(legend)}</text>')
     return f'<svg class="chart roofline" width="{W}" height="{H}">{"".join(body)}</svg>'
+
+
+TOP_LABELS = 5  # dots labelled on a chart (the rest have hover titles)
 
 
 def _hw_peaks(reports: list[dict], target: str) -> tuple[float | None, float | None]:
@@ -267,21 +306,23 @@ def write_html(
         ]
         peak, bw = _hw_peaks([reports[f"{r['group']}/{r['model']}"] for r in sel], g["target"])
         pts = []
-        for r in sel:
+        for r in sorted(sel, key=lambda r: -(r["measured_s"] or r["fused_s"] or 0.0)):
             if not r["flops"] or not r["bytes_fused"]:
                 continue
             t = r["measured_s"] or r["fused_s"]
             if t:
-                pts.append(
-                    (r["model"], r["flops"] / r["bytes_fused"], r["flops"] / t, r["measured_s"] is not None)
-                )
+                ai, rate = r["flops"] / r["bytes_fused"], r["flops"] / t
+                how = f"measured {fmt_s(r['measured_s'])}" if r["measured_s"] else "at the fused bound"
+                hover = (f"{r['model']}: {ai:.3g} FLOP/B, {rate:.3g} FLOP/s ({how}; fused bound "
+                         f"{fmt_s(r['fused_s'])})")
+                pts.append((r["model"], ai, rate, r["measured_s"] is not None, hover))
         parts.append(
             f"<h3>{esc(g['group'])} on {esc(g['target'])}</h3><div class=charts>"
             + histogram(
                 [r["headroom_fused"] for r in sel if r["validated"]],
                 f"{g['group']}: fused headroom ({g['target']})",
             )
-            + roofline(pts, peak, bw, f"{g['group']}: roofline ({g['target']})")
+            + roofline(pts, peak, bw, f"{g['group']}: roofline ({g['target']})", labels=TOP_LABELS)
             + "</div>"
         )
     parts.append(f"<h2>Violations ({len(data['violations'])})</h2>")
@@ -302,6 +343,7 @@ def write_html(
         ("model", "text"),
         ("target", "text"),
         ("status", "text"),
+        ("failed phase", "text"),
         ("error class", "text"),
         ("validated", "text"),
         ("FLOPs", "int"),
@@ -316,21 +358,23 @@ def write_html(
     ]
     mrows = []
     for r in rows:
-        cls = ' class="viol"' if r["violation"] else (' class="failed"' if r["status"] != "ok" else "")
+        phase, status, eclass = failed_phase(r)
+        cls = ' class="viol"' if r["violation"] else (' class="failed"' if phase else "")
         mrows.append(
             f"<tr{cls}>"
             + cell(r["group"])
             + cell(r["model"], link=r["report"] or _page_link(store, r))
             + cell(r["target"])
-            + cell(r["status"])
-            + cell(r["error_class"])
+            + cell(status)
+            + cell(phase)
+            + cell(eclass)
             + cell("yes" if r["validated"] else "no")
             + cell(r["flops"], "int")
             + cell(r["bytes_fused"], "int")
             + cell(r["unfused_s"], "s")
             + cell(r["fused_s"], "s")
             + cell(r["cache_aware_s"], "s")
-            + cell(r["measured_s"], "s")
+            + measured_cell(r)
             + cell(r["headroom_fused"], "x")
             + cell("VIOLATION" if r["violation"] else "")
             + cell(r["pipeline_s"], "s")
@@ -349,6 +393,22 @@ def write_html(
         )
 
 
+def failed_phase(r: dict[str, Any]) -> tuple[str, str, str]:
+    """(failed phase, status text, error class) of a row: a model whose bounds are stored but whose
+    timing failed is "measure failed", never "ok" with no time."""
+    if r["status"] != "ok":
+        return "bounds", r["status"], r["error_class"] or ""
+    if r.get("measure_status") == "failed":
+        return "measure", "measure failed", r.get("measure_error_class") or "measure"
+    return "", "ok", ""
+
+
+def measured_cell(r: dict[str, Any]) -> str:
+    if r.get("measure_status") == "failed":
+        return cell(f"failed ({r.get('measure_error_class') or 'measure'})", cls="failed")
+    return cell(r["measured_s"], "s")
+
+
 def _page_link(store: Store, r: dict[str, Any]) -> str:
     return f"models/{r['group']}/{r['model'].removesuffix('.py')}.html"
 
@@ -362,7 +422,12 @@ def model_page(store: Store, u: Unit, report: dict | None, rows: list[dict[str, 
         f"<p class=meta>{esc(u.path)} (sha256 {esc(u.sha256[:12])})</p>"
     ]
     if first is not None and first["status"] != "ok":
-        parts.append(f"<p class=failed>failed [{esc(first['error_class'])}]: {esc(first['error'])}</p>")
+        parts.append(f"<p class=failed>bounds failed [{esc(first['error_class'])}]: "
+                     f"{esc(first['error'])}</p>")
+    if first is not None and first.get("measure_status") == "failed":
+        parts.append(f"<p class=failed>timing failed [{esc(first['measure_error_class'])}]: "
+                     f"{esc(first['measure_error'])} "
+                     f"(<a href=\"{esc(u.stem)}.measure.log\">timing log</a>)</p>")
     parts.append(
         f'<p><a href="{esc(u.stem)}.bounds.log">sandbox log</a> &middot; '
         f'<a href="{esc(u.stem)}.report.json">JSON report</a></p>'
@@ -409,6 +474,10 @@ def model_page(store: Store, u: Unit, report: dict | None, rows: list[dict[str, 
             for r in rows
         ]
         parts.append("<h2>Bounds</h2>" + sortable(cols, trs, "bounds"))
+        if any(m.get("path") for m in report.get("modules") or []):
+            parts.append("<h2>Module tree</h2>" + module_tree(report))
+        charts = "".join(kernel_roofline(report, t) for t in report.get("bounds", {}))
+        parts.append(f"<h2>Kernels on the roofline</h2><div class=charts>{charts}</div>")
         for target in report.get("bounds", {}):
             ops = op_breakdown(report, target, limit=10**6)
             parts.append(
@@ -416,3 +485,49 @@ def model_page(store: Store, u: Unit, report: dict | None, rows: list[dict[str, 
                 + op_table(ops, f"ops-{esc(target)}")
             )
     path.write_text(page(u.key, "".join(parts)))
+
+
+def module_tree(report: dict[str, Any]) -> str:
+    """Every module of the report (depth-first, indented by depth) with its full path, FLOPs, bytes
+    and its kernels' unfused bound and share per target: the text report's module tree, unfolded."""
+    mods = report.get("modules") or []
+    hws = list(report.get("bounds", {}))
+    kids: dict[str | None, list[dict[str, Any]]] = {}
+    for m in mods:
+        kids.setdefault(m.get("parent"), []).append(m)
+    cols = [("module", "text"), ("path", "text"), ("FLOPs", "int"), ("bytes", "int")]
+    for h in hws:
+        cols += [(f"{h} bound", "s"), (f"{h} share", "pct"), (f"{h} bound by", "text")]
+    trs: list[str] = []
+
+    def visit(m: dict[str, Any]) -> None:
+        name = "&nbsp;" * 4 * m["depth"] + esc(m["name"])
+        tds = f"<td>{name}</td>" + cell(m["path"] or "(model)") + cell(m.get("flops"), "int") \
+            + cell(m.get("bytes"), "int")
+        for h in hws:
+            tds += cell((m.get("bound_s") or {}).get(h), "s") + cell((m.get("share") or {}).get(h), "pct") \
+                + cell((m.get("bottleneck") or {}).get(h))
+        trs.append(f"<tr>{tds}</tr>")
+        for k in kids.get(m["path"], []):
+            visit(k)
+
+    for root in kids.get(None, []):
+        visit(root)
+    head = "".join(f"<th>{esc(n)}</th>" for n, _ in cols)
+    return f"<table class=tree><thead><tr>{head}</tr></thead><tbody>{''.join(trs)}</tbody></table>"
+
+
+def kernel_roofline(report: dict[str, Any], target: str) -> str:
+    """The model's source ops (unfused kernels) at their bound on `target`: the largest bounds
+    labelled with their module and op, every dot with a hover title."""
+    peak, bw = _hw_peaks([report], target)
+    ops = op_breakdown(report, target, limit=10**6)
+    pts = []
+    for o in ops:
+        if o["flops"] and o["bytes"] and o["bound_s"]:
+            where = f"{o['module']}: " if o.get("module") else ""
+            hover = (f"{where}{o['op']} @ {o['loc']}: {o['flops']:,} FLOPs, {o['bytes']:,} B, bound "
+                     f"{fmt_s(o['bound_s'])} ({100 * o['share']:.1f}%, {o['bottleneck']})")
+            pts.append((f"{where}{o['op']}", o["flops"] / o["bytes"], o["flops"] / o["bound_s"], True, hover))
+    return roofline(pts, peak, bw, f"kernels at their unfused bound ({target})", labels=TOP_LABELS,
+                    legend="FLOP/s at the kernel's bound", xlabel="FLOP per byte (kernel)")

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .errors import phase_class
 from .results import (
     COLUMNS,
     Measured,
@@ -35,7 +36,8 @@ def _measured(
         rec = store.load(unit, "measure", mfp[unit.key])
         if rec and rec.get("status") == "ok":
             t = rec["timing"]
-            src = f"{t['device']} {'eager+compile' if 'compile' in t else 'eager'} ({t['hardware']})"
+            how = "jax.jit" if t.get("framework") == "jax" else "eager+compile" if "compile" in t else "eager"
+            src = f"{t['device']} {how} ({t['hardware']})"
             return measured_from_stats(t, src)
     return None
 
@@ -57,12 +59,12 @@ def collect(
         rep = store.report(u) if b and b.get("status") == "ok" else None
         if rep is not None:
             reports[u.key] = rep
-        if mfp is not None:
-            m = store.load(u, "measure", mfp[u.key])
-            if m and m.get("status") != "ok":
-                measure_errors[u.key] = f"{m.get('error_class')}: {m.get('error')}"
+        m = store.load(u, "measure", mfp[u.key]) if mfp is not None else None
+        if m and m.get("status") != "ok":
+            measure_errors[u.key] = f"{phase_class('measure', m.get('error_class'))}: {m.get('error')}"
+            m = {**m, "error_class": phase_class("measure", m.get("error_class"))}
         link = os.path.relpath(store.path(u, "html"), store.out)
-        rows += rows_for(u, targets, b, rep, _measured(u, store, mfp, timings, timings_name), link)
+        rows += rows_for(u, targets, b, rep, _measured(u, store, mfp, timings, timings_name), link, m)
     return rows, reports, measure_errors
 
 

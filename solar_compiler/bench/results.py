@@ -39,6 +39,9 @@ COLUMNS = (
     "measured_compile_s",
     "measured_compile_min_s",
     "measured_source",
+    "measure_status",
+    "measure_error_class",
+    "measure_error",
     "headroom_unfused",
     "headroom_fused",
     "headroom_cache_aware",
@@ -92,10 +95,20 @@ def rows_for(
     report: dict[str, Any] | None,
     measured: Measured | None,
     report_link: str,
+    measure: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The rows of one model: one per target of its report (or of `targets` when it failed)."""
+    """The rows of one model: one per target of its report (or of `targets` when it failed).
+    `measure` is the timing record of this run (`measure_status` "ok" or "failed", with its class
+    and message), so that a failed timing shows as such and not as a bounded model without a time."""
     base: dict[str, Any] = {c: None for c in COLUMNS}
     base.update(group=unit.group, model=unit.name)
+    if measure is not None:
+        failed = measure.get("status") != "ok"
+        base.update(
+            measure_status=measure.get("status"),
+            measure_error_class=measure.get("error_class") if failed else None,
+            measure_error=measure.get("error") if failed else None,
+        )
     if bounds is not None:
         base.update(
             pipeline_s=bounds.get("seconds"),
@@ -218,6 +231,10 @@ def group_stats(rows: list[dict[str, Any]]) -> list[GroupStats]:
             cls = r["error_class"] or r["status"]
             g.failed[cls] = g.failed.get(cls, 0) + 1
             continue
+        if r.get("measure_status") == "failed":
+            cls = r["measure_error_class"] or "measure"
+            cls = cls if cls == "measure" else f"measure {cls}"
+            g.failed[cls] = g.failed.get(cls, 0) + 1
         g.bounded += 1
         g.validated += bool(r["validated"])
         g.measured += r["measured_s"] is not None
@@ -247,6 +264,7 @@ def op_breakdown(report: dict[str, Any], target: str, limit: int = 12) -> list[d
         rows.append(
             {
                 "op": k.get("op") or k.get("name"),
+                "module": k.get("module"),
                 "loc": k.get("loc"),
                 "flops": (k.get("flops_matrix") or 0) + (k.get("flops_vector") or 0),
                 "bytes": k.get("bytes"),

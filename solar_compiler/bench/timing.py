@@ -208,7 +208,14 @@ def _seed(torch, seed: int) -> None:
 
 
 def measure_job(path: str, cfg: TimingConfig) -> dict[str, Any]:
-    """Eager (and with `cfg.compile`, torch.compile) timing statistics of one model file."""
+    """Eager (and with `cfg.compile`, torch.compile) timing statistics of one model file; a JAX file
+    (by its imports, as `solar-opt` chooses its frontend) is timed jitted (`timing_jax`)."""
+    from solar_compiler.frontends import source_frontend
+
+    if source_frontend(path) == "jax":
+        from .timing_jax import measure_jax
+
+        return measure_jax(path, cfg)
     import torch
 
     cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from solar_compiler import progress
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends import FrontendOptions
 from solar_compiler.frontends.model_file import ModelFileError, ModelSpec
@@ -89,7 +90,10 @@ def validate_sized(spec: ModelSpec, kernel: Kernel, full: Built, options: Fronte
     reduced instance that fits and is the same program; the record says which."""
     cost = estimate(kernel)
     if cost.fits(options):
+        progress.phase("validate", f"executing the loop IR against the framework at full size "
+                                   f"(loop IR estimated {cost.seconds:.1f} s per sample)")
         return {**run(spec, full), "method": "full", "sizes": "full"}
+    progress.phase("validate", f"not at full size (whole execution {cost.describe()}): on a reduced instance")
     reduced = reduce_instance(spec, kernel, options, build)
     if isinstance(reduced, str):
         return {"validated": False, "method": None, "max_rel_err": None, "samples": 0, "sizes": None,
@@ -97,6 +101,7 @@ def validate_sized(spec: ModelSpec, kernel: Kernel, full: Built, options: Fronte
                           f"{reduced}"}
     overrides, spec_r, built_r = reduced
     sizes = ", ".join(f"{k}={v} (of {spec.size_constants[k]})" for k, v in overrides.items())
+    progress.phase("validate", f"executing the loop IR against the framework on the reduced instance {sizes}")
     return {**run(spec_r, built_r), "method": "reduced", "reduced_method": "full",
             "sizes": f"reduced: {sizes}", "full_size_same_program": True,
             "why_reduced": f"whole execution {cost.describe()}"}
@@ -216,6 +221,8 @@ def reduce_instance(spec: ModelSpec, kernel: Kernel, options: FrontendOptions, b
         if not ov or ov in seen:
             continue
         seen.append(ov)
+        progress.phase("validate", "reduced instance " + ", ".join(f"{k}={v}" for k, v in ov.items())
+                       + ": capturing and translating")
         try:
             spec_r = spec.with_sizes(ov)
             kernel_r, built_r = build(spec_r)

@@ -9,9 +9,11 @@ cgroup quota), so tests inject fakes. Assumptions, all on the high (safe) side:
   an FMA counting 2 FLOP; integer and 16-bit dot products two per cycle; AMX tiles at Intel's
   per-core figures;
 * every usable logical CPU is a core (SMT siblings share FMA pipes: up to 2x high);
-* the maximum clock is cpufreq's ``cpuinfo_max_freq``; without it (virtual machines) the highest
-  clock the model name or ``cpu MHz`` states, times ``TURBO_ALLOWANCE`` (those are base or current
-  clocks, and turbo runs above them).
+* the maximum clock is cpufreq's ``cpuinfo_max_freq`` (what ``lscpu`` prints as "CPU max MHz");
+  without it (virtual machines: ``cpu MHz`` is then the nominal clock, and bogomips twice it) the
+  highest maximum boost of the CPU's series (``SERIES_MAX_BOOST``, by vendor, family and model) when
+  the series is known; else the highest clock the model name or ``cpu MHz`` states, times
+  ``TURBO_ALLOWANCE`` (those are base or current clocks, and turbo runs above them).
 
 ``measure.py`` measures rates beside these; a measurement above a ceiling flags the model as wrong
 (``host.calibrate_host`` then raises the ceiling and says so).
@@ -28,6 +30,16 @@ from dataclasses import dataclass
 #: Server parts stay below 2 (Xeon Platinum 8480+: 3.8 / 2.0 GHz; Xeon 6980P: 3.9 / 2.0; EPYC
 #: 9575F: 5.0 / 3.3), so 2.0 is a ceiling for them; a desktop E-core (2.4 base, 6.0 turbo) is not.
 TURBO_ALLOWANCE = 2.0
+
+#: (vendor_id, cpu family, first model, last model) -> (the highest maximum boost clock of any part of the
+#: series, what it is and where it is printed). A ceiling for a VM whose model name hides the part:
+#: no part of the series runs faster. Sources: AMD product pages / datasheets ("Max. Boost Clock").
+SERIES_MAX_BOOST: tuple[tuple[str, int, int, int, float, str], ...] = (
+    ("AuthenticAMD", 23, 0x30, 0x3F, 3.9e9, "AMD EPYC 7002 (Rome, Zen 2): EPYC 7F32 max boost 3.9 GHz"),
+    ("AuthenticAMD", 25, 0x00, 0x0F, 4.1e9, "AMD EPYC 7003 (Milan, Zen 3): EPYC 72F3 max boost 4.1 GHz"),
+    ("AuthenticAMD", 25, 0x10, 0x1F, 4.4e9, "AMD EPYC 9004 (Genoa, Zen 4): EPYC 9174F max boost 4.4 GHz"),
+    ("AuthenticAMD", 26, 0x00, 0x1F, 5.0e9, "AMD EPYC 9005 (Turin, Zen 5): EPYC 9575F max boost 5.0 GHz"),
+)
 
 #: FLOP (OP for int8) per cycle per core, by CPU flag and format; the best flag present wins.
 #: Vector FMA: 2 pipes x lanes x 2. AVX without FMA: one add and one mul pipe. Dot products
@@ -147,9 +159,36 @@ def usable_cores(affinity: Iterable[int], quota: str | None) -> tuple[int, str]:
 _GHZ = re.compile(r"(\d+(?:\.\d+)?)\s*([GM])Hz", re.IGNORECASE)
 
 
-def max_clock(cpufreq_khz: Iterable[str], model: str, mhz: Iterable[float]) -> tuple[float, str, bool]:
-    """(Hz, how, exact): cpufreq's maximum when any CPU reports one; else the highest clock the model
-    name or 'cpu MHz' states times TURBO_ALLOWANCE. Raises ValueError when nothing states a clock."""
+def cpu_series(cpuinfo: str) -> tuple[str, int, int] | None:
+    """(vendor_id, cpu family, model) of the first CPU in /proc/cpuinfo text, or None (aarch64)."""
+    got: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, _, val = line.partition(":")
+        key = key.strip()
+        if key in ("vendor_id", "cpu family", "model") and key not in got:
+            got[key] = val.strip()
+    try:
+        return got["vendor_id"], int(got["cpu family"]), int(got["model"])
+    except (KeyError, ValueError):
+        return None
+
+
+def series_max_boost(series: tuple[str, int, int] | None) -> tuple[float, str] | None:
+    if series is None:
+        return None
+    vendor, family, model = series
+    for v, f, lo, hi, hz, what in SERIES_MAX_BOOST:
+        if (v, f) == (vendor, family) and lo <= model <= hi:
+            return hz, what
+    return None
+
+
+def max_clock(cpufreq_khz: Iterable[str], model: str, mhz: Iterable[float],
+              series: tuple[str, int, int] | None = None) -> tuple[float, str, bool]:
+    """(Hz, how, exact): cpufreq's maximum when any CPU reports one; else the highest maximum boost of
+    the CPU's series (`SERIES_MAX_BOOST`); else the highest clock the model name or 'cpu MHz' states
+    times TURBO_ALLOWANCE. `how` says which. Raises ValueError when nothing states a clock."""
+    mhz = [m for m in mhz if m > 0]
     khz = []
     for text in cpufreq_khz:
         try:
@@ -158,9 +197,15 @@ def max_clock(cpufreq_khz: Iterable[str], model: str, mhz: Iterable[float]) -> t
             pass
     if khz and max(khz) > 0:
         return max(khz) * 1e3, "cpufreq cpuinfo_max_freq", True
+    boost = series_max_boost(series)
+    if boost is not None:
+        vendor, family, mod = series  # type: ignore[misc]
+        seen = f" (cpuinfo 'cpu MHz' states {max(mhz) / 1e3:.4g} GHz, not a maximum)" if mhz else ""
+        return boost[0], (f"no cpufreq; highest max boost of the series ({vendor} family {family} "
+                          f"model {mod}): {boost[1]}{seen}"), False
     stated = [(float(v) * (1e9 if unit.upper() == "G" else 1e6), f"model name '{model}'")
               for v, unit in _GHZ.findall(model)]
-    stated += [(m * 1e6, "/proc/cpuinfo cpu MHz") for m in mhz if m > 0]
+    stated += [(m * 1e6, "/proc/cpuinfo cpu MHz") for m in mhz]
     if not stated:
         raise ValueError("no clock: no cpufreq maximum, no GHz in the model name, no 'cpu MHz'")
     hz, src = max(stated)
@@ -171,5 +216,5 @@ def describe_cpu(cpuinfo: str, affinity: Iterable[int], quota: str | None,
                  cpufreq_khz: Iterable[str]) -> CpuSpec:
     vendor, model, flags, mhz = parse_cpuinfo(cpuinfo)
     cores, cores_how = usable_cores(affinity, quota)
-    hz, how, exact = max_clock(cpufreq_khz, model, mhz)
+    hz, how, exact = max_clock(cpufreq_khz, model, mhz, cpu_series(cpuinfo))
     return CpuSpec(vendor or "unknown", model or "unknown CPU", flags, cores, cores_how, hz, how, exact)

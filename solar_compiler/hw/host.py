@@ -373,7 +373,8 @@ def summary(t: HwTarget) -> list[str]:
         seen = t.measured.get(key)
         if key.startswith(("matrix.", "vector.", "dram.bandwidth", "l2.bandwidth", "clock_hz")):
             extra = f"; measured {seen.value:.4g} ({seen.value / fig.value:.0%} of it)" if seen else ""
-            lines.append(f"  {key}: {fig.value:.4g} {fig.unit}{extra}")
+            why = f" ({fig.note})" if key == "clock_hz" and fig.note else ""
+            lines.append(f"  {key}: {fig.value:.4g} {fig.unit}{extra}{why}")
     return lines
 
 

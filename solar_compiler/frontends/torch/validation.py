@@ -67,22 +67,24 @@ def validate(spec, prog, tt, options: FrontendOptions, filler=None, trace=None) 
             "full_size_same_program": True, "why_reduced": why}
 
 
-def _at_size(spec, prog, tt, options: FrontendOptions, trace=None) -> tuple[dict[str, Any] | None, str]:
-    """(record, "") of full or sampled validation at the program's own sizes, or (None, why not)."""
+def _at_size(spec, prog, tt, options: FrontendOptions, trace=None,
+             where: str = "at full size") -> tuple[dict[str, Any] | None, str]:
+    """(record, "") of full or sampled validation at the program's own sizes, or (None, why not).
+    `where` names the instance in progress lines ("at full size", or the reduced instance)."""
     budget_b = options.memory_budget_gb * 2**30
     cost = estimate(tt.validation_kernel())
     n = _samples_within(cost.seconds, options.time_budget, prog)
     if n and cost.kernel_bytes <= budget_b:
-        progress.phase("validate", f"executing the loop IR against torch at full size, {n} sample(s) "
-                                   f"(estimated {cost.seconds:.1f} s per sample)")
+        progress.phase("validate", f"executing the loop IR against torch {where}, {n} sample(s) "
+                                   f"(loop IR estimated {cost.seconds:.1f} s per sample)")
         return {**run_samples(spec, prog, tt, options.mode, n, trace), "method": "full", "sizes": "full"}, ""
     why = f"whole execution {cost.describe()}"
     if cost.framework_bytes > budget_b:
-        return None, f"{why}; the framework needs {cost.framework_bytes / 2**30:.2f} GB at full size"
+        return None, f"{why}; the framework needs {cost.framework_bytes / 2**30:.2f} GB {where}"
     if cost.framework_seconds > options.time_budget:
-        return None, f"{why}; the framework alone is estimated {cost.framework_seconds:.1f} s at full size"
-    progress.phase("validate", f"whole execution does not fit the budget ({cost.describe()}): torch at "
-                               "full size, the loop IR on sampled output elements")
+        return None, f"{why}; the framework alone is estimated {cost.framework_seconds:.1f} s {where}"
+    progress.phase("validate", f"whole execution does not fit the budget ({cost.describe()}): torch "
+                               f"{where}, the loop IR on sampled output elements")
     got = run_sampled(spec, prog, tt, options, cost)
     if isinstance(got, str):
         return None, f"{why}; {got}"
@@ -95,6 +97,12 @@ def _samples_within(seconds: float, budget: float, prog) -> int:
         return 1 if seconds <= budget else 0
     return 1 + len(SAMPLE_SEEDS) if seconds * (1 + len(SAMPLE_SEEDS)) <= budget else \
         1 if seconds <= budget else 0
+
+
+def _sample_done(i: int, n: int, t0: float) -> None:
+    """A line per compared sample, with what it took (torch, the loop IR and the comparison): a
+    long validation is never silent, and the estimate is followed by the real figure."""
+    progress.phase("validate", f"sample {i} of {n} agrees ({time.monotonic() - t0:.1f} s)")
 
 
 def _feed(tt, kernel, ins, ws, rnd):
@@ -124,7 +132,8 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace
     seeds = _seeds(prog, n)
     worst = 0.0
     f64: dict[str, float] = {}
-    for seed in seeds:
+    for i, seed in enumerate(seeds, 1):
+        t_sample = time.monotonic()
         inputs = None if seed is None else fresh_inputs(spec, seed)
         ins, ws, outs, rnd = run_reference(spec, mode, inputs=inputs, seed=0, program=prog)
         feed = _feed(tt, kernel, ins, ws, rnd)
@@ -136,6 +145,7 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace
             _against_f64(spec, prog, tt, kernel, mode, ins, feed, ref, None, None, f64)
         _check(spec, seed, verdict or cmp)
         worst = max(worst, cmp.max_rel_err)
+        _sample_done(i, len(seeds), t_sample)
     checked = sum(math.prod(t.shape) for t in kernel.by_role("output"))
     return _record(prog, worst, len(seeds), checked, f64)
 
@@ -166,7 +176,10 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
     worst = 0.0
     f64: dict[str, float] = {}
     seeds = _seeds(prog, n)
-    for seed in seeds:
+    progress.phase("validate", f"sampled: {sum(len(v) for v in samples.values())} output elements, "
+                               f"{len(seeds)} sample(s) (estimated {secs:.1f} s per sample)")
+    for i, seed in enumerate(seeds, 1):
+        t_sample = time.monotonic()
         inputs = None if seed is None else fresh_inputs(spec, seed)
         ins, ws, outs, rnd = run_reference(spec, options.mode, inputs=inputs, seed=0, program=prog)
         ref = {k: np.asarray(outs[name])[tuple(samples[k].T)]
@@ -180,6 +193,7 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
             _against_f64(spec, prog, tt, kernel, options.mode, ins, feed, ref, sl.pieces, samples, f64)
         _check(spec, seed, verdict or cmp)
         worst = max(worst, cmp.max_rel_err)
+        _sample_done(i, len(seeds), t_sample)
     return _record(prog, worst, len(seeds), sum(len(v) for v in samples.values()), f64)
 
 
@@ -341,14 +355,20 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
                 continue
             seen.append(ov)
             tried += 1
+            progress.phase("validate", f"reduced instance {_sizes_text(ov)}: capturing and translating")
             got = _try(spec, tt, ov, options, filler)
             if isinstance(got, str):
+                progress.phase("validate", f"not usable: {got}")
                 why = got
                 if "does not build" in got or "different program" in got:
                     break  # scaling further only moves further from the full-size program
                 continue
             return (ov, *got)
     return why
+
+
+def _sizes_text(ov: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in ov.items())
 
 
 def _key_sets(spec, tt, options, sizes: dict[str, int], filler):
@@ -392,7 +412,7 @@ def _try(spec, tt, ov: dict[str, int], options: FrontendOptions, filler=None):
     if isinstance(got, str):
         return got
     spec_r, prog_r, tt_r = got
-    record, why = _at_size(spec_r, prog_r, tt_r, options)
+    record, why = _at_size(spec_r, prog_r, tt_r, options, where=f"on the reduced instance {_sizes_text(ov)}")
     if record is None:
-        return f"the reduced instance {ov}: {why}"
+        return f"the reduced instance {_sizes_text(ov)}: {why}"
     return spec_r, prog_r, tt_r, record

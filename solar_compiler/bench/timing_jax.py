@@ -1,0 +1,69 @@
+"""Measured runtimes of a JAX model file: its jitted function (`frontends/jax/timed.py`, where the
+JAX imports live) timed the way `timing.measure_job` times a PyTorch model: warm-up calls (they
+compile), one discarded call, a cache flush before each timed call, `perf_counter` around a call
+that blocks until its result is ready.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from .timing import (
+    CPU_FLUSH_MIN_BYTES,
+    CUDA_FLUSH_BYTES,
+    TimingConfig,
+    cpu_name,
+    llc_bytes,
+    stats,
+    time_calls,
+)
+
+
+class JaxClock:
+    """`perf_counter` around a call that blocks until ready itself; `flush` is the device's."""
+
+    def __init__(self, flush_fn):
+        self.flush_fn = flush_fn
+        self.t0 = 0.0
+
+    def sync(self) -> None:
+        pass  # every timed call blocks until ready itself
+
+    def flush(self) -> None:
+        self.flush_fn()
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        return (time.perf_counter() - self.t0) * 1e3
+
+    def after_warmup(self) -> None:
+        pass
+
+
+def measure_jax(path: str, cfg: TimingConfig) -> dict[str, Any]:
+    """Timing statistics of one JAX model file (the record `measure_job` returns for PyTorch)."""
+    from solar_compiler.frontends.jax.timed import timed_model
+
+    t = timed_model(path, cfg.mode, cfg.device, max(CPU_FLUSH_MIN_BYTES, 4 * llc_bytes()), CUDA_FLUSH_BYTES)
+    out: dict[str, Any] = {
+        "framework": "jax",
+        "device": "cuda" if t.gpu else "cpu",
+        "hardware": t.hardware or cpu_name(),
+        "clock": "perf_counter around jax.block_until_ready(jit(f)(...)), "
+        + (("L2 flushed (256 MB write)" if t.gpu else "caches flushed (4x LLC write)") if cfg.flush
+           else "warm caches (no flush)"),
+        "cache_state": cfg.cache_state,
+        "threads": len(os.sched_getaffinity(0)),
+        "jax": t.version,
+        "mode": cfg.mode,
+    }
+    if cfg.compile:
+        out["note"] = "--compile: a JAX model is timed jitted (XLA-compiled) in any case"
+    kw = {"warmup": max(1, cfg.warmup), "trials": cfg.trials, "min_trials": cfg.min_trials,
+          "cap_s": None if t.gpu else cfg.cap_s, "flush": cfg.flush}
+    out["eager"] = stats(time_calls(t.call, t.args, JaxClock(t.flush), **kw))
+    return out
