@@ -39,7 +39,22 @@ def get_inputs():
     return [torch.randn(N, N, dtype=torch.bfloat16), torch.randn(N, N, dtype=torch.bfloat16)]
 """
 
-PROGRAMS = {"chain": CHAIN, "sum": SUM}
+BROADCAST = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def forward(self, dt, A):
+        dA = dt * A
+        return dA[..., None, None].expand(-1, -1, -1, 16, 16)
+def get_inputs():
+    return [torch.rand(2, 64, 8), -torch.rand(8)]
+def get_init_inputs():
+    return []
+"""
+
+BROADCAST_B200 = BROADCAST.replace("torch.rand(2, 64, 8), -torch.rand(8)", "torch.rand(2, 512, 128), "
+                                   "-torch.rand(128)").replace("16, 16", "128, 128")
+
+PROGRAMS = {"chain": CHAIN, "sum": SUM, "broadcast": BROADCAST, "broadcast_b200": BROADCAST_B200}
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +105,29 @@ def test_a_sum_of_a_product_is_a_contraction_with_ones(capsys, files):
     assert fused(r) == pytest.approx(compulsory / BW) and fused(r) <= 20.04e-6
     assert [w["kind"] for w in r["rewrites"]] == ["reassociated"]
     assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(2 * N**3 / BF16, rel=1e-3)
+
+
+# ---- B200 case (i): an output that is a broadcast view of an intermediate ------------------------------
+def test_a_broadcast_view_of_an_intermediate_writes_only_its_base(capsys, files):
+    # Mamba2's dA[..., None, None].expand(-1, -1, -1, 128, 128), here at 2 x 64 x 8 -> x 16 x 16: eager
+    # returns the view, so only dA (2 x 64 x 8 f32) is written; read dt (same) and A (8 f32). Before:
+    # the expanded 2 x 64 x 8 x 16 x 16 f32 (1 MiB) was priced as written. At the issue's shape (2 x 512
+    # x 128 -> x 128 x 128) the same rule gives 1,049,088 B: 131.1 ns on B200, against 0.060 ms measured
+    # (was 2.152 ms: the 17.2 GB expanded output).
+    for algorithms in ("default", "classical"):
+        r = roofline_json(capsys, files["broadcast"], "--algorithms", algorithms)
+        assert r["totals"]["bytes_fused"] == 2 * 64 * 8 * 4 * 2 + 8 * 4 == 8_224
+        assert r["totals"]["flops"] == 2 * 64 * 8
+        assert fused(r) == pytest.approx(8_224 / BW)
+        assert r["aliases"] == [{"position": 0, "output": "expand", "of": "mul", "role": "intermediate",
+                                 "how": "a view"}]
+        assert r["validation"]["validated"]
+    assert "output 0 ('expand') is a view of intermediate 'mul': no work" in render_text(r)
+
+
+def test_the_mamba2_broadcast_output_on_b200_is_below_its_measured_time(capsys, files):
+    # the issue's shape (validation skips it: 8 GB per sample); bound only
+    r = roofline_json(capsys, files["broadcast_b200"], "--hw", "B200")
+    assert r["totals"]["bytes_fused"] == 2 * 512 * 128 * 4 * 2 + 128 * 4 == 1_049_088
+    assert r["bounds"]["B200"]["fused_s"] == pytest.approx(1_049_088 / 8e12) and \
+        r["bounds"]["B200"]["fused_s"] <= 0.060e-3
