@@ -47,14 +47,19 @@ class TorchTranslation:
     aliases: list[dict] = field(default_factory=list)
     alias_tensors: list[TensorDecl] = field(default_factory=list)
     alias_nodes: list[Node] = field(default_factory=list)
+    # the statements that copy the elements an in-place update of an input leaves unchanged (run
+    # first, in the validation kernel only: `Translator.validation_prologue`)
+    prologue: list[Node] = field(default_factory=list)
 
     def validation_kernel(self) -> Kernel:
         """The kernel with every random draw replaced by an input tensor of the same name, to be
-        fed with the values torch drew (the drawing statements compute different values), and the
-        copies that check the alias outputs appended."""
+        fed with the values torch drew (the drawing statements compute different values), the
+        copies of what in-place updates of inputs leave unchanged prepended, and the copies that
+        check the alias outputs appended."""
         k = self.kernel
-        if self.alias_nodes:
-            k = Kernel(k.name, [*k.tensors, *self.alias_tensors], [*k.body, *self.alias_nodes])
+        if self.alias_nodes or self.prologue:
+            k = Kernel(k.name, [*k.tensors, *self.alias_tensors],
+                       [*self.prologue, *k.body, *self.alias_nodes])
         return writes_as_inputs(k, set(self.random.values()))
 
 
@@ -91,7 +96,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
     _record_group(tr, "output copy", first)
     kernel = Kernel(sanitize(kernel_name), tr.tensors, tr.body)
     return TorchTranslation(kernel, tr.inputs, outputs, tr.random, tr.notes, tr.source_ops,
-                            [a.record() for a in aliases], check.tensors, check.nodes)
+                            [a.record() for a in aliases], check.tensors, check.nodes, tr.validation_prologue)
 
 
 def _template_for(tr: Translator, node: AtenNode) -> Template:
