@@ -30,7 +30,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.bounds import CACHE_STATES, FIDELITIES, parse_latency, parse_size
-from solar_compiler.analysis.catalogue import catalogue_module, check_algorithms
+from solar_compiler.analysis.catalogue import catalogue_module, check_algorithms, deduplicated
 from solar_compiler.analysis.chain_order import chains_section
 from solar_compiler.analysis.costs import INDIRECT, module_costs
 from solar_compiler.analysis.measured import parse_measured
@@ -87,20 +87,23 @@ class RooflinePass(ModulePass):
             raise SolarError(f"{source}: roofline: no kernel in the module (is the input translated?)")
         args = dict(targets=targets, fidelity=fidelity, latency=latency, cache_size=cache_size,
                     measured=measured, chains=chains_section(op))
-        classical = self._report(op, op, **args)
+        classical = self._report(op, op, False, **args)
         priced, rewrites = catalogue_module(op) if algorithms == "default" else (op, [])
-        report = self._report(op, priced, **args) if rewrites else classical
+        if algorithms == "default":
+            rewrites += deduplicated(module_costs(priced, self.indirect, True))
+        report = self._report(op, priced, algorithms == "default", **args) if rewrites else classical
         report["algorithms"] = algorithms
         report["rewrites"] = [r.row() for r in rewrites]
         report["classical"] = {"bounds": classical["bounds"], "totals": classical["totals"]}
         store_report(op, report)
 
-    def _report(self, op: ModuleOp, priced: ModuleOp, *, targets, fidelity, latency, cache_size,  # noqa: ANN001
-                measured, chains) -> dict:
+    def _report(self, op: ModuleOp, priced: ModuleOp, distinct: bool, *, targets, fidelity,  # noqa: ANN001
+                latency, cache_size, measured, chains) -> dict:
         """The report of `priced` (the module, or its copy after the catalogue's rewrites); the
-        records (source, validation, narrowing, aliases) are the module's own."""
+        records (source, validation, narrowing, aliases) are the module's own. `distinct`: the
+        default model's costs (repeated, symmetric and duplicated products once)."""
         programs = module_programs(priced)
-        graphs = module_costs(priced, self.indirect)
+        graphs = module_costs(priced, self.indirect, distinct)
         unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
         return build_report(graphs, targets, source=program_info(op).source, validation=module_validation(op),
                             precision=self.precision, fidelity=fidelity, latency_s=latency,

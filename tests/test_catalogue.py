@@ -72,7 +72,35 @@ def get_init_inputs():
 
 KV_CACHE_B200 = KV_CACHE.replace("S, T, H, D = 1024, 16, 8, 128", "S, T, H, D = 262144, 1024, 8, 128")
 
-PROGRAMS = {"chain": CHAIN, "sum": SUM, "broadcast": BROADCAST, "broadcast_b200": BROADCAST_B200,
+CSE = HEAD.replace("N = 4096", "N = 2048") + """class Model(nn.Module):
+    def forward(self, x, w):
+        return (x @ w) + (x @ w)
+def get_inputs():
+    return [torch.randn(N, N, dtype=torch.bfloat16), torch.randn(N, N, dtype=torch.bfloat16)]
+"""
+
+EXPAND = HEAD.replace("N = 4096", "N = 2048") + """class Model(nn.Module):
+    def forward(self, x, w):
+        return torch.matmul(x.unsqueeze(0).expand(8, -1, -1), w)
+def get_inputs():
+    return [torch.randn(N, N, dtype=torch.bfloat16), torch.randn(N, N, dtype=torch.bfloat16)]
+"""
+
+REPEAT = HEAD.replace("N = 4096", "N = 2048") + """class Model(nn.Module):
+    def forward(self, x, w):
+        return x.repeat(8, 1) @ w
+def get_inputs():
+    return [torch.randn(N // 2, N, dtype=torch.bfloat16), torch.randn(N, N, dtype=torch.bfloat16)]
+"""
+
+SYRK = HEAD + """class Model(nn.Module):
+    def forward(self, x, y):
+        return x @ x.t(), y.t() @ y
+def get_inputs():
+    return [torch.randn(N, N, dtype=torch.bfloat16), torch.randn(N, N, dtype=torch.bfloat16)]
+"""
+
+PROGRAMS = {"cse": CSE, "expand": EXPAND, "repeat": REPEAT, "syrk": SYRK, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST, "broadcast_b200": BROADCAST_B200,
             "kv_cache": KV_CACHE, "kv_cache_b200": KV_CACHE_B200}
 
 
@@ -124,6 +152,50 @@ def test_a_sum_of_a_product_is_a_contraction_with_ones(capsys, files):
     assert fused(r) == pytest.approx(compulsory / BW) and fused(r) <= 20.04e-6
     assert [w["kind"] for w in r["rewrites"]] == ["reassociated"]
     assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(2 * N**3 / BF16, rel=1e-3)
+
+
+# ---- deduplication: CSE, broadcast and repeated operands, symmetric products ---------------------------
+def test_identical_contractions_are_computed_once(capsys, files):
+    # (x @ w) + (x @ w), bf16 2048: printed 34.7 us (two matmuls); one suffices: 2 N^3 at BF16 = 17.4 us
+    n = 2048
+    r = roofline_json(capsys, files["cse"])
+    assert r["totals"]["flops_matrix"] == 2 * n**3
+    assert fused(r) == pytest.approx(2 * n**3 / BF16) and fused(r) <= 17.4e-6
+    assert [w["kind"] for w in r["rewrites"]] == ["common subexpression"]
+    assert r["classical"]["totals"]["flops_matrix"] == 4 * n**3
+
+
+def test_a_broadcast_operand_repeats_the_same_products(capsys, files):
+    # matmul(x.unsqueeze(0).expand(8, -1, -1), w), bf16 2048: printed 138.9 us (8 matmuls); one matmul
+    # (17.4 us) and the compulsory traffic: x, w read, the 8 x 2048 x 2048 output written = 25.0 us
+    n = 2048
+    r = roofline_json(capsys, files["expand"])
+    assert r["totals"]["flops_matrix"] == 2 * n**3
+    compulsory = (2 * n * n + 8 * n * n) * 2
+    assert r["totals"]["bytes_fused"] == compulsory
+    assert fused(r) == pytest.approx(compulsory / BW) and fused(r) <= 25.05e-6
+    assert [w["kind"] for w in r["rewrites"]] == ["distinct products"]
+
+
+def test_a_repeated_operand_repeats_the_same_products(capsys, files):
+    # x.repeat(8, 1) @ w, x 1024 x 2048, bf16: printed 69.5 us; x @ w is 2 x 1024 x 2048^2 FLOPs (8.7 us),
+    # and the compulsory traffic (x, w, the 8192 x 2048 output) 13.8 us binds
+    r = roofline_json(capsys, files["repeat"])
+    assert r["totals"]["flops_matrix"] == 2 * 1024 * 2048 * 2048
+    compulsory = (1024 * 2048 + 2048 * 2048 + 8192 * 2048) * 2
+    assert r["totals"]["bytes_fused"] == compulsory
+    assert fused(r) == pytest.approx(compulsory / BW) and fused(r) <= 13.8e-6
+
+
+def test_a_symmetric_product_computes_half(capsys, files):
+    # x @ x.t() and y.t() @ y, bf16 4096: each printed 138.9 us; SYRK computes the pairs i <= j:
+    # 2 N^3 (N + 1) / (2 N) FLOPs each = 69.5 us
+    r = roofline_json(capsys, files["syrk"])
+    each = 2 * N**3 * (N + 1) // (2 * N)
+    assert r["totals"]["flops_matrix"] == 2 * each
+    assert r["bounds"]["H100_SXM"]["fused_terms_s"]["matrix"] == pytest.approx(2 * each / BF16)
+    assert each / BF16 <= 69.5e-6
+    assert [w["kind"] for w in r["rewrites"]] == ["symmetric product"] * 2
 
 
 # ---- B200 case (i): an output that is a broadcast view of an intermediate ------------------------------

@@ -13,10 +13,14 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
   contraction with ones): every tree whose cheapest association order (`chain_order.py`, priced
   exactly as emitted) needs strictly fewer FLOPs than the tree as written is rewritten to it
   (`chain_rewrite.py`; proof in docs/reorder-chains.md).
+* **deduplication**: repeated products of broadcast, `repeat`ed and `expand`ed operands, symmetric
+  products (SYRK) and identical nodes (CSE) are priced once (`distinct.py`, applied by the costs
+  when asked for `distinct` costs).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +28,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.chain_order import module_chain_plans
 from solar_compiler.analysis.chain_rewrite import rewrite_tree
+from solar_compiler.analysis.costs import GraphCosts
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.errors import SolarError
 
@@ -80,3 +85,13 @@ def catalogue_module(module: ModuleOp) -> tuple[ModuleOp, list[Rewrite]]:
     for g in graphs.values():
         g.verify()
     return copy, done
+
+
+def deduplicated(graphs: Sequence[GraphCosts]) -> list[Rewrite]:
+    """The nodes the default model's costs price below their work as written (`distinct.py`)."""
+    out = []
+    for g in graphs:
+        for o in g.ops:
+            if o.algorithm is not None:
+                out.append(Rewrite(o.algorithm, g.kernel, o.loc or "", o.name, 0, o.flops))
+    return out
