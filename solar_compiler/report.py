@@ -171,9 +171,9 @@ _BEST = " and reorder-chains"
 
 #: The model of computation per `--algorithms` (docs/bounds.md, section 0), for the report header.
 MODEL = {
-    "default": "default: any order, fusion and tiling, and the catalogue of rewrites (docs/bounds.md "
+    "default": "default (any order, fusion and tiling, and the catalogue of rewrites of docs/bounds.md "
                "section 0)",
-    "classical": "classical: the products as written, in any order, fusion and tiling (SOLAR's model)",
+    "classical": "classical (the products as written, in any order, fusion and tiling: SOLAR's model)",
 }
 
 
