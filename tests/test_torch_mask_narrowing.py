@@ -92,7 +92,9 @@ def test_causal_attention_narrows_to_the_lower_triangle(capsys, name, buffer, bl
     # i >= j once per (i, j), not per head (10 per score counted literally: 655,360)
     assert t["flops_vector_as_written"] == (1 + 1 + 1 + 3 + 1) * bh * full + full == 462_848
     assert t["flops_matrix"] == qkv + 2 * (2 * bh * tri * d) + proj == 37_814_272
-    assert t["flops_vector"] == (1 + 1 + 3 + 1) * bh * tri == 199_680
+    assert r["classical"]["totals"]["flops_vector"] == (1 + 1 + 3 + 1) * bh * tri == 199_680
+    # the default model reassociates the scores' tree: the scale folds into the QK^T contraction
+    assert t["flops_vector"] == (1 + 3 + 1) * bh * tri == 166_400
     assert t["flops"] < t["flops_as_written"]
     # compulsory: x, the four linear parameters and the output; the mask buffer is not read
     compulsory = 4 * (b_ * t_ * c_ + 3 * c_ * c_ + 3 * c_ + c_ * c_ + c_ + b_ * t_ * c_)
