@@ -100,9 +100,52 @@ def get_inputs():
     return [torch.randn(N, N, dtype=torch.bfloat16), torch.randn(N, N, dtype=torch.bfloat16)]
 """
 
-PROGRAMS = {"cse": CSE, "expand": EXPAND, "repeat": REPEAT, "syrk": SYRK, "chain": CHAIN, "sum": SUM,
-            "broadcast": BROADCAST, "broadcast_b200": BROADCAST_B200,
-            "kv_cache": KV_CACHE, "kv_cache_b200": KV_CACHE_B200}
+OUTER_SUM = """import torch
+import torch.nn as nn
+N = 8192
+class Model(nn.Module):
+    def forward(self, a, b):
+        return (a[:, None] * b[None, :]).sum(1)
+def get_inputs():
+    return [torch.randn(N), torch.randn(N)]
+def get_init_inputs():
+    return []
+"""
+
+EYE = """import torch
+import torch.nn as nn
+N = 2048
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("E", torch.eye(N))
+    def forward(self, x):
+        return x @ self.E
+def get_inputs():
+    return [torch.randn(N, N)]
+def get_init_inputs():
+    return []
+"""
+
+BAND = """import torch
+import torch.nn as nn
+T, K, W = 256, 64, 16
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        ones = torch.ones(T, T)
+        self.register_buffer("band", torch.tril(ones) - torch.tril(ones, -W))
+    def forward(self, x, y):
+        return (x @ y) * self.band
+def get_inputs():
+    return [torch.randn(T, K), torch.randn(K, T)]
+def get_init_inputs():
+    return []
+"""
+
+PROGRAMS = {"eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "expand": EXPAND, "repeat": REPEAT,
+            "syrk": SYRK, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST,
+            "broadcast_b200": BROADCAST_B200, "kv_cache": KV_CACHE, "kv_cache_b200": KV_CACHE_B200}
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +198,17 @@ def test_a_sum_of_a_product_is_a_contraction_with_ones(capsys, files):
     assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(2 * N**3 / BF16, rel=1e-3)
 
 
+def test_distributivity_sums_a_factor_alone(capsys, files):
+    # (a[:, None] * b[None, :]).sum(1), f32 8192: printed 2.01 us (8192^2 products); a * b.sum() needs
+    # the compulsory traffic only (a, b read, the output written): 98,304 B = 29.3 ns
+    n = 8192
+    r = roofline_json(capsys, files["outer_sum"])
+    assert r["totals"]["bytes_fused"] == 3 * n * 4
+    assert fused(r) == pytest.approx(3 * n * 4 / BW) and fused(r) <= 29.35e-9
+    assert [(w["kind"], w["what"]) for w in r["rewrites"]] == [("reassociated", "(a * sum(b))")]
+    assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(2.006e-6, rel=1e-3)
+
+
 # ---- deduplication: CSE, broadcast and repeated operands, symmetric products ---------------------------
 def test_identical_contractions_are_computed_once(capsys, files):
     # (x @ w) + (x @ w), bf16 2048: printed 34.7 us (two matmuls); one suffices: 2 N^3 at BF16 = 17.4 us
@@ -197,6 +251,28 @@ def test_a_symmetric_product_computes_half(capsys, files):
     assert r["bounds"]["H100_SXM"]["fused_terms_s"]["matrix"] == pytest.approx(2 * each / BF16)
     assert each / BF16 <= 69.5e-6
     assert [w["kind"] for w in r["rewrites"]] == ["symmetric product"] * 2
+
+
+
+# ---- constant buffers: bands and identities, beyond triangles -------------------------------------------
+def test_an_identity_buffer_is_computed_from_indices(capsys, files):
+    # x @ self.E, E = eye(2048) a buffer, f32: printed 34.7 us (2 N^3 at TF32); E is the band i == j,
+    # so only the diagonal products are needed, and x read and the output written bind: 10.0 us
+    n = 2048
+    r = roofline_json(capsys, files["eye"])
+    assert r["totals"]["bytes_fused"] == 2 * n * n * 4
+    assert fused(r) == pytest.approx(2 * n * n * 4 / BW) and fused(r) <= 10.02e-6
+    note = "mask buffer 'E' [2048, 2048] recognised as affine region i >= j and i <= j"
+    assert note in r["validation"]["notes"][0]
+
+
+def test_a_banded_mask_buffer_narrows_to_its_band(capsys, files):
+    # (x @ y) * band, band = tril(ones) - tril(ones, -16), T = 256, K = 64: the products outside the
+    # band are not needed; the band holds 16 x 256 - 16 x 15 / 2 = 3,976 elements, each 2 K FLOPs
+    r = roofline_json(capsys, files["band"])
+    assert r["totals"]["flops_matrix"] == 2 * 64 * 3_976 == 508_928
+    assert r["totals"]["flops_matrix_as_written"] == 2 * 64 * 256 * 256
+    assert "recognised as affine region i >= j and i <= j + 15" in r["validation"]["notes"][0]
 
 
 # ---- B200 case (i): an output that is a broadcast view of an intermediate ------------------------------

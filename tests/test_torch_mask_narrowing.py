@@ -34,18 +34,21 @@ def report(capsys, path: str) -> dict:
     return r
 
 
-def test_recognise_triangles():
+def test_recognise_bands():
+    # (hi, lo): ones exactly where lo <= j - i <= hi, None for a side at the array's edge
     n = 5
     ones = np.ones((n, n))
-    assert recognise(np.tril(ones)) == (True, 0)                # i >= j
-    assert recognise(np.tril(ones, -1)) == (True, 1)            # i >= j + 1
-    assert recognise(np.triu(ones)) == (False, 0)               # i <= j
-    assert recognise(np.triu(ones, 2).astype(bool)) == (False, -2)  # i <= j - 2
-    assert recognise(np.tril(np.ones((3, 6)), 2)) == (True, -2)   # non-square: i >= j - 2
+    assert recognise(np.tril(ones)) == (0, None)                 # i >= j
+    assert recognise(np.tril(ones, -1)) == (-1, None)            # i >= j + 1
+    assert recognise(np.triu(ones)) == (None, 0)                 # i <= j
+    assert recognise(np.triu(ones, 2).astype(bool)) == (None, 2)   # i <= j - 2
+    assert recognise(np.tril(np.ones((3, 6)), 2)) == (2, None)   # non-square: i >= j - 2
     assert recognise(ones) is None and recognise(np.zeros((n, n))) is None
-    assert recognise(np.tril(ones) * 2) is None                 # not 0/1
-    band = np.tril(ones) - np.tril(ones, -2)                    # two diagonals: not one half-plane
-    assert recognise(band) is None
+    assert recognise(np.tril(ones) * 2) is None                  # not 0/1
+    assert recognise(np.tril(ones) - np.tril(ones, -2)) == (0, -1)  # a band: j <= i <= j + 1
+    assert recognise(np.eye(n)) == (0, 0)                        # the identity: i == j
+    checker = np.indices((n, n)).sum(0) % 2
+    assert recognise(checker) is None                            # not a band
 
 
 def test_tril_matmul_narrows_to_the_triangles(capsys):
