@@ -14,6 +14,10 @@ The unfused bound is priced per source op where the statements carry origins, el
 `measured` (a time such as 310us, or a JSON file of per-module times) adds "% of SOL" and headroom
 per fidelity (`analysis/measured.py`).
 The contraction trees are listed with their best orders (`reorder-chains` applies them when it ran).
+`algorithms` is the model of computation (docs/bounds.md, section 0): `default` prices the program
+after the catalogue of rewrites (`analysis/catalogue.py`: on a copy, the IR is unchanged) and says
+which it used (`rewrites`); `classical` prices the products as written (SOLAR's model). The report
+carries both figures: `classical` holds the bounds and totals as written.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.bounds import CACHE_STATES, FIDELITIES
+from solar_compiler.analysis.catalogue import catalogue_module, check_algorithms, deduplicated
 from solar_compiler.analysis.chain_order import chains_section
 from solar_compiler.analysis.costs import INDIRECT, module_costs
 from solar_compiler.analysis.measured import parse_measured
@@ -59,6 +64,7 @@ class RooflinePass(ModulePass):
     cache_state: str = "cold"
     indirect: str = "traced"
     measured: str | None = None   # a time (310us) or a JSON file of times: "% of SOL" in the report
+    algorithms: str = "default"   # the model of computation: default (the catalogue) or classical
 
     def check_options(self) -> tuple:
         """Every option parsed and checked (targets loaded), without the module: the driver calls it
@@ -78,20 +84,37 @@ class RooflinePass(ModulePass):
         latency = parse_latency(self.inverse) if self.inverse is not None else None
         measured = parse_measured(self.measured) if self.measured is not None else None
         targets = parse_hw_list(self.hw if isinstance(self.hw, str) else ",".join(self.hw))
-        return fidelity, cache_size, latency, measured, targets
+        algorithms = check_algorithms(self.algorithms)
+        return fidelity, cache_size, latency, measured, targets, algorithms
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        fidelity, cache_size, latency, measured, targets = self.check_options()
+        fidelity, cache_size, latency, measured, targets, algorithms = self.check_options()
         source = program_info(op).source
-        programs = module_programs(op)
-        if not programs:
+        if not module_programs(op):
             raise PassError(f"{source}: roofline: no kernel in the module (is the input translated?)")
-        graphs = module_costs(op, self.indirect)
-        unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
-        report = build_report(graphs, targets, source=source, validation=module_validation(op),
-                              precision=self.precision, fidelity=fidelity, latency_s=latency,
-                              kernels=programs if "cache-aware" in fidelity else None,
-                              cache_size=cache_size, as_written=as_written_record(op, self.indirect),
-                              unfused=unfused, aliases=program_info(op).aliases, cache_state=self.cache_state,
-                              indirect=self.indirect, measured=measured, chains=chains_section(op))
+        args = dict(targets=targets, fidelity=fidelity, latency=latency, cache_size=cache_size,
+                    measured=measured, chains=chains_section(op))
+        classical = self._report(op, op, False, **args)
+        priced, rewrites = catalogue_module(op) if algorithms == "default" else (op, [])
+        if algorithms == "default":
+            rewrites += deduplicated(module_costs(priced, self.indirect, True))
+        report = self._report(op, priced, algorithms == "default", **args) if rewrites else classical
+        report["algorithms"] = algorithms
+        report["rewrites"] = [r.row() for r in rewrites]
+        report["classical"] = {"bounds": classical["bounds"], "totals": classical["totals"]}
         store_report(op, report)
+
+    def _report(self, op: ModuleOp, priced: ModuleOp, distinct: bool, *, targets, fidelity,  # noqa: ANN001
+                latency, cache_size, measured, chains) -> dict:
+        """The report of `priced` (the module, or its copy after the catalogue's rewrites); the
+        records (source, validation, narrowing, aliases) are the module's own. `distinct`: the
+        default model's costs (repeated, symmetric and duplicated products once)."""
+        programs = module_programs(priced)
+        graphs = module_costs(priced, self.indirect, distinct)
+        unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
+        return build_report(graphs, targets, source=program_info(op).source, validation=module_validation(op),
+                            precision=self.precision, fidelity=fidelity, latency_s=latency,
+                            kernels=programs if "cache-aware" in fidelity else None,
+                            cache_size=cache_size, as_written=as_written_record(op, self.indirect),
+                            unfused=unfused, aliases=program_info(op).aliases, cache_state=self.cache_state,
+                            indirect=self.indirect, measured=measured, chains=chains)

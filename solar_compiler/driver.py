@@ -260,6 +260,10 @@ class SolarOptMain(xDSLOptMain):
         g.add_argument("--indirect", choices=("traced", "min"), default=None,
                        help="indirect reads and writes: distinct elements the traced sample touched "
                             "(default) or the minimum over all index values")
+        g.add_argument("--algorithms", choices=("default", "classical"), default=None,
+                       help="model of computation: default (the catalogue of rewrites a library or "
+                            "kernel writer makes: docs/bounds.md section 0) or classical (the products "
+                            "as written, SOLAR's model)")
         g.add_argument("--inverse-roofline", default=None, metavar="LATENCY",
                        help="required hardware for a target latency, e.g. 2ms or 500Hz")
         g.add_argument("--format", choices=("text", "json"), default=None, help="report format")
@@ -316,6 +320,8 @@ class SolarOptMain(xDSLOptMain):
                 opts.append(f"cache-state={a.cache_state}")
             if a.indirect:
                 opts.append(f"indirect={a.indirect}")
+            if a.algorithms:
+                opts.append(f"algorithms={a.algorithms}")
             if a.inverse_roofline:
                 opts.append(f"inverse={_quote(a.inverse_roofline)}")
             if a.measured:

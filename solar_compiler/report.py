@@ -145,9 +145,10 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
           for i, line in enumerate(_validation_lines(r["validation"]))],
         f"precision:  policy {r['precision']}",
         f"timing:     {CACHE_CONTRACT[r.get('cache_state', 'cold')]}",
+        f"model:      {model_line(r)}",
     ]
     if r["validation"].get("notes"):
-        lines.insert(-2, f"notes:      {'; '.join(r['validation']['notes'])}")
+        lines.insert(-3, f"notes:      {'; '.join(r['validation']['notes'])}")
     if r.get("chains") and (r["reorder_chains"] or any(c["better"] for c in r["chains"])):
         lines.append(_chains_line(r))  # said only where it tells something
     if r["narrowed"] and tot["flops_as_written"] != tot["flops"]:
@@ -168,6 +169,28 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
 
 
 _BEST = " and reorder-chains"
+
+#: The model of computation per `--algorithms` (docs/bounds.md, section 0), for the report header.
+MODEL = {
+    "default": "default (any order, fusion and tiling, and the catalogue of rewrites of docs/bounds.md "
+               "section 0)",
+    "classical": "classical (the products as written, in any order, fusion and tiling: SOLAR's model)",
+}
+
+
+def model_line(r: dict[str, Any]) -> str:
+    """What the bounds cover, and what the default bound was priced as (its rewrites)."""
+    algorithms = r.get("algorithms", "classical")
+    text = MODEL[algorithms]
+    rewrites = r.get("rewrites") or []
+    if algorithms == "default":
+        if rewrites:
+            text += "; priced as " + "; ".join(f"{w['kind']}: {w['what']} ({w['loc']})" for w in rewrites)
+            cl = r["classical"]["bounds"]
+            text += "; as written: fused " + ", ".join(f"{h} {fmt_time(b['fused_s'])}" for h, b in cl.items())
+        else:
+            text += "; no rewrite saves work here"
+    return text
 
 
 #: Reordering contraction trees is worth a table and a suggestion when it could save at least this
@@ -211,6 +234,9 @@ def _chains_line(r: dict[str, Any]) -> str:
     n = f"{len(better)} of {len(rows)} tree(s)"
     if r["reorder_chains"]:
         return f"chains:     best orders used (reorder-chains): {n} rewritten, {gain}"
+    if any(w["kind"] == "reassociated" for w in r.get("rewrites", ())):
+        return (f"chains:     best orders priced (--algorithms default; the IR as written): {n}, {gain}; "
+                "--reorder-chains rewrites the IR")
     if not chains_material(r):
         most = max(chain_gain(r).values(), default=0.0)
         return (f"chains:     as written; {n} have an order with fewer FLOPs, {gain}, saving at most "

@@ -392,12 +392,19 @@ def test_driver_places_the_pass_after_lift_einsum():
 def test_report_header_json_and_table(capsys, tmp_path):
     src = tmp_path / "c.loop"
     src.write_text(textwrap.dedent(CHAIN))
-    assert main([str(src), "--roofline=fused", "--hw", "H100_SXM", "--format=json"]) == 0
+    assert main([str(src), "--roofline=fused", "--hw", "H100_SXM", "--format=json", "--algorithms",
+                 "classical"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["reorder_chains"] is False and r["totals"]["flops"] == 6_291_456
     (row,) = r["chains"]
     assert (row["flops_as_written"], row["flops_best"], row["applied"], row["better"]) == (6_291_456, 524_288,
                                                                                           False, True)
+    # the default model prices the best order without rewriting the IR, and carries the classical figures
+    assert main([str(src), "--roofline=fused", "--hw", "H100_SXM", "--format=json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["reorder_chains"] is False and d["totals"]["flops"] == 524_288 and not d["chains"][0]["applied"]
+    assert d["classical"]["totals"]["flops"] == 6_291_456 and d["classical"]["bounds"] == r["bounds"]
+    assert [w["what"] for w in d["rewrites"]] == ["(A * (B * C))"]
     assert main([str(src), "--roofline=fused", "--hw", "H100_SXM", "--reorder-chains", "--format=json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["reorder_chains"] is True and r["totals"]["flops"] == 524_288 and r["chains"][0]["applied"]

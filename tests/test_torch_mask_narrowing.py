@@ -34,18 +34,21 @@ def report(capsys, path: str) -> dict:
     return r
 
 
-def test_recognise_triangles():
+def test_recognise_bands():
+    # (hi, lo): ones exactly where lo <= j - i <= hi, None for a side at the array's edge
     n = 5
     ones = np.ones((n, n))
-    assert recognise(np.tril(ones)) == (True, 0)                # i >= j
-    assert recognise(np.tril(ones, -1)) == (True, 1)            # i >= j + 1
-    assert recognise(np.triu(ones)) == (False, 0)               # i <= j
-    assert recognise(np.triu(ones, 2).astype(bool)) == (False, -2)  # i <= j - 2
-    assert recognise(np.tril(np.ones((3, 6)), 2)) == (True, -2)   # non-square: i >= j - 2
+    assert recognise(np.tril(ones)) == (0, None)                 # i >= j
+    assert recognise(np.tril(ones, -1)) == (-1, None)            # i >= j + 1
+    assert recognise(np.triu(ones)) == (None, 0)                 # i <= j
+    assert recognise(np.triu(ones, 2).astype(bool)) == (None, 2)   # i <= j - 2
+    assert recognise(np.tril(np.ones((3, 6)), 2)) == (2, None)   # non-square: i >= j - 2
     assert recognise(ones) is None and recognise(np.zeros((n, n))) is None
-    assert recognise(np.tril(ones) * 2) is None                 # not 0/1
-    band = np.tril(ones) - np.tril(ones, -2)                    # two diagonals: not one half-plane
-    assert recognise(band) is None
+    assert recognise(np.tril(ones) * 2) is None                  # not 0/1
+    assert recognise(np.tril(ones) - np.tril(ones, -2)) == (0, -1)  # a band: j <= i <= j + 1
+    assert recognise(np.eye(n)) == (0, 0)                        # the identity: i == j
+    checker = np.indices((n, n)).sum(0) % 2
+    assert recognise(checker) is None                            # not a band
 
 
 def test_tril_matmul_narrows_to_the_triangles(capsys):
@@ -92,7 +95,9 @@ def test_causal_attention_narrows_to_the_lower_triangle(capsys, name, buffer, bl
     # i >= j once per (i, j), not per head (10 per score counted literally: 655,360)
     assert t["flops_vector_as_written"] == (1 + 1 + 1 + 3 + 1) * bh * full + full == 462_848
     assert t["flops_matrix"] == qkv + 2 * (2 * bh * tri * d) + proj == 37_814_272
-    assert t["flops_vector"] == (1 + 1 + 3 + 1) * bh * tri == 199_680
+    assert r["classical"]["totals"]["flops_vector"] == (1 + 1 + 3 + 1) * bh * tri == 199_680
+    # the default model reassociates the scores' tree: the scale folds into the QK^T contraction
+    assert t["flops_vector"] == (1 + 3 + 1) * bh * tri == 166_400
     assert t["flops"] < t["flops_as_written"]
     # compulsory: x, the four linear parameters and the output; the mask buffer is not read
     compulsory = 4 * (b_ * t_ * c_ + 3 * c_ * c_ + 3 * c_ + c_ * c_ + c_ + b_ * t_ * c_)

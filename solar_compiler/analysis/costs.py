@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
+from solar_compiler.analysis.distinct import CSE, distinct_matrix_flops, duplicates
 from solar_compiler.analysis.polyhedral import (
     Constraint,
     count_points,
@@ -118,6 +119,9 @@ class OpCost:
     # vector FLOPs counted literally: every scalar op of the statement at every point of its domain
     # (`flops_vector` is the minimum a legal implementation needs: `vector_work.py`); None: the same
     flops_vector_literal: int | None = None
+    # the catalogue entry that priced this node below its work as written (`distinct.py`; only in
+    # distinct costs, `--algorithms default`), e.g. "symmetric product"; None: as written
+    algorithm: str | None = None
 
     @property
     def vector_literal(self) -> int:
@@ -456,7 +460,8 @@ def _value_dtype(ctx: StmtContext, e: SExpr, values: ValueDtypes | None, reduced
     return (values or ValueDtypes(None)).stored(ctx, e, reduced)
 
 
-def contraction_flops(ctx: StmtContext, iterations: int) -> tuple[int, int]:
+def contraction_flops(ctx: StmtContext, iterations: int,
+                      distinct: bool = False) -> tuple[int, int, str | None]:
     """(matrix, vector) FLOPs of a contraction, priced as the cheapest legal evaluation so that the
     bound stays a lower bound:
     * the multiplies joining the factors and a factor constant along the reduced loops (a scale, a
@@ -465,7 +470,9 @@ def contraction_flops(ctx: StmtContext, iterations: int) -> tuple[int, int]:
       that factor's loop variables, not once per iteration; identical factors count once (CSE);
     * two reduced factors: one MAC per iteration = 2 FLOPs; three or more: the cheapest pairwise
       contraction order (opt_einsum's optimal path over the loop extents), scaled by the fraction of
-      the bounding box the domain covers (exact for box domains), never above 2 per iteration.
+      the bounding box the domain covers (exact for box domains), never above 2 per iteration;
+    * with `distinct` (the default model): repeated and symmetric products once (`distinct.py`),
+      and the entry that lowered the count is returned third (None: none).
     """
     s = ctx.stmt
     reduced = set(ctx.ivs) - s.target_vars
@@ -480,7 +487,10 @@ def contraction_flops(ctx: StmtContext, iterations: int) -> tuple[int, int]:
     matrix = 2 * iterations
     if len(dep) >= 3:
         matrix = min(matrix, _pairwise_flops(ctx, dep, iterations))
-    return matrix, vector
+    how = None
+    if distinct:
+        matrix, how = distinct_matrix_flops(ctx, dep, matrix)
+    return matrix, vector, how
 
 
 def _pairwise_flops(ctx: StmtContext, dep: list[SExpr], iterations: int) -> int:
@@ -545,7 +555,7 @@ def accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, 
 
 
 def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtypes,
-             work: VectorWork) -> OpCost:
+             work: VectorWork, distinct: bool = False) -> OpCost:
     ctx = group.main
     s = ctx.stmt
     it = doms.iterations(ctx)
@@ -555,8 +565,9 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
     mdt = contraction_dtype(ctx, values)
     accumulates = s.kind != "="
     tr = n_tr * it
+    how = None
     if mdt is not None:
-        fm, fv = contraction_flops(ctx, it)
+        fm, fv, how = contraction_flops(ctx, it, distinct)
         unit = "matrix"
         for i in s.dynamic_indices:
             fv += literal_ops(i)[0] * it
@@ -581,7 +592,8 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
         flops_matrix=fm, flops_vector=fv, flops_transcendental=tr, matrix_dtype=mdt,
         vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=accesses(kernel, rd),
         writes=accesses(kernel, wr), sequential=any(f.sequential for f in ctx.loops),
-        indirect=s.indirect or any(r.indirect for r in reads(s.value)), flops_vector_literal=literal)
+        indirect=s.indirect or any(r.indirect for r in reads(s.value)), flops_vector_literal=literal,
+        algorithm=how)
 
 
 @contextmanager
@@ -598,26 +610,31 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def kernel_costs(kernel: Kernel, indirect: str = "traced") -> GraphCosts:
+def kernel_costs(kernel: Kernel, indirect: str = "traced", distinct: bool = False) -> GraphCosts:
     """Exact per-node costs and compulsory traffic of a loop AST (nodes as `lift-einsum` groups them)."""
-    return program_costs(program_from_kernel(kernel), indirect)
+    return program_costs(program_from_kernel(kernel), indirect, distinct)
 
 
-def program_costs(p: Program, indirect: str = "traced") -> GraphCosts:
+def program_costs(p: Program, indirect: str = "traced", distinct: bool = False) -> GraphCosts:
     """Exact per-node costs and compulsory traffic of a program; `indirect` says how indirect
     accesses are counted: "traced" (the traced sample's footprint where the statements carry one)
-    or "min" (the fewest elements over all index values)."""
+    or "min" (the fewest elements over all index values); `distinct` prices repeated, symmetric and
+    duplicated work once (`distinct.py`: the default model of computation)."""
     with paused_gc():
-        return _program_costs(p, indirect)
+        return _program_costs(p, indirect, distinct)
 
 
-def _program_costs(p: Program, indirect: str) -> GraphCosts:
+def _program_costs(p: Program, indirect: str, distinct: bool = False) -> GraphCosts:
     k = p.kernel
     doms = _Domains(indirect)
     groups = p.nodes
     values = ValueDtypes(k)
     work = VectorWork(k)
-    ops = [_op_cost(k, g, doms, values, work) for g in groups]
+    ops = [_op_cost(k, g, doms, values, work, distinct) for g in groups]
+    if distinct:
+        for pos in duplicates(groups):  # its twin's result holds its values: no arithmetic
+            ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0,
+                               algorithm=CSE)
     read_sites: dict[str, list[Site]] = {}
     write_sites: dict[str, list[Site]] = {}
     for g in groups:
@@ -647,14 +664,25 @@ def _module_costs_min(module: ModuleOp) -> list[GraphCosts]:
     return [program_costs(p, "min") for p in module_programs(module)]
 
 
-def module_costs(module: ModuleOp, indirect: str = "traced") -> list[GraphCosts]:
+def _module_costs_distinct(module: ModuleOp) -> list[GraphCosts]:
+    return [program_costs(p, distinct=True) for p in module_programs(module)]
+
+
+def _module_costs_min_distinct(module: ModuleOp) -> list[GraphCosts]:
+    return [program_costs(p, "min", True) for p in module_programs(module)]
+
+
+def module_costs(module: ModuleOp, indirect: str = "traced", distinct: bool = False) -> list[GraphCosts]:
     """Costs of every program of a module (its einsum graphs, or its kernels before lift-einsum),
-    computed once per module state (`manager.py`) and way of counting indirect accesses."""
+    computed once per module state (`manager.py`), way of counting indirect accesses and model
+    (`distinct`: the default model's deduplicated work)."""
     from solar_compiler.analysis.manager import get_analysis
 
     if indirect not in INDIRECT:
         raise LoopIRError(f"unknown indirect counting {indirect!r}; expected traced or min")
-    return get_analysis(module, _module_costs if indirect == "traced" else _module_costs_min)
+    fns = {(False, False): _module_costs, (True, False): _module_costs_min,
+           (False, True): _module_costs_distinct, (True, True): _module_costs_min_distinct}
+    return get_analysis(module, fns[indirect == "min", distinct])
 
 
 def graph_costs(graph: GraphOp) -> GraphCosts:

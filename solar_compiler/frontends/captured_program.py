@@ -73,6 +73,9 @@ class CapturedProgram:
     #: for each random tensor, its position among all random draws forward makes (in
     #: execution order, including draws whose values end up unused)
     random_draws: list[int] = field(default_factory=list)
+    #: input name -> the value that is its final version, for each input forward updates in place
+    #: (`key_cache[:, :, pos] = k`): eager writes only the updated elements into the caller's buffer
+    mutated_inputs: dict[str, str] = field(default_factory=dict)
 
     def tensor(self, name: str) -> TensorMeta:
         """The TensorMeta of an input, weight or node output by name."""

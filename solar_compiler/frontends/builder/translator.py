@@ -66,6 +66,9 @@ class Translator:
         self.random: dict[str, str] = {}
         self.notes: list[str] = []
         self.kernel_name = kernel_name
+        # statements only the validation kernel runs, before all others: the copy of the elements an
+        # in-place update of an input leaves as they were (eager never moves them)
+        self.validation_prologue: list[Node] = []
 
     # ---- tensors ----------------------------------------------------------------------------
     def declare(self, hint: str, shape: Sequence[int], dtype: str, role: str = "local") -> TensorDecl:

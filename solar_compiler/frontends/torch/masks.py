@@ -4,8 +4,10 @@ A causal mask registered as a buffer (`register_buffer("bias", torch.tril(torch.
 weight of the captured program, so its reads are data and needed-work narrowing cannot see the
 triangle. When the buffer is not a parameter (learned values change; a buffer's are fixed when the
 model is built), its values are the same for every construction seed, and they are 0/1 (or bool)
-with the ones exactly `i >= j + c` or `i <= j + c` over its two non-unit dimensions, every read of
-it is replaced by that comparison of the read's index expressions. The buffer is then not read: a
+with the ones exactly a band `i >= j - hi` and/or `i <= j - lo` over its two non-unit dimensions
+(a triangle: one side; an identity: `lo = hi = 0`; a banded attention mask `tril(ones) -
+tril(ones, -128)`: both), every read of it is replaced by that comparison of the read's index
+expressions. The buffer is then not read: a
 real implementation computes such a mask from indices. Validation still feeds and checks it (the
 translation is compared against the model, whose mask is the buffer itself).
 """
@@ -33,7 +35,7 @@ SEEDS = (0, 1)  # construction seeds whose buffer values must agree (0: the one 
 
 @dataclass(frozen=True)
 class AffineMask:
-    """Ones exactly where `idx[row] >= idx[col] + offset` (`lower`) or `<=` (not `lower`)."""
+    """Ones exactly where `lo <= idx[col] - idx[row] <= hi` (None: that side unbounded)."""
 
     weight: str
     source: str
@@ -41,12 +43,16 @@ class AffineMask:
     dtype: str
     row: int
     col: int
-    lower: bool
-    offset: int
+    hi: int | None
+    lo: int | None
 
     def region(self) -> str:
-        off = f" + {self.offset}" if self.offset > 0 else f" - {-self.offset}" if self.offset < 0 else ""
-        return f"i {'>=' if self.lower else '<='} j{off}"
+        def side(op: str, offset: int) -> str:
+            off = f" + {offset}" if offset > 0 else f" - {-offset}" if offset < 0 else ""
+            return f"i {op} j{off}"
+        sides = ([side(">=", -self.hi)] if self.hi is not None else []) + \
+            ([side("<=", -self.lo)] if self.lo is not None else [])
+        return " and ".join(sides)
 
     def note(self) -> str:
         return (f"mask buffer '{self.source}' {list(self.shape)} recognised as affine region "
@@ -56,15 +62,22 @@ class AffineMask:
         i, j = idx[self.row], idx[self.col]
         if not (isinstance(i, AffExpr) and isinstance(j, AffExpr)):  # a gather from the mask
             return Read(self.weight, tuple(idx), self.dtype)
-        cond = Cmp("ge" if self.lower else "le", IndexValue(i), IndexValue(j + self.offset), "bool")
-        if self.dtype == "bool":
-            return cond
-        return Select(cond, literal(1, self.dtype), literal(0, self.dtype), self.dtype)
+        conds = []
+        if self.hi is not None:
+            conds.append(Cmp("ge", IndexValue(i), IndexValue(j - self.hi), "bool"))
+        if self.lo is not None:
+            conds.append(Cmp("le", IndexValue(i), IndexValue(j - self.lo), "bool"))
+        one, zero = (literal(True, "bool"), literal(False, "bool")) if self.dtype == "bool" else \
+            (literal(1, self.dtype), literal(0, self.dtype))
+        value: SExpr = one
+        for cond in reversed(conds):  # nested selects: both sides must hold
+            value = Select(cond, value, zero, self.dtype)
+        return conds[0] if self.dtype == "bool" and len(conds) == 1 else value
 
 
-def recognise(values: np.ndarray) -> tuple[bool, int] | None:
-    """(lower, offset) when the 2-D 0/1 array `values` is ones exactly on `i >= j + offset`
-    (lower) or `i <= j + offset`, with both values present; None otherwise."""
+def recognise(values: np.ndarray) -> tuple[int | None, int | None] | None:
+    """(hi, lo) when the 2-D 0/1 array `values` is ones exactly on the band `lo <= j - i <= hi`
+    (None: that side is the array's edge), with both values present; None otherwise."""
     if values.ndim != 2 or not np.isin(values, (0, 1)).all():
         return None
     ones = values != 0
@@ -72,11 +85,9 @@ def recognise(values: np.ndarray) -> tuple[bool, int] | None:
         return None
     d = np.arange(values.shape[1])[None, :] - np.arange(values.shape[0])[:, None]  # j - i
     hi, lo = int(d[ones].max()), int(d[ones].min())
-    if np.array_equal(ones, d <= hi):   # j - i <= hi  <=>  i >= j - hi
-        return True, -hi
-    if np.array_equal(ones, d >= lo):   # j - i >= lo  <=>  i <= j - lo
-        return False, -lo
-    return None
+    if not np.array_equal(ones, (d <= hi) & (d >= lo)):
+        return None
+    return (None if hi >= int(d.max()) else hi), (None if lo <= int(d.min()) else lo)
 
 
 def _candidate(meta: TensorMeta) -> tuple[int, int] | None:
@@ -103,7 +114,7 @@ def affine_masks(program: CapturedProgram) -> list[AffineMask]:
         got = recognise(np.asarray(v).reshape(meta.shape[r], meta.shape[c]))
         if got is not None:
             out.append(AffineMask(name, program.weight_sources.get(name, name), tuple(meta.shape), meta.dtype,
-                                  r, c, got[0], got[1]))
+                                  r, c, *got))
     return out
 
 

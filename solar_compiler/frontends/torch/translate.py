@@ -47,14 +47,19 @@ class TorchTranslation:
     aliases: list[dict] = field(default_factory=list)
     alias_tensors: list[TensorDecl] = field(default_factory=list)
     alias_nodes: list[Node] = field(default_factory=list)
+    # the statements that copy the elements an in-place update of an input leaves unchanged (run
+    # first, in the validation kernel only: `Translator.validation_prologue`)
+    prologue: list[Node] = field(default_factory=list)
 
     def validation_kernel(self) -> Kernel:
         """The kernel with every random draw replaced by an input tensor of the same name, to be
-        fed with the values torch drew (the drawing statements compute different values), and the
-        copies that check the alias outputs appended."""
+        fed with the values torch drew (the drawing statements compute different values), the
+        copies of what in-place updates of inputs leave unchanged prepended, and the copies that
+        check the alias outputs appended."""
         k = self.kernel
-        if self.alias_nodes:
-            k = Kernel(k.name, [*k.tensors, *self.alias_tensors], [*k.body, *self.alias_nodes])
+        if self.alias_nodes or self.prologue:
+            k = Kernel(k.name, [*k.tensors, *self.alias_tensors],
+                       [*self.prologue, *k.body, *self.alias_nodes])
         return writes_as_inputs(k, set(self.random.values()))
 
 
@@ -91,7 +96,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
     _record_group(tr, "output copy", first)
     kernel = Kernel(sanitize(kernel_name), tr.tensors, tr.body)
     return TorchTranslation(kernel, tr.inputs, outputs, tr.random, tr.notes, tr.source_ops,
-                            [a.record() for a in aliases], check.tensors, check.nodes)
+                            [a.record() for a in aliases], check.tensors, check.nodes, tr.validation_prologue)
 
 
 def _template_for(tr: Translator, node: AtenNode) -> Template:
@@ -146,8 +151,11 @@ def _bind_outputs(tr: Translator, program: CapturedProgram, check: _ValidationOn
     transposes, slices, or returns as is) an input, a weight or another output is an alias: eager
     PyTorch runs no kernel for it, so the priced kernel has no statement for it; the copy that
     checks its values goes to the validation kernel only (`TorchTranslation.validation_kernel`). An
-    output returned twice is the same tensor both times. Anything else (a view of an intermediate,
-    a generator, a random draw) is materialised by a copy."""
+    output returned twice is the same tensor both times. A view that reads every element of an
+    intermediate (a permute, or an `expand` whose stride-0 dimensions repeat each element) is the
+    same: eager returns the view, and only its base is ever written, so the intermediate becomes an
+    output and the view an alias of it. Anything else (a part of an intermediate, a generator, a
+    random draw) is materialised by a copy."""
     roles = {t.name: t.role for t in tr.tensors}
     bound: dict[int, str] = {}
     aliases: list[Alias] = []
@@ -179,7 +187,14 @@ def _bind_outputs(tr: Translator, program: CapturedProgram, check: _ValidationOn
             bound[pos] = check.copy(tr, v, f"{name}_alias")
             aliases.append(Alias(pos, name, src, role, "a view"))
             continue
-        # a view of an intermediate, a generator, or a random draw: copy it
+        if src is not None and role == "local" and src not in drawn and _covers_all(tr, v, src):
+            # eager returns the view; only its base is written (a broadcast writes each element once)
+            tr.set_role(src, "output")
+            taken.add(src)
+            bound[pos] = check.copy(tr, v, f"{name}_alias")
+            aliases.append(Alias(pos, name, src, "intermediate", "a view"))
+            continue
+        # a generator, a random draw, or a part of an intermediate: copy it
         decl = tr.materialize(v, f"{name}_out" if v.stored else name, role="output")
         taken.add(decl.name)
         bound[pos] = decl.name
@@ -200,6 +215,27 @@ class Alias:
     def record(self) -> dict:
         return {"position": self.position, "output": self.name, "of": self.of, "role": self.role,
                 "how": self.how}
+
+
+def _covers_all(tr: Translator, v: Val, src: str) -> bool:
+    """Whether `v` reads every element of tensor `src` (each index a distinct view variable over the
+    tensor's whole extent: a permutation, with broadcast dimensions the index does not name)."""
+    decl = next(t for t in tr.tensors if t.name == src)
+    idx = tuple(AffExpr.var(f"_alias{d}") for d in range(v.ndim))
+    e = v.read(idx)
+    assert isinstance(e, Read)
+    dims: list[int] = []
+    for ix, extent in zip(e.indices, decl.shape, strict=True):
+        if not isinstance(ix, AffExpr) or ix.const != 0 or len(ix.terms) != 1 or ix.terms[0][1] != 1:
+            return False
+        name = ix.terms[0][0]
+        if not isinstance(name, str) or not name.startswith("_alias"):
+            return False
+        d = int(name.removeprefix("_alias"))
+        if d in dims or v.shape[d] != extent:
+            return False
+        dims.append(d)
+    return True
 
 
 def _view_source(v: Val) -> str | None:

@@ -160,6 +160,11 @@ def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> Ca
         prog.nodes.append(node)
 
     for ospec in sig.output_specs:
+        if ospec.kind == OutputKind.USER_INPUT_MUTATION and isinstance(ospec.arg, TensorArgument) \
+                and ospec.target in placeholders:
+            node = next(n for n in ep.graph.nodes if n.name == ospec.arg.name)
+            if node in node_name:
+                prog.mutated_inputs[node_name[placeholders[ospec.target]]] = node_name[node]
         if ospec.kind != OutputKind.USER_OUTPUT:
             continue  # buffer/input mutations are side outputs
         if isinstance(ospec.arg, TensorArgument):

@@ -70,14 +70,44 @@ def _in_place(tr: Translator, ref: object) -> TensorDecl | None:
     return decl
 
 
-def _target(tr: Translator, node: AtenNode) -> TensorDecl:
-    """Where the scatter writes: the base in place when possible, else a copy of it."""
+def _target(tr: Translator, node: AtenNode, overwrites: bool = False) -> TensorDecl:
+    """Where the scatter writes: the base in place when possible, else a copy of it. A scatter that
+    only overwrites (`overwrites`) an input forward updates in place, as its final version that no
+    later op reads, writes its result without the copy: eager writes the updated elements into the
+    caller's buffer and moves nothing else. The copy then exists in the validation kernel only, run
+    first there (`Translator.validation_prologue`), so the output is still checked whole."""
     decl = _in_place(tr, node.args[0])
     if decl is not None:
         return decl
     out = tr.result()
+    updated = _updated_input(tr, node) if overwrites else None
+    if updated is not None:
+        first, count = len(tr.body), tr.n_statements
+        copy_into(tr, out, tr.val(node.args[0]))
+        tr.validation_prologue.extend(tr.body[first:])
+        del tr.body[first:]
+        tr.n_statements = count
+        tr.notes.append(f"{tr.loc}: {node.op} updates input '{updated}' in place: only the written "
+                        "elements move")
+        return out
     copy_into(tr, out, tr.val(node.args[0]))
     return out
+
+
+def _updated_input(tr: Translator, node: AtenNode) -> str | None:
+    """The input whose final version `node` writes, when forward updates it in place and no later op
+    reads that version; else None."""
+    ref = node.args[0]
+    if not isinstance(ref, TensorRef):
+        return None
+    base = tr.val(ref).stored
+    mine = tr.out_meta().name
+    name = next((i for i, final in tr.program.mutated_inputs.items()
+                 if tr.inputs.get(i) == base and final == mine), None)
+    here = next(i for i, n in enumerate(tr.program.nodes) if n is node)
+    if name is None or any(mine in tensor_refs((n.args, n.kwargs)) for n in tr.program.nodes[here + 1:]):
+        return None
+    return name
 
 
 def _index_expr(tr: Translator, v: Val, idx: Sequence[AffExpr]) -> SExpr:
@@ -106,7 +136,7 @@ def _index_put(tr: Translator, node: AtenNode) -> Val:
     first = advanced_position(dims)
     rest_shape = [n for d, n in enumerate(x.shape) if d not in dims]
     shape = [*rest_shape[:first], *bshape, *rest_shape[first:]]
-    out = _target(tr, node)
+    out = _target(tr, node, overwrites=not accumulate)
     lps = loops("i", shape)
     idx = ivars(lps)
     bidx = idx[first:first + nb]

@@ -1,0 +1,97 @@
+"""The catalogue of rewrites the default model of computation allows (docs/bounds.md, section 0).
+
+A bound covers every implementation a production library, a compiler or a kernel writer would
+produce, not only the arithmetic as written: the roofline prices the program after every rewrite of
+the catalogue that needs strictly less work, and keeps the program as written for `--algorithms
+classical` (SOLAR's "same products as written" model) beside it. The rewrites are applied to a copy
+of the module, so the IR the user sees (and `-t mlir`) stays as written; `reorder-chains` remains the
+pass that rewrites the IR itself.
+
+Entries (each a general rule on the einsum graph, with its proof in the cited section):
+
+* **association** of contraction trees (chains of products and the sums over them, a sum being a
+  contraction with ones): every tree whose cheapest association order (`chain_order.py`, priced
+  exactly as emitted) needs strictly fewer FLOPs than the tree as written is rewritten to it
+  (`chain_rewrite.py`; proof in docs/reorder-chains.md).
+* **deduplication**: repeated products of broadcast, `repeat`ed and `expand`ed operands, symmetric
+  products (SYRK) and identical nodes (CSE) are priced once (`distinct.py`, applied by the costs
+  when asked for `distinct` costs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.dialects.builtin import ModuleOp
+
+from solar_compiler.analysis.chain_order import module_chain_plans
+from solar_compiler.analysis.chain_rewrite import rewrite_tree
+from solar_compiler.analysis.costs import GraphCosts
+from solar_compiler.dialects.einsum import GraphOp
+from solar_compiler.errors import SolarError
+
+ALGORITHMS = ("default", "classical")
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """One rewrite of the catalogue that the default bound was priced with."""
+
+    kind: str       # the catalogue entry: "reassociated"
+    kernel: str
+    loc: str        # the source position of the rewritten work
+    what: str       # the program as priced, e.g. "(a * (b * v))"
+    flops_before: int
+    flops_after: int
+
+    def row(self) -> dict[str, Any]:
+        return {"kind": self.kind, "kernel": self.kernel, "loc": self.loc, "what": self.what,
+                "flops_before": self.flops_before, "flops_after": self.flops_after}
+
+    def words(self) -> str:
+        return f"{self.kind}: {self.what}"
+
+
+def check_algorithms(name: str) -> str:
+    if name not in ALGORITHMS:
+        raise SolarError(f"roofline: unknown algorithms {name!r}; expected default or classical")
+    return name
+
+
+def catalogue_module(module: ModuleOp) -> tuple[ModuleOp, list[Rewrite]]:
+    """The module as the default model prices it: a copy with every catalogue rewrite applied that
+    saves work, and the rewrites (the module itself, unchanged, when none applies)."""
+    plans = [p for p in module_chain_plans(module) if p.better]
+    if not plans:
+        return module, []
+    graphs_here = {g.kernel_name for g in module.body.block.ops if isinstance(g, GraphOp)}
+    lifted = [p for p in plans if p.tree.kernel in graphs_here]
+    if len(lifted) != len(plans):
+        missing = sorted({p.tree.kernel for p in plans} - graphs_here)
+        raise SolarError("roofline: the catalogue of rewrites (--algorithms default) rewrites einsum "
+                         f"graphs; kernel(s) {', '.join(missing)} are not lifted: run lift-einsum first, or "
+                         "price the program as written with --algorithms classical")
+    copy = module.clone()
+    graphs = {g.kernel_name: g for g in copy.body.block.ops if isinstance(g, GraphOp)}
+    done = []
+    for p in lifted:
+        assert p.best is not None
+        rewrite_tree(graphs[p.tree.kernel], p)
+        loc = p.tree.locs[0] if p.tree.locs else ""
+        done.append(Rewrite("reassociated", p.tree.kernel, loc, p.best.words, p.written.flops,
+                            p.best.cost.flops))
+    for g in graphs.values():
+        g.verify()
+    return copy, done
+
+
+def deduplicated(graphs: Sequence[GraphCosts]) -> list[Rewrite]:
+    """The nodes the default model's costs price below their work as written (`distinct.py`)."""
+    out = []
+    for g in graphs:
+        for o in g.ops:
+            if o.algorithm is not None:
+                out.append(Rewrite(o.algorithm, g.kernel, o.loc or "", o.name, 0, o.flops))
+    return out
