@@ -249,7 +249,7 @@ def get_init_inputs():
 
 
 @pytest.fixture(scope="module")
-def torch_files(tmp_path_factory):
+def torch_files(tmp_path_factory, translation_cache):
     """Paths of the torch programs used here; their translations (validated) are cached where
     `solar-opt --translate` looks them up, in a private cache directory."""
     pytest.importorskip("torch")
@@ -261,7 +261,7 @@ def torch_files(tmp_path_factory):
         paths[name] = str(tmp / f"{name}.py")
     for name in ("lstm",):
         paths[name] = f"examples/torch/{name}.py"
-    with cached_translations(tmp / "xdg", paths):
+    with cached_translations(translation_cache, paths):
         yield paths
 
 

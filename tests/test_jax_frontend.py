@@ -4,16 +4,18 @@ examples match XLA's own FLOP count; the frontend is chosen by the file's import
 torch or `.loop` file never imports jax.
 
 The reports come from `solar-opt examples/jax/<name> --translate --lift-einsum --roofline=all
---format=json`, the driver run in-process on a temporary translation cache filled in-process first by
-the same `translate_job` the sandboxed child runs (validated)."""
+--format=json`, the driver run in-process on a temporary translation cache filled first by two
+spawned workers with the same `translate_job` the sandboxed child runs (validated)."""
 
 from __future__ import annotations
 
 import ast
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -32,18 +34,25 @@ EXAMPLES = sorted(p.name for p in (ROOT / "examples" / "jax").glob("*.py"))
 SOLAR_OPT = str(Path(sys.executable).parent / "solar-opt")
 
 
+def _translate(name: str) -> tuple[str, object]:
+    """Translate (validated) examples/jax/`name` into the cache `XDG_CACHE_HOME` names, from the
+    repository root; runs in a spawned worker."""
+    path, opts = f"examples/jax/{name}", FrontendOptions()
+    translation = translate_job(path, opts)
+    cache_store(fe.cache_key(path, opts), translation)
+    return name, translation
+
+
 @pytest.fixture(scope="session")
 def translations(tmp_path_factory) -> dict[str, object]:
-    """Each example's Translation (validated), stored in a temporary translation cache."""
+    """Each example's Translation (validated), stored in a temporary translation cache by two
+    spawned workers (each imports jax once)."""
     xdg = tmp_path_factory.mktemp("xdg")
-    out = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(xdg))
         mp.chdir(ROOT)
-        for name in EXAMPLES:
-            path, opts = f"examples/jax/{name}", FrontendOptions()
-            out[name] = translate_job(path, opts)
-            cache_store(fe.cache_key(path, opts), out[name])
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+            out: dict[str, object] = dict(pool.map(_translate, EXAMPLES))
     out["_xdg"] = xdg
     return out
 

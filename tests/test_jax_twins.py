@@ -4,12 +4,14 @@ frameworks decompose an op differently; each such difference is named here and i
 derived by hand (M, N, R, T: the twin's sizes; f32 = 4 bytes, i32 = 4, i64 = 8, bool = 1).
 
 Both pipelines run as `solar-opt twin.py --translate --lift-einsum --roofline=all --format=json`, the
-driver in-process on a temporary translation cache filled in-process by each frontend's own
-`translate_job` (validated against its framework)."""
+driver in-process on a temporary translation cache filled first by two spawned workers, each
+program by its frontend's own `translate_job` (validated against its framework)."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
@@ -19,11 +21,6 @@ pytest.importorskip("jax")
 from jax_twins import TWINS, jax_source, torch_source  # noqa: E402
 
 from solar_compiler.driver import main  # noqa: E402
-from solar_compiler.frontends import FrontendOptions  # noqa: E402
-from solar_compiler.frontends.cache import cache_store  # noqa: E402
-from solar_compiler.frontends.jax import frontend as jax_fe  # noqa: E402
-from solar_compiler.frontends.jax.job import translate_job as jax_translate  # noqa: E402
-from solar_compiler.frontends.torch import frontend as torch_fe  # noqa: E402
 
 KEYS = ("flops_matrix", "flops_vector", "bytes_unfused", "bytes_fused")
 
@@ -45,23 +42,45 @@ DIFFERENCES: dict[str, dict[str, int]] = {
 }
 
 
+def _translate(fw: str, path: str) -> tuple[str, bool]:
+    """Translate `path` with framework `fw`'s own `translate_job` (validated) into the translation
+    cache `XDG_CACHE_HOME` names; whether it validated. Runs in a spawned worker."""
+    from solar_compiler.frontends import FrontendOptions
+    from solar_compiler.frontends.cache import cache_store
+
+    if fw == "torch":
+        from solar_compiler.frontends.torch import frontend as fe
+        job = fe.translate_job
+    else:
+        from solar_compiler.frontends.jax import frontend as fe
+        from solar_compiler.frontends.jax.job import translate_job as job
+    opts = FrontendOptions()
+    translation = job(path, opts)
+    cache_store(fe.cache_key(path, opts), translation)
+    return path, translation.validation["validated"] is True
+
+
 @pytest.fixture(scope="session")
 def twin_totals(tmp_path_factory) -> dict[str, dict[str, dict[str, int]]]:
     root = tmp_path_factory.mktemp("twins")
     out: dict[str, dict[str, dict[str, int]]] = {}
+    jobs = []
+    for name in TWINS:
+        for fw, source in (("torch", torch_source(name)), ("jax", jax_source(name))):
+            path = str(root / f"{name}_{fw}.py")
+            with open(path, "w") as f:
+                f.write(source)
+            jobs.append((fw, path))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(root / "xdg"))
+        # two spawned workers translate (each imports torch and jax once); the reports run here
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+            validated = dict(pool.map(_translate, *zip(*jobs, strict=True)))
         for name in TWINS:
             out[name] = {}
-            for fw, source, fe, job in (("torch", torch_source(name), torch_fe, torch_fe.translate_job),
-                                        ("jax", jax_source(name), jax_fe, jax_translate)):
+            for fw in ("torch", "jax"):
                 path = str(root / f"{name}_{fw}.py")
-                with open(path, "w") as f:
-                    f.write(source)
-                opts = FrontendOptions()
-                translation = job(path, opts)
-                assert translation.validation["validated"] is True, (name, fw)
-                cache_store(fe.cache_key(path, opts), translation)
+                assert validated[path], (name, fw)
                 report = root / f"{name}_{fw}.json"
                 rc = main([path, "--translate", "--lift-einsum", "--roofline=all", "--hw", "H100_SXM",
                            "--format=json", "-o", str(report)])

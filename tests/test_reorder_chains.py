@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from translated import ensure_translated, using_cache
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
@@ -423,16 +424,10 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    import os
-
-    old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg"))
-    yield
-    if old is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = old
+def cache(translation_cache):
+    """The session's shared translation cache (`translated.py`), which other modules may have filled."""
+    with using_cache(translation_cache):
+        yield
 
 
 def example_json(capsys, name: str, *extra: str) -> dict:
@@ -517,24 +512,19 @@ IMPROVED = {"attention_shared_kv", "causal_attention_buffer_mask", "causal_atten
             "cosine_similarity", "lora", "matrix_chain", "mla_decode", "transformer_encoder_manual"}
 
 
-def _translate(name: str):
+@pytest.fixture(scope="module")
+def translations(translation_cache):
+    """Each example's Translation (validated), or its error, from the session's shared translation
+    cache (`translated.py`: translated there by two worker processes where not yet done)."""
     from solar_compiler.frontends import FrontendOptions
+    from solar_compiler.frontends.cache import cache_load
     from solar_compiler.frontends.torch import frontend as fe
 
-    try:
-        return name, fe.translate_job(str(ROOT / "examples" / "torch" / f"{name}.py"),
-                                      FrontendOptions(validate=False))
-    except SolarError as e:
-        return name, str(e)
-
-
-@pytest.fixture(scope="module")
-def translations():
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return dict(pool.map(_translate, EXAMPLES))
+    paths = {name: f"examples/torch/{name}.py" for name in EXAMPLES}
+    errors = ensure_translated(translation_cache, paths.values())
+    with using_cache(translation_cache):
+        opts = FrontendOptions()
+        return {name: errors[p] or cache_load(fe.cache_key(p, opts)) for name, p in paths.items()}
 
 
 def _total_flops(m: ModuleOp) -> int:

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from translated import cached_translations
 
 pytest.importorskip("torch")
 
@@ -18,7 +19,7 @@ from solar_compiler.analysis.costs import kernel_costs  # noqa: E402
 from solar_compiler.analysis.narrowing import narrow  # noqa: E402
 from solar_compiler.driver import main  # noqa: E402
 from solar_compiler.frontends import FrontendOptions, Translation  # noqa: E402
-from solar_compiler.frontends.cache import cache_store  # noqa: E402
+from solar_compiler.frontends.cache import cache_load  # noqa: E402
 from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,19 +28,16 @@ NAMES = ("weight_transpose.py", "lstm.py", "gru.py", "two_views.py", "bool_mask.
 
 
 @pytest.fixture(scope="session")
-def runs(tmp_path_factory) -> dict[str, tuple[Translation, dict]]:
+def runs(tmp_path_factory, translation_cache) -> dict[str, tuple[Translation, dict]]:
     """Per example: the translation and the JSON report of `solar-opt examples/torch/<name> --translate
-    --lift-einsum --roofline=all --hw H100_SXM --format=json` (the driver in-process, on a temporary
-    translation cache filled in-process first with the same validated `translate_job`)."""
+    --lift-einsum --roofline=all --hw H100_SXM --format=json` (the driver in-process, on the session's
+    shared translation cache, filled first where it lacks one with the same validated `translate_job`)."""
     out = tmp_path_factory.mktemp("reports")
     result: dict[str, tuple[Translation, dict]] = {}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg")))
-        mp.chdir(ROOT)
+    with cached_translations(translation_cache, {n: f"examples/torch/{n}" for n in NAMES}):
         for name in NAMES:
             path, opts = f"examples/torch/{name}", FrontendOptions()
-            tr = fe.translate_job(path, opts)
-            cache_store(fe.cache_key(path, opts), tr)
+            tr = cache_load(fe.cache_key(path, opts))
             target = out / f"{name}.json"
             rc = main([path, "--translate", "--lift-einsum", "--roofline=all", "--hw", "H100_SXM",
                        "--format=json", "-o", str(target)])

@@ -16,6 +16,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
+from translated import cached_translations
 
 torch = pytest.importorskip("torch")
 
@@ -23,10 +24,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from solar_compiler.driver import main  # noqa: E402
-from solar_compiler.frontends import FrontendOptions  # noqa: E402
-from solar_compiler.frontends.cache import cache_store  # noqa: E402
 from solar_compiler.frontends.model_file import load_model_file  # noqa: E402
-from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 # toggling oneDNN warns about Intel-GPU TF32 on every call
@@ -80,18 +78,16 @@ def counted(path: str, decomposed: bool) -> int:
 
 
 @pytest.fixture(scope="session")
-def reports(tmp_path_factory) -> dict[str, dict]:
+def reports(tmp_path_factory, translation_cache) -> dict[str, dict]:
     """The JSON report of `solar-opt examples/torch/<name> --translate --lift-einsum --roofline=all
-    --hw H100_SXM --format=json` per case, the driver run in-process on a temporary translation cache
-    that is filled in-process first (the same `translate_job` the sandboxed child runs, validated)."""
+    --hw H100_SXM --format=json` per case, the driver run in-process on the session's shared
+    translation cache, filled first where it lacks a case (the same `translate_job` the sandboxed
+    child runs, validated)."""
     out = tmp_path_factory.mktemp("reports")
     result: dict[str, dict] = {}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg")))
-        mp.chdir(ROOT)
+    with cached_translations(translation_cache, {n: f"examples/torch/{n}" for n in CASES}):
         for name in CASES:
-            path, opts = f"examples/torch/{name}", FrontendOptions()
-            cache_store(fe.cache_key(path, opts), fe.translate_job(path, opts))
+            path = f"examples/torch/{name}"
             target = out / f"{name}.json"
             rc = main([path, "--translate", "--lift-einsum", "--roofline=all", "--hw", "H100_SXM",
                        "--format=json", "-o", str(target)])

@@ -1,20 +1,19 @@
 """The torch frontend end to end: validation records (full size, reduced size, value-dependent,
 failing), the translation cache, the `translate` pass attributes, and `solar-opt` on every example.
 
-The every-example test fills a temporary translation cache with two worker processes (each imports
-torch once and runs the same `translate_job` the sandboxed child runs), then calls `solar-opt`
-in-process on each file; the sandboxed child path itself is exercised by the cache tests."""
+The every-example test fills the session's shared translation cache (`translated.py`: two worker
+processes, each imports torch once and runs the same `translate_job` the sandboxed child runs), then
+calls `solar-opt` in-process on each file; the sandboxed child path itself is exercised by the cache
+tests."""
 
 from __future__ import annotations
 
 import functools
-import multiprocessing
-import os
 import textwrap
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
+from translated import ensure_translated, using_cache
 
 torch = pytest.importorskip("torch")
 
@@ -23,7 +22,6 @@ from xdsl.dialects.builtin import ModuleOp  # noqa: E402
 from solar_compiler.driver import main  # noqa: E402
 from solar_compiler.errors import SolarError  # noqa: E402
 from solar_compiler.frontends import FrontendOptions, get_frontend  # noqa: E402
-from solar_compiler.frontends.cache import cache_store  # noqa: E402
 from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,31 +178,13 @@ def test_translate_pass_sets_the_module_attributes(tmp_path, cache):
 
 
 # ---- every example through solar-opt ----------------------------------------------------------------------
-def _warm(name: str) -> tuple[str, str | None]:
-    path = f"examples/torch/{name}"
-    opts = FrontendOptions()
-    try:
-        cache_store(fe.cache_key(path, opts), fe.translate_job(path, opts))
-        return name, None
-    except SolarError as e:
-        return name, str(e)
-
-
 @pytest.fixture(scope="module")
-def warm_cache(tmp_path_factory):
-    old_env, old_cwd = os.environ.get("XDG_CACHE_HOME"), os.getcwd()
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg"))
-    os.chdir(ROOT)
-    try:
-        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
-            errors = dict(pool.map(_warm, EXAMPLES))
-        yield errors
-    finally:
-        os.chdir(old_cwd)
-        if old_env is None:
-            os.environ.pop("XDG_CACHE_HOME", None)
-        else:
-            os.environ["XDG_CACHE_HOME"] = old_env
+def warm_cache(translation_cache):
+    """Every example translated into the session's shared cache (two worker processes for the ones
+    not there yet), with that cache and the repository root in force; per example, its error or None."""
+    errors = ensure_translated(translation_cache, [f"examples/torch/{n}" for n in EXAMPLES])
+    with using_cache(translation_cache):
+        yield {n: errors[f"examples/torch/{n}"] for n in EXAMPLES}
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

@@ -69,7 +69,7 @@ def get_init_inputs():
 
 # ---- torch programs: a translation cache filled in-process, solar-opt run in-process -------------------
 @pytest.fixture(scope="module")
-def torch_files(tmp_path_factory):
+def torch_files(tmp_path_factory, translation_cache):
     """Paths of the programs used here, their translations cached (as `solar-opt --translate` looks
     them up) in a temporary cache directory."""
     pytest.importorskip("torch")
@@ -81,7 +81,7 @@ def torch_files(tmp_path_factory):
     for name in ("softmax", "conv_bn_relu", "tril_matmul", "causal_attention_manual",
                  "transformer_encoder_sdpa"):
         paths[name] = f"examples/torch/{name}.py"
-    with cached_translations(tmp / "xdg", paths):
+    with cached_translations(translation_cache, paths):
         yield paths
 
 

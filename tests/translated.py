@@ -1,42 +1,98 @@
-"""Test helpers: torch programs translated once into a private translation cache, and `solar-opt`
-run in-process on them, so that a test module pays for each translation once."""
+"""Test helpers: programs translated once per test session into one shared translation cache, and
+`solar-opt` run in-process on them, so that the suite pays for each translation once (the cache key
+hashes the source, the path as given, the options and the frontend's code, so sharing it across test
+modules cannot hand one program's translation to another)."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 from solar_compiler.driver import main
 
 ROOT = Path(__file__).resolve().parent.parent
+# every bundled torch example, as the tests name it (relative to ROOT: the path is in the cache key)
+TORCH_EXAMPLES = tuple(sorted(f"examples/torch/{p.name}" for p in (ROOT / "examples" / "torch").glob("*.py")))
 
 
-@contextmanager
-def cached_translations(cache_dir: Path, paths: Mapping[str, str]) -> Iterator[Mapping[str, str]]:
-    """Translate (and validate) every program of `paths` into a translation cache under `cache_dir`,
-    where `solar-opt --translate` looks it up, with the repository root as working directory (the
-    examples' paths are relative to it); both are restored on exit."""
+def session_cache_dir(basetemp: Path) -> Path:
+    """The XDG cache directory the whole session shares: under pytest-xdist the workers' base
+    directories share a parent, so they share it too (entries are written atomically)."""
+    return (basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp) / "xdg-shared"
+
+
+def _translate_one(path: str) -> tuple[str, str | None]:
+    """Translate (and validate) `path` into the cache `XDG_CACHE_HOME` names; its one-line error or None."""
+    from solar_compiler.errors import SolarError
     from solar_compiler.frontends import FrontendOptions
     from solar_compiler.frontends.cache import cache_store
     from solar_compiler.frontends.torch import frontend as fe
 
+    opts = FrontendOptions()
+    try:
+        cache_store(fe.cache_key(path, opts), fe.translate_job(path, opts))
+        return path, None
+    except SolarError as e:
+        return path, str(e)
+
+
+def _worker_init(cache_dir: str) -> None:
+    os.environ["XDG_CACHE_HOME"] = cache_dir
+    os.chdir(ROOT)
+
+
+def ensure_translated(cache_dir: Path, paths: Iterable[str]) -> dict[str, str | None]:
+    """Translate every program of `paths` not yet in the cache under `cache_dir` (relative paths are
+    relative to ROOT); per path, the translation's one-line error or None. Several missing programs
+    are translated by two spawned workers (each imports torch once), one in this process."""
+    from solar_compiler.frontends import FrontendOptions
+    from solar_compiler.frontends.cache import cache_dir as store
+    from solar_compiler.frontends.torch import frontend as fe
+
+    paths = list(dict.fromkeys(paths))
+    with using_cache(cache_dir):
+        opts = FrontendOptions()
+        missing = [p for p in paths if not (store() / f"{fe.cache_key(p, opts)}.pkl").is_file()]
+        if len(missing) > 2:
+            with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=_worker_init, initargs=(str(cache_dir),)) as pool:
+                errors = dict(pool.map(_translate_one, missing))
+        else:
+            errors = dict(map(_translate_one, missing))
+    return {p: errors.get(p) for p in paths}
+
+
+@contextmanager
+def using_cache(cache_dir: Path) -> Iterator[Path]:
+    """`XDG_CACHE_HOME` set to `cache_dir` and the repository root as working directory (the
+    examples' paths are relative to it); both are restored on exit."""
     old_env, old_cwd = os.environ.get("XDG_CACHE_HOME"), os.getcwd()
     os.environ["XDG_CACHE_HOME"] = str(cache_dir)
     os.chdir(ROOT)
     try:
-        opts = FrontendOptions()
-        for p in paths.values():
-            cache_store(fe.cache_key(p, opts), fe.translate_job(p, opts))
-        yield paths
+        yield cache_dir
     finally:
         os.chdir(old_cwd)
         if old_env is None:
             os.environ.pop("XDG_CACHE_HOME", None)
         else:
             os.environ["XDG_CACHE_HOME"] = old_env
+
+
+@contextmanager
+def cached_translations(cache_dir: Path, paths: Mapping[str, str]) -> Iterator[Mapping[str, str]]:
+    """Every program of `paths` translated (and validated) into the translation cache under
+    `cache_dir`, where `solar-opt --translate` looks it up, with the repository root as working
+    directory; both are restored on exit. A program that does not translate is an error here."""
+    errors = {p: e for p, e in ensure_translated(cache_dir, paths.values()).items() if e is not None}
+    assert not errors, errors
+    with using_cache(cache_dir):
+        yield paths
 
 
 def roofline_json(capsys, path: str, *extra: str) -> dict:

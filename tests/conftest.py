@@ -1,0 +1,24 @@
+"""Suite-wide test setup: the hypothesis profiles, and the one translation cache the session shares."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+# CI runs in a fresh clone: an example database there is written and never read again. The example
+# counts stay those each test's @settings names (fewer would test less).
+settings.register_profile("ci", database=None, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
+
+
+@pytest.fixture(scope="session")
+def translation_cache(tmp_path_factory) -> Path:
+    """The XDG cache directory whose translations every test module shares (`translated.py`)."""
+    from translated import session_cache_dir
+
+    d = session_cache_dir(tmp_path_factory.getbasetemp())
+    d.mkdir(exist_ok=True)
+    return d
