@@ -216,7 +216,9 @@ def test_an_exact_scaling_keeps_the_upcast_look_through(capsys, torch_files):
     assert r["validation"]["validated"]
     dt, fig, t_matrix = _matrix(r)
     assert (dt, fig) == ("bf16", "matrix.bf16") and t_matrix == pytest.approx(MM2048 / 989.4e12, rel=1e-12)
-    assert r["totals"]["flops_vector"] == 2048**2
+    # classical: the multiply by 2 as written; the default model may fold the scale into the tree
+    assert r["classical"]["totals"]["flops_vector"] == 2048**2
+    assert r["totals"]["flops_vector"] <= 2048**2
     assert round(r["bounds"]["H100_SXM"]["fused_s"] * 1e6, 1) == 17.4
 
 

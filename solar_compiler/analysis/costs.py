@@ -443,6 +443,11 @@ def contraction_dtype(ctx: StmtContext, values: ValueDtypes | None = None) -> st
         return None
     # a block scale (`s[i, k // 128]`) is applied per block in the accumulator, not on the matrix unit
     data = [f for f in dep if not is_block_scale(f, reduced)]
+    if len(data) > 2:
+        # more factors than the unit's two operands (an elementwise multiply folded into the tree by the
+        # catalogue): the rest are multiplied into an operand, whose values then need the widest
+        # factor's dtype; their join holds every factor (low, never high, when narrow products round)
+        return join(_value_dtype(ctx, f, values, reduced) for f in data)
     return pair_dtype(_value_dtype(ctx, f, values, reduced) for f in (data if len(data) >= 2 else dep)[:2])
 
 
