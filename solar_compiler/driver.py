@@ -511,6 +511,24 @@ def run_pipeline(argv: list[str]) -> dict[str, Any] | None:
     return opt.json_report
 
 
+def run_problem_or_file(argv: list[str]) -> None:
+    """`run_pipeline`, or for a SOL-ExecBench problem folder once per selected workload (`--workload
+    N|UUID|all`, default the first), each output headed by a line naming the workload when several."""
+    from solar_compiler.frontends.solexec.problem import expand_argv
+
+    runs = expand_argv(argv)
+    if runs is None:
+        run_pipeline(argv)
+        return
+    if len(runs) > 1 and "-o" in argv:
+        raise SolarError("--workload all writes one report per workload: drop -o (or pick one workload)")
+    for label, args in runs:
+        if len(runs) > 1:
+            print(f"# workload {label}", flush=True)
+        run_pipeline(args)
+        sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run `solar-opt`. A user error (SolarError, a parse or verification error) is one line on stderr
     and exit 1; anything else is a bug, reported as one line saying so (the traceback with --debug)
@@ -536,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
                 target = calibrate_host(force="--force" in argv)
                 print("\n".join([*summary(target), f"host calibrated: {target.path}"]))
                 return 0
-            run_pipeline(argv)
+            run_problem_or_file(argv)
             progress.phase("done")
     except SystemExit:
         raise
