@@ -276,8 +276,8 @@ def model_source(problem: Problem, index: int) -> str:
         f'"""\n'
         "from solar_compiler.frontends.solexec.runtime import ProblemModel\n\n"
         "AXES = {\n" + axes_lines + "}\n"
-        f"DEFINITION = {json.dumps(json.dumps(d, sort_keys=True))}\n"
-        f"WORKLOAD = {json.dumps(json.dumps(w, sort_keys=True))}\n"
+        f"DEFINITION = {json.dumps(json.dumps(d))}\n"
+        f"WORKLOAD = {json.dumps(json.dumps(w))}\n"
         f"REFERENCE = {json.dumps(problem.reference)}\n"
         f"REFERENCE_PATH = {json.dumps(str(problem.reference_path.resolve()))}\n"
         f"PROBLEM_DIR = {json.dumps(str(problem.dir.resolve()))}\n\n"
