@@ -1,0 +1,223 @@
+"""What a generated SOL-ExecBench model file runs (in the sandboxed child): the reference module,
+the workload's inputs, and CUDA references run on the CPU.
+
+Inputs follow the workload: `random` (standard normal for floats; fp8 clamped to [-2, 2] before the
+cast; packed fp4 from normal values rounded to e2m1 codes; ints in [-1024, 1024), bool 0/1), `scalar`
+(the value, bound into the model: it is no tensor input), `custom` (the definition's entry point,
+called with every axis and scalar and `torch.device("cpu")`) and `safetensors` (the file's tensor
+when the file is there, else random values of the definition's shape and dtype). A packed fp4 input
+(`float4_e2m1fn_x2`) whose definition shape is [..., K] is a tensor [..., K/2] of bytes, two values
+each (low nibble first), as SOL-ExecBench stores it.
+
+CUDA on the CPU: the reference is executed unchanged; while its functions run, `cuda_on_cpu()` is
+active: a TorchFunctionMode replaces every CUDA device argument (`device="cuda"`, `.cuda()`,
+`.to("cuda:0")`) by the CPU, and `torch.cuda.is_available/device_count/current_device/
+get_device_capability/get_device_name/synchronize` answer as one Blackwell GPU would (capability
+(10, 0)). Both are undone when the call returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from solar_compiler.errors import SolarError
+
+from .problem import resolve_axes
+
+TORCH_DTYPES = {
+    "float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+    "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
+    "float4_e2m1fn_x2": torch.float4_e2m1fn_x2, "int64": torch.int64, "int32": torch.int32,
+    "int16": torch.int16, "int8": torch.int8, "bool": torch.bool,
+}
+# e2m1 code (0..15) -> value: sign bit 3, exponent bits 2..1, mantissa bit 0
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+CAPABILITY = (10, 0)  # what `get_device_capability` answers: a B200
+
+
+# ---- packed fp4 ----------------------------------------------------------------------------------
+def encode_e2m1(x: torch.Tensor) -> torch.Tensor:
+    """The e2m1 codes (uint8, 0..15) nearest to `x` (ties to the code of the smaller magnitude)."""
+    table = torch.tensor(E2M1_VALUES[:8], dtype=torch.float32)
+    mag = x.abs().to(torch.float32).clamp(max=6.0)
+    code = (mag.unsqueeze(-1) - table).abs().argmin(-1).to(torch.uint8)
+    return code | (x < 0).to(torch.uint8) << 3
+
+
+def pack_fp4(codes: torch.Tensor) -> torch.Tensor:
+    """Codes [..., 2n] -> packed float4_e2m1fn_x2 [..., n] (element 2i in the low nibble)."""
+    packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
+    return packed.contiguous().view(torch.float4_e2m1fn_x2)
+
+
+def decode_fp4(packed: torch.Tensor) -> torch.Tensor:
+    """float4_e2m1fn_x2 (or its uint8 bytes) [..., n] -> float32 [..., 2n]. torch 2.13 on the CPU
+    cannot convert float4_e2m1fn_x2 to float, so the bytes are decoded through the e2m1 table."""
+    raw = packed.view(torch.uint8) if packed.dtype != torch.uint8 else packed
+    table = torch.tensor(E2M1_VALUES, dtype=torch.float32)
+    lo, hi = table[(raw & 15).long()], table[(raw >> 4).long()]
+    return torch.stack([lo, hi], dim=-1).flatten(-2)
+
+
+def random_tensor(shape: tuple[int, ...], dtype: str, name: str) -> torch.Tensor:
+    """A random input of a definition dtype (see the module docstring for the ranges)."""
+    td = TORCH_DTYPES[dtype]
+    if dtype in ("float64", "float32", "float16", "bfloat16"):
+        return torch.randn(shape, dtype=td)
+    if dtype in ("float8_e4m3fn", "float8_e5m2"):
+        return torch.randn(shape).clamp_(-2.0, 2.0).to(td)
+    if dtype == "float4_e2m1fn_x2":
+        if not shape or shape[-1] % 2:
+            raise SolarError(f"input '{name}': a packed fp4 tensor needs an even last dimension, got {shape}")
+        return pack_fp4(encode_e2m1(torch.randn(shape)))
+    if dtype == "bool":
+        return torch.randint(0, 2, shape).to(torch.bool)
+    return torch.randint(-1024, 1024, shape, dtype=td)
+
+
+# ---- CUDA references on the CPU ------------------------------------------------------------------
+def _is_cuda(v: Any) -> bool:
+    if isinstance(v, torch.device):
+        return v.type == "cuda"
+    return isinstance(v, str) and (v == "cuda" or v.startswith("cuda:"))
+
+
+def _cpu(v: Any) -> Any:
+    if _is_cuda(v):
+        return torch.device("cpu")
+    if isinstance(v, (list, tuple)):
+        return type(v)(_cpu(x) for x in v)
+    return v
+
+
+class CudaToCpu(TorchFunctionMode):
+    """Every CUDA device argument of a torch call becomes the CPU; `.cuda()` is the identity."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's API
+        kwargs = kwargs or {}
+        if func in (torch.Tensor.cuda,):
+            return args[0]
+        args = tuple(_cpu(a) for a in args)
+        kwargs = {k: _cpu(v) for k, v in kwargs.items()}
+        return func(*args, **kwargs)
+
+
+_CUDA_QUERIES = {
+    "is_available": lambda: True,
+    "device_count": lambda: 1,
+    "current_device": lambda: 0,
+    "get_device_capability": lambda device=None: CAPABILITY,
+    "get_device_name": lambda device=None: "NVIDIA B200",
+    "synchronize": lambda device=None: None,
+    "is_initialized": lambda: True,
+}
+
+
+@contextlib.contextmanager
+def cuda_on_cpu() -> Iterator[None]:
+    """CUDA calls of a reference, answered on the CPU (module docstring); undone on exit."""
+    saved = {name: getattr(torch.cuda, name) for name in _CUDA_QUERIES}
+    try:
+        for name, fn in _CUDA_QUERIES.items():
+            setattr(torch.cuda, name, fn)
+        with CudaToCpu():
+            yield
+    finally:
+        for name, fn in saved.items():
+            setattr(torch.cuda, name, fn)
+
+
+# ---- the model -----------------------------------------------------------------------------------
+class ProblemModel:
+    """One workload of a problem, as a model file's `Model` and `get_inputs`."""
+
+    def __init__(self, definition: str, workload: str, reference: str, reference_path: str,
+                 problem_dir: str) -> None:
+        self.definition: dict[str, Any] = json.loads(definition)
+        self.workload: dict[str, Any] = json.loads(workload)
+        self.dir = Path(problem_dir)
+        self.module = types.ModuleType("solexec_reference")
+        self.module.__file__ = reference_path
+        with cuda_on_cpu():  # module-level code may ask about the GPU too
+            exec(compile(reference, reference_path, "exec"), self.module.__dict__)
+        self.names = list(self.definition["inputs"])
+        self.values: dict[str, Any] = {}  # the non-tensor inputs of the last `tensor_inputs`
+
+    def module_class(self) -> type:
+        problem = self
+
+        class _Reference(torch.nn.Module):
+            def forward(self, *tensors: torch.Tensor) -> Any:
+                return problem.call(tensors)
+
+        return _Reference
+
+    def call(self, tensors: tuple[torch.Tensor, ...]) -> Any:
+        """run(...) with the tensor inputs in definition order and the scalars bound in."""
+        it = iter(tensors)
+        args = [self.values[n] if n in self.values else next(it) for n in self.names]
+        with cuda_on_cpu():
+            return self.module.run(*args)
+
+    def tensor_inputs(self, var_axes: dict[str, int]) -> list[torch.Tensor]:
+        """The workload's inputs (with `var_axes` as the var axes' values); returns the tensors and
+        keeps the non-tensor ones for `call`."""
+        d, w = self.definition, self.workload
+        axes = resolve_axes(d["axes"], var_axes, f"{self.dir / 'workload.jsonl'}")
+        specs = w.get("inputs", {})
+        scalars = {n: s["value"] for n, s in specs.items() if s["type"] == "scalar"}
+        custom: dict[str, Any] = {}
+        if any(s["type"] == "custom" for s in specs.values()):
+            fn = getattr(self.module, d["custom_inputs_entrypoint"])
+            with cuda_on_cpu():
+                custom = fn({**axes, **scalars}, torch.device("cpu"))
+            if not isinstance(custom, dict):
+                raise SolarError(f"{d['custom_inputs_entrypoint']}(...) returned {type(custom).__name__}, "
+                                 f"not a dict of inputs")
+        values: dict[str, Any] = {}
+        for name, t in d["inputs"].items():
+            spec = specs.get(name, {"type": "random"})
+            shape = None if t["shape"] is None else \
+                tuple(int(s) if s.isdigit() else axes[s] for s in t["shape"])
+            if spec["type"] == "scalar":
+                values[name] = spec["value"]
+            elif spec["type"] == "custom":
+                if name not in custom:
+                    raise SolarError(f"input '{name}' is custom but {d['custom_inputs_entrypoint']}(...) "
+                                     f"returned no '{name}'")
+                v = custom[name]
+                values[name] = v.to("cpu") if isinstance(v, torch.Tensor) else v
+            elif spec["type"] == "safetensors" and (found := self._safetensor(spec, name)) is not None:
+                values[name] = found
+            elif shape is None:
+                values[name] = random_tensor((), t["dtype"], name).item()
+            else:
+                values[name] = random_tensor(shape, t["dtype"], name)
+        self.values = {n: v for n, v in values.items() if not isinstance(v, torch.Tensor)}
+        return [v for v in values.values() if isinstance(v, torch.Tensor)]
+
+    def _safetensor(self, spec: dict[str, Any], name: str) -> torch.Tensor | None:
+        """The tensor of a safetensors input when its file exists (relative paths are looked up from
+        the problem folder upwards, as a dataset checkout nests them), else None (random values)."""
+        rel = Path(spec["path"])
+        for base in [self.dir, *self.dir.parents]:
+            path = rel if rel.is_absolute() else base / rel
+            if path.is_file():
+                from safetensors.torch import load_file  # optional: only for problems that ship files
+
+                tensors = load_file(str(path))
+                key = spec.get("tensor_key", name)
+                if key not in tensors:
+                    raise SolarError(f"{path}: no tensor '{key}' (input '{name}')")
+                return tensors[key]
+            if rel.is_absolute():
+                break
+        return None
