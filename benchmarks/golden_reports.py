@@ -157,6 +157,8 @@ def main() -> int:
     s.add_argument("--only", nargs="*", default=[], help="names containing any of these")
     s.add_argument("--timeout", type=float, default=900)
     s.add_argument("--exe", default=str(Path(sys.executable).parent / "solar-opt"))
+    s.add_argument("--extra", action="append", default=[],
+                   help="one more solar-opt argument per job, repeatable: --extra=--algorithms=classical")
     c = sub.add_parser("compare")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
@@ -170,6 +172,7 @@ def main() -> int:
         jobs += list(kernelbench_jobs(a.kernelbench, a.levels))
     if a.only:
         jobs = [j for j in jobs if any(o in j[0] for o in a.only)]
+    jobs = [(n, [*args, *a.extra]) for n, args in jobs]
     os.environ.setdefault("PYTHONHASHSEED", "0")
     failed = snapshot(a.out, jobs, a.exe, a.timeout)
     print(f"{len(jobs) - failed} of {len(jobs)} ran; {failed} failed (their errors are stored too)")
