@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -72,6 +73,9 @@ def kernelbench_jobs(root: Path, levels: list[int]) -> Iterator[tuple[str, list[
                                        "--roofline=all", "--hw", HW, "--format", "json", "--quiet"]
 
 
+_ROOTED = re.compile(r"/[^\s\"':@]*?/(examples|KernelBench|level[123])/")
+
+
 def strip(x: object, volatile: set[str]) -> object:
     if isinstance(x, dict):
         kept = {k: strip(v, volatile) for k, v in sorted(x.items()) if k not in volatile}
@@ -79,8 +83,8 @@ def strip(x: object, volatile: set[str]) -> object:
         return {k: v for k, v in kept.items() if v != [] or x[k] == []}
     if isinstance(x, list):
         return [strip(v, volatile) for v in x if not (isinstance(v, str) and v in VOLATILE_NOTES)]
-    if isinstance(x, str) and str(ROOT) in x:
-        return x.replace(str(ROOT), "<root>")
+    if isinstance(x, str) and "/" in x:  # the checkout's place: snapshots from two worktrees compare
+        return _ROOTED.sub(r"<root>/\1/", x)
     return x
 
 

@@ -9,7 +9,7 @@ Figures on H100_SXM: BF16 989.4 TFLOP/s dense, DRAM 3.35 TB/s. A MAC is 2 FLOPs.
 from __future__ import annotations
 
 import pytest
-from translated import cached_translations, roofline_json
+from translated import roofline_json, translated_programs
 
 from solar_compiler.report import render_text
 
@@ -151,12 +151,7 @@ PROGRAMS = {"eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "expan
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     pytest.importorskip("torch")
-    tmp = tmp_path_factory.mktemp("catalogue")
-    paths = {}
-    for name, text in PROGRAMS.items():
-        (tmp / f"{name}.py").write_text(text)
-        paths[name] = str(tmp / f"{name}.py")
-    with cached_translations(tmp / "xdg", paths):
+    with translated_programs(tmp_path_factory.mktemp("catalogue"), PROGRAMS) as paths:
         yield paths
 
 

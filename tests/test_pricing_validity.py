@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from translated import cached_translations, roofline_json
+from translated import roofline_json, translated_programs
 
 from solar_compiler.driver import main
 
@@ -100,12 +100,7 @@ PROGRAMS = {"any_all": ANY_ALL, "bool_mm": BOOL_MM, "item_loop": ITEM_LOOP,
 def torch_files(tmp_path_factory):
     """The programs here, translated (and validated) into a private translation cache."""
     pytest.importorskip("torch")
-    tmp = tmp_path_factory.mktemp("pricing")
-    paths = {}
-    for name, text in PROGRAMS.items():
-        (tmp / f"{name}.py").write_text(text)
-        paths[name] = str(tmp / f"{name}.py")
-    with cached_translations(tmp / "xdg", paths):
+    with translated_programs(tmp_path_factory.mktemp("pricing"), PROGRAMS) as paths:
         yield paths
 
 

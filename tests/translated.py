@@ -95,6 +95,18 @@ def cached_translations(cache_dir: Path, paths: Mapping[str, str]) -> Iterator[M
         yield paths
 
 
+@contextmanager
+def translated_programs(tmp: Path, programs: Mapping[str, str]) -> Iterator[dict[str, str]]:
+    """Each program text of `programs` written to `tmp/NAME.py` and translated into a private cache
+    under `tmp` (`cached_translations`); yields NAME -> path."""
+    paths = {}
+    for name, text in programs.items():
+        (tmp / f"{name}.py").write_text(text)
+        paths[name] = str(tmp / f"{name}.py")
+    with cached_translations(tmp / "xdg", paths):
+        yield paths
+
+
 def roofline_json(capsys, path: str, *extra: str) -> dict:
     """The JSON report of `solar-opt PATH --translate --roofline=all --hw H100_SXM EXTRA...`."""
     rc = main([path, "--translate", "--roofline=all", "--hw", "H100_SXM", "--format=json", *extra])

@@ -27,6 +27,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -66,16 +67,19 @@ class Clock(Protocol):
     def after_warmup(self) -> None: ...
 
 
-class CpuClock:
-    def __init__(self, torch, flush_bytes: int):
-        self.buf = torch.empty(max(1, flush_bytes // 8), dtype=torch.int64)
+class PerfCounterClock:
+    """`perf_counter` around a call that is done when it returns (CPU work, or a call that blocks until
+    its result is ready); `flush` runs `flush_fn`, a write that evicts the caches."""
+
+    def __init__(self, flush_fn: Callable[[], object]):
+        self.flush_fn = flush_fn
         self.t0 = 0.0
 
     def sync(self) -> None:
         pass
 
     def flush(self) -> None:
-        self.buf.fill_(42)
+        self.flush_fn()
 
     def start(self) -> None:
         self.t0 = time.perf_counter()
@@ -85,6 +89,12 @@ class CpuClock:
 
     def after_warmup(self) -> None:
         pass
+
+
+def cpu_clock(torch, flush_bytes: int) -> PerfCounterClock:  # noqa: ANN001 - torch, imported lazily
+    """The CPU clock: a flush writes a buffer of `flush_bytes` (several times the last-level cache)."""
+    buf = torch.empty(max(1, flush_bytes // 8), dtype=torch.int64)
+    return PerfCounterClock(lambda: buf.fill_(42))
 
 
 class CudaClock:
@@ -234,7 +244,7 @@ def measure_job(path: str, cfg: TimingConfig) -> dict[str, Any]:
         if cfg.mode == "eval":
             model.eval()
         clock: Clock = (
-            CudaClock(torch, dev) if cuda else CpuClock(torch, max(CPU_FLUSH_MIN_BYTES, 4 * llc_bytes()))
+            CudaClock(torch, dev) if cuda else cpu_clock(torch, max(CPU_FLUSH_MIN_BYTES, 4 * llc_bytes()))
         )
         out: dict[str, Any] = {
             "device": "cuda" if cuda else "cpu",

@@ -7,41 +7,18 @@ that blocks until its result is ready.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 from .timing import (
     CPU_FLUSH_MIN_BYTES,
     CUDA_FLUSH_BYTES,
+    PerfCounterClock,
     TimingConfig,
     cpu_name,
     llc_bytes,
     stats,
     time_calls,
 )
-
-
-class JaxClock:
-    """`perf_counter` around a call that blocks until ready itself; `flush` is the device's."""
-
-    def __init__(self, flush_fn):
-        self.flush_fn = flush_fn
-        self.t0 = 0.0
-
-    def sync(self) -> None:
-        pass  # every timed call blocks until ready itself
-
-    def flush(self) -> None:
-        self.flush_fn()
-
-    def start(self) -> None:
-        self.t0 = time.perf_counter()
-
-    def stop(self) -> float:
-        return (time.perf_counter() - self.t0) * 1e3
-
-    def after_warmup(self) -> None:
-        pass
 
 
 def measure_jax(path: str, cfg: TimingConfig) -> dict[str, Any]:
@@ -65,5 +42,5 @@ def measure_jax(path: str, cfg: TimingConfig) -> dict[str, Any]:
         out["note"] = "--compile: a JAX model is timed jitted (XLA-compiled) in any case"
     kw = {"warmup": max(1, cfg.warmup), "trials": cfg.trials, "min_trials": cfg.min_trials,
           "cap_s": None if t.gpu else cfg.cap_s, "flush": cfg.flush}
-    out["eager"] = stats(time_calls(t.call, t.args, JaxClock(t.flush), **kw))
+    out["eager"] = stats(time_calls(t.call, t.args, PerfCounterClock(t.flush), **kw))
     return out
