@@ -303,7 +303,8 @@ def render_text(r: dict[str, Any], width: int = 120, depth: int = 0, top: int = 
         con.print(module_table(r, depth or auto_depth(r, max(top, 12) if top > 0 else 1 << 30)))
     if unfused:
         con.print(kernel_table(r, top))
-    if any(c["better"] or c["applied"] for c in r.get("chains", ())) and chains_material(r):
+    reassociated = any(w["kind"] == "reassociated" for w in r.get("rewrites", ()))
+    if any(c["better"] or c["applied"] for c in r.get("chains", ())) and (reassociated or chains_material(r)):
         con.print(_chains_table(r))
     tables, notes = measured_tables(r)
     for t in tables:

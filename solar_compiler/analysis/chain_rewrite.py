@@ -5,8 +5,8 @@ leaves the IR as it is.
 
 Per tree, the new intermediates are declared as `einsum.tensor`s, the new steps become
 `einsum.node`s (fresh scope numbers; the root step keeps the root node's name, origin and position,
-the other steps come just before it), and the tree's nodes, the zero fills of its intermediates and
-those intermediates are erased.
+the other steps come just before it, with the root's origin where they have none), and the tree's
+nodes, the zero fills of its intermediates and those intermediates are erased.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def rewrite_tree(graph: GraphOp, plan: ChainPlan) -> list[str]:
         symbols.add(name)
         names.append(name)
         n.properties["sym_name"] = StringAttr(name)
+        if "origin" not in n.properties and root.origin is not None:
+            n.properties["origin"] = root.origin  # a new step is part of the tree's source op
         for key in _SCOPE_KEYS:
             if key in n.properties:
                 shifted = [x + base for x in NodeOp.ints(n.properties[key])]  # type: ignore[arg-type]

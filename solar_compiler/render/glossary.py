@@ -86,7 +86,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("policy", "the accuracy f32 contractions must keep (--precision): auto lets them use TF32, as "
                "cuDNN/PyTorch do by default."),
     ("notes", "what the frontend wants you to know (a mask read as index comparisons, a cached "
-              "translation)."),
+              "translation); one raised many times (once per iteration of a Python loop) is one entry "
+              "with its count, '... (x4096)', in the text and in the JSON."),
     ("note", "a remark on the validation (why it was partial, which capture method ran) or on the "
              "bounds (cache-aware bytes that differ per target)."),
     ("translated", "which ops a language model translated (--frontend auto with an LLM), with its "
