@@ -257,7 +257,9 @@ def host_document(cpu: CpuSpec, facts: HostFacts, m: Measurements, today: str,
     load = max(1.0, (facts.loadavg or 0.0) / cpu.cores) if busy else 1.0
     margin = DRAM_MARGIN * load
     why = f" x margin {DRAM_MARGIN:g}" + (f" x load factor {load:.3g} (busy)" if load > 1 else "")
-    dram_bw = m.dram.value * margin
+    # from the measurement as the YAML reports it (4 digits, to the nearest): a ceiling is never below
+    # what it lists as measured beside it, even when the measurement rounds up
+    dram_bw = max(m.dram.value, float(f"{m.dram.value:.4g}")) * margin
     dram_note = f"best of methods and sizes: {m.dram.how} {m.dram.value:.4g} B/s{why}"
     cache_bw, cache_note = cpu.cache_bandwidth()
     if m.cache is not None and m.cache.value * margin > cache_bw:
