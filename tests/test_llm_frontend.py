@@ -132,7 +132,10 @@ def test_manual_provider_prompt_exit_3_then_rerun_finishes(tmp_path, capsys):
     assert main(args) == 3  # wrong: the repair prompt says where
     capsys.readouterr()
     repair = (tmp_path / "dialog" / "002.prompt.md").read_text()
-    assert "Your kernel was rejected: validation failed on the reference pair: values[0]: got" in repair
+    assert "It was rejected: validation failed on the reference pair: values[0]: got" in repair
+    # self-contained: the original task and the rejected answer, nothing to continue
+    assert repair.startswith((tmp_path / "dialog" / "001.prompt.md").read_text().rstrip())
+    assert "self[k] > self[j]" in repair and "continue the conversation" not in repair
     (tmp_path / "dialog" / "002.response.md").write_text(SORT)
     assert main(args) == 0
     out = capsys.readouterr().out

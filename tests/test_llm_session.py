@@ -57,16 +57,23 @@ def test_repair_loop_malformed_then_wrong_then_correct(tmp_path):
     assert out.attempts == 3 and out.model == "openai/local-model" and not out.cached
     assert out.tokens == 3 * 1200 and out.cost is None  # a local model has no price: unknown, not an error
     assert len(server.requests) == 3
-    # the second request carries the parser's line:col diagnostic, the third the first wrong element
-    repair1 = server.requests[1]["messages"][-1]["content"]
-    assert "parse error: response:2:22: unexpected end of line, expected ':'" in repair1
-    assert server.requests[1]["messages"][-2] == {"role": "assistant", "content": MALFORMED}
-    repair2 = server.requests[2]["messages"][-1]["content"]
-    assert "validation failed on the reference pair: y[0]: got 2, expected 3" in repair2
+    # the second request carries the parser's line:col diagnostic, the third the first wrong element;
+    # each is self-contained (a stateless model): the system text and one user message holding the
+    # original task, the previous answer and the diagnostic, no conversation to continue
+    for i, (previous, diagnostic) in enumerate(
+            [(MALFORMED, "parse error: response:2:22: unexpected end of line, expected ':'"),
+             (WRONG, "validation failed on the reference pair: y[0]: got 2, expected 3")], 1):
+        msgs = server.requests[i]["messages"]
+        assert [m["role"] for m in msgs] == ["system", "user"]
+        assert msgs[0] == server.requests[0]["messages"][0]
+        repair = msgs[1]["content"]
+        assert repair.startswith(server.requests[0]["messages"][1]["content"])  # the original task
+        assert "translate y = 2x + 1" in repair and f"attempt {i}) was rejected" in repair
+        assert extract(previous).rstrip() in repair and f"It was rejected: {diagnostic}" in repair
     recs = [json.loads(x) for x in (tmp_path / "t" / "transcript.jsonl").read_text().splitlines()]
     assert [(r["attempt"], r["accepted"]) for r in recs] == [(1, False), (2, False), (3, True)]
     assert recs[0]["tokens"] == {"prompt": 1000, "completion": 200} and recs[2]["diagnostic"] is None
-    assert "kernel matmul" in recs[0]["prompt"] and recs[0]["prompt_version"] == "1"
+    assert "kernel matmul" in recs[0]["prompt"] and recs[0]["prompt_version"] == "2"
 
 
 def test_python_in_a_response_is_a_parse_error_and_nothing_runs(tmp_path, monkeypatch):

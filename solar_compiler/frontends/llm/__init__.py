@@ -6,7 +6,7 @@ through litellm, and accepted only when the translation is proven by execution.
 - `session.py`: the repair loop, budgets, JSON-lines transcript, cache of validated translations
 - `check.py`: a response -> parsed, verified, signature-checked, executed and compared kernel
 - `providers.py`: litellm, `manual` (prompt files, exit 3), `--llm-replay`
-- `prompt_v1.md`, `prompt.py`: the versioned prompt template
+- `prompt_v2.md`, `prompt.py`: the versioned prompt template
 
 LLM output is data: it is only ever parsed by the loop-IR grammar, verified, and run by the NumPy
 executor. Nothing in this package imports litellm at import time.

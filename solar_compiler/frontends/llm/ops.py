@@ -81,7 +81,7 @@ class TorchOpFiller:
                       op_source=_op_source(node.op), kernel=kernel_name,
                       params="\n".join(f"- `{p.text()}`" for p in params),
                       outputs=", ".join(f"`{out_names[i]}`" for i, _ in outs),
-                      reference=_reference_text(params, feed, expected, note))
+                      reference=reference_text(params, feed, expected, note))
         sample = Sample("the reference pair", feed, expected)
         task = Task(key, text, fingerprint("op", text), lambda r: check_response(r, params, [sample]))
         outcome = self.session.solve(task)
@@ -323,7 +323,7 @@ def _random(rng: np.random.Generator, d: TensorDecl) -> np.ndarray:
     return rng.standard_normal(d.shape).astype(USER[d.dtype])
 
 
-def _reference_text(params: list[Param], feed: dict, expected: dict, note: str) -> str:
+def reference_text(params: list[Param], feed: dict, expected: dict, note: str) -> str:
     lines = [f"({note})", ""]
     for p in params:
         a = feed[p.name] if p.role != "output" else expected[p.name]
@@ -333,7 +333,10 @@ def _reference_text(params: list[Param], feed: dict, expected: dict, note: str) 
 
 
 def _array_text(a: np.ndarray) -> str:
-    with np.printoptions(precision=5, suppress=False, threshold=SHOWN, edgeitems=4, linewidth=100):
+    # corners of at most about SHOWN elements whatever the rank (4 a side in 2-d, 2 in 4-d): a
+    # KernelBench convolution's input would otherwise put 4096 numbers in the prompt
+    edge = min(4, max(1, int(SHOWN ** (1 / max(1, a.ndim)) / 2)))
+    with np.printoptions(precision=5, suppress=False, threshold=SHOWN, edgeitems=edge, linewidth=100):
         text = np.array2string(np.asarray(a), separator=", ")
     if a.size > SHOWN:
         text += f"\n(showing the corners of {math.prod(a.shape)} elements)"

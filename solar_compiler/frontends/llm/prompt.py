@@ -11,7 +11,7 @@ import re
 from functools import cache
 from importlib import resources
 
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"
 _FILE = f"prompt_v{PROMPT_VERSION}.md"
 _SECTION = re.compile(r"^<<<section (\w+)>>>\n", re.MULTILINE)
 _FIELD = re.compile(r"\{\{(\w+)\}\}")
@@ -34,11 +34,24 @@ def render(section: str, **fields: str) -> str:
     return _FIELD.sub(sub, sections()[section])
 
 
-def messages(task_text: str) -> list[dict[str, str]]:
-    """The first request of a task: the system text, then the grammar, examples and the task."""
-    return [{"role": "system", "content": render("system").strip()},
-            {"role": "user", "content": render("grammar") + "\n" + task_text.strip()}]
+def messages(task_text: str, rejected: tuple[int, str, str] | None = None) -> list[dict[str, str]]:
+    """The request of one attempt: the system text, then the grammar, examples and the task, and
+    for a repair `rejected` = (attempt, previous response, diagnostic) after them. Every request is
+    self-contained: a stateless model (or a person pasting it into a fresh chat) sees the original
+    task, its previous answer and why it was rejected, with no conversation to continue."""
+    user = render("grammar") + "\n" + task_text.strip()
+    if rejected is not None:
+        user += "\n\n" + repair_message(*rejected)
+    return [{"role": "system", "content": render("system").strip()}, {"role": "user", "content": user}]
 
 
-def repair_message(diagnostic: str) -> str:
-    return render("repair", diagnostic=diagnostic).strip()
+def repair_message(attempt: int, response: str, diagnostic: str) -> str:
+    """The rejected answer (its loop block, else the whole response with its fences defused) and
+    the diagnostic."""
+    from .check import Rejected, extract
+
+    try:
+        answer = extract(response).rstrip()
+    except Rejected:
+        answer = response.strip().replace("`", "'")
+    return render("repair", attempt=str(attempt), answer=answer, diagnostic=diagnostic).strip()

@@ -102,11 +102,7 @@ class ManualProvider:
         prompt = self.dir / f"{self.n:03d}.prompt.md"
         response = self.dir / f"{self.n:03d}.response.md"
         self.dir.mkdir(parents=True, exist_ok=True)
-        if attempt == 1:
-            text = "\n\n".join(m["content"] for m in messages)
-        else:
-            text = (f"<!-- {task}, attempt {attempt}: continue the conversation of prompt "
-                    f"{self.n - 1:03d} -->\n\n{messages[-1]['content']}")
+        text = "\n\n".join(m["content"] for m in messages)   # self-contained, a repair too
         if not prompt.exists() or prompt.read_text() != text + "\n":
             prompt.write_text(text + "\n")
         if not response.exists():

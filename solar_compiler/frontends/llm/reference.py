@@ -1,18 +1,15 @@
 """The source side of a whole-program LLM translation of a PyTorch model file: the tensors the
 kernel must have (inputs by forward parameter name, weights by state_dict name, outputs in return
-order) and the reference outputs to compare with, computed exactly as the deterministic path does
-(`run_reference`: weights under seed 0, `get_inputs()` and the fresh samples of `fresh_inputs`).
+order, shapes from a fake-tensor run) and the reference input/output pair the prompt shows, computed
+as the deterministic path does (`run_reference`: weights under seed 0, on `get_inputs()`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-import numpy as np
-
-from .check import Param, Sample
-
-SAMPLE_SEEDS = (1, 2)   # as the deterministic path: get_inputs() plus two fresh samples
+from .check import Param
 
 
 @dataclass
@@ -27,18 +24,35 @@ class SourceProgram:
 
 
 def describe(spec, mode: str) -> SourceProgram:
-    """Run forward once on `get_inputs()` to learn the output shapes; name every tensor."""
+    """Run forward once on `get_inputs()` to learn the output shapes; name every tensor. Forward
+    runs on fake tensors (shapes and dtypes only, no memory: a 4096 x 393216 input costs nothing),
+    and for real only when fake tensors cannot run it (a value read by Python, as `x.tolist()`)
+    and its inputs and weights are below the capture's real-run limit, as the deterministic
+    capture does."""
     import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
     from solar_compiler.errors import SolarError
     from solar_compiler.frontends.torch.capture import CapturedProgram, TensorMeta, input_names, sanitize
     from solar_compiler.frontends.torch.capture.graph import dtype_name
-    from solar_compiler.frontends.torch.capture.util import build_model, quiet
+    from solar_compiler.frontends.torch.capture.util import REAL_RUN_LIMIT_BYTES, build_model, nbytes, quiet
 
     torch.manual_seed(0)
-    model, sample = build_model(spec, mode, None)
-    with torch.no_grad(), quiet():
-        out = model(*sample)
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    model, sample = build_model(spec, mode, fake_mode)
+    try:
+        with torch.no_grad(), quiet(), fake_mode:
+            out = model(*sample)
+    except Exception as e:  # noqa: BLE001 - fake tensors cannot run value-dependent code: run for real
+        size = nbytes(sample) + nbytes(model.parameters()) + nbytes(model.buffers())
+        if size > REAL_RUN_LIMIT_BYTES:
+            raise SolarError(f"{spec.path}:1: forward needs real tensor values ({type(e).__name__}) but its "
+                             f"inputs and weights take {size / 2**30:.1f} GB; make the module-level sizes "
+                             "smaller") from None
+        torch.manual_seed(0)
+        model, sample = build_model(spec, mode, None)
+        with torch.no_grad(), quiet():
+            out = model(*sample)
     flat = [o for o in torch.utils._pytree.tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
     if not flat:
         raise SolarError(f"{spec.path}:1: forward returns no tensor")
@@ -74,17 +88,33 @@ def describe(spec, mode: str) -> SourceProgram:
     return SourceProgram(spec, prog, params)
 
 
-def samples(src: SourceProgram, mode: str) -> list[Sample]:
-    """get_inputs() and the fresh samples, with the model's outputs on each."""
-    from solar_compiler.executor.numeric import USER
-    from solar_compiler.frontends.torch.capture import fresh_inputs, run_reference
+def reference_pair(src: SourceProgram, options) -> str:
+    """The prompt's reference input/output pair: the program run on `get_inputs()` (weights under
+    seed 0), every parameter printed (the corners of a large one). A program whose tensors take
+    more than half the validation memory budget is shown on its mildest reduced instance that fits
+    (module-level sizes scaled down, as validation does), and the text says so."""
+    from solar_compiler.frontends.torch.capture import run_reference
+    from solar_compiler.frontends.validation import REDUCIBLE, candidates
+    from solar_compiler.loopir.ast import DTYPES
 
-    dtypes = {p.name: p.dtype for p in src.params}
-    out = []
-    for seed in (None, *SAMPLE_SEEDS):
-        inputs = None if seed is None else fresh_inputs(src.spec, seed)
-        ins, ws, outs, _ = run_reference(src.spec, mode, inputs=inputs, seed=0, program=src.program)
-        feed = {k: np.ascontiguousarray(a, dtype=USER[dtypes[k]]) for k, a in {**ins, **ws}.items()}
-        label = "get_inputs()" if seed is None else f"fresh sample (seed {seed})"
-        out.append(Sample(label, feed, outs))
-    return out
+    from .ops import reference_text
+
+    def size(s: SourceProgram) -> int:
+        return sum(math.prod(p.shape) * DTYPES[p.dtype] for p in s.params)
+
+    budget = options.memory_budget_gb * 2**30 / 2
+    note = "the program's outputs on get_inputs(), weights initialised under torch.manual_seed(0)"
+    if size(src) > budget:
+        sizes = {k: v for k, v in src.spec.size_constants.items() if v >= REDUCIBLE}
+        for _, ov in candidates(sizes) if sizes else ():
+            small = describe(src.spec.with_sizes(ov), options.mode) if ov else None
+            if small is not None and size(small) <= budget:
+                src = small
+                note = (f"on the reduced instance {', '.join(f'{k}={v}' for k, v in ov.items())}: the "
+                        f"full-size program is too large to run here; {note}")
+                break
+        else:
+            return "(none: the program is too large to run here and has no module-level size to scale down)"
+    ins, ws, outs, _ = run_reference(src.spec, options.mode, seed=0, program=src.program)
+    feed = {**ins, **ws}
+    return reference_text(src.params, feed, dict(outs), note)

@@ -23,7 +23,7 @@ from solar_compiler.loopir.ast import Kernel
 
 from .check import Rejected
 from .config import LLMConfig, LLMError, LLMLimitError, transcript_dir
-from .prompt import PROMPT_VERSION, messages, repair_message
+from .prompt import PROMPT_VERSION, messages
 from .providers import Provider, Reply, make_provider
 
 MAX_COMPLETION_TOKENS = 16_384   # per request, within what remains of the run's token budget
@@ -100,8 +100,7 @@ class Session:
             except Rejected as r:
                 last = str(r)
                 self._record(task, attempt, msgs, reply, last, False)
-                msgs = [*msgs, {"role": "assistant", "content": reply.text},
-                        {"role": "user", "content": repair_message(last)}]
+                msgs = messages(task.text, (attempt, reply.text, last))
                 continue
             self._record(task, attempt, msgs, reply, None, True)
             self._store(task, reply.text, attempt)
@@ -132,7 +131,7 @@ class Session:
                 diagnostic: str | None, accepted: bool) -> None:
         rec = {"task": task.key, "attempt": attempt, "model": self.provider.label,
                "prompt_version": PROMPT_VERSION,
-               "prompt": msgs[-1]["content"] if attempt > 1 else "\n\n".join(m["content"] for m in msgs),
+               "prompt": "\n\n".join(m["content"] for m in msgs),
                "response": reply.text[:self.cfg.max_response], "diagnostic": diagnostic, "accepted": accepted,
                "tokens": {"prompt": reply.prompt_tokens, "completion": reply.completion_tokens},
                "cost": reply.cost, "seconds": round(reply.seconds, 3)}

@@ -53,7 +53,7 @@ def validate(spec, prog, tt, options: FrontendOptions, filler=None, trace=None) 
     the full-size translation, continued by the reduced instance's (frontend.op_filler). `trace` (an
     `IndirectTrace`) records what the indirect accesses touch on get_inputs(), by full validation
     only (the other methods do not execute the whole program at its own sizes)."""
-    record, why = _at_size(spec, prog, tt, options, trace)
+    record, why = at_size(spec, prog, tt, options, trace)
     if record is not None:
         return record
     progress.phase("validate", f"not at full size ({why}): on a reduced instance")
@@ -67,7 +67,7 @@ def validate(spec, prog, tt, options: FrontendOptions, filler=None, trace=None) 
             "full_size_same_program": True, "why_reduced": why}
 
 
-def _at_size(spec, prog, tt, options: FrontendOptions, trace=None,
+def at_size(spec, prog, tt, options: FrontendOptions, trace=None,
              where: str = "at full size") -> tuple[dict[str, Any] | None, str]:
     """(record, "") of full or sampled validation at the program's own sizes, or (None, why not).
     `where` names the instance in progress lines ("at full size", or the reduced instance)."""
@@ -412,7 +412,7 @@ def _try(spec, tt, ov: dict[str, int], options: FrontendOptions, filler=None):
     if isinstance(got, str):
         return got
     spec_r, prog_r, tt_r = got
-    record, why = _at_size(spec_r, prog_r, tt_r, options, where=f"on the reduced instance {_sizes_text(ov)}")
+    record, why = at_size(spec_r, prog_r, tt_r, options, where=f"on the reduced instance {_sizes_text(ov)}")
     if record is None:
         return f"the reduced instance {_sizes_text(ov)}: {why}"
     return spec_r, prog_r, tt_r, record
