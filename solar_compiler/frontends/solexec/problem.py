@@ -298,8 +298,13 @@ def _safe_name(text: str) -> str:
 def write_model_files(problem: Problem, indices: list[int], out_dir: Path) -> list[tuple[str, Path]]:
     """Write the model files of `indices` under `out_dir/<problem>/` (rewritten only when the text
     changes, so the translation cache keeps hitting); returns (workload label, path) pairs. The file
-    is named after the problem folder: that name is what reports and results.csv show."""
-    folder = out_dir / _safe_name(problem.dir.resolve().name)
+    is named after the problem folder: that name is what reports and results.csv show. Its folder
+    also carries a hash of the problem's absolute path, since two problems may share a name (the
+    harness's examples/ has `cuda_cpp/rmsnorm` and `triton/rmsnorm`)."""
+    import hashlib
+
+    where = hashlib.sha256(str(problem.dir.resolve()).encode()).hexdigest()[:8]
+    folder = out_dir / f"{_safe_name(problem.dir.resolve().name)}-{where}"
     folder.mkdir(parents=True, exist_ok=True)
     out = []
     for i in indices:
