@@ -325,10 +325,11 @@ def generated_dir() -> Path:
     return cache_dir().parent / "solexec"
 
 
-def expand_argv(argv: list[str]) -> list[tuple[str, list[str]]] | None:
+def expand_argv(argv: list[str]) -> list[tuple[str, list[str], str]] | None:
     """A `solar-opt` command line naming a problem folder -> one command line per selected workload
     (the folder replaced by its generated model file, `--workload` removed), labelled by the
-    workload's uuid; None when no argument is a problem folder. `--workload` without one is an error."""
+    workload's uuid, with that file's path; None when no argument is a problem folder.
+    `--workload` without one is an error."""
     args = list(argv)
     which = None
     for i, a in enumerate(args):
@@ -354,4 +355,4 @@ def expand_argv(argv: list[str]) -> list[tuple[str, list[str]]] | None:
     files = write_model_files(problem, select(problem, which), generated_dir())
     if "--translate" not in args:  # a problem is source to translate, like a model file given --translate
         args.append("--translate")
-    return [(label, args[:dirs[0]] + [str(path)] + args[dirs[0] + 1:]) for label, path in files]
+    return [(label, args[:dirs[0]] + [str(path)] + args[dirs[0] + 1:], str(path)) for label, path in files]
