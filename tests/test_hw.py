@@ -13,8 +13,8 @@ import yaml
 from solar_compiler import hw
 from solar_compiler.hw import HwTargetError, load_target
 
-BUNDLED = ["A100_SXM", "B200", "GB200", "H100_NVL", "H100_PCIe", "H100_SXM", "H200", "Jetson_Thor", "L40S",
-           "MI300X"]
+BUNDLED = ["A100_SXM", "B200", "B300", "GB200", "H100_NVL", "H100_PCIe", "H100_SXM", "H200", "Jetson_Thor",
+           "L40S", "MI300X"]
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -131,6 +131,22 @@ def test_datasheet_fixes_and_new_targets() -> None:
     thor = load_target("Jetson_Thor")
     assert thor.vector_peak("bf16") == thor.vector_peak("f16") == 2 * thor.vector["fp32"].value
     assert thor.vector_figure("bf16") == "vector.bf16"
+
+
+def test_blackwell_fp4_fp8_dense_rates_and_b300() -> None:
+    """Dense per-GPU tensor rates in FLOP/s: NVIDIA's board / superchip figures with sparsity, / GPUs
+    / 2. HGX B200 FP8 72 PF and FP4 144 PF per 8 GPUs; GB200 superchip FP8 20 PF and FP4 40 PF per 2
+    GPUs; HGX B300 keeps Blackwell's FP8 (72 PF / 8 / 2) with FP4 at the higher of 105 PF dense / 8
+    and the secondary ~15 PF dense, FP64 10 TF / 8."""
+    b200, gb200, b300 = (load_target(n) for n in ("B200", "GB200", "B300"))
+    assert (b200.matrix["fp8"].value, b200.matrix["fp4"].value) == (4.5e15, 9.0e15)
+    assert (gb200.matrix["fp8"].value, gb200.matrix["fp4"].value) == (5.0e15, 10.0e15)
+    assert (b300.matrix["fp8"].value, b300.matrix["fp4"].value) == (4.5e15, 15.0e15)
+    assert b300.matrix["fp4"].estimate and not b300.matrix["fp8"].estimate
+    assert (b300.matrix["fp64"].value, b300.matrix["bf16"].value) == (1.25e12, 2.25e15)
+    assert b300.dram_bw.value == 8e12
+    assert b300.sm_count.value == 160 and b300.levels[0].capacity.value == 2**27 + 160 * 768 * 1024
+    assert all(f.unit == "FLOP/s" for t in (b200, gb200, b300) for k, f in t.matrix.items() if k != "int8")
 
 
 def test_jetson_thor_rates_are_all_estimates() -> None:
@@ -323,9 +339,9 @@ _DELETE = object()
         ("dram.bandwidth.unit", "bytes", "dram.bandwidth.unit", "expected bytes/s here"),
         ("matrix.bf16.estimate", "maybe", "matrix.bf16.estimate", "expected true or false"),
         (
-            "matrix.fp4",
+            "matrix.fp6",
             {"value": 1.0, "unit": "FLOP/s", "source": "x", "estimate": True},
-            "matrix.fp4",
+            "matrix.fp6",
             "unknown key",
         ),
         ("dram.bandwith", 1, "dram.bandwith", "unknown key"),

@@ -31,7 +31,8 @@ def reports(tmp_path_factory) -> dict[str, list[tuple[str, dict]]]:
     out: dict[str, list[tuple[str, dict]]] = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg")))
-        for name in ("gemm_bf16", "fp8_scaled_gemm", "linear_backward", "custom_probs", "rmsnorm_cuda"):
+        for name in ("gemm_bf16", "fp8_scaled_gemm", "linear_backward", "custom_probs", "rmsnorm_cuda",
+                     "shape_branch"):
             o = tmp_path_factory.mktemp(name) / "stdout"
             import contextlib
 
@@ -164,9 +165,24 @@ def test_malformed_problems_are_one_line_errors(tmp_path: Path, capsys, edit, me
 def test_workload_selection(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     runs = expand_argv([str(DATA / "gemm_bf16"), "--workload=gemm-m8-k64"])
-    assert [label for label, _ in runs] == ["gemm-m8-k64"]
+    assert [label for label, _, _ in runs] == ["gemm-m8-k64"]
     assert "--translate" in runs[0][1] and runs[0][1][0].endswith("gemm_bf16.w1.py")
+    assert runs[0][2] == runs[0][1][0]
     with pytest.raises(SolarError, match="there are 2 workloads"):
         expand_argv([str(DATA / "gemm_bf16"), "--workload", "5"])
     with pytest.raises(SolarError, match="no argument is one"):
         expand_argv(["model.py", "--workload", "all"])
+
+
+def test_workloads_translate_together_and_carry_validation(reports) -> None:
+    """`--workload all` translates the workloads in one child: the cheapest is validated, and each
+    other one that is the same program at other sizes carries its record over; a program that
+    changes with the shapes (shape_branch: exp(x) + 1 for M <= 4, x * 2 above) is validated on its own."""
+    methods = [r["validation"]["method"] for _, r in reports["gemm_bf16"]]
+    assert sorted(methods) == ["full", "other-workload"]
+    carried = next(r["validation"] for _, r in reports["gemm_bf16"] if r["validation"]["method"] != "full")
+    assert carried["validated"] and carried["full_size_same_program"] and carried["workload_method"] == "full"
+    assert carried["sizes"] == "of workload gemm_bf16.w0 (full there)"  # w0: 16x32x64 is the cheaper
+    got = {u: (r["validation"]["method"], r["totals"]["flops"]) for u, r in reports["shape_branch"]}
+    # m2: exp and add per element (2 x 8 x 2 = 32 FLOPs); m8 / m16: one multiply per element
+    assert got == {"m2": ("full", 32), "m8": ("full", 64), "m16": ("other-workload", 128)}

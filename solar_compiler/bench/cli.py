@@ -27,7 +27,7 @@ from .forked import Outcome
 from .jobs import BoundsConfig
 from .store import Store, fingerprint
 from .suite import Unit, discover
-from .timing import TimingConfig, env_for_device, load_timings
+from .timing import TRACE_GROUP, TimingConfig, env_for_device, load_timings
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -83,7 +83,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--timings",
         default=None,
         metavar="FILE.json",
-        help='times taken elsewhere, KernelBench format {"level1": {"<file>.py": {"mean": ms}}}',
+        help='times taken elsewhere: KernelBench format {"level1": {"<file>.py": {"mean": ms}}}, or '
+        "a SOL-ExecBench trace JSONL (kernel and reference latency per workload uuid: SOL score)",
     )
     p.add_argument(
         "--ray",
@@ -106,7 +107,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         ("--measure-timeout", a.measure_timeout), ("--measure-cap-s", a.measure_cap_s)):
         if not value > 0:
             p.error(f"{flag} must be positive, got {value:g}")
-    if a.mode is None:
+    if a.mode is None:  # KernelBench times models in train mode; SOL-ExecBench references are functions
         a.mode = "train" if a.timings else "eval"
     return a
 
@@ -371,6 +372,8 @@ def run(a: argparse.Namespace) -> int:
     }
     if a.timings:
         meta["timings_note"] = (
+            f"measured times from {a.timings} (a SOL-ExecBench trace: mean kernel and reference "
+            f"latency per workload)" if TRACE_GROUP in timings else
             f"measured times from {a.timings} (taken on another machine; KernelBench "
             f"times are in train mode: no .eval()); bounds computed in mode {a.mode}"
         )

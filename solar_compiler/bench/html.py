@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .results import op_breakdown
+from .results import op_breakdown, row_key
 from .store import Store
 from .suite import Unit
 from .summary import fmt_s, fmt_x
@@ -304,7 +304,7 @@ def write_html(
         sel = [
             r for r in rows if r["group"] == g["group"] and r["target"] == g["target"] and r["status"] == "ok"
         ]
-        peak, bw = _hw_peaks([reports[f"{r['group']}/{r['model']}"] for r in sel], g["target"])
+        peak, bw = _hw_peaks([reports[row_key(r)] for r in sel], g["target"])
         pts = []
         for r in sorted(sel, key=lambda r: -(r["measured_s"] or r["fused_s"] or 0.0)):
             if not r["flops"] or not r["bytes_fused"]:
@@ -382,13 +382,13 @@ def write_html(
         )
     parts.append(f"<h2>Models ({len(rows)} rows)</h2>" + sortable(mcols, mrows, "models"))
     (out / "report.html").write_text(page("solar-bench report", "".join(parts)))
-    by_key = {f"{r['group']}/{r['model']}": r for r in rows}
+    by_key = {row_key(r): r for r in rows}
     for u in units:
         model_page(
             store,
             u,
             reports.get(u.key),
-            [r for r in rows if f"{r['group']}/{r['model']}" == u.key],
+            [r for r in rows if row_key(r) == u.key],
             by_key.get(u.key),
         )
 
@@ -410,7 +410,10 @@ def measured_cell(r: dict[str, Any]) -> str:
 
 
 def _page_link(store: Store, r: dict[str, Any]) -> str:
-    return f"models/{r['group']}/{r['model'].removesuffix('.py')}.html"
+    stem = r["model"].removesuffix(".py")
+    if r.get("workload"):
+        stem += "." + "".join(c if c.isalnum() or c in "-_" else "_" for c in r["workload"])
+    return f"models/{r['group']}/{stem}.html"
 
 
 def model_page(store: Store, u: Unit, report: dict | None, rows: list[dict[str, Any]], first) -> None:

@@ -16,6 +16,7 @@ from .results import (
     measured_from_file,
     measured_from_stats,
     op_breakdown,
+    row_key,
     rows_for,
 )
 from .store import Store, write_json
@@ -27,7 +28,7 @@ def _measured(
     unit: Unit, store: Store, mfp: dict[str, str] | None, timings: dict | None, timings_name: str | None
 ) -> Measured | None:
     if timings is not None:
-        entry = lookup_timing(timings, unit.group, unit.name)
+        entry = lookup_timing(timings, unit.group, unit.name, unit.workload)
         if entry is None:
             return None
         hw = entry.get("hardware") or "unknown hardware"
@@ -73,11 +74,12 @@ def violation_details(rows: list[dict[str, Any]], reports: dict[str, dict]) -> l
     for r in rows:
         if not r["violation"]:
             continue
-        rep = reports[f"{r['group']}/{r['model']}"]
+        rep = reports[row_key(r)]
         out.append(
             {
                 "group": r["group"],
                 "model": r["model"],
+                "workload": r["workload"],
                 "target": r["target"],
                 "measured_min_s": min(
                     x for x in (r["measured_min_s"], r["measured_compile_min_s"]) if x is not None
@@ -89,6 +91,33 @@ def violation_details(rows: list[dict[str, Any]], reports: dict[str, dict]) -> l
                 "ops": op_breakdown(rep, r["target"]),
             }
         )
+    return out
+
+
+def workload_records(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """SOL-ExecBench workloads (rows with a uuid) -> what the benchmark uses of them: per target the
+    bound in ms per fidelity and `sol_ms` = max(fused, cache-aware), and with a trace the kernel's
+    and the baseline's times, the SOL score and whether the kernel beat the bound."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if not r.get("workload"):
+            continue
+        rec = out.setdefault(row_key(r), {"schema": "solar-bench-workload/1", "group": r["group"],
+                                          "problem": r["model"], "workload": r["workload"], "targets": {}})
+
+        def ms(x: float | None) -> float | None:
+            return None if x is None else x * 1e3
+
+        t = {"status": r["status"], "validated": r["validated"]}
+        if r["status"] == "ok":
+            t.update({f"{f}_ms": ms(r[f"{f}_s"]) for f in ("unfused", "fused", "cache_aware")})
+            t["sol_ms"] = ms(max(x for x in (r["fused_s"], r["cache_aware_s"], 0.0) if x is not None))
+        else:
+            t["error"] = f"[{r['error_class'] or r['status']}] {r['error'] or ''}".strip()
+        if r["measured_s"] is not None:
+            t.update(measured_ms=ms(r["measured_s"]), baseline_ms=ms(r["baseline_s"]),
+                     sol_score=r["sol_score"], violation=r["violation"])
+        rec["targets"][r["target"]] = t
     return out
 
 
@@ -124,6 +153,9 @@ def write_outputs(
         "rows": rows,
     }
     write_json(out / "results.json", data)
+    for key, rec in workload_records(rows).items():
+        u = next(u for u in units if u.key == key)
+        write_json(store.path(u, "workload.json"), rec)
     write_html(out, data, units, store, reports)
     print_summary(data)
     print(f"outputs: {out / 'results.csv'}, {out / 'results.json'}, {out / 'report.html'}")

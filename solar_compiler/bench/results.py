@@ -4,7 +4,10 @@ records and reports only (the JSON report schema `solar-report/1` and the timing
 Headroom = measured time / bound, per fidelity (unfused, fused, cache-aware): how far today's
 implementation is from the bound. A **violation** is a measured time below the tightest bound that
 must hold for any implementation: max(fused, cache-aware). The fastest timed call (`min`) is
-compared, so a single call that beats the bound is found. The unfused bound is the least time of one
+compared, so a single call that beats the bound is found. With a baseline time T_b (a SOL-ExecBench
+trace's reference latency) the row carries SOL-ExecBench's score of the kernel time T_k against our
+SOL T_SOL = max(fused, cache-aware): S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)) (1 at the SOL,
+1/2 at the baseline; undefined when T_b <= T_SOL). The unfused bound is the least time of one
 kernel per source op through DRAM: compiled code may legitimately beat it, so it is reported, never
 a violation.
 """
@@ -22,6 +25,7 @@ FIDELITIES = ("unfused", "fused", "cache_aware")
 COLUMNS = (
     "group",
     "model",
+    "workload",
     "target",
     "status",
     "error_class",
@@ -48,6 +52,9 @@ COLUMNS = (
     "headroom_compile_fused",
     "violation",
     "violation_bound",
+    "baseline_s",
+    "sol_s",
+    "sol_score",
     "pipeline_s",
     "peak_rss_mb",
     "report",
@@ -63,6 +70,7 @@ class Measured:
     source: str
     compile_typical: float | None = None
     compile_fastest: float | None = None
+    baseline: float | None = None  # the baseline's time (SOL-ExecBench: the reference's latency)
 
 
 def measured_from_stats(rec: dict[str, Any], source: str) -> Measured:
@@ -79,9 +87,20 @@ def measured_from_stats(rec: dict[str, Any], source: str) -> Measured:
 
 
 def measured_from_file(entry: dict[str, Any], source: str) -> Measured:
-    """From a KernelBench timing file entry (ms): mean for headroom (the paper's), min when present."""
+    """From a timing file entry (ms): mean for headroom (the paper's), min when present (a
+    SOL-ExecBench trace has the mean only), and the baseline's time when present."""
     mean = float(entry["mean"]) / 1e3
-    return Measured(mean, float(entry.get("min", entry["mean"])) / 1e3, source)
+    base = entry.get("baseline")
+    return Measured(mean, float(entry.get("min", entry["mean"])) / 1e3, source,
+                    baseline=None if base is None else float(base) / 1e3)
+
+
+def sol_score(t_k: float, t_b: float, t_sol: float) -> float | None:
+    """SOL-ExecBench's score S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)); None when T_b <= T_SOL
+    (no gap to close)."""
+    if t_b <= t_sol:
+        return None
+    return 1.0 / (1.0 + (t_k - t_sol) / (t_b - t_sol))
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -101,7 +120,7 @@ def rows_for(
     `measure` is the timing record of this run (`measure_status` "ok" or "failed", with its class
     and message), so that a failed timing shows as such and not as a bounded model without a time."""
     base: dict[str, Any] = {c: None for c in COLUMNS}
-    base.update(group=unit.group, model=unit.name)
+    base.update(group=unit.group, model=unit.name, workload=unit.workload)
     if measure is not None:
         failed = measure.get("status") != "ok"
         base.update(
@@ -160,8 +179,16 @@ def rows_for(
             fastest = min(x for x in (measured.fastest, measured.compile_fastest) if x is not None)
             r["violation"] = floor is not None and fastest < floor
             r["violation_bound"] = which if r["violation"] else None
+            if measured.baseline is not None and floor is not None:
+                r["baseline_s"], r["sol_s"] = measured.baseline, floor
+                r["sol_score"] = sol_score(measured.typical, measured.baseline, floor)
         rows.append(r)
     return rows
+
+
+def row_key(row: dict[str, Any]) -> str:
+    """The unit key of a row (`Unit.key`): group/model, with @uuid for a SOL-ExecBench workload."""
+    return f"{row['group']}/{row['model']}" + (f"@{row['workload']}" if row.get("workload") else "")
 
 
 def tightest(row: dict[str, Any]) -> tuple[float | None, str | None]:

@@ -4,6 +4,12 @@
 contributes its own `*.py` files (group: the folder's name) and each sub-folder holding `*.py` files
 as a group of its own (group: the sub-folder's path below DIR, e.g. `level1` for a KernelBench
 checkout's `KernelBench/`). Files whose name starts with `_` or `.` are skipped (`__init__.py`).
+
+A SOL-ExecBench problem folder (one with `definition.json`, given or found below DIR) is one unit
+per workload: the model file generated for that workload (`frontends/solexec`), named after the
+problem folder (`model` in results.csv) with the workload's uuid (`workload`); its group is the
+folder it sits in. Nothing below a problem folder is a model file of its own (`kernel.py`,
+`reference.py` are the problem's).
 """
 
 from __future__ import annotations
@@ -14,6 +20,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from solar_compiler.errors import SolarError
+from solar_compiler.frontends.solexec.problem import (
+    generated_dir,
+    is_problem_dir,
+    load_problem,
+    write_model_files,
+)
 
 
 @dataclass(frozen=True)
@@ -26,14 +38,18 @@ class Unit:
     path: str
     cwd: str
     sha256: str
+    workload: str | None = None  # a SOL-ExecBench workload's uuid (name: its problem folder)
 
     @property
     def key(self) -> str:
-        return f"{self.group}/{self.name}"
+        return f"{self.group}/{self.name}" + (f"@{self.workload}" if self.workload else "")
 
     @property
     def stem(self) -> str:
-        return self.name[:-3] if self.name.endswith(".py") else self.name
+        stem = self.name[:-3] if self.name.endswith(".py") else self.name
+        if self.workload:
+            stem += "." + "".join(c if c.isalnum() or c in "-_" else "_" for c in self.workload)
+        return stem
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -62,6 +78,16 @@ def discover(args: list[str], cwd: str | None = None) -> list[Unit]:
         seen.add(real)
         units.append(Unit(group, p.name, shown, cwd, _sha(p)))
 
+    def add_problem(group: str, folder: Path) -> None:
+        problem = load_problem(folder)
+        files = write_model_files(problem, list(range(len(problem.workloads))), generated_dir())
+        name = folder.resolve().name
+        for (label, path), w in zip(files, problem.workloads, strict=True):
+            real = f"{folder.resolve()}@{label}"
+            if real not in seen:
+                seen.add(real)
+                units.append(Unit(group, name, str(path), cwd, _sha(path), str(w.get("uuid", label))))
+
     for arg in args:
         p = Path(arg)
         full = p if p.is_absolute() else Path(cwd) / p
@@ -69,18 +95,26 @@ def discover(args: list[str], cwd: str | None = None) -> list[Unit]:
             if full.suffix != ".py":
                 raise SolarError(f"{arg}: not a model file (.py)")
             add(full.resolve().parent.name or "models", full, arg)
+        elif is_problem_dir(full):
+            add_problem(full.resolve().parent.name or "problems", full)
         elif full.is_dir():
             name = full.resolve().name or "models"
             for f in _model_files(full):
                 add(name, f, str(p / f.name))
+            problems: list[Path] = []
             for sub in sorted(d for d in full.rglob("*") if d.is_dir() and not d.name.startswith((".", "_"))):
                 rel = sub.relative_to(full)
-                if any(part.startswith((".", "_")) for part in rel.parts):
+                if any(part.startswith((".", "_")) for part in rel.parts) or any(
+                        q in sub.parents for q in problems):
+                    continue
+                if is_problem_dir(sub):
+                    problems.append(sub)
+                    add_problem(rel.parent.as_posix() if rel.parent != Path(".") else name, sub)
                     continue
                 for f in _model_files(sub):
                     add(rel.as_posix(), f, str(p / rel / f.name))
         else:
             raise SolarError(f"{arg}: no such file or directory")
     if not units:
-        raise SolarError(f"no model files (*.py) in {' '.join(args)}")
+        raise SolarError(f"no model files (*.py) or problem folders in {' '.join(args)}")
     return units

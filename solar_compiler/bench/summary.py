@@ -8,6 +8,8 @@ from typing import Any
 
 from solar_compiler.render.fit import Col, Fit
 
+from .results import row_key
+
 
 def fmt_s(s: float | None) -> str:
     if s is None:
@@ -80,16 +82,22 @@ def print_summary(data: dict[str, Any], width: int | None = None) -> None:
                   fmt_x(gm["fused"]), fmt_x(gm["cache_aware"]), fmt_x(med), g["violations"])
     sys.stdout.write(render(t, width))
     say("headroom = measured / bound (geometric mean over validated, measured models)")
+    for target in dict.fromkeys(r["target"] for r in data["rows"]):
+        scores = [r["sol_score"] for r in data["rows"]
+                  if r["target"] == target and r.get("sol_score") is not None]
+        if scores:
+            say(f"SOL score on {target} (S = 1/(1+(T_k-T_SOL)/(T_b-T_SOL)), T_SOL = max(fused, "
+                f"cache-aware)): mean {sum(scores) / len(scores):.3f} over {len(scores)} workloads")
     failed = [r for r in data["rows"] if r["status"] != "ok"]
     seen = set()
     if failed:
-        say(f"\nfailed models ({len({(r['group'], r['model']) for r in failed})}):")
+        say(f"\nfailed models ({len({row_key(r) for r in failed})}):")
         for r in failed:
-            if (r["group"], r["model"]) in seen:
+            if row_key(r) in seen:
                 continue
-            seen.add((r["group"], r["model"]))
+            seen.add(row_key(r))
             say(
-                f"  {r['group']}/{r['model']}: [{r['error_class'] or r['status']}] {(r['error'] or '')[:160]}"
+                f"  {row_key(r)}: [{r['error_class'] or r['status']}] {(r['error'] or '')[:160]}"
             )
     if data.get("measure_errors"):
         say(f"\ntiming failed ({len(data['measure_errors'])}):")

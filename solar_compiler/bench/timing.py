@@ -291,12 +291,23 @@ def _timed(torch, fn, inputs, dev, clock: Clock, kw: dict, out: dict) -> dict[st
 # ---- timing files ---------------------------------------------------------------------------------
 
 
+TRACE_GROUP = "@workloads"  # load_timings' group of a SOL-ExecBench trace file: workload uuid -> entry
+
+
 def load_timings(path: str) -> dict[str, dict[str, dict[str, Any]]]:
-    """A KernelBench timing file: `{"level1": {"<file>.py": {"mean": ms, "min": ms, ...}}}`."""
+    """A KernelBench timing file `{"level1": {"<file>.py": {"mean": ms, "min": ms, ...}}}`, or a
+    SOL-ExecBench trace file (JSONL, one `Trace` a line: `definition`, `workload.uuid`,
+    `evaluation.performance.latency_ms` and `reference_latency_ms`), read as
+    `{TRACE_GROUP: {uuid: {"mean": ms, "baseline": ms, ...}}}`."""
     try:
-        data = json.loads(Path(path).read_text())
+        text = Path(path).read_text()
     except OSError as e:
         raise SolarError(f"{path}: cannot read timing file: {e.strerror}") from None
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if '"workload"' in first and '"definition"' in first:
+        return {TRACE_GROUP: load_trace(path, text)}
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise SolarError(f"{path}:{e.lineno}: invalid JSON in timing file ({e.msg})") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
@@ -308,9 +319,43 @@ def load_timings(path: str) -> dict[str, dict[str, dict[str, Any]]]:
     return data
 
 
-def lookup_timing(timings: dict, group: str, name: str) -> dict[str, Any] | None:
-    """The entry of `group/name`; a group absent from the file matches a file name found in exactly
-    one group."""
+def load_trace(path: str, text: str) -> dict[str, dict[str, Any]]:
+    """Workload uuid -> the kernel's mean latency (`mean`, ms) and the reference's (`baseline`, ms)
+    of a SOL-ExecBench trace JSONL. Only PASSED traces have a performance record; the others are
+    skipped. Several solutions of one workload: the fastest is kept (the one that could beat the
+    bound; each trace carries its own reference latency)."""
+    out: dict[str, dict[str, Any]] = {}
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            t = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise SolarError(f"{path}:{i}: invalid JSON in trace file ({e.msg})") from None
+        uuid = (t.get("workload") or {}).get("uuid") if isinstance(t, dict) else None
+        if not isinstance(uuid, str):
+            raise SolarError(f"{path}:{i}: a trace needs workload.uuid")
+        ev = t.get("evaluation") or {}
+        if ev.get("status") != "PASSED":
+            continue
+        perf = ev.get("performance") or {}
+        ms, ref = perf.get("latency_ms"), perf.get("reference_latency_ms")
+        if not isinstance(ms, (int, float)) or not isinstance(ref, (int, float)):
+            raise SolarError(f"{path}:{i}: a PASSED trace needs performance.latency_ms and "
+                             f"reference_latency_ms")
+        if uuid in out and out[uuid]["mean"] <= ms:
+            continue
+        out[uuid] = {"mean": float(ms), "baseline": float(ref), "definition": t.get("definition"),
+                     "solution": t.get("solution"),
+                     "hardware": (ev.get("environment") or {}).get("hardware")}
+    return out
+
+
+def lookup_timing(timings: dict, group: str, name: str, workload: str | None = None) -> dict[str, Any] | None:
+    """The entry of `group/name` (of a workload's uuid, for a trace file); a group absent from the
+    file matches a file name found in exactly one group."""
+    if workload is not None and TRACE_GROUP in timings:
+        return timings[TRACE_GROUP].get(workload)
     if group in timings:
         return timings[group].get(name)
     hits = [files[name] for files in timings.values() if name in files]

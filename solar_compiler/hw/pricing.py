@@ -59,6 +59,7 @@ LABEL = {
     "bf16": "BF16",
     "fp16": "FP16",
     "fp8": "FP8",
+    "fp4": "FP4",
     "int8": "INT8",
     "int4": "INT4",
     "binary": "binary (1-bit AND + popcount)",
@@ -68,7 +69,8 @@ _SECTION_LABEL = {"matrix": "tensor", "vector": "vector"}
 #: Bits of information in one element of each format: what an implementation that keeps operands in
 #: that format must move at least (TF32: sign, 8-bit exponent, 10-bit mantissa; its other 13 bits of
 #: a 32-bit word are zero once rounded, so a packed layout could move 19).
-FORMAT_BITS = {"fp64": 64, "fp32": 32, "tf32": 19, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4,
+FORMAT_BITS = {"fp64": 64, "fp32": 32, "tf32": 19, "bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4, "int8": 8,
+               "int4": 4,
                "binary": 1, "int32": 32}
 #: Loop-IR dtypes (solar_compiler/text/loop.lark).
 DTYPES = tuple(EXACT)

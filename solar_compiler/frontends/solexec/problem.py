@@ -298,8 +298,13 @@ def _safe_name(text: str) -> str:
 def write_model_files(problem: Problem, indices: list[int], out_dir: Path) -> list[tuple[str, Path]]:
     """Write the model files of `indices` under `out_dir/<problem>/` (rewritten only when the text
     changes, so the translation cache keeps hitting); returns (workload label, path) pairs. The file
-    is named after the problem folder: that name is what reports and results.csv show."""
-    folder = out_dir / _safe_name(problem.dir.resolve().name)
+    is named after the problem folder: that name is what reports and results.csv show. Its folder
+    also carries a hash of the problem's absolute path, since two problems may share a name (the
+    harness's examples/ has `cuda_cpp/rmsnorm` and `triton/rmsnorm`)."""
+    import hashlib
+
+    where = hashlib.sha256(str(problem.dir.resolve()).encode()).hexdigest()[:8]
+    folder = out_dir / f"{_safe_name(problem.dir.resolve().name)}-{where}"
     folder.mkdir(parents=True, exist_ok=True)
     out = []
     for i in indices:
@@ -320,10 +325,11 @@ def generated_dir() -> Path:
     return cache_dir().parent / "solexec"
 
 
-def expand_argv(argv: list[str]) -> list[tuple[str, list[str]]] | None:
+def expand_argv(argv: list[str]) -> list[tuple[str, list[str], str]] | None:
     """A `solar-opt` command line naming a problem folder -> one command line per selected workload
     (the folder replaced by its generated model file, `--workload` removed), labelled by the
-    workload's uuid; None when no argument is a problem folder. `--workload` without one is an error."""
+    workload's uuid, with that file's path; None when no argument is a problem folder.
+    `--workload` without one is an error."""
     args = list(argv)
     which = None
     for i, a in enumerate(args):
@@ -349,4 +355,4 @@ def expand_argv(argv: list[str]) -> list[tuple[str, list[str]]] | None:
     files = write_model_files(problem, select(problem, which), generated_dir())
     if "--translate" not in args:  # a problem is source to translate, like a model file given --translate
         args.append("--translate")
-    return [(label, args[:dirs[0]] + [str(path)] + args[dirs[0] + 1:]) for label, path in files]
+    return [(label, args[:dirs[0]] + [str(path)] + args[dirs[0] + 1:], str(path)) for label, path in files]

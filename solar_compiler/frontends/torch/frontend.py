@@ -29,19 +29,23 @@ class TorchFrontend:
 
     def translate(self, path: str, options: FrontendOptions) -> Translation:
         return translate_cached(translate_job, path, options, cache_key(path, options),
-                                extra_timeout=_llm_allowance(options), label="torch")
+                                extra_timeout=_llm_allowance(options), label="torch",
+                                key_of=lambda p: cache_key(p, options), batch_job=translate_batch_job)
 
 
 # ---- the job (runs in the sandboxed child) -------------------------------------------------------
 def translate_job(path: str, options: FrontendOptions) -> Translation:
     """Capture, translate and validate `path`; every failure is a one-line SolarError."""
+    return _finish(_captured(path, options), options)
+
+
+def _captured(path: str, options: FrontendOptions) -> dict[str, Any]:
+    """Capture and translate `path` (no validation yet): spec, prog, tt, filler and the times."""
     from solar_compiler.analysis.polyhedral import check_bounds
     from solar_compiler.frontends.model_file import ModelFileError, load_model_file
-    from solar_compiler.frontends.validation import has_indirect, traced_records
 
     from .capture import CaptureError, capture
     from .translate import translate_program
-    from .validation import validate
 
     t0 = time.perf_counter()
     progress.phase("capture", f"{path}: building the model and tracing forward ({options.mode} mode)")
@@ -57,9 +61,24 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     filler = op_filler(spec, prog, options)
     tt = translate_program(prog, kernel_name=Path(path).stem, filler=filler)
     check_bounds(tt.kernel)
-    t2 = time.perf_counter()
+    return {"path": path, "spec": spec, "prog": prog, "tt": tt, "filler": filler,
+            "t": [t0, t1, time.perf_counter()]}
+
+
+def _finish(c: dict[str, Any], options: FrontendOptions, record: dict[str, Any] | None = None) -> Translation:
+    """Validate a `_captured` program (unless `record` is given: validation carried over from
+    another workload of the batch) and build its Translation."""
+    from solar_compiler.frontends.validation import has_indirect, traced_records
+
+    from .validation import validate
+
+    spec, prog, tt, filler = c["spec"], c["prog"], c["tt"], c["filler"]
+    t0, t1, t2 = c["t"]
+    tv = time.perf_counter()  # a batch validates after capturing all its programs
     trace = IndirectTrace() if has_indirect(tt.kernel) else None
-    if options.validate:
+    if record is not None:
+        pass
+    elif options.validate:
         record = validate(spec, prog, tt, options, filler, trace)
     else:
         record = {"validated": False, "method": None, "reason": "validation disabled (validate=false)",
@@ -67,7 +86,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     t3 = time.perf_counter()
     record = {"frontend": f"torch-{prog.method}", **record, "mode": options.mode,
               "seconds": {"capture": round(t1 - t0, 3), "translate": round(t2 - t1, 3),
-                          "validate": round(t3 - t2, 3)}}
+                          "validate": round(t3 - tv, 3)}}
     if prog.fallback_reason:
         record["export_failed"] = prog.fallback_reason
     notes = list(tt.notes)
@@ -85,6 +104,50 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
         record["translated_by"] = filler.attribution(tt.source_ops)
     return Translation([tt.kernel], record, list(prog.value_dependent), notes, tt.source_ops, tt.aliases,
                        traced)
+
+
+def translate_batch_job(paths: list[str], options: FrontendOptions) -> list[Translation | SolarError]:
+    """Several model files that are one program at several shapes (the workloads of a SOL-ExecBench
+    problem), in this one process: each is captured and translated at its own shapes. In order of
+    validation cost, each is either validated as `translate_job` would, or, when its kernel is an
+    already validated one's with only sizes changed (`same_program`, the check of reduced-size
+    validation), carries that one's record over (method "other-workload"; like "reduced": validated
+    at other sizes, the same program). A program with indirect accesses or value-dependent work is
+    always validated on its own. Each result is a Translation or its one-line diagnostic."""
+    from solar_compiler.frontends.job import diagnostic
+    from solar_compiler.frontends.validation import estimate, has_indirect
+    from solar_compiler.loopir.same_program import same_program
+
+    out: list[Translation | SolarError | None] = [None] * len(paths)
+    caps: list[tuple[float, int, dict[str, Any]]] = []
+    for i, p in enumerate(paths):
+        try:
+            c = _captured(p, options)
+            caps.append((estimate(c["tt"].validation_kernel()).seconds, i, c))
+        except SolarError as e:
+            out[i] = diagnostic(e, p, options)
+    refs: list[tuple[dict[str, Any], Translation]] = []  # validated on their own, cheapest first
+    for _, i, c in sorted(caps, key=lambda x: (x[0], x[1])):
+        plain = not c["prog"].value_dependent and not has_indirect(c["tt"].kernel)
+        carried = None
+        ref = next((r for r in refs if same_program(r[0]["tt"].kernel, c["tt"].kernel,
+                                                    (c["path"], r[0]["path"])) is None), None) \
+            if plain and options.validate else None
+        if ref is not None:
+            v = ref[1].validation
+            carried = {k: v[k] for k in ("validated", "max_rel_err", "samples", "elements_checked") if k in v}
+            carried.update(method="other-workload", workload_method=v.get("method"),
+                           sizes=f"of workload {Path(ref[0]['path']).stem} ({v.get('sizes')} there)",
+                           full_size_same_program=True)
+        try:
+            t = _finish(c, options, carried)
+        except SolarError as e:
+            out[i] = diagnostic(e, c["path"], options)
+            continue
+        out[i] = t
+        if carried is None and plain and t.validation.get("validated"):
+            refs.append((c, t))
+    return [x for x in out if x is not None]
 
 
 def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:

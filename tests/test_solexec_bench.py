@@ -1,0 +1,108 @@
+"""`solar-bench DIR` over SOL-ExecBench problem folders: one unit per problem and workload (the
+problem folder's name in `model`, the workload's uuid in `workload`), a JSON record per workload with
+the bound in ms per fidelity, and a harness trace JSONL (`--timings`) giving SOL scores and
+violations. Bounds here are derived by hand (bytes at B200's 8 TB/s)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from solar_compiler.bench.results import Measured, rows_for, sol_score
+from solar_compiler.bench.suite import Unit, discover
+from solar_compiler.bench.timing import TRACE_GROUP, load_timings, lookup_timing
+from solar_compiler.errors import SolarError
+
+DATA = Path(__file__).resolve().parent / "data" / "solexec"
+BENCH = [sys.executable, "-c", "import sys; from solar_compiler.bench.cli import main; sys.exit(main())"]
+
+
+def _trace(uuid: str, ms: float | None, ref: float | None, status: str = "PASSED",
+           solution: str = "s") -> str:
+    perf = None if ms is None else {"latency_ms": ms, "reference_latency_ms": ref, "speedup_factor": ref / ms}
+    return json.dumps({"definition": "d", "solution": solution,
+                       "workload": {"uuid": uuid, "axes": {}, "inputs": {}},
+                       "evaluation": {"status": status, "performance": perf,
+                                      "environment": {"hardware": "NVIDIA_B200", "libs": {}}}})
+
+
+def test_discover_problem_folders_one_unit_per_workload(tmp_path: Path, monkeypatch) -> None:
+    """Problem folders below DIR are units per workload; their kernel.py / reference.py are not
+    model files; two problems of one name in different groups get distinct generated files."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    for group in ("triton", "cuda"):
+        dst = tmp_path / "suite" / group / "gemm"
+        shutil.copytree(DATA / "gemm_bf16", dst)
+        (dst / "kernel.py").write_text("x = 1\n")
+    units = discover([str(tmp_path / "suite")])
+    assert [(u.group, u.name, u.workload) for u in units] == [
+        ("cuda", "gemm", "gemm-m16-k32"), ("cuda", "gemm", "gemm-m8-k64"),
+        ("triton", "gemm", "gemm-m16-k32"), ("triton", "gemm", "gemm-m8-k64")]
+    assert len({u.path for u in units}) == 4 and len({u.key for u in units}) == 4
+    assert units[0].key == "cuda/gemm@gemm-m16-k32" and units[0].stem == "gemm.gemm-m16-k32"
+    one = discover([str(tmp_path / "suite" / "cuda" / "gemm")])  # a problem folder given itself
+    assert [(u.group, u.workload) for u in one] == [("cuda", "gemm-m16-k32"), ("cuda", "gemm-m8-k64")]
+
+
+def test_trace_file_keeps_the_fastest_passed_solution(tmp_path: Path) -> None:
+    p = tmp_path / "trace.jsonl"
+    p.write_text("\n".join([_trace("w1", 0.006, 0.011, solution="slow"), _trace("w1", 0.004, 0.010),
+                            _trace("w2", None, None, status="RUNTIME_ERROR")]) + "\n")
+    t = load_timings(str(p))
+    assert set(t) == {TRACE_GROUP} and set(t[TRACE_GROUP]) == {"w1"}
+    assert lookup_timing(t, "g", "gemm", "w1") == {"mean": 0.004, "baseline": 0.010, "definition": "d",
+                                                   "solution": "s", "hardware": "NVIDIA_B200"}
+    assert lookup_timing(t, "g", "gemm", "w2") is None
+    p.write_text(_trace("w1", 0.004, 0.010) + "\n" + json.dumps({"definition": "d", "workload": {}}) + "\n")
+    with pytest.raises(SolarError, match=r"trace.jsonl:2: a trace needs workload.uuid"):
+        load_timings(str(p))
+
+
+def test_sol_score_and_violation_of_a_row() -> None:
+    """S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)) against max(fused, cache-aware)."""
+    assert sol_score(2.0, 3.0, 1.0) == pytest.approx(2 / 3)
+    assert sol_score(1.0, 5.0, 1.0) == 1.0 and sol_score(1.0, 1.0, 1.0) is None
+    unit = Unit("g", "gemm", "p.py", "/", "0" * 64, "w1")
+    report = {"validation": {"validated": True}, "totals": {"flops": 1},
+              "bounds": {"B200": {"unfused_s": 4e-6, "fused_s": 2e-6, "cache_aware_s": 3e-6}}}
+    bounds = {"status": "ok", "seconds": 1.0}
+    [r] = rows_for(unit, ["B200"], bounds, report, Measured(5e-6, 5e-6, "trace", baseline=9e-6), "x")
+    assert (r["workload"], r["sol_s"], r["baseline_s"]) == ("w1", 3e-6, 9e-6)
+    assert r["sol_score"] == pytest.approx(1 / (1 + 2 / 6)) and r["violation"] is False
+    [r] = rows_for(unit, ["B200"], bounds, report, Measured(2.5e-6, 2.5e-6, "trace", baseline=9e-6), "x")
+    assert r["violation"] is True and r["violation_bound"] == "cache-aware" and r["sol_score"] > 1
+
+
+def test_solar_bench_over_problem_folders_with_a_trace(tmp_path: Path) -> None:
+    """gemm_bf16: C[M, 2K] = A[M, K] @ B[2K, K]^T in bf16. Workload gemm-m16-k32: (16*32 + 64*32 +
+    16*64) * 2 = 7168 bytes -> 0.896 ns at 8 TB/s; gemm-m8-k64: (8*64 + 128*64 + 8*128) * 2 = 19456
+    bytes -> 2.432 ns. The trace's kernel (4 us, baseline 10 us) scores 1/(1 + (4e-6 - T) / (1e-5 - T))."""
+    shutil.copytree(DATA / "gemm_bf16", tmp_path / "probs" / "gemm_bf16")
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(_trace("gemm-m16-k32", 0.004, 0.010) + "\n"
+                     + _trace("gemm-m8-k64", None, None, status="INCORRECT_NUMERICAL") + "\n")
+    out = tmp_path / "out"
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([*BENCH, str(tmp_path / "probs"), "--hw", "B200", "--workers", "1", "--out", str(out),
+                        "--timings", str(trace)], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert [(x["group"], x["model"], x["workload"], x["validated"]) for x in rows] == [
+        ("probs", "gemm_bf16", "gemm-m16-k32", "True"), ("probs", "gemm_bf16", "gemm-m8-k64", "True")]
+    assert [int(x["bytes_fused"]) for x in rows] == [7168, 19456]
+    t_sol = 7168 / 8e12
+    assert float(rows[0]["sol_s"]) == pytest.approx(t_sol)
+    assert float(rows[0]["sol_score"]) == pytest.approx(1 / (1 + (4e-6 - t_sol) / (1e-5 - t_sol)))
+    assert rows[1]["sol_score"] == "" and rows[1]["measured_s"] == ""
+    rec = json.loads((out / "models" / "probs" / "gemm_bf16.gemm-m8-k64.workload.json").read_text())
+    assert rec["problem"] == "gemm_bf16" and rec["workload"] == "gemm-m8-k64"
+    b = rec["targets"]["B200"]
+    assert b["fused_ms"] == pytest.approx(19456 / 8e12 * 1e3) and b["sol_ms"] == pytest.approx(b["fused_ms"])
+    assert b["unfused_ms"] == pytest.approx(b["fused_ms"]) and "measured_ms" not in b
+    assert "SOL score on B200" in r.stdout and "mean 0.714" in r.stdout
