@@ -1,0 +1,175 @@
+"""Templates of the backward ATen ops a training step's joint graph leaves (docs/torch-frontend.md,
+"Backward ops"): each is captured whole from a model whose forward calls the op directly, executed
+on real data (get_inputs() and two fresh samples) and compared with torch; FLOP and byte counts of
+small cases are derived by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from test_torch_translate import check, model, stmts  # noqa: E402
+
+from solar_compiler.analysis.costs import kernel_costs  # noqa: E402
+from solar_compiler.analysis.polyhedral import iteration_count  # noqa: E402
+
+A = "torch.ops.aten"
+
+
+def ops(prog) -> list[str]:
+    return [n.op for n in prog.nodes]
+
+
+def test_activation_backwards_are_one_statement_each(tmp_path):
+    fwd = f"""
+    return ({A}.threshold_backward(g, x, 0.0), {A}.gelu_backward(g, x),
+            {A}.gelu_backward(g, x, approximate="tanh"), {A}.sigmoid_backward(g, torch.sigmoid(x)),
+            {A}.tanh_backward(g, torch.tanh(x)), {A}.silu_backward(g, x))
+    """
+    tt, prog, _ = check(model(tmp_path, fwd, "torch.randn(4, 6), torch.randn(4, 6) * 2", sig="g, x"))
+    assert ops(prog) == ["aten.threshold_backward.default", "aten.gelu_backward.default",
+                         "aten.gelu_backward.default", "aten.sigmoid.default",
+                         "aten.sigmoid_backward.default", "aten.tanh.default", "aten.tanh_backward.default",
+                         "aten.silu_backward.default"]
+    assert len(stmts(tt)) == 8
+    costs = kernel_costs(tt.kernel)
+    # no contraction; bytes: g and x read once (2 x 24 f32), six 24-element outputs
+    assert costs.flops_matrix == 0
+    assert costs.compulsory_bytes == 4 * (2 * 24 + 6 * 24)
+
+
+def test_threshold_backward_on_a_relu_boundary(tmp_path):
+    """Elements exactly at the threshold get no gradient (torch: x <= threshold -> 0)."""
+    fwd = f"return {A}.threshold_backward(g, torch.relu(x) - 0.5, 0.25)"
+    check(model(tmp_path, fwd, "torch.randn(3, 5), torch.randn(3, 5)", sig="g, x"))
+
+
+def test_softmax_backwards(tmp_path):
+    fwd = f"""
+    y = torch.softmax(x, dim=1)
+    ly = torch.log_softmax(x, dim=-1)
+    return ({A}._softmax_backward_data(g, y, 1, torch.float32),
+            {A}._log_softmax_backward_data(g, ly, 2, torch.float32))
+    """
+    tt, prog, _ = check(model(tmp_path, fwd, "torch.randn(2, 5, 7), torch.randn(2, 5, 7) * 3", sig="g, x"))
+    assert "aten._softmax_backward_data.default" in ops(prog)
+    bwd = [g for g in tt.source_ops if "backward" in g["op"]]
+    # row sum (init, +=) and the output statement
+    assert [g["count"] for g in bwd] == [3, 3]
+    rowsums = sorted(t.shape for t in tt.kernel.tensors if t.name.endswith("_rowsum"))
+    assert rowsums == [(2, 5), (2, 7)]
+
+
+def test_convolution_backward_gradients_are_contractions_with_the_forward_flops(tmp_path):
+    """conv2d 3 -> 5 channels, 3x3, padding 1 on 6x7: valid (p, r) pairs per dim 3P - 2; each of the
+    two gradients does the forward's 2 * N * O * C * 16 * 19 FLOPs; the bias gradient sums g."""
+    fwd = f"return {A}.convolution_backward(g, x, w, [5], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, " \
+          "[True, True, True])"
+    inputs = "torch.randn(2, 5, 6, 7), torch.randn(2, 3, 6, 7), torch.randn(5, 3, 3, 3)"
+    tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="g, x, w"))
+    assert ops(prog) == ["aten.convolution_backward.default"]
+    acc = [s for s in stmts(tt) if s.stmt.kind == "+="]
+    pairs = (3 * 6 - 2) * (3 * 7 - 2)
+    assert [iteration_count(s) for s in acc] == [2 * 5 * 3 * pairs, 2 * 5 * 3 * pairs, 5 * 2 * 6 * 7]
+    costs = kernel_costs(tt.kernel)
+    assert costs.flops_matrix == 2 * (2 * 2 * 5 * 3 * pairs)
+    # g, x, w read once; gx, gw, gb written once
+    assert costs.compulsory_bytes == 4 * (2 * 5 * 42 + 2 * 3 * 42 + 5 * 27 + 2 * 3 * 42 + 5 * 27 + 5)
+
+
+def test_convolution_backward_variants(tmp_path):
+    """1-d stride/padding/dilation/groups without the bias, 2-d strided with an uneven last window,
+    a transposed convolution, and an output_mask asking for the input gradient only."""
+    fwd = f"""
+    y1 = F.conv1d(x1, w1, None, 2, 2, 2, 2)
+    a = {A}.convolution_backward(torch.ones_like(y1) * g1[:, :, :y1.shape[2]], x1, w1, None, [2], [2], [2],
+                                 False, [0], 2, [True, True, False])
+    y2 = F.conv2d(x2, w2, None, 2, 1)
+    b = {A}.convolution_backward(y2 * 0.5, x2, w2, [6], [2, 2], [1, 1], [1, 1], False, [0, 0], 1,
+                                 [True, True, True])
+    yt = F.conv_transpose2d(x2, wt, None, 2, 1, 1, 2)
+    t = {A}.convolution_backward(yt.sin(), x2, wt, [6], [2, 2], [1, 1], [1, 1], True, [1, 1], 2,
+                                 [True, True, True])
+    d = {A}.convolution_backward(y2, x2, w2, [6], [2, 2], [1, 1], [1, 1], False, [0, 0], 1,
+                                 [True, False, False])
+    return a[0], a[1], b[0], b[1], b[2], t[0], t[1], t[2], d[0]
+    """
+    inputs = ("torch.randn(2, 4, 11), torch.randn(6, 2, 3), torch.randn(2, 6, 11), torch.randn(2, 4, 7, 8), "
+              "torch.randn(6, 4, 3, 3), torch.randn(4, 3, 3, 3)")
+    tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="x1, w1, g1, x2, w2, wt"))
+    assert ops(prog).count("aten.convolution_backward.default") == 4
+
+
+def test_layer_norm_backward(tmp_path):
+    """Over the last two dims (N = 30), with and without affine; the weight and bias gradients
+    reduce over the 3 rows."""
+    fwd = f"""
+    y, m, r = {A}.native_layer_norm(x, [5, 6], w, b, 1e-5)
+    a = {A}.native_layer_norm_backward(g, x, [5, 6], m, r, w, b, [True, True, True])
+    y2, m2, r2 = {A}.native_layer_norm(x, [6], None, None, 1e-5)
+    c = {A}.native_layer_norm_backward(g, x, [6], m2, r2, None, None, [True, False, False])
+    d = {A}.native_layer_norm_backward(g, x, [5, 6], m, r, w, b, [False, True, True])
+    return a[0], a[1], a[2], c[0], d[1], d[2]
+    """
+    inputs = "torch.randn(3, 5, 6), torch.randn(3, 5, 6) * 2 + 1, torch.randn(5, 6), torch.randn(5, 6)"
+    tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="g, x, w, b"))
+    assert ops(prog).count("aten.native_layer_norm_backward.default") == 3
+    counts = [g["count"] for g in tt.source_ops if g["op"] == "aten.native_layer_norm_backward.default"]
+    # input grad: 2 row sums (2 each) + output; weight and bias grads: 2 each
+    assert counts == [2 * 2 + 1 + 2 * 2, 2 * 2 + 1, 2 * 2]
+
+
+def test_batch_norm_backward_train_and_eval(tmp_path):
+    fwd = f"""
+    y, sm, si = {A}.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5)[:3]
+    tr = {A}.native_batch_norm_backward(g, x, w, rm, rv, sm, si, True, 1e-5, [True, True, True])
+    ev = {A}.native_batch_norm_backward(g, x, w, rm, rv, None, None, False, 1e-5, [True, True, True])
+    nw = {A}.native_batch_norm_backward(g, x, None, rm, rv, sm, si, True, 1e-5, [True, False, False])
+    return tr[0], tr[1], tr[2], ev[0], ev[1], ev[2], nw[0]
+    """
+    inputs = ("torch.randn(4, 3, 5, 2), torch.randn(4, 3, 5, 2) * 2 + 1, torch.rand(3) + 0.5, "
+              "torch.randn(3), torch.randn(3), torch.rand(3) + 0.5")
+    tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="g, x, w, b, rm, rv"))
+    assert ops(prog).count("aten.native_batch_norm_backward.default") == 3
+
+
+def test_embedding_dense_backward_is_a_scatter_add(tmp_path):
+    """gw[I[b, t], d] += g[b, t, d] over 3 x 4 tokens, the padding row excluded."""
+    fwd = f"""
+    return ({A}.embedding_dense_backward(g, idx, 10, -1, False),
+            {A}.embedding_dense_backward(g, idx, 10, 2, False))
+    """
+    tt, prog, _ = check(model(tmp_path, fwd, "torch.randn(3, 4, 6), torch.randint(0, 10, (3, 4))",
+                              sig="g, idx"))
+    scat = [s for s in stmts(tt) if s.stmt.kind == "+="]
+    assert len(scat) == 2 and all(iteration_count(s) == 3 * 4 * 6 for s in scat)
+    assert all(not hasattr(s.stmt.indices[0], "coeffs") for s in scat)  # a loaded row index
+
+
+def test_max_pool_backward_scatters_to_the_argmax(tmp_path):
+    fwd = f"""
+    o, i = {A}.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1])
+    a = {A}.max_pool2d_with_indices_backward(g, x, [3, 3], [2, 2], [1, 1], [1, 1], False, i)
+    o3, i3 = {A}.max_pool3d_with_indices(x3, [2, 2, 2], [2, 2, 2])
+    b = {A}.max_pool3d_with_indices_backward(o3.cos(), x3, [2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1], False,
+                                             i3)
+    return a, b
+    """
+    inputs = "torch.randn(2, 3, 8, 7), torch.randn(2, 3, 4, 4), torch.randn(2, 2, 4, 6, 4)"
+    tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="x, g, x3"))
+    assert "aten.max_pool2d_with_indices_backward.default" in ops(prog)
+
+
+def test_loss_backwards(tmp_path):
+    fwd = f"""
+    return ({A}.mse_loss_backward(gs, a, b, 1), {A}.mse_loss_backward(gs, a, b, 2),
+            {A}.mse_loss_backward(a, a, b, 0),
+            {A}.nll_loss_backward(gs, a, t, None, 1, -100, torch.tensor(5.0)),
+            {A}.nll_loss_backward(gs, a, t, w, 2, 1, gs),
+            {A}.nll_loss_backward(gn, a, t, None, 0, -100, gs))
+    """
+    inputs = ("torch.randn(()), torch.randn(5, 4), torch.randn(5, 4), torch.tensor([0, 1, 3, 1, 2]), "
+              "torch.rand(4), torch.randn(5)")
+    tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="gs, a, b, t, w, gn"))
+    assert ops(prog).count("aten.nll_loss_backward.default") == 3
