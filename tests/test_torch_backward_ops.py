@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from test_torch_translate import check, model, stmts  # noqa: E402
+from test_torch_translate import check, model, stmts, write  # noqa: E402
 
 from solar_compiler.analysis.costs import kernel_costs  # noqa: E402
 from solar_compiler.analysis.polyhedral import iteration_count  # noqa: E402
@@ -173,3 +173,107 @@ def test_loss_backwards(tmp_path):
               "torch.rand(4), torch.randn(5)")
     tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="gs, a, b, t, w, gn"))
     assert ops(prog).count("aten.nll_loss_backward.default") == 3
+
+
+SDPA_BWD = "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"
+
+
+def test_sdpa_backward_cpu_variant(tmp_path):
+    """Plain, causal, scaled and boolean/float-masked; lse is the forward's row log-sum-exp."""
+    fwd = f"""
+    s = (q @ k.transpose(-1, -2)) * 0.5
+    lse = torch.logsumexp(s, -1)
+    o = F.scaled_dot_product_attention(q, k, v)
+    a = {A}._scaled_dot_product_flash_attention_for_cpu_backward(go, q, k, v, o, lse, 0.0, False)
+    sq = (q @ q.transpose(-1, -2)) * 0.3
+    cm = torch.ones(5, 5, dtype=torch.bool).tril()
+    lc = torch.logsumexp(sq.masked_fill(~cm, float("-inf")), -1)
+    oc = F.scaled_dot_product_attention(q, q, q, is_causal=True, scale=0.3)
+    b = {A}._scaled_dot_product_flash_attention_for_cpu_backward(go, q, q, q, oc, lc, 0.0, True, scale=0.3)
+    mf = torch.randn(5, 7) * 0.5
+    lm = torch.logsumexp(s + mf, -1)
+    om = F.scaled_dot_product_attention(q, k, v, attn_mask=mf)
+    d = {A}._scaled_dot_product_flash_attention_for_cpu_backward(go, q, k, v, om, lm, 0.0, False,
+                                                                   attn_mask=mf)
+    return a + b + d
+    """
+    inputs = ("torch.randn(2, 3, 5, 4), torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 4), "
+              "torch.randn(2, 3, 5, 4)")
+    tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="q, k, v, go"))
+    assert ops(prog).count(SDPA_BWD) == 3
+
+
+def test_sdpa_backward_flops_and_bytes(tmp_path):
+    """B*H = 2, L = 5, M = 7, E = 4, the forward's output and lse given: five contractions of
+    2 * (2 * 5 * 7 * 4) = 560 FLOPs each (the recomputed scores, dV, dP, dQ, dK) and the row dot
+    D = sum_d dO * O, 2 * (2 * 5 * 4) = 80; bytes: q, k, v, dO, O, lse read and dQ, dK, dV written once."""
+    src = f"""
+    class Model(nn.Module):
+        def forward(self, q, k, v, go, o, lse):
+            return {A}._scaled_dot_product_flash_attention_for_cpu_backward(go, q, k, v, o, lse, 0.0, False)
+
+    def get_inputs():
+        q, go = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+        k, v = torch.randn(1, 2, 7, 4), torch.randn(1, 2, 7, 4)
+        o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)
+        return [q, k, v, go, o, lse]
+
+    def get_init_inputs():
+        return []
+    """
+    tt, prog, _ = check(write(tmp_path, src))
+    assert ops(prog) == [SDPA_BWD]
+    costs = kernel_costs(tt.kernel)
+    assert costs.flops_matrix == 5 * 560 + 80
+    assert costs.compulsory_bytes == 4 * (40 + 56 + 56 + 40 + 40 + 10 + 40 + 56 + 56)
+
+
+@pytest.mark.parametrize("variant", ["flash", "efficient"])
+def test_sdpa_backward_cuda_variants_share_the_template(tmp_path, variant):
+    """The CUDA flash and efficient backward ops have no CPU kernel: the captured CPU node is rewritten
+    into each variant's argument layout, translated, executed, and compared with torch's CPU backward."""
+    import dataclasses
+
+    import numpy as np
+
+    from solar_compiler.executor.run import execute
+    from solar_compiler.frontends.torch.translate import translate_program
+
+    src = f"""
+    class Model(nn.Module):
+        def forward(self, q, k, v, go, o, lse):
+            return {A}._scaled_dot_product_flash_attention_for_cpu_backward(go, q, k, v, o, lse, 0.0, True,
+                                                                             scale=0.4)
+
+    def get_inputs():
+        q, k, v, go = (torch.randn(2, 2, 6, 4) for _ in range(4))
+        o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, is_causal=True,
+                                                                             scale=0.4)
+        return [q, k, v, go, o, lse]
+
+    def get_init_inputs():
+        return []
+    """
+    _, prog, _ = check(write(tmp_path, src))
+    (node,) = prog.nodes
+    go, q, k, v, o, lse = node.args[:6]
+    if variant == "flash":
+        op = "aten._scaled_dot_product_flash_attention_backward.default"
+        args = (go, q, k, v, o, lse, None, None, 6, 6, 0.0, True, None, None)
+        outs = node.all_outputs
+    else:
+        op = "aten._scaled_dot_product_efficient_attention_backward.default"
+        args = (go, q, k, v, None, o, lse, None, None, 0.0, [True, True, True, False], True)
+        outs = (*node.all_outputs, None)
+    new = dataclasses.replace(node, op=op, args=args, kwargs={"scale": 0.4}, outputs=outs, all_outputs=outs)
+    tt = translate_program(dataclasses.replace(prog, nodes=[new]))
+    torch.manual_seed(3)
+    qt, kt, vt, gt = (torch.randn(2, 2, 6, 4) for _ in range(4))
+    ot, lt = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(qt, kt, vt, is_causal=True, scale=0.4)
+    names = ("q", "k", "v", "go", "o", "lse")
+    feed = {tt.inputs[n]: t.numpy() for n, t in zip(names, (qt, kt, vt, gt, ot, lt), strict=True)}
+    got = execute(tt.kernel, feed)
+    want = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(gt, qt, kt, vt, ot, lt, 0.0,
+                                                                               True, scale=0.4)
+    for name, ref in zip(tt.outputs, want, strict=True):
+        np.testing.assert_allclose(got[name], ref.numpy(), rtol=1e-4, atol=1e-5)

@@ -109,7 +109,7 @@ OLD_DISPATCH_OPS = """
 
 def test_the_template_modules_are_the_ones_the_registry_finds():
     assert registry.template_modules() == [f"{registry.TEMPLATES_PACKAGE}.{m}" for m in TEMPLATE_MODULES]
-    assert len(TEMPLATE_MODULES) == 22
+    assert len(TEMPLATE_MODULES) == 23
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,9 @@ ADDED_OPS |= {f"aten.{op}.default" for op in (  # backward ops (grad_*.py, issue
     "threshold_backward", "gelu_backward", "sigmoid_backward", "tanh_backward", "silu_backward",
     "mse_loss_backward", "nll_loss_backward", "_softmax_backward_data", "_log_softmax_backward_data",
     "native_layer_norm_backward", "native_batch_norm_backward", "convolution_backward",
-    "embedding_dense_backward", "max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward")}
+    "embedding_dense_backward", "max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention_backward")}
 
 
 @pytest.mark.parametrize("module", TEMPLATE_MODULES)
