@@ -15,6 +15,7 @@ from solar_compiler.analysis.costs import kernel_costs  # noqa: E402
 from solar_compiler.analysis.polyhedral import iteration_count  # noqa: E402
 
 A = "torch.ops.aten"
+SDPA_BWD = "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"
 
 
 def ops(prog) -> list[str]:
@@ -175,7 +176,16 @@ def test_loss_backwards(tmp_path):
     assert ops(prog).count("aten.nll_loss_backward.default") == 3
 
 
-SDPA_BWD = "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"
+def test_sdpa_cpu_forward_with_logsumexp_and_its_backward(tmp_path):
+    """The joint graph's forward op (output and row log-sum-exp) feeding the backward, causal."""
+    fwd = f"""
+    o, lse = {A}._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True, scale=0.6)
+    return (o, lse) + {A}._scaled_dot_product_flash_attention_for_cpu_backward(go, q, k, v, o, lse, 0.0, True,
+                                                                                 scale=0.6)
+    """
+    inputs = ", ".join(["torch.randn(2, 2, 6, 4)"] * 4)
+    tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="q, k, v, go"))
+    assert ops(prog) == ["aten._scaled_dot_product_flash_attention_for_cpu.default", SDPA_BWD]
 
 
 def test_sdpa_backward_cpu_variant(tmp_path):

@@ -75,6 +75,8 @@ KEEP_UNDECOMPOSED: tuple[str, ...] = (
     "embedding_dense_backward.default",
     "mse_loss_backward.default",
     "nll_loss_backward.default",
+    # the forward SDPA of a CPU joint graph: output and the row log-sum-exp its backward reads
+    "_scaled_dot_product_flash_attention_for_cpu.default",
 )
 
 #: The marker torch uses for a composite op that is preserved (not decomposed) in a table.
