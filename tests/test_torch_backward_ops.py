@@ -287,3 +287,36 @@ def test_sdpa_backward_cuda_variants_share_the_template(tmp_path, variant):
                                                                                True, scale=0.4)
     for name, ref in zip(tt.outputs, want, strict=True):
         np.testing.assert_allclose(got[name], ref.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_average_pool_backwards(tmp_path):
+    """avg_pool2d with padding, ceil mode and both divisor rules (overlapping windows: a scatter);
+    avg_pool3d; adaptive 2-d divisible (7 -> 1: a global average) and not (7x5 -> 3x2)."""
+    fwd = f"""
+    a = F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)
+    ga = {A}.avg_pool2d_backward(a.cos(), x, [3, 3], [2, 2], [1, 1], True, True, None)
+    b = F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)
+    gb = {A}.avg_pool2d_backward(b.sin(), x, [3, 3], [2, 2], [1, 1], False, False, None)
+    gd = {A}.avg_pool2d_backward(b, x, [3, 3], [2, 2], [1, 1], False, True, 5)
+    c3 = F.avg_pool3d(x3, 2)
+    g3 = {A}.avg_pool3d_backward(c3 * 2, x3, [2, 2, 2], [], [0, 0, 0], False, True, None)
+    gg = {A}._adaptive_avg_pool2d_backward(F.adaptive_avg_pool2d(x, 1) + 1, x)
+    gn = {A}._adaptive_avg_pool2d_backward(F.adaptive_avg_pool2d(x, (3, 2)).exp(), x)
+    return ga, gb, gd, g3, gg, gn
+    """
+    tt, prog, _ = check(model(tmp_path, fwd, "torch.randn(2, 3, 7, 5), torch.randn(1, 2, 4, 4, 6)",
+                              sig="x, x3"))
+    assert ops(prog).count("aten.avg_pool2d_backward.default") == 3
+    assert ops(prog).count("aten._adaptive_avg_pool2d_backward.default") == 2
+
+
+def test_global_average_pool_backward_counts(tmp_path):
+    """ResNet's head: adaptive 8x8 -> 1x1 over N*C = 6 planes: one zero fill and one += statement of
+    6 * 64 points (one division each); bytes: g (6) and x's shape only (x is not read: 0 bytes), gx."""
+    fwd = f"return {A}._adaptive_avg_pool2d_backward(g, x)"
+    tt, _, _ = check(model(tmp_path, fwd, "torch.randn(2, 3, 1, 1), torch.randn(2, 3, 8, 8)", sig="g, x"))
+    acc = [s for s in stmts(tt) if s.stmt.kind == "+="]
+    assert [iteration_count(s) for s in acc] == [6 * 64]
+    costs = kernel_costs(tt.kernel)
+    assert costs.flops_matrix == 0
+    assert costs.compulsory_bytes == 4 * (6 + 6 * 64)

@@ -138,7 +138,9 @@ ADDED_OPS |= {f"aten.{op}.default" for op in (  # backward ops (grad_*.py, issue
     "native_layer_norm_backward", "native_batch_norm_backward", "convolution_backward",
     "embedding_dense_backward", "max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward",
     "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_flash_attention_backward",
-    "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention_for_cpu")}
+    "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention_for_cpu",
+    "avg_pool2d_backward", "avg_pool3d_backward", "_adaptive_avg_pool2d_backward",
+    "_adaptive_avg_pool3d_backward")}
 
 
 @pytest.mark.parametrize("module", TEMPLATE_MODULES)

@@ -1,4 +1,5 @@
-"""Pooling (max, avg, adaptive avg/max; 1-3 spatial dims, batched or not) and nearest upsampling.
+"""Pooling (max, avg, adaptive avg/max; 1-3 spatial dims, batched or not), the gradients of the
+average poolings, and nearest upsampling.
 
 Windows read `x[.., p*s + r*d - pad]` under guards that keep the index inside the input (the
 padding is never materialised). Adaptive windows use torch's bounds start = floor(i*H/O) and
@@ -134,18 +135,10 @@ def _count(p: AffExpr, s: int, pad: int, k: int, size: int, out: int, include_pa
     return sub(hi, lo)
 
 
-@template("aten.adaptive_avg_pool1d.default", k=1, kind="avg")
-@template("aten.adaptive_avg_pool2d.default", "aten._adaptive_avg_pool2d.default", k=2, kind="avg")
-@template("aten.adaptive_avg_pool3d.default", "aten._adaptive_avg_pool3d.default", k=3, kind="avg")
-@template("aten.adaptive_max_pool1d.default", k=1, kind="max")
-@template("aten.adaptive_max_pool2d.default", k=2, kind="max")
-def _adaptive(tr: Translator, node: AtenNode, k: int, kind: str):
-    x = tr.val(node.args[0])
-    out = tr.result(0)
-    dt = out.dtype
-    out_sp = out.shape[len(out.shape) - k:]
-    isp = x.shape[x.ndim - k:]
-    lead = x.shape[:x.ndim - k]
+def _adaptive_windows(xshape: Sequence[int], out_sp: Sequence[int], k: int, dt: str):
+    """(output loops, window loops, input index, guards, divisor) of adaptive pooling."""
+    isp = xshape[len(xshape) - k:]
+    lead = xshape[:len(xshape) - k]
     l_lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(lead)]
     p_lps = [Loop(f"p{d}", 0, s) for d, s in enumerate(out_sp)]
     p = ivars(p_lps)
@@ -167,7 +160,20 @@ def _adaptive(tr: Translator, node: AtenNode, k: int, kind: str):
         guards.append(AffCond.compare(start + r, "<", end))
         xidx.append(start + r)
         divisor = _mul_div(divisor, index_value(end - start), dt)
-    o_lps = l_lps + p_lps
+    return l_lps + p_lps, r_lps, xidx, guards, divisor
+
+
+@template("aten.adaptive_avg_pool1d.default", k=1, kind="avg")
+@template("aten.adaptive_avg_pool2d.default", "aten._adaptive_avg_pool2d.default", k=2, kind="avg")
+@template("aten.adaptive_avg_pool3d.default", "aten._adaptive_avg_pool3d.default", k=3, kind="avg")
+@template("aten.adaptive_max_pool1d.default", k=1, kind="max")
+@template("aten.adaptive_max_pool2d.default", k=2, kind="max")
+def _adaptive(tr: Translator, node: AtenNode, k: int, kind: str):
+    x = tr.val(node.args[0])
+    out = tr.result(0)
+    dt = out.dtype
+    out_sp = out.shape[len(out.shape) - k:]
+    o_lps, r_lps, xidx, guards, divisor = _adaptive_windows(x.shape, out_sp, k, dt)
     oidx = ivars(o_lps)
     red = "max=" if kind == "max" else "+="
     tr.emit(out, oidx, "=", c(-INF if kind == "max" else 0, dt), o_lps)
@@ -178,6 +184,56 @@ def _adaptive(tr: Translator, node: AtenNode, k: int, kind: str):
     if len(node.outputs) > 1 and tr.used(1):
         raise tr.error("adaptive max pooling indices have no template")
     return (stored(out),) + (None,) * (len(node.outputs) - 1) if len(node.outputs) > 1 else stored(out)
+
+
+# ---- backward: each window's gradient share added to the input elements it read ------------------
+@template("aten._adaptive_avg_pool2d_backward.default", k=2)
+@template("aten._adaptive_avg_pool3d_backward.default", k=3)
+def _adaptive_avg_backward(tr: Translator, node: AtenNode, k: int) -> Val:
+    """(grad_output, input) -> gx = 0; gx[.., start(p) + r] += g[.., p] / count(p) (the forward's
+    windows; a scatter where windows overlap)."""
+    g = tr.val(node.args[0])
+    out = tr.result()
+    dt = out.dtype
+    o_lps, r_lps, xidx, guards, divisor = _adaptive_windows(out.shape, g.shape[g.ndim - k:], k, dt)
+    init = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
+    tr.emit(out, ivars(init), "=", c(0, dt), init)
+    share = div(cast(g.read(ivars(o_lps)), dt), _as_expr(divisor, dt))
+    tr.emit(out, xidx, "+=", share, o_lps + r_lps, guards)
+    return stored(out)
+
+
+@template("aten.avg_pool2d_backward.default", k=2)
+@template("aten.avg_pool3d_backward.default", k=3)
+def _avg_pool_backward(tr: Translator, node: AtenNode, k: int) -> Val:
+    """(grad_output, input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    -> gx = 0; gx[.., p*s + r - pad] += g[.., p] / divisor(p), guarded to the input like the forward."""
+    g, x = tr.val(node.args[0]), tr.val(node.args[1])
+    kernel = int_tuple(node.args[2], k)
+    stride = node.args[3]
+    stride = kernel if stride in (None, [], ()) else int_tuple(stride, k)
+    padding = int_tuple(node.args[4], k)
+    include_pad = bool(tr.arg(6, "count_include_pad", True))
+    override = tr.arg(7, "divisor_override", None)
+    out = tr.result()
+    dt = out.dtype
+    out_sp = g.shape[g.ndim - k:]
+    o_lps, r_lps, xidx, guards = _windows(x, out_sp, kernel, stride, padding, [1] * k, k)
+    oidx = ivars(o_lps)
+    p = oidx[len(oidx) - k:]
+    isp = x.shape[x.ndim - k:]
+    divisor: SExpr | int = 1
+    if override:
+        divisor = int(override)
+    else:
+        for d in range(k):
+            cnt = _count(p[d], stride[d], padding[d], kernel[d], isp[d], out_sp[d], include_pad)
+            divisor = cnt * divisor if isinstance(cnt, int) and isinstance(divisor, int) else \
+                mul(_as_expr(cnt, dt), _as_expr(divisor, dt))
+    init = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
+    tr.emit(out, ivars(init), "=", c(0, dt), init)
+    tr.emit(out, xidx, "+=", div(cast(g.read(oidx), dt), _as_expr(divisor, dt)), o_lps + r_lps, guards)
+    return stored(out)
 
 
 def _mul_div(acc: SExpr | int, v: SExpr | int, dt: str) -> SExpr | int:
