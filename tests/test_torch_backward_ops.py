@@ -320,3 +320,34 @@ def test_global_average_pool_backward_counts(tmp_path):
     costs = kernel_costs(tt.kernel)
     assert costs.flops_matrix == 0
     assert costs.compulsory_bytes == 4 * (6 + 6 * 64)
+
+
+def test_more_activation_backwards(tmp_path):
+    """Mish, hardtanh (ReLU6 bounds), leaky ReLU, ELU (from the input and from the result, SELU's
+    constants), softplus (beta 2, threshold 3: both branches), hardswish, hardsigmoid."""
+    fwd = f"""
+    y = F.elu(x, 0.7)
+    return ({A}.mish_backward(g, x), {A}.hardtanh_backward(g, x, 0.0, 6.0),
+            {A}.leaky_relu_backward(g, x, 0.2, False), {A}.elu_backward(g, 0.7, 1.0, 1.0, False, x),
+            {A}.elu_backward(g, 0.7, 1.0, 1.0, True, y),
+            {A}.elu_backward(g, 1.6732632423543772, 1.0507009873554805, 1.0, False, x),
+            {A}.softplus_backward(g, x, 2.0, 3.0), {A}.hardswish_backward(g, x),
+            {A}.hardsigmoid_backward(g, x))
+    """
+    tt, prog, _ = check(model(tmp_path, fwd, "torch.randn(5, 8), torch.randn(5, 8) * 4", sig="g, x"))
+    assert sum("backward" in op for op in ops(prog)) == 9
+    assert len(stmts(tt)) == 10  # the elu forward, then one statement per backward op
+
+
+def test_more_loss_backwards(tmp_path):
+    fwd = f"""
+    p = torch.sigmoid(a)
+    t01 = torch.sigmoid(b)
+    return ({A}.smooth_l1_loss_backward(gs, a, b, 1, 0.5), {A}.smooth_l1_loss_backward(gn, a, b, 0, 0.0),
+            {A}.huber_loss_backward(gs, a, b, 2, 0.7),
+            {A}.binary_cross_entropy_backward(gs, p, t01, None, 1),
+            {A}.binary_cross_entropy_backward(gn, p, t01, w, 0))
+    """
+    inputs = "torch.randn(()), torch.randn(5, 4), torch.randn(5, 4), torch.randn(5, 4), torch.rand(5, 4)"
+    tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="gs, a, b, gn, w"))
+    assert sum("backward" in op for op in ops(prog)) == 5

@@ -109,7 +109,7 @@ OLD_DISPATCH_OPS = """
 
 def test_the_template_modules_are_the_ones_the_registry_finds():
     assert registry.template_modules() == [f"{registry.TEMPLATES_PACKAGE}.{m}" for m in TEMPLATE_MODULES]
-    assert len(TEMPLATE_MODULES) == 23
+    assert len(TEMPLATE_MODULES) == 24
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +140,9 @@ ADDED_OPS |= {f"aten.{op}.default" for op in (  # backward ops (grad_*.py, issue
     "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_flash_attention_backward",
     "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention_for_cpu",
     "avg_pool2d_backward", "avg_pool3d_backward", "_adaptive_avg_pool2d_backward",
-    "_adaptive_avg_pool3d_backward")}
+    "_adaptive_avg_pool3d_backward", "mish_backward", "hardtanh_backward", "leaky_relu_backward",
+    "elu_backward", "softplus_backward", "hardswish_backward", "hardsigmoid_backward",
+    "smooth_l1_loss_backward", "huber_loss_backward", "binary_cross_entropy_backward")}
 
 
 @pytest.mark.parametrize("module", TEMPLATE_MODULES)

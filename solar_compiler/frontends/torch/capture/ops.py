@@ -75,6 +75,16 @@ KEEP_UNDECOMPOSED: tuple[str, ...] = (
     "embedding_dense_backward.default",
     "mse_loss_backward.default",
     "nll_loss_backward.default",
+    "mish_backward.default",
+    "hardtanh_backward.default",
+    "leaky_relu_backward.default",
+    "elu_backward.default",
+    "softplus_backward.default",
+    "hardswish_backward.default",
+    "hardsigmoid_backward.default",
+    "smooth_l1_loss_backward.default",
+    "huber_loss_backward.default",
+    "binary_cross_entropy_backward.default",
     # the forward SDPA of a CPU joint graph: output and the row log-sum-exp its backward reads
     "_scaled_dot_product_flash_attention_for_cpu.default",
 )

@@ -1,6 +1,8 @@
-"""Backward ops of activations and losses that are one elementwise statement each, written as
-torch's own kernels define them (`aten/src/ATen/native/cpu/*Kernel.cpp`, `Loss.cpp`):
-threshold (ReLU), GELU (erf and tanh forms), sigmoid, tanh, SiLU, MSE and NLL loss."""
+"""Backward ops of activations, one elementwise statement each, written as torch's own kernels
+define them (`aten/src/ATen/native/cpu/Activation.cpp`, `BinaryOpsKernel.cpp`): threshold (ReLU),
+GELU (erf and tanh forms), sigmoid, tanh, SiLU, Mish, hardtanh (ReLU6), leaky ReLU, ELU (and SELU,
+CELU through it), softplus, hardswish, hardsigmoid. The capture keeps each whole, as the one eager
+kernel it is (decomposed, one op would be priced as several kernels)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,10 @@ import math
 
 from solar_compiler.frontends.builder.exprs import (
     add,
+    bin_,
     c,
-    cast,
     cmp,
     div,
-    index_read,
-    index_value,
     mul,
     select,
     sub,
@@ -21,7 +21,7 @@ from solar_compiler.frontends.builder.exprs import (
 )
 from solar_compiler.frontends.builder.statements import map_op
 from solar_compiler.frontends.builder.translator import Translator
-from solar_compiler.frontends.builder.values import Val, ivars, loops, stored
+from solar_compiler.frontends.builder.values import Val
 from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.ast import SExpr
 
@@ -81,51 +81,82 @@ def _silu_backward(tr: Translator, node: AtenNode) -> Val:
     return map_op(tr, fn, list(node.args[:2]))
 
 
-def _reduction(tr: Translator, value: object) -> str:
-    if value not in REDUCTIONS:
-        raise tr.error(f"unknown loss reduction {value!r}")
-    return REDUCTIONS[int(value)]  # type: ignore[call-overload]
+@template("aten.mish_backward.default")
+def _mish_backward(tr: Translator, node: AtenNode) -> Val:
+    """grad * (tanh(sp) + x * sigmoid(x) * (1 - tanh(sp)^2)), sp = softplus(x)."""
+    def fn(g: SExpr, x: SExpr) -> SExpr:
+        t = un("tanh", un("log1p", un("exp", x)))
+        return mul(g, add(t, mul(mul(x, un("sigmoid", x)), sub(c(1, x), mul(t, t)))))
+
+    return map_op(tr, fn, list(node.args[:2]))
 
 
-@template("aten.mse_loss_backward.default")
-def _mse_loss_backward(tr: Translator, node: AtenNode) -> Val:
-    """mse_loss_backward(grad, x, target, reduction): k * (x - target) * grad, k = 2 (2 / numel for
-    a mean); the grad is a 0-d tensor for a reduced loss, broadcast."""
-    x = tr.val(node.args[1])
-    red = _reduction(tr, tr.arg(3, "reduction", 1))
-    k = 2 / math.prod(x.shape) if red == "mean" else 2
+@template("aten.hardtanh_backward.default")
+def _hardtanh_backward(tr: Translator, node: AtenNode) -> Val:
+    """grad where min < x < max, else 0."""
+    lo, hi = tr.arg(2, "min_val", -1.0), tr.arg(3, "max_val", 1.0)
 
-    def fn(g: SExpr, a: SExpr, t: SExpr) -> SExpr:
-        return mul(mul(c(k, a), sub(a, t)), g)
+    def fn(g: SExpr, x: SExpr) -> SExpr:
+        out = bin_("or", cmp("le", x, c(lo, x)), cmp("ge", x, c(hi, x)))
+        return select(out, c(0, g), g)
 
-    return map_op(tr, fn, list(node.args[:3]))
+    return map_op(tr, fn, list(node.args[:2]))
 
 
-@template("aten.nll_loss_backward.default")
-def _nll_loss_backward(tr: Translator, node: AtenNode) -> Val:
-    """nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_weight):
-    gx[n, c] = -w[c] * grad (/ total_weight for a mean) where c == target[n] != ignore_index, else 0
-    (`x` is `[N, C]` or `[C]`; `w[c]` is `w[target[n]]` where it counts, an affine read)."""
-    gy, x, t = tr.val(node.args[0]), tr.val(node.args[1]), tr.val(node.args[2])
-    w = tr.opt_val(tr.arg(3, "weight", None))
-    red = _reduction(tr, tr.arg(4, "reduction", 1))
-    ignore = int(tr.arg(5, "ignore_index", -100))  # type: ignore[call-overload]
-    total = tr.val(tr.arg(6, "total_weight", None)) if red == "mean" else None
-    if x.ndim not in (1, 2):
-        raise tr.error(f"nll_loss_backward of a rank-{x.ndim} input has no template")
-    out = tr.result()
-    dt = out.dtype
-    lps = loops("i", x.shape)
-    idx = ivars(lps)
-    row = idx[:-1]
-    tv = index_read(t, row)
-    hit = cmp("eq", tv, index_value(idx[-1]))
-    if ignore >= 0:  # a class index can only equal a non-negative ignore_index
-        hit = select(cmp("ne", tv, c(ignore, "i64")), hit, c(False, "bool"))
-    g = cast(gy.read(row if red == "none" else []), dt)
-    v = un("neg", g) if w is None else mul(un("neg", g), cast(w.read([idx[-1]]), dt))
-    if total is not None:
-        v = div(v, cast(total.read([]), dt))
-    tr.emit(out, idx, "=", select(hit, v, c(0, dt)), lps)
-    return stored(out)
+@template("aten.leaky_relu_backward.default")
+def _leaky_relu_backward(tr: Translator, node: AtenNode) -> Val:
+    """grad where x > 0, else grad * negative_slope (x the input or the result: same sign)."""
+    slope = tr.arg(2, "negative_slope", 0.01)
+    return map_op(tr, lambda g, x: select(cmp("gt", x, c(0, x)), g, mul(g, c(slope, g))),
+                  list(node.args[:2]))
 
+
+@template("aten.elu_backward.default")
+def _elu_backward(tr: Translator, node: AtenNode) -> Val:
+    """(grad, alpha, scale, input_scale, is_result, self_or_result): for x <= 0 (y <= 0)
+    grad * input_scale * alpha * scale * exp(x * input_scale) (grad * input_scale * (y + alpha *
+    scale)), else grad * scale."""
+    alpha, sc, isc = (float(tr.arg(i, n, 1.0)) for i, n in ((1, "alpha"), (2, "scale"), (3, "input_scale")))
+    is_result = bool(tr.arg(4, "is_result", False))
+
+    def fn(g: SExpr, v: SExpr) -> SExpr:
+        if is_result:
+            neg = mul(mul(g, c(isc, g)), add(v, c(alpha * sc, v)))
+        else:
+            neg = mul(mul(g, c(isc * alpha * sc, g)), un("exp", mul(v, c(isc, v))))
+        return select(cmp("le", v, c(0, v)), neg, mul(g, c(sc, g)))
+
+    return map_op(tr, fn, [node.args[0], node.args[5]])
+
+
+@template("aten.softplus_backward.default")
+def _softplus_backward(tr: Translator, node: AtenNode) -> Val:
+    """grad where x * beta > threshold, else grad * z / (z + 1), z = exp(x * beta)."""
+    beta, th = float(tr.arg(2, "beta", 1.0)), float(tr.arg(3, "threshold", 20.0))
+
+    def fn(g: SExpr, x: SExpr) -> SExpr:
+        bx = mul(x, c(beta, x))
+        z = un("exp", bx)
+        return select(cmp("gt", bx, c(th, x)), g, mul(g, div(z, add(z, c(1, z)))))
+
+    return map_op(tr, fn, list(node.args[:2]))
+
+
+@template("aten.hardswish_backward.default")
+def _hardswish_backward(tr: Translator, node: AtenNode) -> Val:
+    """0 for x < -3, grad * (x / 3 + 0.5) up to 3, grad above."""
+    def fn(g: SExpr, x: SExpr) -> SExpr:
+        mid = mul(g, add(div(x, c(3, x)), c(0.5, x)))
+        return select(cmp("lt", x, c(-3, x)), c(0, g), select(cmp("le", x, c(3, x)), mid, g))
+
+    return map_op(tr, fn, list(node.args[:2]))
+
+
+@template("aten.hardsigmoid_backward.default")
+def _hardsigmoid_backward(tr: Translator, node: AtenNode) -> Val:
+    """grad / 6 where -3 < x < 3, else 0."""
+    def fn(g: SExpr, x: SExpr) -> SExpr:
+        inside = bin_("and", cmp("gt", x, c(-3, x)), cmp("lt", x, c(3, x)))
+        return select(inside, div(g, c(6, g)), c(0, g))
+
+    return map_op(tr, fn, list(node.args[:2]))
