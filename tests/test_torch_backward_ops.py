@@ -351,3 +351,31 @@ def test_more_loss_backwards(tmp_path):
     inputs = "torch.randn(()), torch.randn(5, 4), torch.randn(5, 4), torch.randn(5, 4), torch.rand(5, 4)"
     tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="gs, a, b, gn, w"))
     assert sum("backward" in op for op in ops(prog)) == 5
+
+
+CONV_CASES = [  # (x shape, w shape, stride, padding, dilation, transposed, output_padding, groups)
+    ((2, 4, 11), (6, 2, 3), [2], [2], [2], False, [0], 2),
+    ((2, 3, 7, 8), (5, 3, 3, 3), [2, 2], [1, 1], [1, 1], False, [0, 0], 1),
+    ((1, 6, 13, 9), (6, 2, 4, 3), [3, 2], [2, 1], [2, 1], False, [0, 0], 3),
+    ((2, 4, 5, 6), (4, 3, 3, 3), [2, 2], [1, 1], [1, 1], True, [1, 1], 2),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CONV_CASES)))
+def test_convolution_backward_matrix_flops_are_twice_the_forward(tmp_path, case):
+    """Input and weight gradients each do the forward's matrix FLOPs (2x in all); a first layer
+    (no input gradient) 1x. Padding taps, uneven last windows, dilation, groups and transposition
+    change the count of valid (p, r) pairs: it must be the same set in all three contractions."""
+    xs, ws, s, p, d, t, op, g = CONV_CASES[case]
+    conv = f"{A}.convolution(x, w, None, {s}, {p}, {d}, {t}, {op}, {g})"
+    inputs = f"torch.randn{xs}, torch.randn{ws}"
+    fwd_tt, _, _ = check(model(tmp_path, f"return {conv}", inputs, sig="x, w", name="fwd"))
+    forward = kernel_costs(fwd_tt.kernel).flops_matrix
+    assert forward > 0
+    for mask, factor in (([True, True, False], 2), ([False, True, False], 1), ([True, False, False], 1)):
+        body = f"""
+        y = {conv}
+        return {A}.convolution_backward(y.cos(), x, w, None, {s}, {p}, {d}, {t}, {op}, {g}, {mask})
+        """
+        tt, _, _ = check(model(tmp_path, body, inputs, sig="x, w", name="bwd"))
+        assert kernel_costs(tt.kernel).flops_matrix == (1 + factor) * forward  # the forward's own + grads
