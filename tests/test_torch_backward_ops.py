@@ -379,3 +379,20 @@ def test_convolution_backward_matrix_flops_are_twice_the_forward(tmp_path, case)
         """
         tt, _, _ = check(model(tmp_path, body, inputs, sig="x, w", name="bwd"))
         assert kernel_costs(tt.kernel).flops_matrix == (1 + factor) * forward  # the forward's own + grads
+
+
+def test_nearest_upsample_backwards(tmp_path):
+    """Integer factors (a window sum: x2 in 2-d, x3 in 1-d) and a non-integer one (5 -> 7, a
+    scatter), plain and exact."""
+    fwd = f"""
+    return ({A}.upsample_nearest2d_backward(g2, [8, 10], [2, 3, 4, 5]),
+            {A}.upsample_nearest1d_backward(g1, [12], [2, 3, 4]),
+            {A}.upsample_nearest2d_backward(g7, [7, 7], [2, 3, 5, 5]),
+            {A}._upsample_nearest_exact2d_backward(g7, [7, 7], [2, 3, 5, 5]),
+            {A}._upsample_nearest_exact2d_backward(g2, [8, 10], [2, 3, 4, 5]))
+    """
+    inputs = "torch.randn(2, 3, 8, 10), torch.randn(2, 3, 12), torch.randn(2, 3, 7, 7)"
+    tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="g2, g1, g7"))
+    acc = [s for s in stmts(tt) if s.stmt.kind == "+="]
+    # every output element of the gradient is read once: iterations = grad_output elements
+    assert [iteration_count(s) for s in acc] == [480, 72, 294, 294, 480]

@@ -142,7 +142,10 @@ ADDED_OPS |= {f"aten.{op}.default" for op in (  # backward ops (grad_*.py, issue
     "avg_pool2d_backward", "avg_pool3d_backward", "_adaptive_avg_pool2d_backward",
     "_adaptive_avg_pool3d_backward", "mish_backward", "hardtanh_backward", "leaky_relu_backward",
     "elu_backward", "softplus_backward", "hardswish_backward", "hardsigmoid_backward",
-    "smooth_l1_loss_backward", "huber_loss_backward", "binary_cross_entropy_backward")}
+    "smooth_l1_loss_backward", "huber_loss_backward", "binary_cross_entropy_backward",
+    "upsample_nearest1d_backward", "upsample_nearest2d_backward", "upsample_nearest3d_backward",
+    "_upsample_nearest_exact1d_backward", "_upsample_nearest_exact2d_backward",
+    "_upsample_nearest_exact3d_backward")}
 
 
 @pytest.mark.parametrize("module", TEMPLATE_MODULES)

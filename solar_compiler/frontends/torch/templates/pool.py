@@ -270,6 +270,47 @@ def _upsample_nearest(tr: Translator, node: AtenNode, k: int, exact: bool = Fals
     return view(x, shape, index_map)
 
 
+@template("aten.upsample_nearest1d_backward.default", k=1)
+@template("aten.upsample_nearest2d_backward.default", k=2)
+@template("aten.upsample_nearest3d_backward.default", k=3)
+@template("aten._upsample_nearest_exact1d_backward.default", k=1, exact=True)
+@template("aten._upsample_nearest_exact2d_backward.default", k=2, exact=True)
+@template("aten._upsample_nearest_exact3d_backward.default", k=3, exact=True)
+def _upsample_nearest_backward(tr: Translator, node: AtenNode, k: int, exact: bool = False) -> Val:
+    """(grad_output, output_size, input_size, scales...) -> gx: each output element's gradient added to
+    the input element it copied. Integer factors f: the reduction `gx[.., h] = sum_{a < f} g[.., h*f
+    + a]`; otherwise the scatter `gx[.., src(o)] += g[.., o]` with the forward's `src`."""
+    g = tr.val(node.args[0])
+    out = tr.result()
+    dt = out.dtype
+    nd = len(out.shape)
+    isp, osp = out.shape[nd - k:], g.shape[g.ndim - k:]
+    names = {1: ["scales"], 2: ["scales_h", "scales_w"], 3: ["scales_d", "scales_h", "scales_w"]}[k]
+    scales = [tr.arg(3 + d, n, None) for d, n in enumerate(names)]
+    if any(s is not None and float(s) * i != o for s, i, o in zip(scales, isp, osp, strict=True)):
+        raise tr.error("nearest upsampling with a non-exact scale factor has no template")
+    lead = nd - k
+    l_lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape[:lead])]
+    li = ivars(l_lps)
+    if all(o % i == 0 for i, o in zip(isp, osp, strict=True)):
+        h_lps = [Loop(f"h{d}", 0, s) for d, s in enumerate(isp)]
+        a_lps = [Loop(f"a{d}", 0, o // i) for d, (i, o) in enumerate(zip(isp, osp, strict=True))]
+        h, a = ivars(h_lps), ivars(a_lps)
+        tidx = [*li, *h]
+        tr.emit(out, tidx, "=", c(0, dt), l_lps + h_lps)
+        src = [h[d] * (osp[d] // isp[d]) + a[d] for d in range(k)]
+        tr.emit(out, tidx, "+=", cast(g.read([*li, *src]), dt), l_lps + h_lps + a_lps)
+        return stored(out)
+    init = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
+    tr.emit(out, ivars(init), "=", c(0, dt), init)
+    o_lps = [Loop(f"o{d}", 0, s) for d, s in enumerate(osp)]
+    o = ivars(o_lps)
+    tgt = [(o[d] * 2 * isp[d] + isp[d]) // (2 * osp[d]) if exact else (o[d] * isp[d]) // osp[d]
+           for d in range(k)]
+    tr.emit(out, [*li, *tgt], "+=", cast(g.read([*li, *o]), dt), l_lps + o_lps)
+    return stored(out)
+
+
 def _fl(v: object, k: int) -> list[float]:
     return [float(s) for s in v] if isinstance(v, (list, tuple)) else [float(v)] * k
 
