@@ -396,3 +396,17 @@ def test_nearest_upsample_backwards(tmp_path):
     acc = [s for s in stmts(tt) if s.stmt.kind == "+="]
     # every output element of the gradient is read once: iterations = grad_output elements
     assert [iteration_count(s) for s in acc] == [480, 72, 294, 294, 480]
+
+
+def test_group_norm_backward(tmp_path):
+    """6 channels in 3 groups over 4x5 (M = 40 per group), with and without the affine weight."""
+    fwd = f"""
+    y, m, r = {A}.native_group_norm(x, w, b, 2, 6, 20, 3, 1e-5)
+    a = {A}.native_group_norm_backward(g, x, m, r, w, 2, 6, 20, 3, [True, True, True])
+    d = {A}.native_group_norm_backward(g, x, m, r, None, 2, 6, 20, 3, [True, False, False])
+    e = {A}.native_group_norm_backward(g, x, m, r, w, 2, 6, 20, 3, [False, True, True])
+    return a[0], a[1], a[2], d[0], e[1], e[2]
+    """
+    inputs = "torch.randn(2, 6, 4, 5), torch.randn(2, 6, 4, 5) * 2 + 1, torch.randn(6), torch.randn(6)"
+    tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="g, x, w, b"))
+    assert ops(prog).count("aten.native_group_norm_backward.default") == 3

@@ -72,6 +72,7 @@ KEEP_UNDECOMPOSED: tuple[str, ...] = (
     "_log_softmax_backward_data.default",
     "native_layer_norm_backward.default",
     "native_batch_norm_backward.default",
+    "native_group_norm_backward.default",
     "embedding_dense_backward.default",
     "mse_loss_backward.default",
     "nll_loss_backward.default",

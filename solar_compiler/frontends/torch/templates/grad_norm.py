@@ -1,10 +1,12 @@
-"""Backward of layer norm and batch norm (`output_mask` picks the gradients computed), from the
+"""Backward of layer norm, group norm and batch norm (`output_mask` picks the gradients computed), from the
 statistics the forward saved: row (channel) sums into small locals, then one statement per
 gradient, as the eager kernels do (`layer_norm_backward_cpu`, `batch_norm_backward_cpu`).
 
 Layer norm over the last dims (N elements each), `xhat = (x - mean) * rstd`, `gw_ = g * w`:
 `gx = rstd * (gw_ - (sum gw_ + xhat * sum gw_ * xhat) / N)`; `gw = sum_rows g * xhat`;
-`gb = sum_rows g`. Batch norm over every dim but the channel (M elements each): training mode
+`gb = sum_rows g`; group norm is the same per (sample, group) of `M = C/G * HxW` elements, its
+weight and bias gradients per channel. Batch norm over every dim but the channel (M elements
+each): training mode
 `gx = (g - (x - mean) * dot * invstd^2 / M - sum g / M) * invstd * w` with `dot = sum g * (x -
 mean)`; eval mode (running statistics, constants of the step) `gx = g * invstd * w`; both
 `gw = dot * invstd`, `gb = sum g`."""
@@ -146,4 +148,51 @@ def _batch_norm_backward(tr: Translator, node: AtenNode) -> tuple:
     if mask[2]:
         assert sum_g is not None
         gb = stored(sum_g)
+    return gx, gw, gb
+
+
+@template("aten.native_group_norm_backward.default")
+def _group_norm_backward(tr: Translator, node: AtenNode) -> tuple:
+    """(grad_out, input, mean [N, G], rstd [N, G], weight, N, C, HxW, group, output_mask)."""
+    a = list(node.args)
+    g, x, mean, rstd = (tr.val(a[i]) for i in range(4))
+    w = tr.opt_val(a[4])
+    G = int(a[8])
+    mask = [bool(m) for m in a[9]]
+    N, C = x.shape[0], x.shape[1]
+    Cg = C // G
+    sp = list(x.shape[2:])
+    M = Cg * math.prod(sp)
+    dt = x.dtype if x.dtype in ("f32", "f64") else "f32"
+    n_l, g_l, c_l = Loop("n", 0, N), Loop("grp", 0, G), Loop("cc", 0, Cg)
+    s_lps = [Loop(f"s{d}", 0, n) for d, n in enumerate(sp)]
+    n, grp, cc = (AffExpr.var(v) for v in ("n", "grp", "cc"))
+    s_idx = ivars(s_lps)
+    ch = grp * Cg + cc
+    full = [n, ch, *s_idx]
+    gv, xv = cast(g.read(full), dt), cast(x.read(full), dt)
+    rs = cast(rstd.read([n, grp]), dt)
+    xhat = mul(sub(xv, cast(mean.read([n, grp]), dt)), rs)
+    gw_ = mul(gv, cast(w.read([ch]), dt)) if w is not None else gv
+    hint = tr.out_meta(next((i for i in range(3) if mask[i]), 0)).name
+    gx = gw = gb = None
+    if mask[0]:
+        out = tr.result(0)
+        lps = [n_l, g_l, c_l, *s_lps]
+        s1 = _sum(tr, f"{hint}_sum", (N, G), lps, [n, grp], gw_, dt)
+        s2 = _sum(tr, f"{hint}_dot", (N, G), lps, [n, grp], mul(gw_, xhat), dt)
+        corr = div(add(_rd(s1, [n, grp]), mul(xhat, _rd(s2, [n, grp]))), c(M, dt))
+        tr.emit(out, full, "=", cast(mul(rs, sub(gw_, corr)), out.dtype), lps)
+        gx = stored(out)
+    per_channel = [g_l, c_l, n_l, *s_lps]  # channel loops first, the reduction over samples and space
+    if mask[1] and w is not None:
+        out = tr.result(1)
+        tr.emit(out, [ch], "=", c(0, out.dtype), [g_l, c_l])
+        tr.emit(out, [ch], "+=", cast(mul(gv, xhat), out.dtype), per_channel)
+        gw = stored(out)
+    if mask[2]:
+        out = tr.result(2)
+        tr.emit(out, [ch], "=", c(0, out.dtype), [g_l, c_l])
+        tr.emit(out, [ch], "+=", cast(gv, out.dtype), per_channel)
+        gb = stored(out)
     return gx, gw, gb
