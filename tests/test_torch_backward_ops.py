@@ -410,3 +410,23 @@ def test_group_norm_backward(tmp_path):
     inputs = "torch.randn(2, 6, 4, 5), torch.randn(2, 6, 4, 5) * 2 + 1, torch.randn(6), torch.randn(6)"
     tt, prog, _ = check(model(tmp_path, fwd, inputs, sig="g, x, w, b"))
     assert ops(prog).count("aten.native_group_norm_backward.default") == 3
+
+
+def test_half_precision_backwards(tmp_path):
+    """bf16 operands: statistics of the norm gradients in f32, results in bf16 (validated at the bf16
+    tolerance); the convolution gradients' contractions keep bf16 operands (tensor-core priced)."""
+    fwd = f"""
+    y, m, r = {A}.native_layer_norm(x, [8], w, b, 1e-5)
+    ln = {A}.native_layer_norm_backward(g, x, [8], m, r, w, b, [True, True, True])
+    cb = {A}.convolution_backward(gc, xc, wc, None, [1], [1], [1], False, [0], 1, [True, True, False])
+    return ln[0], ln[1], ln[2], cb[0], cb[1]
+    """
+    inputs = ("torch.randn(4, 8).bfloat16(), torch.randn(4, 8).bfloat16(), torch.randn(8).bfloat16(), "
+              "torch.randn(8).bfloat16(), torch.randn(2, 5, 9).bfloat16(), torch.randn(2, 3, 9).bfloat16(), "
+              "torch.randn(5, 3, 3).bfloat16()")
+    tt, _, _ = check(model(tmp_path, fwd, inputs, sig="g, x, w, b, gc, xc, wc"))
+    dts = {t.name: t.dtype for t in tt.kernel.tensors}
+    assert {dts[n] for n in tt.outputs} == {"bf16"}
+    assert {dts[t.name] for t in tt.kernel.tensors if t.name.endswith(("_sum", "_dot"))} == {"f32"}
+    conv = [o for o in kernel_costs(tt.kernel).ops if "gc[" in o.label and o.flops_matrix]
+    assert [(o.flops_matrix, o.matrix_dtype) for o in conv] == [(2 * 2 * 5 * 3 * (3 * 9 - 2), "bf16")] * 2

@@ -40,10 +40,11 @@ def _weight_grad(tr: Translator, pos: Val, win: Val, wshape: Sequence[int], stri
     ksp = wshape[2:]
     init = loops("i", wshape)
     tr.emit(out, ivars(init), "=", c(0, dt), init)
-    g_lps = [Loop("g", 0, groups)] if groups > 1 else []
-    g = AffExpr.var("g") if groups > 1 else AffExpr.lit(0)
-    a_l, b_l, n_l = Loop("a", 0, A), Loop("b", 0, B), Loop("n", 0, pos.shape[0])
-    a, b, n = AffExpr.var("a"), AffExpr.var("b"), AffExpr.var("n")
+    # loop names unlike the capture's tensor names (a loop variable may not shadow a tensor)
+    g_lps = [Loop("grp", 0, groups)] if groups > 1 else []
+    g = AffExpr.var("grp") if groups > 1 else AffExpr.lit(0)
+    a_l, b_l, n_l = Loop("ch_a", 0, A), Loop("ch_b", 0, B), Loop("nb", 0, pos.shape[0])
+    a, b, n = AffExpr.var("ch_a"), AffExpr.var("ch_b"), AffExpr.var("nb")
     r_lps = [Loop(f"r{d}", 0, k) for d, k in enumerate(ksp)]
     p_lps = [Loop(f"p{d}", 0, s) for d, s in enumerate(pos.shape[2:])]
     r, p = ivars(r_lps), ivars(p_lps)

@@ -56,7 +56,7 @@ def _layer_norm_backward(tr: Translator, node: AtenNode) -> tuple:
     mask = [bool(m) for m in node.args[7]]
     outer, inner = list(x.shape[:x.ndim - k]), list(x.shape[x.ndim - k:])
     n = math.prod(inner)
-    dt = tr.out_meta(next(i for i in range(3) if mask[i])).dtype if any(mask) else x.dtype
+    dt = x.dtype if x.dtype in ("f32", "f64") else "f32"  # half inputs: statistics in f32, as eager
     o_lps, r_lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(outer)], [Loop(f"k{d}", 0, s) for d, s in
                                                                           enumerate(inner)]
     o, r = ivars(o_lps), ivars(r_lps)
@@ -71,18 +71,18 @@ def _layer_norm_backward(tr: Translator, node: AtenNode) -> tuple:
         s1 = _sum(tr, f"{out.name}_sum", outer, o_lps + r_lps, o, gw_, dt)
         s2 = _sum(tr, f"{out.name}_dot", outer, o_lps + r_lps, o, mul(gw_, xhat), dt)
         corr = div(add(_rd(s1, o), mul(xhat, _rd(s2, o))), c(n, dt))
-        tr.emit(out, idx, "=", mul(rs, sub(gw_, corr)), o_lps + r_lps)
+        tr.emit(out, idx, "=", cast(mul(rs, sub(gw_, corr)), out.dtype), o_lps + r_lps)
         gx = stored(out)
     rows = r_lps + o_lps  # the weight's gradients reduce over the outer dims
     if mask[1] and w is not None:
         out = tr.result(1)
-        tr.emit(out, r, "=", c(0, dt), r_lps)
-        tr.emit(out, r, "+=", mul(gv, xhat), rows)
+        tr.emit(out, r, "=", c(0, out.dtype), r_lps)
+        tr.emit(out, r, "+=", cast(mul(gv, xhat), out.dtype), rows)
         gw = stored(out)
     if mask[2] and tr.opt_val(node.args[6]) is not None:
         out = tr.result(2)
-        tr.emit(out, r, "=", c(0, dt), r_lps)
-        tr.emit(out, r, "+=", gv, rows)
+        tr.emit(out, r, "=", c(0, out.dtype), r_lps)
+        tr.emit(out, r, "+=", cast(gv, out.dtype), rows)
         gb = stored(out)
     return gx, gw, gb
 
@@ -103,7 +103,7 @@ def _batch_norm_backward(tr: Translator, node: AtenNode) -> tuple:
     C = x.shape[1]
     M = math.prod(x.shape) // C
     dt = x.dtype if x.dtype in ("f32", "f64") else "f32"
-    ch = [Loop("c", 0, C)]
+    ch = [Loop("ch", 0, C)]
     (ci,) = ivars(ch)
     hint = tr.out_meta(next((i for i in range(3) if mask[i]), 0)).name
     if train:
@@ -113,8 +113,8 @@ def _batch_norm_backward(tr: Translator, node: AtenNode) -> tuple:
         tr.emit(inv_t, [ci], "=", un("rsqrt", add(cast(var_v.read([ci]), dt), c(eps, dt))), ch)
         invstd = lambda i: _rd(inv_t, [i])  # noqa: E731
     # the channel loop outermost, the reduced dims inside it
-    lps = [Loop("c", 0, C), *[Loop(f"i{d}", 0, s) for d, s in enumerate(x.shape) if d != 1]]
-    full = [AffExpr.var("c") if d == 1 else AffExpr.var(f"i{d}") for d in range(x.ndim)]
+    lps = [Loop("ch", 0, C), *[Loop(f"i{d}", 0, s) for d, s in enumerate(x.shape) if d != 1]]
+    full = [AffExpr.var("ch") if d == 1 else AffExpr.var(f"i{d}") for d in range(x.ndim)]
     gv = cast(g.read(full), dt)
     xc = sub(cast(x.read(full), dt), cast(mean_v.read([ci]), dt))
     need_sum = mask[2] or (mask[0] and train)
@@ -164,9 +164,9 @@ def _group_norm_backward(tr: Translator, node: AtenNode) -> tuple:
     sp = list(x.shape[2:])
     M = Cg * math.prod(sp)
     dt = x.dtype if x.dtype in ("f32", "f64") else "f32"
-    n_l, g_l, c_l = Loop("n", 0, N), Loop("grp", 0, G), Loop("cc", 0, Cg)
+    n_l, g_l, c_l = Loop("nb", 0, N), Loop("grp", 0, G), Loop("cc", 0, Cg)
     s_lps = [Loop(f"s{d}", 0, n) for d, n in enumerate(sp)]
-    n, grp, cc = (AffExpr.var(v) for v in ("n", "grp", "cc"))
+    n, grp, cc = (AffExpr.var(v) for v in ("nb", "grp", "cc"))
     s_idx = ivars(s_lps)
     ch = grp * Cg + cc
     full = [n, ch, *s_idx]
