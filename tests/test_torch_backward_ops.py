@@ -430,3 +430,16 @@ def test_half_precision_backwards(tmp_path):
     assert {dts[t.name] for t in tt.kernel.tensors if t.name.endswith(("_sum", "_dot"))} == {"f32"}
     conv = [o for o in kernel_costs(tt.kernel).ops if "gc[" in o.label and o.flops_matrix]
     assert [(o.flops_matrix, o.matrix_dtype) for o in conv] == [(2 * 2 * 5 * 3 * (3 * 9 - 2), "bf16")] * 2
+
+
+def test_bilinear_upsample_backward(tmp_path):
+    """4x5 -> 9x7 with and without align_corners, and an explicit scale factor of 2."""
+    fwd = f"""
+    return ({A}.upsample_bilinear2d_backward(g, [9, 7], [2, 3, 4, 5], False),
+            {A}.upsample_bilinear2d_backward(g, [9, 7], [2, 3, 4, 5], True),
+            {A}.upsample_bilinear2d_backward(g2, [8, 10], [2, 3, 4, 5], False, 2.0, 2.0))
+    """
+    tt, prog, _ = check(model(tmp_path, fwd, "torch.randn(2, 3, 9, 7), torch.randn(2, 3, 8, 10)",
+                              sig="g, g2"))
+    acc = [s for s in stmts(tt) if s.stmt.kind == "+="]
+    assert [iteration_count(s) for s in acc] == [2 * 3 * 9 * 7] * 8 + [2 * 3 * 8 * 10] * 4

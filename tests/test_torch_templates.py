@@ -145,7 +145,7 @@ ADDED_OPS |= {f"aten.{op}.default" for op in (  # backward ops (grad_*.py, issue
     "smooth_l1_loss_backward", "huber_loss_backward", "binary_cross_entropy_backward",
     "upsample_nearest1d_backward", "upsample_nearest2d_backward", "upsample_nearest3d_backward",
     "_upsample_nearest_exact1d_backward", "_upsample_nearest_exact2d_backward",
-    "_upsample_nearest_exact3d_backward", "native_group_norm_backward")}
+    "_upsample_nearest_exact3d_backward", "native_group_norm_backward", "upsample_bilinear2d_backward")}
 
 
 @pytest.mark.parametrize("module", TEMPLATE_MODULES)

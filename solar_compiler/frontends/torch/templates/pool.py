@@ -342,6 +342,27 @@ def _im2col(tr: Translator, node: AtenNode) -> Val:
     return view(x, shape, index_map)
 
 
+def _bilinear_coords(idx: Sequence[AffExpr], isp: Sequence[int], osp: Sequence[int], align: bool,
+                     sf: Sequence[float | None], dt: str) -> list[tuple[SExpr, SExpr, SExpr]]:
+    """Per spatial dim (i0, i1, lambda): the two source indices of output position `idx` and the
+    weight of i1, in f32 as torch computes them."""
+    coords = []
+    for d in range(2):
+        n_in, n_out = isp[d], osp[d]
+        pos = index_value(idx[-2 + d], "f32")
+        if align:
+            ratio = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+            src = mul(pos, c(ratio, "f32"))
+        else:
+            ratio = 1.0 / sf[d] if sf[d] else n_in / n_out
+            src = maximum(sub(mul(add(pos, c(0.5, "f32")), c(ratio, "f32")), c(0.5, "f32")), c(0.0, "f32"))
+        i0 = cast(src, "i64")  # src >= 0: truncation is floor
+        i1 = minimum(add(i0, c(1, "i64")), c(n_in - 1, "i64"))
+        lam = sub(src, cast(i0, "f32"))
+        coords.append((i0, i1, cast(lam, dt)))
+    return coords
+
+
 @template("aten.upsample_bilinear2d.vec", "aten.upsample_bilinear2d.default")
 def _bilinear(tr: Translator, node: AtenNode) -> Val:
     """upsample_bilinear2d: each output reads its four neighbours at indices computed from the
@@ -357,21 +378,7 @@ def _bilinear(tr: Translator, node: AtenNode) -> Val:
     lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
     idx = ivars(lps)
     lead = list(idx[:-2])
-    coords = []
-    for d in range(2):
-        n_in, n_out = isp[d], osp[d]
-        pos = index_value(idx[-2 + d], "f32")
-        if align:
-            ratio = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
-            src = mul(pos, c(ratio, "f32"))
-        else:
-            ratio = 1.0 / sf[d] if sf[d] else n_in / n_out
-            src = maximum(sub(mul(add(pos, c(0.5, "f32")), c(ratio, "f32")), c(0.5, "f32")), c(0.0, "f32"))
-        i0 = cast(src, "i64")  # src >= 0: truncation is floor
-        i1 = minimum(add(i0, c(1, "i64")), c(n_in - 1, "i64"))
-        lam = sub(src, cast(i0, "f32"))
-        coords.append((i0, i1, cast(lam, dt)))
-    (h0, h1, lh), (w0, w1, lw) = coords
+    (h0, h1, lh), (w0, w1, lw) = _bilinear_coords(idx, isp, osp, align, sf, dt)
     one = c(1, dt)
     rd = lambda hh, ww: cast(x.read([*lead, hh, ww]), dt)  # noqa: E731
     top = add(mul(sub(one, lw), rd(h0, w0)), mul(lw, rd(h0, w1)))
@@ -379,3 +386,28 @@ def _bilinear(tr: Translator, node: AtenNode) -> Val:
     tr.emit(out, idx, "=", add(mul(sub(one, lh), top), mul(lh, bot)), lps)
     return stored(out)
 
+
+@template("aten.upsample_bilinear2d_backward.default")
+def _bilinear_backward(tr: Translator, node: AtenNode) -> Val:
+    """(grad_output, output_size, input_size, align_corners, scales_h, scales_w) -> gx: zero fill,
+    then each output's gradient scattered to its four source neighbours with the forward's weights
+    (four indirect `+=` writes; at the border i1 == i0 and both shares land on one element)."""
+    g = tr.val(node.args[0])
+    align = bool(tr.arg(3, "align_corners", False))
+    sf = [tr.arg(4, "scales_h", None), tr.arg(5, "scales_w", None)]
+    out = tr.result()
+    dt = out.dtype
+    isp, osp = out.shape[-2:], g.shape[-2:]
+    init = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
+    tr.emit(out, ivars(init), "=", c(0, dt), init)
+    lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(g.shape)]
+    idx = ivars(lps)
+    lead = list(idx[:-2])
+    (h0, h1, lh), (w0, w1, lw) = _bilinear_coords(idx, isp, osp, align,
+                                                  [float(v) if v else None for v in sf], dt)
+    gv = cast(g.read(idx), dt)
+    one = c(1, dt)
+    for hh, wh in ((h0, sub(one, lh)), (h1, lh)):
+        for ww, wv in ((w0, sub(one, lw)), (w1, lw)):
+            tr.emit(out, [*lead, hh, ww], "+=", mul(mul(wh, wv), gv), lps)
+    return stored(out)
