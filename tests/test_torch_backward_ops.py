@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
+F = torch.nn.functional
 
 from test_torch_translate import check, model, stmts, write  # noqa: E402
 
@@ -358,6 +359,7 @@ CONV_CASES = [  # (x shape, w shape, stride, padding, dilation, transposed, outp
     ((2, 3, 7, 8), (5, 3, 3, 3), [2, 2], [1, 1], [1, 1], False, [0, 0], 1),
     ((1, 6, 13, 9), (6, 2, 4, 3), [3, 2], [2, 1], [2, 1], False, [0, 0], 3),
     ((2, 4, 5, 6), (4, 3, 3, 3), [2, 2], [1, 1], [1, 1], True, [1, 1], 2),
+    ((1, 2, 5, 6, 4), (3, 2, 2, 3, 3), [1, 2, 1], [0, 1, 1], [1, 1, 2], False, [0, 0, 0], 1),
 ]
 
 
@@ -443,3 +445,62 @@ def test_bilinear_upsample_backward(tmp_path):
                               sig="g, g2"))
     acc = [s for s in stmts(tt) if s.stmt.kind == "+="]
     assert [iteration_count(s) for s in acc] == [2 * 3 * 9 * 7] * 8 + [2 * 3 * 8 * 10] * 4
+
+
+CNN_STEP = f"""
+class Model(nn.Module):
+    def forward(self, x, w, b, W, bias2, t):
+        y = F.conv2d(x, w, b, padding=1)
+        r = torch.relu(y)
+        p, idx = {A}.max_pool2d_with_indices(r, [2, 2], [2, 2])
+        h = p.flatten(1)
+        z = F.linear(h, W, bias2)
+        ls = torch.log_softmax(z, 1)
+        loss, total = {A}.nll_loss_forward(ls, t, None, 1, -100)
+        gl = {A}.nll_loss_backward(torch.ones_like(loss), ls, t, None, 1, -100, total)
+        gz = {A}._log_softmax_backward_data(gl, ls, 1, torch.float32)
+        gW, gb2, gh = gz.t() @ h, gz.sum(0), gz @ W
+        gr = {A}.max_pool2d_with_indices_backward(gh.view(p.shape), r, [2, 2], [2, 2], [0, 0], [1, 1], False,
+                                                   idx)
+        gy = {A}.threshold_backward(gr, r, 0)
+        _, gw, gb = {A}.convolution_backward(gy, x, w, [4], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                              [False, True, True])
+        return gw, gb, gW, gb2
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3) * 0.3, torch.randn(4) * 0.1,
+            torch.randn(5, 64) * 0.1, torch.randn(5) * 0.1, torch.randint(0, 5, (2,))]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_cnn_training_steps_backward_ops_chain_to_autograd_and_price_2x(tmp_path):
+    """conv(3 -> 4, 3x3, pad 1, 8x8) -> ReLU -> max pool 2 -> linear(64 -> 5) -> cross-entropy, its
+    backward written with the backward ops a joint graph has: eager, the chain gives autograd's
+    parameter gradients; translated, it validates, and its matrix FLOPs are the forward's
+    (conv 2*2*4*3*22*22 = 23232 over the valid taps, linear 2*2*64*5 = 1280) plus the backward's:
+    the first layer's weight gradient only (1x: its input needs no gradient), the linear layer's
+    weight and input gradients (2x)."""
+    import importlib.util
+
+    path = write(tmp_path, CNN_STEP)
+    spec = importlib.util.spec_from_file_location("cnn_step", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.manual_seed(0)
+    inputs = mod.get_inputs()
+    with torch.no_grad():
+        got = mod.Model()(*inputs)
+    x, *params, t = [a.clone() for a in inputs]
+    params = [p.requires_grad_() for p in params]
+    w, b, W, b2 = params
+    h = F.max_pool2d(torch.relu(F.conv2d(x, w, b, padding=1)), 2).flatten(1)
+    want = torch.autograd.grad(F.cross_entropy(F.linear(h, W, b2), t), params)
+    for a, e in zip(got, want, strict=True):
+        torch.testing.assert_close(a, e)
+    tt, _, _ = check(path)
+    assert kernel_costs(tt.kernel).flops_matrix == 2 * 23232 + 3 * 1280
