@@ -109,7 +109,7 @@ OLD_DISPATCH_OPS = """
 
 def test_the_template_modules_are_the_ones_the_registry_finds():
     assert registry.template_modules() == [f"{registry.TEMPLATES_PACKAGE}.{m}" for m in TEMPLATE_MODULES]
-    assert len(TEMPLATE_MODULES) == 17
+    assert len(TEMPLATE_MODULES) == 24
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +132,20 @@ def imported_alone() -> dict[str, dict]:
 
 # ops given templates after the registry replaced the dispatch tables (one line per addition)
 ADDED_OPS = {"aten._embedding_bag.default", "aten._embedding_bag_forward_only.default"}
+ADDED_OPS |= {f"aten.{op}.default" for op in (  # backward ops (grad_*.py, issue 23)
+    "threshold_backward", "gelu_backward", "sigmoid_backward", "tanh_backward", "silu_backward",
+    "mse_loss_backward", "nll_loss_backward", "_softmax_backward_data", "_log_softmax_backward_data",
+    "native_layer_norm_backward", "native_batch_norm_backward", "convolution_backward",
+    "embedding_dense_backward", "max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention_for_cpu",
+    "avg_pool2d_backward", "avg_pool3d_backward", "_adaptive_avg_pool2d_backward",
+    "_adaptive_avg_pool3d_backward", "mish_backward", "hardtanh_backward", "leaky_relu_backward",
+    "elu_backward", "softplus_backward", "hardswish_backward", "hardsigmoid_backward",
+    "smooth_l1_loss_backward", "huber_loss_backward", "binary_cross_entropy_backward",
+    "upsample_nearest1d_backward", "upsample_nearest2d_backward", "upsample_nearest3d_backward",
+    "_upsample_nearest_exact1d_backward", "_upsample_nearest_exact2d_backward",
+    "_upsample_nearest_exact3d_backward", "native_group_norm_backward", "upsample_bilinear2d_backward")}
 
 
 @pytest.mark.parametrize("module", TEMPLATE_MODULES)

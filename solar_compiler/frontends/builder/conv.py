@@ -43,10 +43,10 @@ def _dims(shape: Sequence[int], layout: Sequence[int] | None) -> list[int]:
 def convolution(tr: Translator, x: Val, w: Val, b: Val | None, stride: Sequence[int], padding: Sequence[int],
                 dilation: Sequence[int], transposed: bool, groups: int, *, lhs_dilation: Sequence[int] | None
                 = None, batch_groups: int = 1, layouts: tuple[Sequence[int], Sequence[int], Sequence[int]]
-                | None = None) -> Val:
-    """The convolution into a fresh result tensor; `padding` is the low padding of each spatial dim
-    (the high one follows from the output size)."""
-    out = tr.result()
+                | None = None, result: int = 0) -> Val:
+    """The convolution into a fresh tensor for output `result` of the node; `padding` is the low
+    padding of each spatial dim (the high one follows from the output size)."""
+    out = tr.result(result)
     dt = out.dtype
     xl, wl, ol = layouts if layouts is not None else (None, None, None)
     xs, ws, os_ = _dims(x.shape, xl), _dims(w.shape, wl), _dims(out.shape, ol)

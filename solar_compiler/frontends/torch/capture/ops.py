@@ -60,6 +60,34 @@ KEEP_UNDECOMPOSED: tuple[str, ...] = (
     "im2col.default",
     "linear.default",
     "einsum.default",
+) + (
+    # backward ops of a training step's joint graph (docs/torch-frontend.md, "Backward ops"): each
+    # is one eager kernel whose contractions (convolution and SDPA gradients) stay contractions
+    "threshold_backward.default",
+    "gelu_backward.default",
+    "sigmoid_backward.default",
+    "tanh_backward.default",
+    "silu_backward.default",
+    "_softmax_backward_data.default",
+    "_log_softmax_backward_data.default",
+    "native_layer_norm_backward.default",
+    "native_batch_norm_backward.default",
+    "native_group_norm_backward.default",
+    "embedding_dense_backward.default",
+    "mse_loss_backward.default",
+    "nll_loss_backward.default",
+    "mish_backward.default",
+    "hardtanh_backward.default",
+    "leaky_relu_backward.default",
+    "elu_backward.default",
+    "softplus_backward.default",
+    "hardswish_backward.default",
+    "hardsigmoid_backward.default",
+    "smooth_l1_loss_backward.default",
+    "huber_loss_backward.default",
+    "binary_cross_entropy_backward.default",
+    # the forward SDPA of a CPU joint graph: output and the row log-sum-exp its backward reads
+    "_scaled_dot_product_flash_attention_for_cpu.default",
 )
 
 #: The marker torch uses for a composite op that is preserved (not decomposed) in a table.

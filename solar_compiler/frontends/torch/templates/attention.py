@@ -9,7 +9,11 @@
 The causal mask is the guard `m <= l` on every statement (torch's top-left aligned tril), so
 masked scores are neither computed nor read. A boolean mask selects -inf; a float mask is added.
 Grouped-query attention reads key/value head `h // (Hq / Hkv)`. Dropout inside attention has no
-template (it would need the random mask torch draws internally)."""
+template (it would need the random mask torch draws internally).
+
+`_scaled_dot_product_flash_attention_for_cpu` (the forward of a CPU training step's joint graph,
+which saves the row log-sum-exp for the backward) is the same template with a second output,
+`lse[b, l] = mx + log(den)`."""
 
 from __future__ import annotations
 
@@ -26,14 +30,21 @@ from solar_compiler.loopir.ast import Read, SExpr
 from ..registry import template
 
 
-@template("aten.scaled_dot_product_attention.default")
-def _sdpa(tr: Translator, node: AtenNode) -> Val:
+@template("aten.scaled_dot_product_attention.default", with_lse=False)
+@template("aten._scaled_dot_product_flash_attention_for_cpu.default", with_lse=True)
+def _sdpa(tr: Translator, node: AtenNode, with_lse: bool) -> Val | tuple[Val, Val | None]:
     q, k, v = (tr.val(a) for a in node.args[:3])
-    mask = tr.opt_val(tr.arg(3, "attn_mask", None))
-    dropout = float(tr.arg(4, "dropout_p", 0.0) or 0.0)
-    causal = bool(tr.arg(5, "is_causal", False))
-    sc = tr.arg(6, "scale", None)
-    gqa = bool(node.kwargs.get("enable_gqa", tr.arg(7, "enable_gqa", False)))
+    if with_lse:  # (q, k, v, dropout_p, is_causal, *, attn_mask, scale)
+        mask = tr.opt_val(node.kwargs.get("attn_mask"))
+        dropout = float(tr.arg(3, "dropout_p", 0.0) or 0.0)
+        causal = bool(tr.arg(4, "is_causal", False))
+        sc, gqa = node.kwargs.get("scale"), False
+    else:
+        mask = tr.opt_val(tr.arg(3, "attn_mask", None))
+        dropout = float(tr.arg(4, "dropout_p", 0.0) or 0.0)
+        causal = bool(tr.arg(5, "is_causal", False))
+        sc = tr.arg(6, "scale", None)
+        gqa = bool(node.kwargs.get("enable_gqa", tr.arg(7, "enable_gqa", False)))
     if dropout > 0:  # the functional op drops whenever dropout_p > 0, in eval mode too
         raise tr.error("no loop-IR template for dropout inside scaled_dot_product_attention")
     out = tr.result()
@@ -86,5 +97,11 @@ def _sdpa(tr: Translator, node: AtenNode) -> Val:
     tr.emit(out, bld, "=", c(0, dt), b_lps + [L_l, D_l])
     tr.emit(out, bld, "+=", mul(Read(P.name, tuple(blm), dt), cast(v.read([*vb, m, d]), dt)),
             b_lps + [L_l, D_l, M_l], guards)
-    return stored(out)
+    if not with_lse:
+        return stored(out)
+    if not tr.used(1):
+        return stored(out), None
+    lse = tr.result(1)
+    tr.emit(lse, bl, "=", cast(add(rd(mx), un("log", rd(den))), lse.dtype), b_lps + [L_l])
+    return stored(out), stored(lse)
 

@@ -1,4 +1,5 @@
-"""Pooling (max, avg, adaptive avg/max; 1-3 spatial dims, batched or not) and nearest upsampling.
+"""Pooling (max, avg, adaptive avg/max; 1-3 spatial dims, batched or not), the gradients of the
+average poolings, and nearest upsampling.
 
 Windows read `x[.., p*s + r*d - pad]` under guards that keep the index inside the input (the
 padding is never materialised). Adaptive windows use torch's bounds start = floor(i*H/O) and
@@ -134,18 +135,10 @@ def _count(p: AffExpr, s: int, pad: int, k: int, size: int, out: int, include_pa
     return sub(hi, lo)
 
 
-@template("aten.adaptive_avg_pool1d.default", k=1, kind="avg")
-@template("aten.adaptive_avg_pool2d.default", "aten._adaptive_avg_pool2d.default", k=2, kind="avg")
-@template("aten.adaptive_avg_pool3d.default", "aten._adaptive_avg_pool3d.default", k=3, kind="avg")
-@template("aten.adaptive_max_pool1d.default", k=1, kind="max")
-@template("aten.adaptive_max_pool2d.default", k=2, kind="max")
-def _adaptive(tr: Translator, node: AtenNode, k: int, kind: str):
-    x = tr.val(node.args[0])
-    out = tr.result(0)
-    dt = out.dtype
-    out_sp = out.shape[len(out.shape) - k:]
-    isp = x.shape[x.ndim - k:]
-    lead = x.shape[:x.ndim - k]
+def _adaptive_windows(xshape: Sequence[int], out_sp: Sequence[int], k: int, dt: str):
+    """(output loops, window loops, input index, guards, divisor) of adaptive pooling."""
+    isp = xshape[len(xshape) - k:]
+    lead = xshape[:len(xshape) - k]
     l_lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(lead)]
     p_lps = [Loop(f"p{d}", 0, s) for d, s in enumerate(out_sp)]
     p = ivars(p_lps)
@@ -167,7 +160,20 @@ def _adaptive(tr: Translator, node: AtenNode, k: int, kind: str):
         guards.append(AffCond.compare(start + r, "<", end))
         xidx.append(start + r)
         divisor = _mul_div(divisor, index_value(end - start), dt)
-    o_lps = l_lps + p_lps
+    return l_lps + p_lps, r_lps, xidx, guards, divisor
+
+
+@template("aten.adaptive_avg_pool1d.default", k=1, kind="avg")
+@template("aten.adaptive_avg_pool2d.default", "aten._adaptive_avg_pool2d.default", k=2, kind="avg")
+@template("aten.adaptive_avg_pool3d.default", "aten._adaptive_avg_pool3d.default", k=3, kind="avg")
+@template("aten.adaptive_max_pool1d.default", k=1, kind="max")
+@template("aten.adaptive_max_pool2d.default", k=2, kind="max")
+def _adaptive(tr: Translator, node: AtenNode, k: int, kind: str):
+    x = tr.val(node.args[0])
+    out = tr.result(0)
+    dt = out.dtype
+    out_sp = out.shape[len(out.shape) - k:]
+    o_lps, r_lps, xidx, guards, divisor = _adaptive_windows(x.shape, out_sp, k, dt)
     oidx = ivars(o_lps)
     red = "max=" if kind == "max" else "+="
     tr.emit(out, oidx, "=", c(-INF if kind == "max" else 0, dt), o_lps)
@@ -178,6 +184,56 @@ def _adaptive(tr: Translator, node: AtenNode, k: int, kind: str):
     if len(node.outputs) > 1 and tr.used(1):
         raise tr.error("adaptive max pooling indices have no template")
     return (stored(out),) + (None,) * (len(node.outputs) - 1) if len(node.outputs) > 1 else stored(out)
+
+
+# ---- backward: each window's gradient share added to the input elements it read ------------------
+@template("aten._adaptive_avg_pool2d_backward.default", k=2)
+@template("aten._adaptive_avg_pool3d_backward.default", k=3)
+def _adaptive_avg_backward(tr: Translator, node: AtenNode, k: int) -> Val:
+    """(grad_output, input) -> gx = 0; gx[.., start(p) + r] += g[.., p] / count(p) (the forward's
+    windows; a scatter where windows overlap)."""
+    g = tr.val(node.args[0])
+    out = tr.result()
+    dt = out.dtype
+    o_lps, r_lps, xidx, guards, divisor = _adaptive_windows(out.shape, g.shape[g.ndim - k:], k, dt)
+    init = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
+    tr.emit(out, ivars(init), "=", c(0, dt), init)
+    share = div(cast(g.read(ivars(o_lps)), dt), _as_expr(divisor, dt))
+    tr.emit(out, xidx, "+=", share, o_lps + r_lps, guards)
+    return stored(out)
+
+
+@template("aten.avg_pool2d_backward.default", k=2)
+@template("aten.avg_pool3d_backward.default", k=3)
+def _avg_pool_backward(tr: Translator, node: AtenNode, k: int) -> Val:
+    """(grad_output, input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    -> gx = 0; gx[.., p*s + r - pad] += g[.., p] / divisor(p), guarded to the input like the forward."""
+    g, x = tr.val(node.args[0]), tr.val(node.args[1])
+    kernel = int_tuple(node.args[2], k)
+    stride = node.args[3]
+    stride = kernel if stride in (None, [], ()) else int_tuple(stride, k)
+    padding = int_tuple(node.args[4], k)
+    include_pad = bool(tr.arg(6, "count_include_pad", True))
+    override = tr.arg(7, "divisor_override", None)
+    out = tr.result()
+    dt = out.dtype
+    out_sp = g.shape[g.ndim - k:]
+    o_lps, r_lps, xidx, guards = _windows(x, out_sp, kernel, stride, padding, [1] * k, k)
+    oidx = ivars(o_lps)
+    p = oidx[len(oidx) - k:]
+    isp = x.shape[x.ndim - k:]
+    divisor: SExpr | int = 1
+    if override:
+        divisor = int(override)
+    else:
+        for d in range(k):
+            cnt = _count(p[d], stride[d], padding[d], kernel[d], isp[d], out_sp[d], include_pad)
+            divisor = cnt * divisor if isinstance(cnt, int) and isinstance(divisor, int) else \
+                mul(_as_expr(cnt, dt), _as_expr(divisor, dt))
+    init = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
+    tr.emit(out, ivars(init), "=", c(0, dt), init)
+    tr.emit(out, xidx, "+=", div(cast(g.read(oidx), dt), _as_expr(divisor, dt)), o_lps + r_lps, guards)
+    return stored(out)
 
 
 def _mul_div(acc: SExpr | int, v: SExpr | int, dt: str) -> SExpr | int:
@@ -214,6 +270,47 @@ def _upsample_nearest(tr: Translator, node: AtenNode, k: int, exact: bool = Fals
     return view(x, shape, index_map)
 
 
+@template("aten.upsample_nearest1d_backward.default", k=1)
+@template("aten.upsample_nearest2d_backward.default", k=2)
+@template("aten.upsample_nearest3d_backward.default", k=3)
+@template("aten._upsample_nearest_exact1d_backward.default", k=1, exact=True)
+@template("aten._upsample_nearest_exact2d_backward.default", k=2, exact=True)
+@template("aten._upsample_nearest_exact3d_backward.default", k=3, exact=True)
+def _upsample_nearest_backward(tr: Translator, node: AtenNode, k: int, exact: bool = False) -> Val:
+    """(grad_output, output_size, input_size, scales...) -> gx: each output element's gradient added to
+    the input element it copied. Integer factors f: the reduction `gx[.., h] = sum_{a < f} g[.., h*f
+    + a]`; otherwise the scatter `gx[.., src(o)] += g[.., o]` with the forward's `src`."""
+    g = tr.val(node.args[0])
+    out = tr.result()
+    dt = out.dtype
+    nd = len(out.shape)
+    isp, osp = out.shape[nd - k:], g.shape[g.ndim - k:]
+    names = {1: ["scales"], 2: ["scales_h", "scales_w"], 3: ["scales_d", "scales_h", "scales_w"]}[k]
+    scales = [tr.arg(3 + d, n, None) for d, n in enumerate(names)]
+    if any(s is not None and float(s) * i != o for s, i, o in zip(scales, isp, osp, strict=True)):
+        raise tr.error("nearest upsampling with a non-exact scale factor has no template")
+    lead = nd - k
+    l_lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape[:lead])]
+    li = ivars(l_lps)
+    if all(o % i == 0 for i, o in zip(isp, osp, strict=True)):
+        h_lps = [Loop(f"h{d}", 0, s) for d, s in enumerate(isp)]
+        a_lps = [Loop(f"a{d}", 0, o // i) for d, (i, o) in enumerate(zip(isp, osp, strict=True))]
+        h, a = ivars(h_lps), ivars(a_lps)
+        tidx = [*li, *h]
+        tr.emit(out, tidx, "=", c(0, dt), l_lps + h_lps)
+        src = [h[d] * (osp[d] // isp[d]) + a[d] for d in range(k)]
+        tr.emit(out, tidx, "+=", cast(g.read([*li, *src]), dt), l_lps + h_lps + a_lps)
+        return stored(out)
+    init = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
+    tr.emit(out, ivars(init), "=", c(0, dt), init)
+    o_lps = [Loop(f"o{d}", 0, s) for d, s in enumerate(osp)]
+    o = ivars(o_lps)
+    tgt = [(o[d] * 2 * isp[d] + isp[d]) // (2 * osp[d]) if exact else (o[d] * isp[d]) // osp[d]
+           for d in range(k)]
+    tr.emit(out, [*li, *tgt], "+=", cast(g.read([*li, *o]), dt), l_lps + o_lps)
+    return stored(out)
+
+
 def _fl(v: object, k: int) -> list[float]:
     return [float(s) for s in v] if isinstance(v, (list, tuple)) else [float(v)] * k
 
@@ -245,6 +342,27 @@ def _im2col(tr: Translator, node: AtenNode) -> Val:
     return view(x, shape, index_map)
 
 
+def _bilinear_coords(idx: Sequence[AffExpr], isp: Sequence[int], osp: Sequence[int], align: bool,
+                     sf: Sequence[float | None], dt: str) -> list[tuple[SExpr, SExpr, SExpr]]:
+    """Per spatial dim (i0, i1, lambda): the two source indices of output position `idx` and the
+    weight of i1, in f32 as torch computes them."""
+    coords = []
+    for d in range(2):
+        n_in, n_out = isp[d], osp[d]
+        pos = index_value(idx[-2 + d], "f32")
+        if align:
+            ratio = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+            src = mul(pos, c(ratio, "f32"))
+        else:
+            ratio = 1.0 / sf[d] if sf[d] else n_in / n_out
+            src = maximum(sub(mul(add(pos, c(0.5, "f32")), c(ratio, "f32")), c(0.5, "f32")), c(0.0, "f32"))
+        i0 = cast(src, "i64")  # src >= 0: truncation is floor
+        i1 = minimum(add(i0, c(1, "i64")), c(n_in - 1, "i64"))
+        lam = sub(src, cast(i0, "f32"))
+        coords.append((i0, i1, cast(lam, dt)))
+    return coords
+
+
 @template("aten.upsample_bilinear2d.vec", "aten.upsample_bilinear2d.default")
 def _bilinear(tr: Translator, node: AtenNode) -> Val:
     """upsample_bilinear2d: each output reads its four neighbours at indices computed from the
@@ -260,21 +378,7 @@ def _bilinear(tr: Translator, node: AtenNode) -> Val:
     lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
     idx = ivars(lps)
     lead = list(idx[:-2])
-    coords = []
-    for d in range(2):
-        n_in, n_out = isp[d], osp[d]
-        pos = index_value(idx[-2 + d], "f32")
-        if align:
-            ratio = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
-            src = mul(pos, c(ratio, "f32"))
-        else:
-            ratio = 1.0 / sf[d] if sf[d] else n_in / n_out
-            src = maximum(sub(mul(add(pos, c(0.5, "f32")), c(ratio, "f32")), c(0.5, "f32")), c(0.0, "f32"))
-        i0 = cast(src, "i64")  # src >= 0: truncation is floor
-        i1 = minimum(add(i0, c(1, "i64")), c(n_in - 1, "i64"))
-        lam = sub(src, cast(i0, "f32"))
-        coords.append((i0, i1, cast(lam, dt)))
-    (h0, h1, lh), (w0, w1, lw) = coords
+    (h0, h1, lh), (w0, w1, lw) = _bilinear_coords(idx, isp, osp, align, sf, dt)
     one = c(1, dt)
     rd = lambda hh, ww: cast(x.read([*lead, hh, ww]), dt)  # noqa: E731
     top = add(mul(sub(one, lw), rd(h0, w0)), mul(lw, rd(h0, w1)))
@@ -282,3 +386,28 @@ def _bilinear(tr: Translator, node: AtenNode) -> Val:
     tr.emit(out, idx, "=", add(mul(sub(one, lh), top), mul(lh, bot)), lps)
     return stored(out)
 
+
+@template("aten.upsample_bilinear2d_backward.default")
+def _bilinear_backward(tr: Translator, node: AtenNode) -> Val:
+    """(grad_output, output_size, input_size, align_corners, scales_h, scales_w) -> gx: zero fill,
+    then each output's gradient scattered to its four source neighbours with the forward's weights
+    (four indirect `+=` writes; at the border i1 == i0 and both shares land on one element)."""
+    g = tr.val(node.args[0])
+    align = bool(tr.arg(3, "align_corners", False))
+    sf = [tr.arg(4, "scales_h", None), tr.arg(5, "scales_w", None)]
+    out = tr.result()
+    dt = out.dtype
+    isp, osp = out.shape[-2:], g.shape[-2:]
+    init = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
+    tr.emit(out, ivars(init), "=", c(0, dt), init)
+    lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(g.shape)]
+    idx = ivars(lps)
+    lead = list(idx[:-2])
+    (h0, h1, lh), (w0, w1, lw) = _bilinear_coords(idx, isp, osp, align,
+                                                  [float(v) if v else None for v in sf], dt)
+    gv = cast(g.read(idx), dt)
+    one = c(1, dt)
+    for hh, wh in ((h0, sub(one, lh)), (h1, lh)):
+        for ww, wv in ((w0, sub(one, lw)), (w1, lw)):
+            tr.emit(out, [*lead, hh, ww], "+=", mul(mul(wh, wv), gv), lps)
+    return stored(out)
