@@ -1,0 +1,145 @@
+"""Model specs (`hf:NAME`, docs/model-zoo.md): parsing and checking a spec's flags (one-line errors),
+the generated model file's size sites, and a small Llama of the same architecture as Llama-2-7B through
+`solar-opt` in decode, whose compulsory bytes are derived by hand from its configuration."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import json
+import os
+
+import pytest
+
+from solar_compiler.driver import main
+from solar_compiler.errors import SolarError
+from solar_compiler.frontends.model_file import find_size_sites
+from solar_compiler.frontends.zoo.spec import (
+    ZooRequest,
+    find_shipped,
+    model_source,
+    parse_request,
+    shipped_names,
+)
+
+REQUIRED = os.environ.get("SOLAR_TEST_REQUIRE_OPTIONAL") == "1"  # make test installs the zoo extra
+
+
+def _transformers():
+    if REQUIRED:
+        import transformers
+        return transformers
+    return pytest.importorskip("transformers")
+
+
+# ---- spec parsing (no framework) ---------------------------------------------------------------------
+def test_flags_and_overrides_are_consumed():
+    req, rest = parse_request(["hf:llama-2-7b", "num_hidden_layers=2", "rope_theta=5e5", "--phase", "decode",
+                               "--kv-len=4096", "--dtype", "fp16", "--batch", "16", "--roofline=fused"])
+    assert rest == ["hf:llama-2-7b", "--roofline=fused"]
+    assert (req.name, req.phase, req.kv_len, req.dtype, req.batch) == \
+        ("llama-2-7b", "decode", 4096, "fp16", 16)
+    assert req.overrides == {"num_hidden_layers": 2, "rope_theta": 500000.0}
+
+
+def test_a_file_is_left_alone():
+    assert parse_request(["m.py", "--translate"]) == (None, ["m.py", "--translate"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["m.py", "--batch", "2"], "--batch: options of a model spec (hf:NAME); the input is a file"),
+    (["hf:llama-2-7b", "--dtype", "fp8"], "--dtype is one of fp32, fp16, bf16, not 'fp8'"),
+    (["hf:llama-2-7b", "--phase", "train"], "--phase is prefill or decode, not 'train'"),
+    (["hf:llama-2-7b", "--seq", "many"], "--seq takes an integer, not 'many'"),
+    (["hf:a", "hf:b"], "one model spec at a time (got hf:a and hf:b)"),
+    (["hf:"], "hf:: name a model"),
+])
+def test_bad_flags_are_one_line(argv, message):
+    with pytest.raises(SolarError) as e:
+        parse_request(argv)
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("req, message", [
+    (ZooRequest("hf:no-such-model", "no-such-model"), "hf:no-such-model: no shipped configuration named"),
+    (ZooRequest("hf:llama-2-7b", "llama-2-7b", phase="decode"), "--phase decode needs --kv-len L"),
+    (ZooRequest("hf:llama-2-7b", "llama-2-7b", kv_len=8), "--kv-len applies to --phase decode"),
+    (ZooRequest("hf:llama-2-7b", "llama-2-7b", phase="decode", kv_len=8, seq=4), "decode runs one new token"),
+    (ZooRequest("hf:bert-base", "bert-base", phase="prefill"),
+     "--phase prefill applies to causal language models; BertForMaskedLM is not one"),
+    # GPT-2 has 1024 learned positions: 1000 cached + 1 new is fine, 1024 + 1 is not
+    (ZooRequest("hf:gpt2", "gpt2", phase="decode", kv_len=1024),
+     "1025 positions, but GPT2LMHeadModel has 1024"),
+])
+def test_requests_checked_against_the_model(req, message):
+    with pytest.raises(SolarError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        model_source(req)
+
+
+def test_shipped_names_and_repository_ids_resolve():
+    assert {"llama-2-7b", "llama-3-8b", "mistral-7b", "qwen2.5-7b", "gpt2", "bert-base-uncased"} <= \
+        set(shipped_names())
+    assert find_shipped("meta-llama/Llama-2-7b-hf")["name"] == "llama-2-7b"
+    assert find_shipped("Llama-2-7B")["name"] == "llama-2-7b"
+    for name in shipped_names():
+        entry = find_shipped(name)
+        assert entry["source"].startswith("https://huggingface.co/") and entry["config"]["architectures"]
+
+
+def test_widths_are_size_sites_and_counts_are_not():
+    """The reduced instance scales widths and lengths only: layer and head counts make the statement
+    list, which must stay the same program."""
+    src = model_source(ZooRequest("hf:llama-3-8b", "llama-3-8b", phase="decode", kv_len=4096, dtype="fp16"))
+    sites = find_size_sites(ast.parse(src))
+    assert sites.keys() == {"BATCH", "SEQ", "KV_LEN", "hidden_size", "intermediate_size", "vocab_size"}
+    assert (sites["KV_LEN"].value, sites["hidden_size"].value, sites["vocab_size"].value) == \
+        (4096, 4096, 128256)
+    assert "'num_hidden_layers': 32" in src and "'num_key_value_heads': 8" in src
+
+
+def test_gpt2_prefill_defaults_to_its_positions():
+    src = model_source(ZooRequest("hf:gpt2", "gpt2"))
+    assert "PHASE = 'prefill'" in src and "SEQ = 1024" in src
+
+
+# ---- through solar-opt ------------------------------------------------------------------------------
+SMALL_LLAMA = ["hidden_size=128", "intermediate_size=256", "num_hidden_layers=2", "num_attention_heads=4",
+               "num_key_value_heads=2", "vocab_size=512"]
+
+
+def _report(argv: list[str], tmp_path, monkeypatch) -> dict:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main([*argv, "--format", "json", "--quiet"])
+    assert rc == 0
+    return json.loads(out.getvalue())
+
+
+def test_small_llama_decode_bytes_by_hand(tmp_path, monkeypatch):
+    """The Llama-2-7B architecture (hf:llama-2-7b with smaller widths and 2 layers), decode of one
+    token against a KV cache of 64 tokens, fp16: the fused bound's bytes are weights + KV cache +
+    small terms, each named here."""
+    _transformers()
+    r = _report(["hf:llama-2-7b", *SMALL_LLAMA, "--phase", "decode", "--kv-len", "64", "--dtype", "fp16",
+                 "--lift-einsum", "--roofline=fused", "--hw", "H100_SXM"], tmp_path, monkeypatch)
+    assert r["validation"]["validated"], r["validation"]
+    h, inter, layers, heads, kv_heads, vocab, kv_len, b = 128, 256, 2, 4, 2, 512, 64, 2  # b: fp16 bytes
+    d = h // heads  # head dim 32
+    per_layer = (h * h                # q_proj
+                 + 2 * h * kv_heads * d  # k_proj, v_proj (grouped: 2 KV heads)
+                 + h * h              # o_proj
+                 + 3 * h * inter      # gate, up, down
+                 + 2 * h)             # input and post-attention RMSNorm weights
+    weights = b * (layers * per_layer + h + vocab * h)  # + final norm + lm_head (the embedding: below)
+    kv_cache = b * layers * 2 * kv_heads * kv_len * d  # read once: every layer's K and V
+    small = {
+        "embedding row of the one token": b * h,
+        "token id (int64)": 8,
+        "new K/V rows (outputs)": b * layers * 2 * kv_heads * d,
+        "logits (fp16)": b * vocab,
+        "rotary inv_freq buffer (f32, d/2)": 4 * d // 2,
+    }
+    assert weights == 722_176 and kv_cache == 32_768 and sum(small.values()) == 1_864
+    assert r["totals"]["bytes_fused"] == weights + kv_cache + sum(small.values())
