@@ -21,6 +21,7 @@ from solar_compiler.frontends.zoo.spec import (
     model_source,
     parse_request,
     shipped_names,
+    with_timeout,
 )
 
 REQUIRED = os.environ.get("SOLAR_TEST_REQUIRE_OPTIONAL") == "1"  # make test installs the zoo extra
@@ -41,6 +42,24 @@ def test_flags_and_overrides_are_consumed():
     assert (req.name, req.phase, req.kv_len, req.dtype, req.batch) == \
         ("llama-2-7b", "decode", 4096, "fp16", 16)
     assert req.overrides == {"num_hidden_layers": 2, "rope_theta": 500000.0}
+
+
+def test_overrides_follow_the_spec_and_option_values_stay():
+    req, rest = parse_request(["hf:gpt2", "n_layer=2", "--frontend-options", "timeout=600", "--translate"])
+    assert req.overrides == {"n_layer": 2}
+    assert rest == ["hf:gpt2", "--frontend-options", "timeout=600", "--translate"]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["m.py"], ["m.py", "--frontend-options", "timeout=900"]),
+    (["m.py", "--frontend-options", "no-cache=true"],
+     ["m.py", "--frontend-options", "no-cache=true timeout=900"]),
+    (["m.py", "--frontend-options=validate=false"],
+     ["m.py", "--frontend-options=validate=false timeout=900"]),
+    (["m.py", "--frontend-options", "timeout=60"], ["m.py", "--frontend-options", "timeout=60"]),
+])
+def test_a_spec_gets_a_longer_translation_timeout_unless_one_is_given(args, expected):
+    assert with_timeout(args) == expected
 
 
 def test_a_file_is_left_alone():

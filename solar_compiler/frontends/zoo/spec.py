@@ -51,6 +51,7 @@ WIDTH_KEYS = frozenset({
 # keys naming the number of learned positions: a spec may not run past them
 POSITION_KEYS = ("n_positions", "max_position_embeddings")
 DEFAULT_SEQ = 2048
+SPEC_TIMEOUT = 900  # seconds for capture + translation + validation of a spec (`with_timeout`)
 
 
 @dataclass
@@ -267,7 +268,7 @@ def _int(flag: str, text: str) -> int:
 
 def parse_request(argv: list[str]) -> tuple[ZooRequest | None, list[str]]:
     """(the spec's request, the remaining arguments with the spec in place) from a command line; the
-    spec flags and the `KEY=VAL` words after the spec are consumed. A spec flag without a spec, or a
+    spec flags and the `KEY=VAL` words right after the spec are consumed. A spec flag without a spec, or a
     second spec, is an error."""
     rest: list[str] = []
     flags: dict[str, str] = {}
@@ -289,8 +290,8 @@ def parse_request(argv: list[str]) -> tuple[ZooRequest | None, list[str]]:
                 raise InputError(f"one model spec at a time (got {rest[spec_at]} and {a})")
             spec_at = len(rest)
             rest.append(a)
-        elif spec_at is not None and not a.startswith("-") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", a):
-            overrides[name] = _value(val)
+        elif spec_at == len(rest) - 1 and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", a):
+            overrides[name] = _value(val)  # KEY=VAL words right after the spec (not an option's value)
         else:
             rest.append(a)
         i += 1
@@ -331,4 +332,19 @@ def expand_argv(argv: list[str]) -> list[str] | None:
     args = [str(path) if a == req.spec else a for a in rest]
     if "--translate" not in args:
         args.append("--translate")
-    return args
+    return with_timeout(args)
+
+
+def with_timeout(args: list[str]) -> list[str]:
+    """`timeout=SPEC_TIMEOUT` added to the translate options unless the command line sets one: a full-size
+    LLM is ~2000 ATen ops to capture, and its reduced instance (every layer, narrower) is captured and
+    executed again, which can outlast the frontend's default of 120 s on a loaded 2-core machine."""
+    for i, a in enumerate(args):
+        if a.startswith("--frontend-options"):
+            value = a.partition("=")[2] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
+            if "timeout=" in value:
+                return args
+            if "=" in a:
+                return [*args[:i], f"{a} timeout={SPEC_TIMEOUT}", *args[i + 1:]]
+            return [*args[:i + 1], f"{value} timeout={SPEC_TIMEOUT}", *args[i + 2:]]
+    return [*args, "--frontend-options", f"timeout={SPEC_TIMEOUT}"]
