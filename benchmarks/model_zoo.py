@@ -34,7 +34,8 @@ def run(spec_args: list[str], hw: str) -> dict:
                 "--quiet", "-o", str(out)]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        p = subprocess.run(argv, capture_output=True, text=True)
+        env = {**os.environ, "XDG_CACHE_HOME": tmp}  # cold: no translation cache hit
+        p = subprocess.run(argv, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - t
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         row = {"args": " ".join(spec_args), "hw": hw, "rc": p.returncode, "wall_s": round(wall, 1),
