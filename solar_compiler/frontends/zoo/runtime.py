@@ -25,6 +25,7 @@ __all__ = ["DTYPES", "PHASES", "SpecModel", "fixed", "spec_inputs"]
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 PHASES = ("forward", "prefill", "decode")
+MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
 
 
 def fixed(value: Any) -> Any:
@@ -58,6 +59,12 @@ def build_config(architecture: str, config: dict[str, Any]):
     cfg = model_cls.config_class(**{k: v for k, v in config.items() if k not in ("architectures",)})
     impl = "sdpa" if getattr(model_cls, "_supports_sdpa", False) else "eager"
     cfg._attn_implementation = impl
+    if any(k in config for k in MOE_KEYS):
+        # Mixture of experts: transformers' eager experts loop over the experts the batch hit (a
+        # data-dependent loop and shapes, which fake tensors cannot trace); `batched_mm` gathers each
+        # (token, slot) pair's expert weights by index and multiplies: one static program whose
+        # indirect reads are the routed experts.
+        cfg._experts_implementation = "batched_mm"
     return model_cls, cfg
 
 
