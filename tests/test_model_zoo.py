@@ -162,3 +162,62 @@ def test_small_llama_decode_bytes_by_hand(tmp_path, monkeypatch):
     }
     assert weights == 722_176 and kv_cache == 32_768 and sum(small.values()) == 1_864
     assert r["totals"]["bytes_fused"] == weights + kv_cache + sum(small.values())
+
+
+KB_FILE = '''
+import torch
+from transformers import AutoModelForCausalLM, AutoConfig
+
+class Model(torch.nn.Module):
+    def __init__(self, model_name, config):
+        super().__init__()
+        self.model = AutoModelForCausalLM.from_pretrained(model_name, config=config)
+
+    def forward(self, x):
+        return self.model(x).logits
+
+model_name = "{name}"
+config = AutoConfig.from_pretrained(model_name)
+config.n_layer, config.n_embd, config.n_head, config.vocab_size = 1, 32, 2, 64
+sequence_length = 8
+batch_size = 2
+
+def get_inputs():
+    return [torch.randint(0, config.vocab_size, (batch_size, sequence_length))]
+
+def get_init_inputs():
+    return [model_name, config]
+'''
+
+
+def test_kernelbench_level4_from_pretrained_resolves_without_the_hub(tmp_path, monkeypatch):
+    """A KernelBench level-4 file as written (AutoConfig / AutoModelForCausalLM.from_pretrained of
+    'gpt2', here narrowed by the file itself to 1 layer of width 32): the shipped GPT-2 configuration,
+    random weights. Matrix FLOPs by hand: tokens T = 2*8 = 16, c_attn 2*T*32*96, c_proj 2*T*32*32,
+    MLP 2*(2*T*32*128), lm_head 2*T*32*64, causal attention 2*2*B*H*(d=16)*(8*9/2) pairs."""
+    _transformers()
+    f = tmp_path / "16_gpt2_small.py"
+    f.write_text(KB_FILE.format(name="gpt2"))
+    r = _report([str(f), "--translate", "--lift-einsum", "--roofline=fused", "--hw", "H100_SXM",
+                 "--algorithms", "classical"], tmp_path, monkeypatch)
+    assert r["validation"]["validated"], r["validation"]
+    t, h = 16, 32
+    matrix = 2 * t * h * 3 * h + 2 * t * h * h + 2 * (2 * t * h * 4 * h) + 2 * t * h * 64 \
+        + 2 * 2 * 2 * 2 * 16 * (8 * 9 // 2)
+    norms = 2 * 2 * t * h  # two layer norms' sums of squares (self dot products: see torch-frontend.md)
+    norms += 2 * t * h  # the final layer norm
+    assert r["totals"]["flops_matrix"] == matrix + norms
+
+
+def test_from_pretrained_of_an_unknown_name_is_one_line(tmp_path, monkeypatch):
+    _transformers()
+    f = tmp_path / "m.py"
+    f.write_text(KB_FILE.format(name="acme/no-such-model"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = main([str(f), "--translate", "--quiet"])
+    assert rc == 1
+    line = err.getvalue().strip()
+    assert "\n" not in line and "m.py:14: " in line and "from_pretrained('acme/no-such-model'): no shipped " \
+        "configuration" in line and "--config FILE.json" in line, line
