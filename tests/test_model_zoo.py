@@ -221,3 +221,24 @@ def test_from_pretrained_of_an_unknown_name_is_one_line(tmp_path, monkeypatch):
     line = err.getvalue().strip()
     assert "\n" not in line and "m.py:14: " in line and "from_pretrained('acme/no-such-model'): no shipped " \
         "configuration" in line and "--config FILE.json" in line, line
+
+
+def test_small_llama_prefill_flops_by_hand(tmp_path, monkeypatch):
+    """Prefill of S = 16 tokens through the same small Llama (fp32, classical algorithms): every
+    projection over all tokens, and attention over the causal pairs only (S(S+1)/2 = 136 per head,
+    the narrowed SDPA). Matrix FLOPs by hand, 2 per multiply-add."""
+    _transformers()
+    r = _report(["hf:llama-2-7b", *SMALL_LLAMA, "--phase", "prefill", "--seq", "16", "--lift-einsum",
+                 "--roofline=fused", "--hw", "H100_SXM", "--algorithms", "classical"], tmp_path, monkeypatch)
+    assert r["validation"]["validated"], r["validation"]
+    s, h, inter, heads, kv_heads, vocab = 16, 128, 256, 4, 2, 512
+    d = h // heads
+    per_layer = (2 * s * h * h * 2                   # q_proj, o_proj
+                 + 2 * 2 * s * h * kv_heads * d      # k_proj, v_proj
+                 + 3 * 2 * s * h * inter             # gate, up, down
+                 + 2 * (2 * heads * d * s * (s + 1) // 2))  # QK^T and PV over the causal pairs
+    lm_head = 2 * s * h * vocab
+    # Not matrix work: RMSNorm is `x.pow(2).mean(-1)` (a square, then a mean: vector work, unlike a
+    # self dot product), and the rotary angles `inv_freq[d/2, 1] @ positions[1, S]` have K = 1 (a
+    # broadcast product, no reduction).
+    assert r["totals"]["flops_matrix"] == 2 * per_layer + lm_head == 11_673_600
