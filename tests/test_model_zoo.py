@@ -242,3 +242,15 @@ def test_small_llama_prefill_flops_by_hand(tmp_path, monkeypatch):
     # self dot product), and the rotary angles `inv_freq[d/2, 1] @ positions[1, S]` have K = 1 (a
     # broadcast product, no reduction).
     assert r["totals"]["flops_matrix"] == 2 * per_layer + lm_head == 11_673_600
+
+
+def test_a_suite_lists_specs(tmp_path, monkeypatch):
+    from solar_compiler.bench.suite import discover
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (unit,) = discover(["hf:llama-2-7b --phase decode --kv-len 4096 --dtype fp16"])
+    src = open(unit.path).read()
+    assert unit.group == "hf" and "PHASE = 'decode'" in src and "KV_LEN = 4096" in src
+    assert "DTYPE = 'fp16'" in src
+    with pytest.raises(SolarError, match="a spec in a suite takes only its own flags"):
+        discover(["hf:gpt2 --roofline=fused"])

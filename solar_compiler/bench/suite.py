@@ -4,12 +4,15 @@
 contributes its own `*.py` files (group: the folder's name) and each sub-folder holding `*.py` files
 as a group of its own (group: the sub-folder's path below DIR, e.g. `level1` for a KernelBench
 checkout's `KernelBench/`). Files whose name starts with `_` or `.` are skipped (`__init__.py`).
+A model spec (`'hf:llama-2-7b --phase decode --kv-len 4096'`, one argument) is its generated model
+file, in the group `hf`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -63,6 +66,16 @@ def discover(args: list[str], cwd: str | None = None) -> list[Unit]:
         units.append(Unit(group, p.name, shown, cwd, _sha(p)))
 
     for arg in args:
+        if arg.startswith("hf:"):  # a model spec, its flags in the same argument (docs/model-zoo.md)
+            from solar_compiler.frontends.zoo.spec import parse_request, write_model_file
+
+            req, rest = parse_request(shlex.split(arg))
+            if req is None or len(rest) != 1:
+                raise SolarError(f"{arg}: a spec in a suite takes only its own flags (--batch --seq --dtype "
+                                 f"--phase --kv-len --config) and KEY=VAL overrides")
+            f = write_model_file(req)
+            add("hf", f, str(f))
+            continue
         p = Path(arg)
         full = p if p.is_absolute() else Path(cwd) / p
         if full.is_file():
