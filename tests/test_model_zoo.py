@@ -254,3 +254,20 @@ def test_a_suite_lists_specs(tmp_path, monkeypatch):
     assert "DTYPE = 'fp16'" in src
     with pytest.raises(SolarError, match="a spec in a suite takes only its own flags"):
         discover(["hf:gpt2 --roofline=fused"])
+
+
+def test_from_pretrained_builds_float32_like_kernelbench_expects(tmp_path):
+    """The shipped OPT-1.3B configuration says torch_dtype float16 (its checkpoint's); KernelBench's
+    files were written for transformers 4, whose from_pretrained loaded float32: so is the model."""
+    _transformers()
+    from solar_compiler.frontends.model_file import load_model_file
+
+    src = KB_FILE.format(name="facebook/opt-1.3b").replace(
+        "config.n_layer, config.n_embd, config.n_head, config.vocab_size = 1, 32, 2, 64",
+        "config.num_hidden_layers, config.hidden_size, config.word_embed_proj_dim, config.ffn_dim = "
+        "1, 32, 32, 64")
+    f = tmp_path / "opt.py"
+    f.write_text(src)
+    model = load_model_file(str(f)).build_model()
+    assert type(model.model).__name__ == "OPTForCausalLM"
+    assert {p.dtype for p in model.parameters()} == {__import__("torch").float32}

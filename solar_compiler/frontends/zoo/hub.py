@@ -76,9 +76,14 @@ def offline_hub() -> None:
 
 
 def _build_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """What `from_config` accepts of `from_pretrained`'s keywords: the dtype and attention choice."""
-    out = {}
-    for k in ("torch_dtype", "dtype", "attn_implementation"):
-        if k in kwargs and kwargs[k] != "auto":
-            out["torch_dtype" if k == "dtype" else k] = kwargs[k]
+    """What `from_config` takes of `from_pretrained`'s keywords: the dtype (float32 unless the call
+    names one: KernelBench's files were written for transformers 4, whose `from_pretrained` loaded
+    float32 whatever the checkpoint's `torch_dtype`; `from_config` would otherwise take the config's)
+    and the attention implementation."""
+    import torch
+
+    dtype = kwargs.get("dtype", kwargs.get("torch_dtype"))
+    out: dict[str, Any] = {"dtype": torch.float32 if dtype in (None, "auto") else dtype}
+    if "attn_implementation" in kwargs:
+        out["attn_implementation"] = kwargs["attn_implementation"]
     return out
