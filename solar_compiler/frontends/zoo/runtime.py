@@ -153,7 +153,7 @@ def spec_inputs(architecture: str, config: dict[str, Any], dtype: str, phase: st
                 kv_len: int) -> list[torch.Tensor]:
     """Token ids `[batch, seq]` (uniform over the vocabulary), then for decode the KV cache: per
     layer a key and a value tensor of `kv_len` rows at the model's dtype."""
-    vocab = int(config.get("vocab_size") or 0)
+    vocab = build_config(architecture, config)[1].vocab_size  # the class default when config omits it
     ids = torch.randint(0, vocab, (batch, seq))
     if phase != "decode":
         return [ids]
