@@ -271,3 +271,18 @@ def test_from_pretrained_builds_float32_like_kernelbench_expects(tmp_path):
     model = load_model_file(str(f)).build_model()
     assert type(model.model).__name__ == "OPTForCausalLM"
     assert {p.dtype for p in model.parameters()} == {__import__("torch").float32}
+
+
+def test_an_architecture_name_takes_overrides_on_its_defaults(tmp_path):
+    req, _ = parse_request(["hf:LlamaForCausalLM", "hidden_size=256", "num_hidden_layers=3"])
+    src = model_source(req)
+    assert "LlamaForCausalLM from transformers defaults" in src and "hidden_size = 256" in src
+    assert "'num_hidden_layers': 3" in src
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 96}))
+    req, _ = parse_request(["hf:my-gpt", "--config", str(cfg), "--seq", "64"])
+    src = model_source(req)
+    assert "ARCHITECTURE = 'GPT2LMHeadModel'" in src and "n_embd = 96" in src and "SEQ = 64" in src
+    cfg.write_text("{\n  \"n_embd\": ,\n}")
+    with pytest.raises(SolarError, match=r"config.json:2: not JSON"):
+        model_source(parse_request(["hf:my-gpt", "--config", str(cfg)])[0])
