@@ -541,7 +541,9 @@ def run_problem_or_file(argv: list[str]) -> list[str]:
     (`--workload N|UUID|all`, default the first), each output headed by a line naming the workload when
     several. Returns where a measured time fell below a bound (`--measured`), over every run."""
     from solar_compiler.frontends.solexec.problem import expand_argv
+    from solar_compiler.frontends.zoo.spec import expand_argv as expand_spec
 
+    argv = expand_spec(argv) or argv  # hf:NAME -> its generated model file (docs/model-zoo.md)
     runs = expand_argv(argv)
     if runs is None:
         return list(_run_opt(argv).below_bound)

@@ -10,12 +10,16 @@ per workload: the model file generated for that workload (`frontends/solexec`), 
 problem folder (`model` in results.csv) with the workload's uuid (`workload`); its group is the
 folder it sits in. Nothing below a problem folder is a model file of its own (`kernel.py`,
 `reference.py` are the problem's).
+
+A model spec (`'hf:llama-2-7b --phase decode --kv-len 4096'`, one argument) is its generated model
+file, in the group `hf`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -89,6 +93,16 @@ def discover(args: list[str], cwd: str | None = None) -> list[Unit]:
                 units.append(Unit(group, name, str(path), cwd, _sha(path), str(w.get("uuid", label))))
 
     for arg in args:
+        if arg.startswith("hf:"):  # a model spec, its flags in the same argument (docs/model-zoo.md)
+            from solar_compiler.frontends.zoo.spec import parse_request, write_model_file
+
+            req, rest = parse_request(shlex.split(arg))
+            if req is None or len(rest) != 1:
+                raise SolarError(f"{arg}: a spec in a suite takes only its own flags (--batch --seq --dtype "
+                                 f"--phase --kv-len --config) and KEY=VAL overrides")
+            f = write_model_file(req)
+            add("hf", f, str(f))
+            continue
         p = Path(arg)
         full = p if p.is_absolute() else Path(cwd) / p
         if full.is_file():

@@ -29,7 +29,9 @@ SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_progra
                   "frontends/validation.py", "executor/compare.py", "analysis/slicing.py",
                   # a cached translation's ops were verified (`job._ops_verify`) by this converter,
                   # these rules and these dialects' verifiers
-                  "loopir/ast.py", "loopir/rules.py", "loopir/convert.py", "frontends/__init__.py")
+                  "loopir/ast.py", "loopir/rules.py", "loopir/convert.py", "frontends/__init__.py",
+                  # what a model spec's file runs, and the configurations from_pretrained resolves to
+                  "frontends/zoo/*.py", "frontends/zoo/configs/*.json")
 # packages laid out elsewhere in a source checkout (`package-dir`), found by import
 SHARED_PACKAGES = ("solar_compiler.dialects",)
 

@@ -290,6 +290,10 @@ def _load_source(path: str, source: str, fmt: ModelFormat) -> ModelSpec:
     module = importlib.util.module_from_spec(spec)
     module.__file__ = abspath
     sys.modules[mod_name] = module  # dataclasses/pickle look modules up here
+    if "from_pretrained" in source:  # transformers' hub loaders resolve shipped configurations
+        from solar_compiler.frontends.zoo.hub import offline_hub
+
+        offline_hub()
     try:
         exec(code, module.__dict__)
     except ModuleNotFoundError as exc:
@@ -300,7 +304,8 @@ def _load_source(path: str, source: str, fmt: ModelFormat) -> ModelSpec:
             raise ModelFileError(f"{path}:{line}: executing the file raised {exception_summary(exc)}") \
                 from exc
         package = _PACKAGE_OF.get(top, top)
-        extra = " or pip install 'solar-opt[kernelbench]'" if package in _KERNELBENCH_EXTRA else ""
+        extra = " or pip install 'solar-opt[kernelbench]'" if package in _KERNELBENCH_EXTRA else \
+            " or pip install 'solar-opt[zoo]'" if package == "transformers" else ""
         raise ModelFileError(f"{path}:{line}: the model file needs the Python package '{package}' (import "
                              f"{top}), which is not installed: pip install {package}{extra}") from exc
     except Exception as exc:  # noqa: BLE001

@@ -1,0 +1,89 @@
+"""`from_pretrained` without the hub: KernelBench level-4 files as written.
+
+Those files build their model with `AutoConfig.from_pretrained(name)` and
+`AutoModelForCausalLM.from_pretrained(name, config=config)`, which download from the Hugging Face
+hub; this machine has none. `offline_hub()` replaces the three entry points (AutoConfig, the Auto*
+model classes, PreTrainedModel) so that a name with a shipped configuration (`configs/*.json`,
+matched by repository id, name or alias) resolves to it, and a model is built from its config with
+random weights (bounds depend on shapes, not values; under the capture's fake tensors it allocates
+nothing). A local path is left to transformers. Any other name is an error naming the way out.
+Installed by `model_file` before it executes a file that mentions `from_pretrained`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .spec import find_shipped, shipped_names
+
+_INSTALLED = False
+
+
+class NoShippedConfig(RuntimeError):
+    """A `from_pretrained` name with no shipped configuration (the hub is not reachable)."""
+
+
+def _entry(name: Any) -> dict[str, Any]:
+    entry = find_shipped(str(name))
+    if entry is None:
+        raise NoShippedConfig(
+            f"from_pretrained({str(name)!r}): no shipped configuration and no hub here: save its config.json "
+            f"and run solar-opt hf:NAME --config FILE.json (shipped: {', '.join(shipped_names())})")
+    return entry
+
+
+def offline_hub() -> None:
+    """Patch transformers' `from_pretrained` entry points (idempotent); a no-op without transformers
+    (the file's own import then says what to install)."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    try:
+        import transformers
+        from transformers.models.auto.auto_factory import _BaseAutoModelClass
+    except ModuleNotFoundError:
+        return
+    auto_config = transformers.AutoConfig
+    original_config = auto_config.from_pretrained.__func__
+    original_model = transformers.PreTrainedModel.from_pretrained.__func__
+
+    def config_from_pretrained(cls, name, *args, **kwargs):
+        if Path(str(name)).exists():
+            return original_config(cls, name, *args, **kwargs)
+        config = dict(_entry(name)["config"])
+        config.pop("architectures", None)
+        for k in ("return_unused_kwargs", "trust_remote_code", "revision", "cache_dir", "token"):
+            kwargs.pop(k, None)
+        return auto_config.for_model(config.pop("model_type"), **{**config, **kwargs})
+
+    def auto_model_from_pretrained(cls, name, *args, config=None, **kwargs):
+        if Path(str(name)).exists():
+            return original_model(cls, name, *args, config=config, **kwargs)
+        config = config if config is not None else auto_config.from_pretrained(name)
+        return cls.from_config(config, **_build_kwargs(kwargs))
+
+    def model_from_pretrained(cls, name, *args, config=None, **kwargs):
+        if Path(str(name)).exists():
+            return original_model(cls, name, *args, config=config, **kwargs)
+        config = config if config is not None else auto_config.from_pretrained(name)
+        return cls._from_config(config, **_build_kwargs(kwargs))
+
+    auto_config.from_pretrained = classmethod(config_from_pretrained)
+    _BaseAutoModelClass.from_pretrained = classmethod(auto_model_from_pretrained)
+    transformers.PreTrainedModel.from_pretrained = classmethod(model_from_pretrained)
+    _INSTALLED = True
+
+
+def _build_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What `from_config` takes of `from_pretrained`'s keywords: the dtype (float32 unless the call
+    names one: KernelBench's files were written for transformers 4, whose `from_pretrained` loaded
+    float32 whatever the checkpoint's `torch_dtype`; `from_config` would otherwise take the config's)
+    and the attention implementation."""
+    import torch
+
+    dtype = kwargs.get("dtype", kwargs.get("torch_dtype"))
+    out: dict[str, Any] = {"dtype": torch.float32 if dtype in (None, "auto") else dtype}
+    if "attn_implementation" in kwargs:
+        out["attn_implementation"] = kwargs["attn_implementation"]
+    return out
