@@ -36,7 +36,7 @@ from solar_compiler.analysis.costs import INDIRECT, module_costs
 from solar_compiler.analysis.measured import parse_measured
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.analysis.summary import as_written_record, build_report, module_validation
-from solar_compiler.analysis.unfused import unfused_kernels
+from solar_compiler.analysis.unfused import UnfusedKernel, unfused_kernels
 from solar_compiler.errors import PassError
 from solar_compiler.hw import PRECISIONS, parse_hw_list
 from solar_compiler.options import parse_latency, parse_size
@@ -93,28 +93,37 @@ class RooflinePass(ModulePass):
         if not module_programs(op):
             raise PassError(f"{source}: roofline: no kernel in the module (is the input translated?)")
         args = dict(targets=targets, fidelity=fidelity, latency=latency, cache_size=cache_size,
-                    measured=measured, chains=chains_section(op))
-        classical = self._report(op, op, False, **args)
+                    measured=measured, chains=chains_section(op),
+                    as_written=as_written_record(op, self.indirect))  # both models: the module's own
+        programs = module_programs(op)
+        unfused = [unfused_kernels(p, g, self.indirect)
+                   for p, g in zip(programs, module_costs(op, self.indirect), strict=True)]
+        classical = self._report(op, op, False, unfused, **args)
         priced, rewrites = catalogue_module(op) if algorithms == "default" else (op, [])
         if algorithms == "default":
             rewrites += deduplicated(module_costs(priced, self.indirect, True))
-        report = self._report(op, priced, algorithms == "default", **args) if rewrites else classical
+        # the unfused kernels' traffic is the same in both models when no reassociation applies
+        report = self._report(op, priced, algorithms == "default", unfused if priced is op else None,
+                              **args) if rewrites else classical
         report["algorithms"] = algorithms
         report["rewrites"] = [r.row() for r in rewrites]
         report["classical"] = {"bounds": classical["bounds"], "totals": classical["totals"]}
         store_report(op, report)
 
-    def _report(self, op: ModuleOp, priced: ModuleOp, distinct: bool, *, targets, fidelity,  # noqa: ANN001
-                latency, cache_size, measured, chains) -> dict:
+    def _report(self, op: ModuleOp, priced: ModuleOp, distinct: bool,  # noqa: ANN001
+                unfused: list[list[UnfusedKernel]] | None, *, targets, fidelity, latency, cache_size,
+                measured, chains, as_written) -> dict:
         """The report of `priced` (the module, or its copy after the catalogue's rewrites); the
         records (source, validation, narrowing, aliases) are the module's own. `distinct`: the
-        default model's costs (repeated, symmetric and duplicated products once)."""
+        default model's costs (repeated, symmetric and duplicated products once); `unfused`: the
+        kernels of the unfused bound when known (None: from `priced`'s programs and costs)."""
         programs = module_programs(priced)
         graphs = module_costs(priced, self.indirect, distinct)
-        unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
+        if unfused is None:
+            unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
         return build_report(graphs, targets, source=program_info(op).source, validation=module_validation(op),
                             precision=self.precision, fidelity=fidelity, latency_s=latency,
                             kernels=programs if "cache-aware" in fidelity else None,
-                            cache_size=cache_size, as_written=as_written_record(op, self.indirect),
+                            cache_size=cache_size, as_written=as_written,
                             unfused=unfused, aliases=program_info(op).aliases, cache_state=self.cache_state,
                             indirect=self.indirect, measured=measured, chains=chains)
