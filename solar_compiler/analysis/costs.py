@@ -634,12 +634,14 @@ def program_costs(p: Program, indirect: str = "traced", distinct: bool = False) 
         return distinct_costs(p, g) if distinct else g
 
 
-def distinct_costs(p: Program, g: GraphCosts) -> GraphCosts:
+def distinct_costs(p: Program, g: GraphCosts, kernel_of: Sequence[int] | None = None) -> GraphCosts:
     """The default model's costs of `p` from its costs as written `g` (same program, same way of
     counting indirect accesses): the entries of `distinct.py` only lower the matrix FLOPs of some
     contractions and zero the arithmetic of duplicated nodes; traffic, vector work and every other
     node are those as written. So the roofline counts a program once and derives the default model's
-    figures, instead of counting it twice (a second count cost as much as the first)."""
+    figures, instead of counting it twice (a second count cost as much as the first). `kernel_of`
+    (node position -> kernel of the unfused bound): a duplicated node is free only when its twin runs
+    in the same kernel (eager execution runs every source op; None: always free)."""
     if g.kernel != p.kernel.name or len(g.ops) != len(p.nodes):
         raise LoopIRError(f"distinct costs: costs of {g.kernel} do not belong to program {p.kernel.name}")
     ops = list(g.ops)
@@ -649,8 +651,10 @@ def distinct_costs(p: Program, g: GraphCosts) -> GraphCosts:
         fm, how = distinct_matrix_flops(node.main, _reduced_factors(node.main), o.flops_matrix)
         if how is not None:
             ops[pos] = replace(o, flops_matrix=fm, algorithm=how)
-    for pos in duplicates(p.nodes):  # its twin's result holds its values: no arithmetic
-        ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0, algorithm=CSE)
+    for pos, twin in duplicates(p.nodes).items():  # its twin's result holds its values: no arithmetic
+        if kernel_of is None or kernel_of[pos] == kernel_of[twin]:
+            ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0,
+                               algorithm=CSE)
     return replace(g, ops=ops)
 
 
