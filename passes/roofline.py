@@ -17,26 +17,33 @@ The contraction trees are listed with their best orders (`reorder-chains` applie
 `algorithms` is the model of computation (docs/bounds.md, section 0): `default` prices the program
 after the catalogue of rewrites (`analysis/catalogue.py`: on a copy, the IR is unchanged) and says
 which it used (`rewrites`); `classical` prices the products as written (SOLAR's model). The report
-carries both figures: `classical` holds the bounds and totals as written.
+carries both figures: `classical` holds the bounds and totals as written. The unfused fidelity is
+eager execution under both: one kernel per source op as written, taking only the rewrites inside
+one source op (docs/bounds.md, section 0.0).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.bounds import CACHE_STATES, FIDELITIES
-from solar_compiler.analysis.catalogue import catalogue_module, check_algorithms, deduplicated
+from solar_compiler.analysis.catalogue import Rewrite, catalogue_module, check_algorithms, deduplicated
 from solar_compiler.analysis.chain_order import chains_section
-from solar_compiler.analysis.costs import INDIRECT, module_costs
+from solar_compiler.analysis.costs import INDIRECT, GraphCosts, distinct_costs, module_costs
 from solar_compiler.analysis.measured import parse_measured
-from solar_compiler.analysis.program import module_programs
-from solar_compiler.analysis.summary import as_written_record, build_report, module_validation
-from solar_compiler.analysis.unfused import unfused_kernels
+from solar_compiler.analysis.program import Program, module_programs
+from solar_compiler.analysis.summary import (
+    as_written_record,
+    build_report,
+    module_validation,
+    with_eager_unfused,
+)
+from solar_compiler.analysis.unfused import UnfusedKernel, unfused_kernels
 from solar_compiler.errors import PassError
 from solar_compiler.hw import PRECISIONS, parse_hw_list
 from solar_compiler.options import parse_latency, parse_size
@@ -93,28 +100,65 @@ class RooflinePass(ModulePass):
         if not module_programs(op):
             raise PassError(f"{source}: roofline: no kernel in the module (is the input translated?)")
         args = dict(targets=targets, fidelity=fidelity, latency=latency, cache_size=cache_size,
-                    measured=measured, chains=chains_section(op))
-        classical = self._report(op, op, False, **args)
+                    measured=measured, chains=chains_section(op),
+                    as_written=as_written_record(op, self.indirect))  # both models: the module's own
+        programs = module_programs(op)
+        unfused = [unfused_kernels(p, g, self.indirect)
+                   for p, g in zip(programs, module_costs(op, self.indirect), strict=True)]
+        classical = self._report(op, op, False, unfused, **args)
         priced, rewrites = catalogue_module(op) if algorithms == "default" else (op, [])
         if algorithms == "default":
             rewrites += deduplicated(module_costs(priced, self.indirect, True))
-        report = self._report(op, priced, algorithms == "default", **args) if rewrites else classical
+        # the unfused kernels' traffic is the same in both models when no reassociation applies
+        report = self._report(op, priced, algorithms == "default", unfused if priced is op else None,
+                              **args) if rewrites else classical
+        if rewrites:
+            report = self._eager_unfused(op, priced, rewrites, report, args)
         report["algorithms"] = algorithms
         report["rewrites"] = [r.row() for r in rewrites]
         report["classical"] = {"bounds": classical["bounds"], "totals": classical["totals"]}
         store_report(op, report)
 
-    def _report(self, op: ModuleOp, priced: ModuleOp, distinct: bool, *, targets, fidelity,  # noqa: ANN001
-                latency, cache_size, measured, chains) -> dict:
+    def _eager_unfused(self, op: ModuleOp, priced: ModuleOp, rewrites: list[Rewrite], report: dict,
+                       args: dict) -> dict:
+        """The default model's report with the unfused fidelity of eager execution: one kernel per
+        source op as written, each free to compute its own output by any entry of the catalogue
+        (an order of its own products, its repeated or symmetric products once, a duplicate inside
+        it), but no rewrite across kernels (a reassociation that merges source ops, the CSE of
+        another op's work): eager runs every op it is given (docs/bounds.md, section 0.0)."""
+        eager, inside = catalogue_module(op, within_source_ops=True)
+        if len(inside) == sum(r.kind == "reassociated" for r in rewrites):
+            eager = priced  # every reassociation is inside one source op: the same program, counted
+        programs = module_programs(eager)
+        graphs = module_costs(eager, self.indirect)
+        unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
+        kernel_of = [[next(i for i, k in enumerate(u) if n in k.ops) for n in range(len(g.ops))]
+                     for g, u in zip(graphs, unfused, strict=True)]
+        graphs = [distinct_costs(p, g, ko) for p, g, ko in zip(programs, graphs, kernel_of, strict=True)]
+        if eager is priced and graphs == module_costs(priced, self.indirect, True):
+            return report  # no rewrite crosses a kernel: the report's unfused fidelity is eager's
+        unfused_only = {**args, "fidelity": ("unfused", "fused"), "measured": None}
+        return with_eager_unfused(report, self._build(op, programs, graphs, unfused, **unfused_only),
+                                  args["measured"])
+
+    def _report(self, op: ModuleOp, priced: ModuleOp, distinct: bool,
+                unfused: list[list[UnfusedKernel]] | None, **args: Any) -> dict:
         """The report of `priced` (the module, or its copy after the catalogue's rewrites); the
         records (source, validation, narrowing, aliases) are the module's own. `distinct`: the
-        default model's costs (repeated, symmetric and duplicated products once)."""
+        default model's costs (repeated, symmetric and duplicated products once); `unfused`: the
+        kernels of the unfused bound when known (None: from `priced`'s programs and costs)."""
         programs = module_programs(priced)
         graphs = module_costs(priced, self.indirect, distinct)
-        unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
+        if unfused is None:
+            unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
+        return self._build(op, programs, graphs, unfused, **args)
+
+    def _build(self, op: ModuleOp, programs: list[Program], graphs: list[GraphCosts],  # noqa: ANN001
+               unfused: list[list[UnfusedKernel]], *, targets, fidelity, latency, cache_size, measured,
+               chains, as_written) -> dict:
         return build_report(graphs, targets, source=program_info(op).source, validation=module_validation(op),
                             precision=self.precision, fidelity=fidelity, latency_s=latency,
                             kernels=programs if "cache-aware" in fidelity else None,
-                            cache_size=cache_size, as_written=as_written_record(op, self.indirect),
+                            cache_size=cache_size, as_written=as_written,
                             unfused=unfused, aliases=program_info(op).aliases, cache_state=self.cache_state,
                             indirect=self.indirect, measured=measured, chains=chains)

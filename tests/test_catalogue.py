@@ -319,3 +319,21 @@ def test_the_kv_cache_update_on_b200_is_below_its_measured_time(capsys, files):
     rows = 8 * 1024 * 128 * 2
     assert 2 * rows < r["totals"]["bytes_fused"] <= 4 * rows + 1024 * 8
     assert r["bounds"]["B200"]["fused_s"] <= (4 * rows + 1024 * 8) / 8e12 < 0.038e-3
+
+
+# ---- the unfused fidelity: eager execution, one kernel per source op as written ----------------------------
+def test_the_unfused_bound_runs_every_source_op_as_written(capsys, files):
+    # (a @ b) @ v: eager runs two matmuls, the first one 2 N^3 FLOPs (138.9 us at BF16), whatever the
+    # fused bound's association; (x @ w) + (x @ w): eager runs both matmuls (no CSE across source ops).
+    # Before: the unfused bound took the rewrites (one merged kernel of 4 N^2 FLOPs; one matmul free).
+    r = roofline_json(capsys, files["chain"])
+    assert [k["flops_matrix"] for k in r["kernels_unfused"]] == [2 * N**3, 2 * N * N]
+    assert r["bounds"]["H100_SXM"]["unfused_s"] == r["classical"]["bounds"]["H100_SXM"]["unfused_s"]
+    assert r["bounds"]["H100_SXM"]["unfused_s"] >= 2 * N**3 / BF16
+    assert r["totals"]["bytes_unfused"] == r["classical"]["totals"]["bytes_unfused"]
+    assert fused(r) <= 20.04e-6  # the fused bound keeps the reassociation
+    n = 2048
+    c = roofline_json(capsys, files["cse"])
+    assert [k["flops_matrix"] for k in c["kernels_unfused"]] == [2 * n**3, 2 * n**3, 0]
+    assert c["bounds"]["H100_SXM"]["unfused_s"] >= 2 * (2 * n**3 / BF16)
+    assert c["totals"]["flops_matrix"] == 2 * n**3  # the fused bound keeps the CSE

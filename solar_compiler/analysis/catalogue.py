@@ -26,9 +26,10 @@ from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
 
-from solar_compiler.analysis.chain_order import module_chain_plans
+from solar_compiler.analysis.chain_order import ChainPlan, module_chain_plans
 from solar_compiler.analysis.chain_rewrite import rewrite_tree
 from solar_compiler.analysis.costs import GraphCosts
+from solar_compiler.analysis.program import module_programs
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.errors import SolarError
 
@@ -60,10 +61,16 @@ def check_algorithms(name: str) -> str:
     return name
 
 
-def catalogue_module(module: ModuleOp) -> tuple[ModuleOp, list[Rewrite]]:
+def catalogue_module(module: ModuleOp, within_source_ops: bool = False) -> tuple[ModuleOp, list[Rewrite]]:
     """The module as the default model prices it: a copy with every catalogue rewrite applied that
-    saves work, and the rewrites (the module itself, unchanged, when none applies)."""
+    saves work, and the rewrites (the module itself, unchanged, when none applies).
+    `within_source_ops`: only the trees whose statements all belong to one source op (one eager
+    kernel, which may evaluate its own output in any order): the unfused fidelity's program."""
     plans = [p for p in module_chain_plans(module) if p.better]
+    if within_source_ops:
+        origins = {p.name: {g.name: {c.stmt.origin.id if c.stmt.origin else None for c in g.stmts}
+                            for g in p.nodes} for p in module_programs(module)}
+        plans = [p for p in plans if _one_source_op(origins.get(p.tree.kernel, {}), p)]
     if not plans:
         return module, []
     graphs_here = {g.kernel_name for g in module.body.block.ops if isinstance(g, GraphOp)}
@@ -85,6 +92,11 @@ def catalogue_module(module: ModuleOp) -> tuple[ModuleOp, list[Rewrite]]:
     for g in graphs.values():
         g.verify()
     return copy, done
+
+
+def _one_source_op(origins: dict[str, set[int | None]], plan: ChainPlan) -> bool:
+    ids = set().union(*(origins.get(n, {None}) for n in (*plan.tree.nodes, *plan.tree.fills)))
+    return len(ids) == 1 and None not in ids
 
 
 def deduplicated(graphs: Sequence[GraphCosts]) -> list[Rewrite]:

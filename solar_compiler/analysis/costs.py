@@ -480,9 +480,8 @@ def contraction_flops(ctx: StmtContext, iterations: int,
       and the entry that lowered the count is returned third (None: none).
     """
     s = ctx.stmt
-    reduced = set(ctx.ivs) - s.target_vars
     factors = list(dict.fromkeys(product_factors(s.value)))
-    dep = [f for f in factors if expr_vars(f) & reduced]
+    dep = _reduced_factors(ctx)
     vector = 0
     for f in factors:
         n = literal_ops(f)[0]
@@ -496,6 +495,13 @@ def contraction_flops(ctx: StmtContext, iterations: int,
     if distinct:
         matrix, how = distinct_matrix_flops(ctx, dep, matrix)
     return matrix, vector, how
+
+
+def _reduced_factors(ctx: StmtContext) -> list[SExpr]:
+    """The factors of a contraction's product that vary along its reduced loops (the operands)."""
+    s = ctx.stmt
+    reduced = set(ctx.ivs) - s.target_vars
+    return [f for f in dict.fromkeys(product_factors(s.value)) if expr_vars(f) & reduced]
 
 
 def _pairwise_flops(ctx: StmtContext, dep: list[SExpr], iterations: int) -> int:
@@ -560,7 +566,7 @@ def accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, 
 
 
 def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtypes,
-             work: VectorWork, distinct: bool = False) -> OpCost:
+             work: VectorWork) -> OpCost:
     ctx = group.main
     s = ctx.stmt
     it = doms.iterations(ctx)
@@ -570,9 +576,8 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
     mdt = contraction_dtype(ctx, values)
     accumulates = s.kind != "="
     tr = n_tr * it
-    how = None
     if mdt is not None:
-        fm, fv, how = contraction_flops(ctx, it, distinct)
+        fm, fv, _ = contraction_flops(ctx, it)
         unit = "matrix"
         for i in s.dynamic_indices:
             fv += literal_ops(i)[0] * it
@@ -597,8 +602,7 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
         flops_matrix=fm, flops_vector=fv, flops_transcendental=tr, matrix_dtype=mdt,
         vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=accesses(kernel, rd),
         writes=accesses(kernel, wr), sequential=any(f.sequential for f in ctx.loops),
-        indirect=s.indirect or any(r.indirect for r in reads(s.value)), flops_vector_literal=literal,
-        algorithm=how)
+        indirect=s.indirect or any(r.indirect for r in reads(s.value)), flops_vector_literal=literal)
 
 
 @contextmanager
@@ -626,20 +630,41 @@ def program_costs(p: Program, indirect: str = "traced", distinct: bool = False) 
     or "min" (the fewest elements over all index values); `distinct` prices repeated, symmetric and
     duplicated work once (`distinct.py`: the default model of computation)."""
     with paused_gc():
-        return _program_costs(p, indirect, distinct)
+        g = _program_costs(p, indirect)
+        return distinct_costs(p, g) if distinct else g
 
 
-def _program_costs(p: Program, indirect: str, distinct: bool = False) -> GraphCosts:
+def distinct_costs(p: Program, g: GraphCosts, kernel_of: Sequence[int] | None = None) -> GraphCosts:
+    """The default model's costs of `p` from its costs as written `g` (same program, same way of
+    counting indirect accesses): the entries of `distinct.py` only lower the matrix FLOPs of some
+    contractions and zero the arithmetic of duplicated nodes; traffic, vector work and every other
+    node are those as written. So the roofline counts a program once and derives the default model's
+    figures, instead of counting it twice (a second count cost as much as the first). `kernel_of`
+    (node position -> kernel of the unfused bound): a duplicated node is free only when its twin runs
+    in the same kernel (eager execution runs every source op; None: always free)."""
+    if g.kernel != p.kernel.name or len(g.ops) != len(p.nodes):
+        raise LoopIRError(f"distinct costs: costs of {g.kernel} do not belong to program {p.kernel.name}")
+    ops = list(g.ops)
+    for pos, (node, o) in enumerate(zip(p.nodes, g.ops, strict=True)):
+        if o.matrix_dtype is None:  # not a contraction: nothing of distinct.py applies
+            continue
+        fm, how = distinct_matrix_flops(node.main, _reduced_factors(node.main), o.flops_matrix)
+        if how is not None:
+            ops[pos] = replace(o, flops_matrix=fm, algorithm=how)
+    for pos, twin in duplicates(p.nodes).items():  # its twin's result holds its values: no arithmetic
+        if kernel_of is None or kernel_of[pos] == kernel_of[twin]:
+            ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0,
+                               algorithm=CSE)
+    return replace(g, ops=ops)
+
+
+def _program_costs(p: Program, indirect: str) -> GraphCosts:
     k = p.kernel
     doms = _Domains(indirect)
     groups = p.nodes
     values = ValueDtypes(k)
     work = VectorWork(k)
-    ops = [_op_cost(k, g, doms, values, work, distinct) for g in groups]
-    if distinct:
-        for pos in duplicates(groups):  # its twin's result holds its values: no arithmetic
-            ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0,
-                               algorithm=CSE)
+    ops = [_op_cost(k, g, doms, values, work) for g in groups]
     read_sites: dict[str, list[Site]] = {}
     write_sites: dict[str, list[Site]] = {}
     for g in groups:
@@ -669,12 +694,16 @@ def _module_costs_min(module: ModuleOp) -> list[GraphCosts]:
     return [program_costs(p, "min") for p in module_programs(module)]
 
 
-def _module_costs_distinct(module: ModuleOp) -> list[GraphCosts]:
-    return [program_costs(p, distinct=True) for p in module_programs(module)]
+def _module_costs_distinct(module: ModuleOp) -> list[GraphCosts]:  # from the cached costs as written
+    with paused_gc():
+        return [distinct_costs(p, g)
+                for p, g in zip(module_programs(module), module_costs(module), strict=True)]
 
 
 def _module_costs_min_distinct(module: ModuleOp) -> list[GraphCosts]:
-    return [program_costs(p, "min", True) for p in module_programs(module)]
+    with paused_gc():
+        return [distinct_costs(p, g)
+                for p, g in zip(module_programs(module), module_costs(module, "min"), strict=True)]
 
 
 def module_costs(module: ModuleOp, indirect: str = "traced", distinct: bool = False) -> list[GraphCosts]:

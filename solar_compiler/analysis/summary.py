@@ -301,3 +301,25 @@ def _op_modules(op_rows: list[dict[str, Any]], kernel_rows: Sequence[dict[str, A
     by_name = {name: k.get("module") for k in kernel_rows for name in k["ops"]}
     for row in op_rows:
         row["module"] = by_name.get(row["name"])
+
+
+def with_eager_unfused(report: dict[str, Any], eager: dict[str, Any],
+                       measured: Measured | None) -> dict[str, Any]:
+    """`report` (the default model's) with its unfused fidelity taken from `eager`, the report of the
+    program as the unfused fidelity prices it (one kernel per source op as written: only rewrites
+    inside one source op, `roofline`): the unfused bound, its kernels, the module tree and the
+    unfused bytes and the inverse roofline's unfused figures (`eager` built with the same latency).
+    Never below the fused bound (a kernel-by-kernel run is one implementation)."""
+    out = {**report, "kernels_unfused": eager["kernels_unfused"], "modules": eager["modules"]}
+    out["bounds"] = {h: {**b, "unfused_s": max(eager["bounds"][h]["unfused_s"], b["fused_s"])}
+                     for h, b in report["bounds"].items()}
+    out["totals"] = {**report["totals"], "bytes_unfused": eager["totals"]["bytes_unfused"],
+                     "bytes_unfused_as_written": eager["totals"]["bytes_unfused_as_written"]}
+    by_name = {name: k.get("module") for k in eager["kernels_unfused"] for name in k["ops"]}
+    out["ops"] = [{**r, "module": by_name.get(r["name"], r["module"])} for r in report["ops"]]
+    if report["inverse"] is not None:
+        inv = report["inverse"]
+        out["inverse"] = {**inv, **{h: {**inv[h], "unfused": eager["inverse"][h]["unfused"]}
+                                    for h in report["bounds"]}}
+    out["measured"] = measured_record(out, measured) if measured is not None else None
+    return out
