@@ -143,7 +143,21 @@ def get_init_inputs():
     return []
 """
 
-PROGRAMS = {"eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "expand": EXPAND, "repeat": REPEAT,
+CONV = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(256, 256, 3, padding=1)
+    def forward(self, x):
+        return self.conv(x)
+def get_inputs():
+    return [torch.randn(8, 256, 32, 32)]
+def get_init_inputs():
+    return []
+"""
+
+PROGRAMS = {"conv": CONV, "eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "expand": EXPAND, "repeat": REPEAT,
             "syrk": SYRK, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST,
             "broadcast_b200": BROADCAST_B200, "kv_cache": KV_CACHE, "kv_cache_b200": KV_CACHE_B200}
 
@@ -319,3 +333,24 @@ def test_the_kv_cache_update_on_b200_is_below_its_measured_time(capsys, files):
     rows = 8 * 1024 * 128 * 2
     assert 2 * rows < r["totals"]["bytes_fused"] <= 4 * rows + 1024 * 8
     assert r["bounds"]["B200"]["fused_s"] <= (4 * rows + 1024 * 8) / 8e12 < 0.038e-3
+
+
+# ---- fast convolution: Winograd where cuDNN ships it ----------------------------------------------------
+def test_a_3x3_conv_is_priced_at_winograd_products(capsys, files):
+    # Conv2d 256 -> 256, 3 x 3, padding 1, 8 x 256 x 32 x 32 f32: printed 18.73 us (9,265,217,536 direct
+    # FLOPs, taps on the padding excluded, at TF32 494.7 TFLOP/s). F(4x4,3x3): 8 x 8 tiles of 36
+    # products per (image, in, out channel), every tile cheaper than its direct taps (a corner tile
+    # has 11 x 11 = 121): 2 x 8 x 256^2 x 64 x 36 = 2,415,919,104 FLOPs = 4.88 us; then the compulsory
+    # traffic binds: x, the weights, the bias and the output, 19,137,536 B = 5.71 us <= 8.3 us
+    r = roofline_json(capsys, files["conv"])
+    assert r["totals"]["flops_matrix"] == 2 * 8 * 256**2 * 64 * 36 == 2_415_919_104
+    compulsory = (2 * 8 * 256 * 32 * 32 + 256 * 256 * 9 + 256) * 4
+    assert r["totals"]["bytes_fused"] == compulsory == 19_137_536
+    assert fused(r) == pytest.approx(compulsory / BW) and fused(r) <= 8.3e-6
+    assert [(w["kind"], w["words"]) for w in r["rewrites"]] == [("Winograd F(4x4,3x3)",
+                                                                 "Winograd F(4x4,3x3) for conv")]
+    assert "priced as Winograd F(4x4,3x3) for conv" in " ".join(render_text(r).split())
+    as_written = 9_265_217_536 / 494.7e12
+    assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(as_written, rel=1e-4)
+    c = roofline_json(capsys, files["conv"], "--algorithms", "classical")
+    assert c["totals"]["flops_matrix"] == 9_265_217_536 and c["rewrites"] == []

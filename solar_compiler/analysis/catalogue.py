@@ -16,6 +16,9 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
 * **deduplication**: repeated products of broadcast, `repeat`ed and `expand`ed operands, symmetric
   products (SYRK) and identical nodes (CSE) are priced once (`distinct.py`, applied by the costs
   when asked for `distinct` costs).
+* **fast convolution**: a 3 x 3 stride-1 convolution in a dtype cuDNN ships Winograd for is priced
+  at the products of Winograd F(2x2,3x3) or F(4x4,3x3), the fewer (`fast_conv.py`, applied by the
+  distinct costs too); the report names the op ("Winograd F(4x4,3x3) for conv").
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from xdsl.dialects.builtin import ModuleOp
 from solar_compiler.analysis.chain_order import module_chain_plans
 from solar_compiler.analysis.chain_rewrite import rewrite_tree
 from solar_compiler.analysis.costs import GraphCosts
+from solar_compiler.analysis.fast_conv import WINOGRAD
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.errors import SolarError
 
@@ -39,7 +43,7 @@ ALGORITHMS = ("default", "classical")
 class Rewrite:
     """One rewrite of the catalogue that the default bound was priced with."""
 
-    kind: str       # the catalogue entry: "reassociated"
+    kind: str       # the catalogue entry: "reassociated", "symmetric product", "Winograd F(4x4,3x3)"
     kernel: str
     loc: str        # the source position of the rewritten work
     what: str       # the program as priced, e.g. "(a * (b * v))"
@@ -48,10 +52,12 @@ class Rewrite:
 
     def row(self) -> dict[str, Any]:
         return {"kind": self.kind, "kernel": self.kernel, "loc": self.loc, "what": self.what,
-                "flops_before": self.flops_before, "flops_after": self.flops_after}
+                "flops_before": self.flops_before, "flops_after": self.flops_after, "words": self.words()}
 
     def words(self) -> str:
-        return f"{self.kind}: {self.what}"
+        """How the report says it: "reassociated: (a * (b * v))", "Winograd F(4x4,3x3) for conv"."""
+        joint = " for " if self.kind.startswith(WINOGRAD) else ": "
+        return f"{self.kind}{joint}{self.what}"
 
 
 def check_algorithms(name: str) -> str:
@@ -93,5 +99,6 @@ def deduplicated(graphs: Sequence[GraphCosts]) -> list[Rewrite]:
     for g in graphs:
         for o in g.ops:
             if o.algorithm is not None:
-                out.append(Rewrite(o.algorithm, g.kernel, o.loc or "", o.name, 0, o.flops))
+                what = (o.source or o.name) if o.algorithm.startswith(WINOGRAD) else o.name
+                out.append(Rewrite(o.algorithm, g.kernel, o.loc or "", what, 0, o.flops))
     return out

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 import islpy as isl
 
 from solar_compiler.analysis.distinct import CSE, distinct_matrix_flops, duplicates
+from solar_compiler.analysis.fast_conv import winograd_flops
 from solar_compiler.analysis.polyhedral import (
     Constraint,
     count_points,
@@ -122,6 +123,7 @@ class OpCost:
     # the catalogue entry that priced this node below its work as written (`distinct.py`; only in
     # distinct costs, `--algorithms default`), e.g. "symmetric product"; None: as written
     algorithm: str | None = None
+    source: str | None = None  # the source op it implements (module path, else op name), for the report
 
     @property
     def vector_literal(self) -> int:
@@ -465,8 +467,8 @@ def _value_dtype(ctx: StmtContext, e: SExpr, values: ValueDtypes | None, reduced
     return (values or ValueDtypes(None)).stored(ctx, e, reduced)
 
 
-def contraction_flops(ctx: StmtContext, iterations: int,
-                      distinct: bool = False) -> tuple[int, int, str | None]:
+def contraction_flops(ctx: StmtContext, iterations: int, distinct: bool = False,
+                      dtype: str | None = None) -> tuple[int, int, str | None]:
     """(matrix, vector) FLOPs of a contraction, priced as the cheapest legal evaluation so that the
     bound stays a lower bound:
     * the multiplies joining the factors and a factor constant along the reduced loops (a scale, a
@@ -476,8 +478,9 @@ def contraction_flops(ctx: StmtContext, iterations: int,
     * two reduced factors: one MAC per iteration = 2 FLOPs; three or more: the cheapest pairwise
       contraction order (opt_einsum's optimal path over the loop extents), scaled by the fraction of
       the bounding box the domain covers (exact for box domains), never above 2 per iteration;
-    * with `distinct` (the default model): repeated and symmetric products once (`distinct.py`),
-      and the entry that lowered the count is returned third (None: none).
+    * with `distinct` (the default model): repeated and symmetric products once (`distinct.py`), a
+      3 x 3 stride-1 convolution of `dtype` at Winograd's products where cuDNN ships it
+      (`fast_conv.py`), and the entry that lowered the count is returned third (None: none).
     """
     s = ctx.stmt
     reduced = set(ctx.ivs) - s.target_vars
@@ -494,7 +497,10 @@ def contraction_flops(ctx: StmtContext, iterations: int,
         matrix = min(matrix, _pairwise_flops(ctx, dep, iterations))
     how = None
     if distinct:
+        fast, winograd = winograd_flops(ctx, dep, matrix, dtype)
         matrix, how = distinct_matrix_flops(ctx, dep, matrix)
+        if winograd is not None and fast < matrix:
+            matrix, how = fast, winograd
     return matrix, vector, how
 
 
@@ -572,7 +578,7 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
     tr = n_tr * it
     how = None
     if mdt is not None:
-        fm, fv, how = contraction_flops(ctx, it, distinct)
+        fm, fv, how = contraction_flops(ctx, it, distinct, mdt)
         unit = "matrix"
         for i in s.dynamic_indices:
             fv += literal_ops(i)[0] * it
@@ -598,7 +604,7 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
         vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=accesses(kernel, rd),
         writes=accesses(kernel, wr), sequential=any(f.sequential for f in ctx.loops),
         indirect=s.indirect or any(r.indirect for r in reads(s.value)), flops_vector_literal=literal,
-        algorithm=how)
+        algorithm=how, source=(s.origin.module or s.origin.op) if s.origin else None)
 
 
 @contextmanager
