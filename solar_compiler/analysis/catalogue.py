@@ -16,9 +16,15 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
 * **deduplication**: repeated products of broadcast, `repeat`ed and `expand`ed operands, symmetric
   products (SYRK) and identical nodes (CSE) are priced once (`distinct.py`, applied by the costs
   when asked for `distinct` costs).
+* **value-dependent selects**: of two contractions only an element-wise select on tensor values
+  reads, one per element suffices (`distinct.py`).
 * **fast convolution**: a 3 x 3 stride-1 convolution in a dtype cuDNN ships Winograd for is priced
   at the products of Winograd F(2x2,3x3) or F(4x4,3x3), the fewer (`fast_conv.py`, applied by the
   distinct costs too); the report names the op ("Winograd F(4x4,3x3) for conv").
+* **factors folded through contractions** (vector work): a scale of a contraction's result is
+  applied to its smaller operand, a factor of a contraction's operand constant along its reduced
+  variables to its output (SDPA: the scale on Q, the softmax division on O, not P;
+  `vector_work.py`, with `fold` in the distinct costs).
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ from xdsl.dialects.builtin import ModuleOp
 from solar_compiler.analysis.chain_order import module_chain_plans
 from solar_compiler.analysis.chain_rewrite import rewrite_tree
 from solar_compiler.analysis.costs import GraphCosts
+from solar_compiler.analysis.distinct import SELECT
 from solar_compiler.analysis.fast_conv import WINOGRAD
+from solar_compiler.analysis.vector_work import FOLDED
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.errors import SolarError
 
@@ -56,8 +64,14 @@ class Rewrite:
 
     def words(self) -> str:
         """How the report says it: "reassociated: (a * (b * v))", "Winograd F(4x4,3x3) for conv"."""
-        joint = " for " if self.kind.startswith(WINOGRAD) else ": "
+        joint = " for " if names_op(self.kind) else ": "
         return f"{self.kind}{joint}{self.what}"
+
+
+def names_op(kind: str) -> bool:
+    """Whether the report names an entry's source op ("Winograd F(4x4,3x3) for conv") rather than
+    what the rewritten node computes."""
+    return kind.startswith(WINOGRAD) or kind in (FOLDED, SELECT)
 
 
 def check_algorithms(name: str) -> str:
@@ -99,6 +113,6 @@ def deduplicated(graphs: Sequence[GraphCosts]) -> list[Rewrite]:
     for g in graphs:
         for o in g.ops:
             if o.algorithm is not None:
-                what = (o.source or o.name) if o.algorithm.startswith(WINOGRAD) else o.name
+                what = (o.source or o.name) if names_op(o.algorithm) else o.name
                 out.append(Rewrite(o.algorithm, g.kernel, o.loc or "", what, 0, o.flops))
     return out

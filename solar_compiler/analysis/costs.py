@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from solar_compiler.analysis.distinct import CSE, distinct_matrix_flops, duplicates
+from solar_compiler.analysis.distinct import CSE, SELECT, distinct_matrix_flops, duplicates, select_branches
 from solar_compiler.analysis.fast_conv import winograd_flops
 from solar_compiler.analysis.polyhedral import (
     Constraint,
@@ -65,12 +65,13 @@ from solar_compiler.analysis.polyhedral import (
 )
 from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
 from solar_compiler.analysis.value_dtypes import ValueDtypes, is_block_scale, join, operand_factors
-from solar_compiler.analysis.vector_work import VectorWork, literal_ops
+from solar_compiler.analysis.vector_work import FOLDED, VectorWork, literal_ops
 from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
 from solar_compiler.loopir.ast import (
     DTYPES,
     Kernel,
     LoopIRError,
+    Origin,
     SExpr,
     StmtContext,
     expr_vars,
@@ -587,6 +588,7 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
     else:
         literal = (n_ops + accumulates) * it
         fm, (fv, tr) = 0, work.statement(ctx, (s.value, *s.dynamic_indices))
+        how = FOLDED if work.folded else None
         fv += accumulates * it
         unit = "vector" if n_ops or accumulates else "memory"
     rd: dict[str, list[Site]] = {}
@@ -604,7 +606,17 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
         vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=accesses(kernel, rd),
         writes=accesses(kernel, wr), sequential=any(f.sequential for f in ctx.loops),
         indirect=s.indirect or any(r.indirect for r in reads(s.value)), flops_vector_literal=literal,
-        algorithm=how, source=(s.origin.module or s.origin.op) if s.origin else None)
+        algorithm=how, source=_source(s.origin))
+
+
+def _source(origin: Origin | None) -> str | None:
+    """How the report names a source op: its module path, else the op (`aten.mm.default`: mm)."""
+    if origin is None:
+        return None
+    if origin.module:
+        return origin.module
+    parts = origin.op.split(".")
+    return parts[1] if len(parts) >= 2 and parts[0] in ("aten", "jax") else origin.op
 
 
 @contextmanager
@@ -640,12 +652,19 @@ def _program_costs(p: Program, indirect: str, distinct: bool = False) -> GraphCo
     doms = _Domains(indirect)
     groups = p.nodes
     values = ValueDtypes(k)
-    work = VectorWork(k)
+    work = VectorWork(k, distinct)
     ops = [_op_cost(k, g, doms, values, work, distinct) for g in groups]
     if distinct:
         for pos in duplicates(groups):  # its twin's result holds its values: no arithmetic
             ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0,
                                algorithm=CSE)
+        for drop, keep in select_branches(k, groups):  # one branch's sum per element suffices
+            a, b = ops[drop], ops[keep]
+            if (a.flops_matrix, a.flops_vector, a.iterations, a.matrix_dtype, a.writes[0].elements) == \
+                    (b.flops_matrix, b.flops_vector, b.iterations, b.matrix_dtype, b.writes[0].elements) \
+                    and a.flops_matrix and b.algorithm is None:
+                ops[drop] = replace(a, flops_matrix=0, flops_vector=0, flops_transcendental=0,
+                                    algorithm=SELECT)
     read_sites: dict[str, list[Site]] = {}
     write_sites: dict[str, list[Site]] = {}
     for g in groups:
