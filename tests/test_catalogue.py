@@ -143,7 +143,43 @@ def get_init_inputs():
     return []
 """
 
-PROGRAMS = {"eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "expand": EXPAND, "repeat": REPEAT,
+CONV = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(256, 256, 3, padding=1)
+    def forward(self, x):
+        return self.conv(x)
+def get_inputs():
+    return [torch.randn(8, 256, 32, 32)]
+def get_init_inputs():
+    return []
+"""
+
+SDPA8 = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class Model(nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+def get_inputs():
+    return [torch.randn(2, 8, 1024, 8), torch.randn(2, 8, 1024, 8), torch.randn(2, 8, 1024, 8)]
+def get_init_inputs():
+    return []
+"""
+
+WHERE = HEAD.replace("N = 4096", "N = 2048") + """class Model(nn.Module):
+    def forward(self, m, x, w1, w2):
+        return torch.where(m, x @ w1, x @ w2)
+def get_inputs():
+    bf = torch.bfloat16
+    return [torch.rand(N, 1) > 0.5, torch.randn(N, N, dtype=bf), torch.randn(N, N, dtype=bf),
+            torch.randn(N, N, dtype=bf)]
+"""
+
+PROGRAMS = {"conv": CONV, "sdpa8": SDPA8, "where": WHERE,
+            "eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "expand": EXPAND, "repeat": REPEAT,
             "syrk": SYRK, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST,
             "broadcast_b200": BROADCAST_B200, "kv_cache": KV_CACHE, "kv_cache_b200": KV_CACHE_B200}
 
@@ -337,3 +373,57 @@ def test_the_unfused_bound_runs_every_source_op_as_written(capsys, files):
     assert [k["flops_matrix"] for k in c["kernels_unfused"]] == [2 * n**3, 2 * n**3, 0]
     assert c["bounds"]["H100_SXM"]["unfused_s"] >= 2 * (2 * n**3 / BF16)
     assert c["totals"]["flops_matrix"] == 2 * n**3  # the fused bound keeps the CSE
+
+
+# ---- fast convolution: Winograd where cuDNN ships it ----------------------------------------------------
+def test_a_3x3_conv_is_priced_at_winograd_products(capsys, files):
+    # Conv2d 256 -> 256, 3 x 3, padding 1, 8 x 256 x 32 x 32 f32: printed 18.73 us (9,265,217,536 direct
+    # FLOPs, taps on the padding excluded, at TF32 494.7 TFLOP/s). F(4x4,3x3): 8 x 8 tiles of 36
+    # products per (image, in, out channel), every tile cheaper than its direct taps (a corner tile
+    # has 11 x 11 = 121): 2 x 8 x 256^2 x 64 x 36 = 2,415,919,104 FLOPs = 4.88 us; then the compulsory
+    # traffic binds: x, the weights, the bias and the output, 19,137,536 B = 5.71 us <= 8.3 us
+    r = roofline_json(capsys, files["conv"])
+    assert r["totals"]["flops_matrix"] == 2 * 8 * 256**2 * 64 * 36 == 2_415_919_104
+    compulsory = (2 * 8 * 256 * 32 * 32 + 256 * 256 * 9 + 256) * 4
+    assert r["totals"]["bytes_fused"] == compulsory == 19_137_536
+    assert fused(r) == pytest.approx(compulsory / BW) and fused(r) <= 8.3e-6
+    assert [(w["kind"], w["words"]) for w in r["rewrites"]] == [("Winograd F(4x4,3x3)",
+                                                                 "Winograd F(4x4,3x3) for conv")]
+    assert "priced as Winograd F(4x4,3x3) for conv" in " ".join(render_text(r).split())
+    as_written = 9_265_217_536 / 494.7e12
+    assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(as_written, rel=1e-4)
+    c = roofline_json(capsys, files["conv"], "--algorithms", "classical")
+    assert c["totals"]["flops_matrix"] == 9_265_217_536 and c["rewrites"] == []
+
+
+# ---- factors folded through contractions: SDPA with a small head dimension ------------------------------
+def test_sdpa_head_dim_8_needs_4_vector_ops_per_score(capsys, files):
+    # F.scaled_dot_product_attention, f32, 2 x 8 heads, 1024 x 1024 scores each (2^24), head dim 8: printed
+    # 1.51 us, the vector term at 6 ops per score (scale, max, subtract, exp, sum, divide) at 66.9
+    # TFLOP/s. The scale folds into q (one op per element of q: 2 x 8 x 1024 x 8) and the division
+    # moves to O (one per output element, as many): 4 ops per score + 2 x 131,072 = 67,371,008 FLOPs
+    # = 1.007 us; the matrix term binds: 2 x 2 x 2^24 x 8 FLOPs at TF32 = 1.085 us <= 1.09 us
+    scores, small = 2**24, 2 * 8 * 1024 * 8
+    r = roofline_json(capsys, files["sdpa8"])
+    assert r["totals"]["flops_vector"] == 4 * scores + 2 * small == 67_371_008
+    b = r["bounds"]["H100_SXM"]
+    assert b["fused_terms_s"]["vector"] == pytest.approx(67_371_008 / 66.9e12, rel=1e-3)
+    assert fused(r) == pytest.approx(4 * scores * 8 / 494.7e12, rel=1e-3) and fused(r) <= 1.09e-6
+    assert b["fused_bottleneck"] == "matrix"
+    words = {w["words"] for w in r["rewrites"]}
+    assert words == {"folded through a contraction for scaled_dot_product_attention"}
+    c = roofline_json(capsys, files["sdpa8"], "--algorithms", "classical")
+    assert c["totals"]["flops_vector"] == 6 * scores
+    assert fused(c) == pytest.approx(6 * scores / 66.9e12, rel=1e-3)
+
+
+# ---- a value-dependent select computes one branch per element ---------------------------------------
+def test_a_row_masked_where_of_two_products_computes_each_row_once(capsys, files):
+    # torch.where(m, x @ w1, x @ w2), m a 2048 x 1 bool input, bf16 2048: printed 34.7 us (both matmuls);
+    # each output element is one of the two sums, whatever m holds: 2 N^3 FLOPs at BF16 = 17.36 us
+    n = 2048
+    r = roofline_json(capsys, files["where"])
+    assert r["totals"]["flops_matrix"] == 2 * n**3
+    assert fused(r) == pytest.approx(2 * n**3 / BF16) and fused(r) <= 17.4e-6
+    assert [w["words"] for w in r["rewrites"]] == ["value-dependent select computes one branch for mm"]
+    assert r["classical"]["totals"]["flops_matrix"] == 4 * n**3

@@ -16,6 +16,15 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
 * **deduplication**: repeated products of broadcast, `repeat`ed and `expand`ed operands, symmetric
   products (SYRK) and identical nodes (CSE) are priced once (`distinct.py`, applied by the costs
   when asked for `distinct` costs).
+* **value-dependent selects**: of two contractions only an element-wise select on tensor values
+  reads, one per element suffices (`distinct.py`).
+* **fast convolution**: a 3 x 3 stride-1 convolution in a dtype cuDNN ships Winograd for is priced
+  at the products of Winograd F(2x2,3x3) or F(4x4,3x3), the fewer (`fast_conv.py`, applied by the
+  distinct costs too); the report names the op ("Winograd F(4x4,3x3) for conv").
+* **factors folded through contractions** (vector work): a scale of a contraction's result is
+  applied to its smaller operand, a factor of a contraction's operand constant along its reduced
+  variables to its output (SDPA: the scale on Q, the softmax division on O, not P;
+  `vector_work.py`, with `fold` in the distinct costs).
 """
 
 from __future__ import annotations
@@ -29,7 +38,10 @@ from xdsl.dialects.builtin import ModuleOp
 from solar_compiler.analysis.chain_order import ChainPlan, module_chain_plans
 from solar_compiler.analysis.chain_rewrite import rewrite_tree
 from solar_compiler.analysis.costs import GraphCosts
+from solar_compiler.analysis.distinct import SELECT
+from solar_compiler.analysis.fast_conv import WINOGRAD
 from solar_compiler.analysis.program import module_programs
+from solar_compiler.analysis.vector_work import FOLDED
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.errors import SolarError
 
@@ -40,7 +52,7 @@ ALGORITHMS = ("default", "classical")
 class Rewrite:
     """One rewrite of the catalogue that the default bound was priced with."""
 
-    kind: str       # the catalogue entry: "reassociated"
+    kind: str       # the catalogue entry: "reassociated", "symmetric product", "Winograd F(4x4,3x3)"
     kernel: str
     loc: str        # the source position of the rewritten work
     what: str       # the program as priced, e.g. "(a * (b * v))"
@@ -49,10 +61,18 @@ class Rewrite:
 
     def row(self) -> dict[str, Any]:
         return {"kind": self.kind, "kernel": self.kernel, "loc": self.loc, "what": self.what,
-                "flops_before": self.flops_before, "flops_after": self.flops_after}
+                "flops_before": self.flops_before, "flops_after": self.flops_after, "words": self.words()}
 
     def words(self) -> str:
-        return f"{self.kind}: {self.what}"
+        """How the report says it: "reassociated: (a * (b * v))", "Winograd F(4x4,3x3) for conv"."""
+        joint = " for " if names_op(self.kind) else ": "
+        return f"{self.kind}{joint}{self.what}"
+
+
+def names_op(kind: str) -> bool:
+    """Whether the report names an entry's source op ("Winograd F(4x4,3x3) for conv") rather than
+    what the rewritten node computes."""
+    return kind.startswith(WINOGRAD) or kind in (FOLDED, SELECT)
 
 
 def check_algorithms(name: str) -> str:
@@ -105,5 +125,6 @@ def deduplicated(graphs: Sequence[GraphCosts]) -> list[Rewrite]:
     for g in graphs:
         for o in g.ops:
             if o.algorithm is not None:
-                out.append(Rewrite(o.algorithm, g.kernel, o.loc or "", o.name, 0, o.flops))
+                what = (o.source or o.name) if names_op(o.algorithm) else o.name
+                out.append(Rewrite(o.algorithm, g.kernel, o.loc or "", what, 0, o.flops))
     return out

@@ -53,7 +53,8 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from solar_compiler.analysis.distinct import CSE, distinct_matrix_flops, duplicates
+from solar_compiler.analysis.distinct import CSE, SELECT, distinct_matrix_flops, duplicates, select_branches
+from solar_compiler.analysis.fast_conv import winograd_flops
 from solar_compiler.analysis.polyhedral import (
     Constraint,
     count_points,
@@ -64,12 +65,13 @@ from solar_compiler.analysis.polyhedral import (
 )
 from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
 from solar_compiler.analysis.value_dtypes import ValueDtypes, is_block_scale, join, operand_factors
-from solar_compiler.analysis.vector_work import VectorWork, literal_ops
+from solar_compiler.analysis.vector_work import FOLDED, VectorWork, literal_ops
 from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
 from solar_compiler.loopir.ast import (
     DTYPES,
     Kernel,
     LoopIRError,
+    Origin,
     SExpr,
     StmtContext,
     expr_vars,
@@ -122,6 +124,7 @@ class OpCost:
     # the catalogue entry that priced this node below its work as written (`distinct.py`; only in
     # distinct costs, `--algorithms default`), e.g. "symmetric product"; None: as written
     algorithm: str | None = None
+    source: str | None = None  # the source op it implements (module path, else op name), for the report
 
     @property
     def vector_literal(self) -> int:
@@ -465,8 +468,8 @@ def _value_dtype(ctx: StmtContext, e: SExpr, values: ValueDtypes | None, reduced
     return (values or ValueDtypes(None)).stored(ctx, e, reduced)
 
 
-def contraction_flops(ctx: StmtContext, iterations: int,
-                      distinct: bool = False) -> tuple[int, int, str | None]:
+def contraction_flops(ctx: StmtContext, iterations: int, distinct: bool = False,
+                      dtype: str | None = None) -> tuple[int, int, str | None]:
     """(matrix, vector) FLOPs of a contraction, priced as the cheapest legal evaluation so that the
     bound stays a lower bound:
     * the multiplies joining the factors and a factor constant along the reduced loops (a scale, a
@@ -476,8 +479,9 @@ def contraction_flops(ctx: StmtContext, iterations: int,
     * two reduced factors: one MAC per iteration = 2 FLOPs; three or more: the cheapest pairwise
       contraction order (opt_einsum's optimal path over the loop extents), scaled by the fraction of
       the bounding box the domain covers (exact for box domains), never above 2 per iteration;
-    * with `distinct` (the default model): repeated and symmetric products once (`distinct.py`),
-      and the entry that lowered the count is returned third (None: none).
+    * with `distinct` (the default model): repeated and symmetric products once (`distinct.py`), a
+      3 x 3 stride-1 convolution of `dtype` at Winograd's products where cuDNN ships it
+      (`fast_conv.py`), and the entry that lowered the count is returned third (None: none).
     """
     s = ctx.stmt
     factors = list(dict.fromkeys(product_factors(s.value)))
@@ -493,7 +497,10 @@ def contraction_flops(ctx: StmtContext, iterations: int,
         matrix = min(matrix, _pairwise_flops(ctx, dep, iterations))
     how = None
     if distinct:
+        fast, winograd = winograd_flops(ctx, dep, matrix, dtype)
         matrix, how = distinct_matrix_flops(ctx, dep, matrix)
+        if winograd is not None and fast < matrix:
+            matrix, how = fast, winograd
     return matrix, vector, how
 
 
@@ -576,6 +583,7 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
     mdt = contraction_dtype(ctx, values)
     accumulates = s.kind != "="
     tr = n_tr * it
+    how = None  # as written: the default model's entries are `distinct_costs`'
     if mdt is not None:
         fm, fv, _ = contraction_flops(ctx, it)
         unit = "matrix"
@@ -602,7 +610,18 @@ def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtyp
         flops_matrix=fm, flops_vector=fv, flops_transcendental=tr, matrix_dtype=mdt,
         vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=accesses(kernel, rd),
         writes=accesses(kernel, wr), sequential=any(f.sequential for f in ctx.loops),
-        indirect=s.indirect or any(r.indirect for r in reads(s.value)), flops_vector_literal=literal)
+        indirect=s.indirect or any(r.indirect for r in reads(s.value)), flops_vector_literal=literal,
+        algorithm=how, source=_source(s.origin))
+
+
+def _source(origin: Origin | None) -> str | None:
+    """How the report names a source op: its module path, else the op (`aten.mm.default`: mm)."""
+    if origin is None:
+        return None
+    if origin.module:
+        return origin.module
+    parts = origin.op.split(".")
+    return parts[1] if len(parts) >= 2 and parts[0] in ("aten", "jax") else origin.op
 
 
 @contextmanager
@@ -648,14 +667,47 @@ def distinct_costs(p: Program, g: GraphCosts, kernel_of: Sequence[int] | None = 
     for pos, (node, o) in enumerate(zip(p.nodes, g.ops, strict=True)):
         if o.matrix_dtype is None:  # not a contraction: nothing of distinct.py applies
             continue
-        fm, how = distinct_matrix_flops(node.main, _reduced_factors(node.main), o.flops_matrix)
+        dep = _reduced_factors(node.main)
+        fm, how = distinct_matrix_flops(node.main, dep, o.flops_matrix)
+        fast, winograd = winograd_flops(node.main, dep, fm, o.matrix_dtype)  # inside the conv's own op
+        if winograd is not None and fast < fm:
+            fm, how = fast, winograd
         if how is not None:
             ops[pos] = replace(o, flops_matrix=fm, algorithm=how)
+    if kernel_of is None and any(o.matrix_dtype for o in g.ops):
+        _fold_through_contractions(p, ops)
     for pos, twin in duplicates(p.nodes).items():  # its twin's result holds its values: no arithmetic
         if kernel_of is None or kernel_of[pos] == kernel_of[twin]:
             ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0,
                                algorithm=CSE)
+    for drop, keep in select_branches(p.kernel, p.nodes):  # one branch's sum per element suffices
+        if kernel_of is not None and kernel_of[drop] != kernel_of[keep]:
+            continue  # eager execution runs both branches' kernels
+        a, b = ops[drop], ops[keep]
+        if (a.flops_matrix, a.flops_vector, a.iterations, a.matrix_dtype, a.writes[0].elements) == \
+                (b.flops_matrix, b.flops_vector, b.iterations, b.matrix_dtype, b.writes[0].elements) \
+                and a.flops_matrix and b.algorithm is None:
+            ops[drop] = replace(a, flops_matrix=0, flops_vector=0, flops_transcendental=0, algorithm=SELECT)
     return replace(g, ops=ops)
+
+
+def _fold_through_contractions(p: Program, ops: list[OpCost]) -> None:
+    """Re-count the vector work of `p`'s non-contraction nodes with factors folded through
+    contractions (`vector_work.py`), in `ops` where that is cheaper. Not for the eager unfused bound
+    (`kernel_of`): a fold moves work between source ops, so between eager kernels."""
+    work = VectorWork(p.kernel, fold=True)
+    for pos, (node, o) in enumerate(zip(p.nodes, ops, strict=True)):
+        ctx = node.main
+        if o.matrix_dtype is not None:
+            work.skip(ctx)
+            continue
+        s = ctx.stmt
+        fv, tr = work.statement(ctx, (s.value, *s.dynamic_indices))
+        if work.folded:
+            fv += (s.kind != "=") * o.iterations
+            if fv <= o.flops_vector and tr <= o.flops_transcendental and \
+                    (fv, tr) != (o.flops_vector, o.flops_transcendental):
+                ops[pos] = replace(o, flops_vector=fv, flops_transcendental=tr, algorithm=FOLDED)
 
 
 def _program_costs(p: Program, indirect: str) -> GraphCosts:

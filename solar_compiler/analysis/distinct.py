@@ -15,6 +15,11 @@ products once (docs/bounds.md, section 0). `costs.py` applies them when asked fo
 * **Common subexpressions** (CSE, what every compiler does): a node identical to an earlier one
   (same statements, loops and guards, only its target differs) whose operands and whose earlier
   twin's result no statement between them writes holds the same values: it needs no arithmetic.
+* **Value-dependent selects** (`torch.where(m, x @ w1, x @ w2)`): an element-wise select whose
+  condition reads tensor values, between two locals that only it reads, each the sum of one
+  contraction (zero fills aside) of the same shape and cost: every output element is one of the two
+  sums, so whatever the condition's values, one sum per element suffices (gather the rows of each
+  branch, one product each): the work of one of the two contractions.
 """
 
 from __future__ import annotations
@@ -23,11 +28,12 @@ from collections.abc import Sequence
 
 from solar_compiler.analysis.polyhedral import footprint, loop_ranges
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Read, SExpr, StmtContext, stmt_reads
+from solar_compiler.loopir.ast import Const, Kernel, Read, Select, SExpr, StmtContext, reads, stmt_reads
 from solar_compiler.loopir.grouping import NodeGroup
 
 #: `OpCost.algorithm` of a node priced by an entry here
 BROADCAST, SYMMETRIC, CSE = "distinct products", "symmetric product", "common subexpression"
+SELECT = "value-dependent select computes one branch"
 
 
 def distinct_matrix_flops(ctx: StmtContext, dep: Sequence[SExpr], flops: int) -> tuple[int, str | None]:
@@ -92,3 +98,53 @@ def duplicates(groups: Sequence[NodeGroup]) -> dict[int, int]:
         if not between & read:
             out[pos] = first
     return out
+
+
+def select_branches(kernel: Kernel, groups: Sequence[NodeGroup]) -> list[tuple[int, int]]:
+    """(contraction node, the other branch's contraction node) for each element-wise select whose
+    condition reads tensor values and whose branches are locals only it reads, each written by one
+    contraction and zero fills (module rules); the caller keeps one when the two cost the same."""
+    writers: dict[str, list[int]] = {}
+    readers: dict[str, set[int]] = {}
+    for pos, g in enumerate(groups):
+        for c in g.stmts:
+            writers.setdefault(c.stmt.target, []).append(pos)
+            for r in stmt_reads(c.stmt):
+                readers.setdefault(r.tensor, set()).add(pos)
+    out = []
+    for pos, g in enumerate(groups):
+        s = g.main.stmt
+        v = s.value
+        if s.kind != "=" or not isinstance(v, Select) or not isinstance(v.a, Read) or \
+                not isinstance(v.b, Read) or g.main.guards or not reads(v.cond):
+            continue
+        if v.a.tensor == v.b.tensor or v.a.indices != s.indices or v.b.indices != s.indices or \
+                not all(isinstance(i, AffExpr) and i.is_var() for i in s.indices):
+            continue
+        branches = [_sum_of_one_contraction(kernel, groups, writers, t) for t in (v.a.tensor, v.b.tensor)]
+        if None in branches or any(readers.get(t) != {pos} for t in (v.a.tensor, v.b.tensor)) or \
+                {r.tensor for r in reads(v.cond)} & {v.a.tensor, v.b.tensor}:
+            continue
+        a, b = branches
+        assert a is not None and b is not None
+        out.append((b, a))
+    return out
+
+
+def _sum_of_one_contraction(kernel: Kernel, groups: Sequence[NodeGroup], writers: dict[str, list[int]],
+                            tensor: str) -> int | None:
+    """The node of the one contraction that writes local `tensor` (all else zero fills), else None."""
+    if kernel.tensor(tensor).role != "local":
+        return None
+    sums = []
+    for pos in dict.fromkeys(writers.get(tensor, [])):
+        for c in groups[pos].stmts:
+            s = c.stmt
+            if s.target != tensor:
+                continue
+            if s.kind == "=" and isinstance(s.value, Const) and s.value.value == 0:
+                continue
+            if s.kind != "+=" or c.guards:
+                return None
+            sums.append(pos)
+    return sums[0] if len(sums) == 1 else None

@@ -20,6 +20,16 @@ proved to keep the bound a lower bound in docs/bounds.md, "Minimal vector work")
   `(x - m[c]) / sqrt(v[c] + e) * w[c]` is one multiplication per element by a per-channel scale.
   The chain costs its cheapest association order (exact, by dynamic programming over the factors).
 
+* **Factors folded through contractions.** A factor of a product chain may be applied on the other
+  side of a contraction, wherever it is cheapest: a factor of a read of a local that only a
+  contraction writes (zero-initialised) multiplies one of that contraction's operands instead (SDPA's
+  scale folded into Q: `(q k) c = (q c) k`, one operation per element of q, not per score), and a
+  factor of a local that only contractions read, constant along their reduced variables, multiplies
+  their outputs (or an operand) instead (softmax's `/ den` on O, not P: `sum_m (p / d) v = (sum_m
+  p v) / d`). Nothing a folded factor reads may be written where it moves past. Only in the
+  default model of computation (`fold`; docs/bounds.md section 0.0): `classical` keeps the
+  products as written.
+
 What stays literal: the accumulation of a reduction (one operation per point), contractions (their
 own rules in `costs.contraction_flops`), and, conservatively, everything inside a scan loop whose
 values may change from step to step (a read of a tensor the scan writes depends on the scan
@@ -39,6 +49,7 @@ from solar_compiler.loopir.ast import (
     Binary,
     Cast,
     Cmp,
+    Const,
     IndexValue,
     Kernel,
     Read,
@@ -47,12 +58,15 @@ from solar_compiler.loopir.ast import (
     StmtContext,
     Unary,
     expr_vars,
+    product_factors,
     reads,
     statements,
 )
 
 _OPS = (Unary, Binary, Cmp, Select)
 _EXACT_FACTORS = 8  # product chains up to this many factors get the exact cheapest association order
+#: `OpCost.algorithm` of a statement whose vector work folds a factor through a contraction
+FOLDED = "folded through a contraction"
 
 
 def is_transcendental(e: SExpr) -> bool:
@@ -98,8 +112,9 @@ class VectorWork:
     (`statement` must be called in that order: common subexpressions of earlier statements are
     remembered until a statement writes a tensor they read)."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: Kernel, fold: bool = False):
         self.kernel = kernel
+        self.fold = fold  # factors folded through contractions (the default model's catalogue)
         ctxs = statements(kernel)
         # tensors written inside each scan loop (by id): reads of them vary along its variable
         self._scan_writes: dict[int, set[str]] = {}
@@ -107,6 +122,14 @@ class VectorWork:
             for f in c.loops:
                 if f.sequential:
                     self._scan_writes.setdefault(id(f), set()).add(c.stmt.target)
+        self.folded = False  # whether the last statement counted folded a factor through a contraction
+        self._ctxs = ctxs
+        self._writers: dict[str, list[StmtContext]] = {}
+        self._readers_of: dict[str, list[StmtContext]] = {}
+        for c in ctxs:
+            self._writers.setdefault(c.stmt.target, []).append(c)
+            for r in reads(c.stmt.value):
+                self._readers_of.setdefault(r.tensor, []).append(c)
         self._computed: dict[SExpr, list[_Computed]] = {}
         # tensor -> keys of `_computed` whose values read it (may hold stale or repeated keys): a
         # write visits only those (an expression's hash walks its whole tree, so no full scan)
@@ -132,6 +155,7 @@ class VectorWork:
                 for t in comp.tensors:
                     self._readers.setdefault(t, []).append(key)
         self._forget(ctx.stmt.target)
+        self.folded = run.folded
         return total[0], total[1]
 
     def skip(self, ctx: StmtContext) -> None:
@@ -165,11 +189,133 @@ class VectorWork:
         return need.count_val().to_python()
 
 
+    # ---- factors folded through contractions ---------------------------------------------------------
+    def _local(self, name: str) -> bool:
+        return self.kernel.tensor(name).role == "local"
+
+    def _contractions_writing(self, tensor: str) -> list[StmtContext] | None:
+        """The contractions that write local `tensor`, when nothing else does but zero fills."""
+        if not self._local(tensor):
+            return None
+        out = []
+        for c in self._writers.get(tensor, []):
+            s = c.stmt
+            if s.kind == "=" and isinstance(s.value, Const) and s.value.value == 0:
+                continue
+            if s.kind != "+=" or _operands(c) is None or not _bare(s.indices):
+                return None
+            out.append(c)
+        return out or None
+
+    def folds(self, ctx: StmtContext, factors: list[SExpr]) -> tuple[set[int], int] | None:
+        """Factors of a product chain of statement `ctx` that are cheaper applied on the other side
+        of a contraction (module rules), and what applying them there costs; None: none is."""
+        gone: set[int] = set()
+        cost = 0
+        for i, g in enumerate(factors):
+            tensors = frozenset(r.tensor for r in reads(g))
+            if ctx.stmt.target in tensors:
+                continue
+            gv = expr_vars(g)
+            best = self._fold_forward(i, factors, gv, tensors)
+            back = self._fold_back(ctx, gv, tensors)
+            options = [x for x in (best, back) if x is not None]
+            if options:
+                gone.add(i)
+                cost += min(options)
+        return (gone, cost) if gone and len(gone) < len(factors) else None
+
+    def _fold_forward(self, i: int, factors: list[SExpr], gv: set[str],
+                      tensors: frozenset[str]) -> int | None:
+        """`g` (factor i, reading `tensors`) multiplies a read of a local only contractions write:
+        the fewest operations of applying it to one of each such contraction's operands instead
+        (when nothing `g` reads is written from the first of them on)."""
+        best = None
+        for j, r in enumerate(factors):
+            if j == i or not isinstance(r, Read) or not _bare(r.indices):
+                continue
+            writers = self._contractions_writing(r.tensor)
+            if writers is None or not gv <= expr_vars(r):
+                continue
+            first = min(c.index for c in self._writers[r.tensor])
+            if any(c.index >= first for t in tensors for c in self._writers.get(t, [])):
+                continue
+            pos = {str(x.terms[0][0]): k for k, x in enumerate(r.indices)}  # type: ignore[union-attr]
+            total = 0
+            for c in writers:
+                out = [str(x.terms[0][0]) for x in c.stmt.indices]  # type: ignore[union-attr]
+                need = {out[pos[v]] for v in gv}
+                fits = [footprint(c, [AffExpr.var(v) for v in sorted(expr_vars(x))])
+                        for x in _operands(c) or () if need <= expr_vars(x)]
+                if not fits:
+                    total = None
+                    break
+                total += min(fits)
+            if total is not None and (best is None or total < best):
+                best = total
+        return best
+
+    def _fold_back(self, ctx: StmtContext, gv: set[str], tensors: frozenset[str]) -> int | None:
+        """`g` multiplies the value of a local that only contractions read, where `g` is constant
+        along their reduced variables: the fewest operations of applying it to their outputs (or
+        an operand) instead."""
+        s = ctx.stmt
+        if s.kind != "=" or not self._local(s.target) or not _bare(s.indices) or \
+                len(self._writers.get(s.target, [])) != 1:
+            return None
+        if not gv <= s.target_vars:
+            return None
+        pos = {str(x.terms[0][0]): k for k, x in enumerate(s.indices)}  # type: ignore[union-attr]
+        total = 0
+        for c in self._readers_of.get(s.target, []):
+            ops = _operands(c)
+            mine = [x for x in ops or () if isinstance(x, Read) and x.tensor == s.target]
+            if ops is None or len(mine) != 1 or not _bare(mine[0].indices) or c.index < ctx.index:
+                return None
+            between = {w.stmt.target for w in self._ctxs[ctx.index + 1:c.index]}
+            if between & tensors or self._contractions_writing(c.stmt.target) is None and \
+                    self._local(c.stmt.target):
+                return None
+            if not self._zero_initialised(c):
+                return None
+            need = {str(mine[0].indices[pos[v]].terms[0][0]) for v in gv}  # type: ignore[union-attr]
+            if not need <= c.stmt.target_vars:
+                return None
+            fits = [footprint(c, [AffExpr.var(v) for v in sorted(c.stmt.target_vars)])]
+            fits += [footprint(c, [AffExpr.var(v) for v in sorted(expr_vars(x))])
+                     for x in ops if x is not mine[0] and need <= expr_vars(x)]
+            total += min(fits)
+        return total if self._readers_of.get(s.target) else None
+
+    def _zero_initialised(self, c: StmtContext) -> bool:
+        """Contraction `c`'s target holds only its sum: every other write of it is a zero fill."""
+        for w in self._writers.get(c.stmt.target, []):
+            if w is c:
+                continue
+            if not (w.stmt.kind == "=" and isinstance(w.stmt.value, Const) and w.stmt.value.value == 0):
+                return False
+        return True
+
+
+def _bare(indices: tuple) -> bool:
+    return all(isinstance(x, AffExpr) and x.is_var() for x in indices)
+
+
+def _operands(c: StmtContext) -> list[SExpr] | None:
+    """The factors of contraction `c` that vary along its reduced variables (at least two), else None."""
+    if c.stmt.kind != "+=":
+        return None
+    reduced = set(c.ivs) - c.stmt.target_vars
+    dep = [f for f in product_factors(c.stmt.value) if expr_vars(f) & reduced]
+    return dep if len(dep) >= 2 else None
+
+
 class _Statement:
     def __init__(self, work: VectorWork, ctx: StmtContext):
         self.work, self.ctx = work, ctx
         self.in_scan = any(f.sequential for f in ctx.loops)
         self.seen: set[SExpr] = set()
+        self.folded = False  # a factor was cheaper folded through a contraction
         self.new: list[tuple[SExpr, _Computed]] = []
         self._fp: dict[frozenset[str], int] = {}
 
@@ -234,7 +380,14 @@ class _Statement:
         factors: list[tuple[SExpr, bool]] = []
         nodes: list[SExpr] = []
         _split(e, True, factors, nodes)
-        n, t = self._cheapest_product([self.evars(f) for f, _ in factors]), 0
+        sets = [self.evars(f) for f, _ in factors]
+        n, t = self._cheapest_product(sets), 0
+        moved = self.work.folds(self.ctx, [f for f, _ in factors]) if self.work.fold else None
+        if moved is not None:
+            gone, cost = moved
+            folded = self._cheapest_product([x for i, x in enumerate(sets) if i not in gone]) + cost
+            if folded < n:
+                n, self.folded = folded, True
         for f, _ in factors:
             a, b = self.count(f)
             n, t = n + a, t + b

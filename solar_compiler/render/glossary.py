@@ -61,8 +61,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("timing", "the timing contract the bounds assume (--cache-state): cold caches or warm caches."),
     ("model", "the model of computation the bounds cover (--algorithms): default (any order, fusion and "
               "tiling, and the catalogue of rewrites: reassociated contraction trees, repeated, symmetric "
-              "and duplicated products once; docs/bounds.md section 0), with what the bound was priced "
-              "as, or classical (the products as written, SOLAR's model)."),
+              "and duplicated products once, one branch of a value-dependent select, Winograd convolution, "
+              "factors folded through contractions; docs/bounds.md section 0), with what the bound was "
+              "priced as, or classical (the products as written, SOLAR's model)."),
     ("cold caches", "--cache-state cold (the default): every timed call starts with nothing on chip "
                     "(L2 flushed before each trial, as KernelBench does), so every input, weight and "
                     "output crosses the DRAM boundary."),

@@ -1,0 +1,166 @@
+"""Fast convolution: the catalogue entry of the default model of computation that prices a 3 x 3,
+stride-1 convolution at the products of Winograd's minimal filtering algorithm where cuDNN ships it
+(docs/bounds.md, section 0.0). `costs.py` applies it to distinct costs (`--algorithms default`).
+
+Winograd F(m x m, 3 x 3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR
+2016) computes an m x m tile of outputs of one (input channel, output channel) pair from an
+(m + 2) x (m + 2) input tile with (m + 2)^2 multiplies instead of 9 m^2: after the input and filter
+transforms, each of the (m + 2)^2 transform points is one matrix product over the channels (what
+cuDNN's WINOGRAD_NONFUSED runs as batched GEMMs). So the matrix work is 2 (m + 2)^2 FLOPs per (tile,
+input channel, output channel, other parallel point); per tile we take the fewer of that and the
+tile's direct taps (an implementation may compute an edge tile directly), and the fewest over the
+tile sizes and the direct convolution. The transforms' additions are not counted (errs low).
+
+Which algorithms and dtypes (cuDNN API reference, `cudnnConvolutionForward()`, supported
+configurations of `CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD` and `..._WINOGRAD_NONFUSED`: a 3 x 3 filter,
+stride 1 and dilation 1, in FLOAT_CONFIG, PSEUDO_HALF_CONFIG and TRUE_HALF_CONFIG, i.e. fp32 and fp16
+data; no bf16, int8 or fp8 configuration lists them), tile sizes F(2x2,3x3) and F(4x4,3x3), the two
+Lavin and Gray evaluate and the tiles cuDNN's fused and non-fused Winograd kernels use.
+
+A convolution is recognised on the einsum view alone: a two-factor contraction whose input factor has
+exactly two indices `o +- k + c` (an output variable with coefficient 1, stride 1, plus or minus a
+reduced variable of extent 3, dilation 1: cuDNN's cross-correlation and convolution modes) that the
+filter factor reads as `k` alone (`+-k + c`) and never `o`, the output reads `o` as a bare index,
+and every domain constraint touches one such (o, k) pair or none of them (a box, guards of zero
+padding included).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from solar_compiler.analysis.polyhedral import Constraint, count_points, domain_constraints, loop_ranges
+from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.ast import Read, SExpr, StmtContext
+
+#: value dtypes of contractions cuDNN ships Winograd for (module docstring)
+WINOGRAD_DTYPES = frozenset({"f32", "f16"})
+#: output tile sizes m of F(m x m, 3 x 3)
+WINOGRAD_TILES = (2, 4)
+TAPS = 3
+WINOGRAD = "Winograd F("  # how the names of its entries start (`catalogue.Rewrite.words`)
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """One spatial axis of a convolution: the output variable, the filter tap variable, and per
+    output position (in order) how many taps the domain holds there."""
+
+    out: str
+    tap: str
+    taps: tuple[int, ...]
+
+    def tile_taps(self, m: int) -> list[int]:
+        return [sum(self.taps[i:i + m]) for i in range(0, len(self.taps), m)]
+
+
+def winograd_name(m: int) -> str:
+    return f"Winograd F({m}x{m},3x3)"
+
+
+def winograd_flops(ctx: StmtContext, dep: Sequence[SExpr], flops: int, dtype: str | None) \
+        -> tuple[int, str | None]:
+    """The contraction's matrix FLOPs (`flops` as counted) under the cheapest Winograd F(m x m, 3 x 3)
+    when it is a 3 x 3 stride-1 convolution of a dtype cuDNN ships it for, with the algorithm's name;
+    else (`flops`, None)."""
+    if dtype not in WINOGRAD_DTYPES:
+        return flops, None
+    conv = conv_axes(ctx, dep)
+    if conv is None:
+        return flops, None
+    axes, rest = conv
+    best, how = flops, None
+    for m in WINOGRAD_TILES:
+        got = 2 * rest * _tile_products(axes, m)
+        if got < best:
+            best, how = got, winograd_name(m)
+    return best, how
+
+
+def _tile_products(axes: Sequence[_Axis], m: int) -> int:
+    """Per (channel pair, other point): the sum over 2-D tiles of the fewer of the tile's direct taps
+    and its (m + 2)^2 transform-domain products."""
+    a, b = (ax.tile_taps(m) for ax in axes)
+    full = (m + TAPS - 1) ** 2
+    return sum(min(x * y, full) for x in a for y in b)
+
+
+def conv_axes(ctx: StmtContext, dep: Sequence[SExpr]) -> tuple[list[_Axis], int] | None:
+    """The two spatial axes of a 3 x 3 stride-1 convolution and the points of the other variables
+    (channels, batch), or None when the contraction is not one (module docstring)."""
+    if len(dep) != 2 or not all(isinstance(f, Read) and not f.indirect for f in dep):
+        return None
+    ranges = loop_ranges(ctx)
+    ivs, cons, steps = domain_constraints(ctx)
+    if ranges is None or steps:
+        return None
+    out_vars = {i.terms[0][0] for i in ctx.stmt.indices if isinstance(i, AffExpr) and i.is_var()}
+    reduced = set(ivs) - ctx.stmt.target_vars
+    for x, w in ((dep[0], dep[1]), (dep[1], dep[0])):
+        pairs = _pairs(x, w, out_vars, reduced, ranges)  # type: ignore[arg-type]
+        if pairs is None or len(pairs) != 2:
+            continue
+        got = _separable(ivs, cons, pairs, ranges)
+        if got is not None:
+            return got
+    return None
+
+
+def _pairs(x: Read, w: Read, out_vars: set[str], reduced: set[str],
+           ranges: dict[str, tuple[int, int]]) -> list[tuple[str, str]] | None:
+    """(output variable, tap variable) of every index `o +- k + c` of `x` that is a stride-1 3-tap
+    window; None when `x` or `w` reads a window variable any other way."""
+    pairs = []
+    for e in x.indices:
+        assert isinstance(e, AffExpr)
+        if e.is_quasi() or len(e.terms) != 2:
+            continue
+        (u, _), (v, _) = e.terms
+        o, k = (u, v) if u in out_vars else (v, u)
+        if o in out_vars and k in reduced and e.coeff(str(o)) == 1 and abs(e.coeff(str(k))) == 1 \
+                and ranges[k][1] - ranges[k][0] + 1 == TAPS:
+            pairs.append((str(o), str(k)))
+    used = {v for p in pairs for v in p}
+    if len(used) != 2 * len(pairs):
+        return None
+    for e in x.indices:
+        vs = e.vars() if isinstance(e, AffExpr) else used
+        if vs & used and not any(vs == set(p) for p in pairs):
+            return None
+    if any(sum(isinstance(e, AffExpr) and e.vars() == set(p) for e in x.indices) != 1 for p in pairs):
+        return None
+    for o, k in pairs:
+        w_k = [e for e in w.indices if isinstance(e, AffExpr) and k in e.vars()]
+        if any(o in e.vars() for e in w.indices if isinstance(e, AffExpr)) or len(w_k) != 1 or \
+                w_k[0].vars() != {k} or w_k[0].is_quasi() or abs(w_k[0].coeff(k)) != 1:
+            return None
+    return pairs
+
+
+def _separable(ivs: Sequence[str], cons: Sequence[Constraint], pairs: list[tuple[str, str]],
+               ranges: dict[str, tuple[int, int]]) -> tuple[list[_Axis], int] | None:
+    """The axes' tap counts per output position and the other variables' points, when every
+    constraint touches one (o, k) pair or none of them; else None."""
+    pair_vars = [set(p) for p in pairs]
+    used = set().union(*pair_vars)
+    own: list[list[Constraint]] = [[] for _ in pairs]
+    rest = []
+    for c in cons:
+        if not c.vars & used:
+            rest.append(c)
+            continue
+        hit = [i for i, pv in enumerate(pair_vars) if c.vars <= pv]
+        if not hit:
+            return None
+        own[hit[0]].append(c)
+    axes = []
+    for (o, k), cs in zip(pairs, own, strict=True):
+        (olo, ohi), (klo, khi) = ranges[o], ranges[k]
+        taps = tuple(sum(all(c.cond.evaluate({o: ov, k: kv}) for c in cs) for kv in range(klo, khi + 1))
+                     for ov in range(olo, ohi + 1))
+        axes.append(_Axis(o, k, taps))
+    others = [v for v in ivs if v not in used]
+    points = count_points(others, rest) if others else int(all(c.cond.evaluate({}) for c in rest))
+    return axes, points if math.prod(len(a.taps) for a in axes) else 0
