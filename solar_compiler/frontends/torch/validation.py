@@ -396,7 +396,7 @@ def _build(spec, tt, ov: dict[str, int], options: FrontendOptions, filler=None):
 
     try:
         spec_r = spec.with_sizes(ov)
-        prog_r = capture(spec_r, mode=options.mode)
+        prog_r = capture(spec_r, mode=options.mode, step=options.step, optimizer=options.optimizer or None)
         tt_r = translate_program(prog_r, kernel_name=tt.kernel.name,
                                  filler=op_filler(spec_r, prog_r, options, filler))
     except (ModelFileError, CaptureError, SolarError) as e:

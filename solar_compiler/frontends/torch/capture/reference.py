@@ -71,6 +71,10 @@ def run_reference(
     spec = load_spec(path, size_overrides)
     if program is None:
         program = capture(spec, mode=mode, fake=True)
+    if program.step == "train":
+        from .train_reference import run_train_reference
+
+        return run_train_reference(spec, mode, program, inputs, seed)
     torch.manual_seed(seed)
     model, sample = build_model(spec, mode, None)
     names_in = [m.name for m in program.inputs]
@@ -163,7 +167,7 @@ def run_reference_f64(spec: ModelSpec, mode: str, inputs: dict[str, np.ndarray],
     changes). None when that is not the same computation in higher precision: random draws inside
     forward (they would differ), or an output that does not come out as float64 (the model fixes a
     dtype itself), or any failure."""
-    if program.random_tensors:
+    if program.random_tensors or program.step == "train":
         return None
     try:
         with quiet():
