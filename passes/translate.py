@@ -147,7 +147,7 @@ def stamp_origins(kernels: list[Kernel], source_ops: list[dict]) -> None:
         if o.get("first") != at or not isinstance(o.get("count"), int) or o["count"] <= 0:
             break
         for c in ctxs[at:at + o["count"]]:
-            c.stmt.origin = Origin(i, str(o["op"]), o.get("module"))
+            c.stmt.origin = Origin(i, str(o["op"]), o.get("module"), o.get("phase"))
         at += o["count"]
     if at != len(ctxs):
         raise PassError(f"kernel {kernels[0].name}: the frontend's source-op record does not cover its "
