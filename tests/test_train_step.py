@@ -1,0 +1,94 @@
+"""Training steps (`--step train`, docs/training.md): exact counts derived by hand for the bundled
+2-layer MLP (examples/train/mlp.py: x[8, 32] -> Linear(32, 64) -> ReLU -> Linear(64, 16), MSE loss
+against target[8, 16]), AdamW's traffic, and agreement with torch.autograd and torch.optim."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from solar_compiler.driver import main
+
+REPO = Path(__file__).resolve().parent.parent
+MLP = str(REPO / "examples/train/mlp.py")
+B, D_IN, H, D_OUT = 8, 32, 64, 16
+PARAMS = D_IN * H + H + H * D_OUT + D_OUT  # 3,152 f32 parameters
+
+
+def report(capsys, *argv: str) -> dict:
+    assert main([*argv, "--hw", "H100_SXM", "--format=json", "--quiet"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture(scope="module")
+def adamw() -> dict:
+    """The MLP's AdamW step under the classical model (products as written), translated once."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main([MLP, "--translate", "--roofline=all", "--step", "train", "--optimizer", "adamw",
+                     "--algorithms", "classical", "--hw", "H100_SXM", "--format=json", "--quiet"]) == 0
+    return json.loads(buf.getvalue())
+
+
+def matrix_flops(r: dict) -> Counter:
+    c: Counter = Counter()
+    for k in r["kernels_unfused"]:
+        c[(k["module"], k["phase"])] += k["flops_matrix"]
+    return c
+
+
+def test_backward_matrix_flops_are_2x_forward_and_1x_for_the_first_layer(adamw):
+    c = matrix_flops(adamw)
+    fc1, fc2 = 2 * B * D_IN * H, 2 * B * H * D_OUT  # 32,768 and 16,384 forward
+    assert (c["fc1", "forward"], c["fc2", "forward"]) == (fc1, fc2)
+    # fc2: weight gradient dY^T h and input gradient dY W2, each as large as the forward product
+    assert c["fc2", "backward"] == 2 * fc2
+    # fc1: only the weight gradient dZ^T x; x needs no gradient
+    assert c["fc1", "backward"] == fc1
+    assert sum(v for (_, ph), v in c.items() if ph == "optimizer") == 0
+    phases = {p["phase"]: p for p in adamw["phases"]}
+    assert phases["forward"]["flops_matrix"] == fc1 + fc2
+    assert phases["backward"]["flops_matrix"] == fc1 + 2 * fc2
+
+
+def test_adamw_step_traffic_by_hand(adamw):
+    # the whole step's compulsory bytes: x and target read; each parameter and both moments read
+    # (f32); the loss, each gradient, each updated parameter and both updated moments written
+    reads = B * D_IN + B * D_OUT + 3 * PARAMS
+    writes = 1 + 4 * PARAMS
+    assert adamw["totals"]["bytes_fused"] == 4 * (reads + writes) == 89_796
+    # AdamW's first step as torch computes it, per element: 13 ops (one kernel each, unfused) of 14
+    # FLOPs: p*(1-lr*wd); m + (1-b1)*(g-m) (sub, then add with alpha: 2 FLOPs); v*b2; g*g;
+    # *(1-b2); +; sqrt; /sqrt(bc2); +eps; m/denom; *(-lr/bc1); p + that
+    opt = next(p for p in adamw["phases"] if p["phase"] == "optimizer")
+    assert opt["flops_vector"] == 14 * PARAMS
+    assert opt["kernels"] == 13 * 4
+
+
+def test_agrees_with_autograd_and_torch_optim(adamw):
+    v = adamw["validation"]
+    assert v["validated"] and v["method"] == "full" and v["step"] == "train" and v["optimizer"] == "adamw"
+    # at least: the loss, every gradient, updated parameter and both updated moments (the views
+    # returned as outputs are checked through their bases as well)
+    assert v["elements_checked"] >= 1 + 4 * PARAMS
+    assert v["max_rel_err"] < 1e-5
+
+
+def test_self_training_forward_is_the_same_step(capsys):
+    r = report(capsys, str(REPO / "examples/train/linear_mse.py"), "--translate", "--roofline=unfused",
+               "--step", "train", "--algorithms", "classical")
+    v = r["validation"]
+    assert v["validated"] and v["optimizer"] == "adamw"  # the model's own AdamW, found
+    c = matrix_flops(r)
+    assert c["proj", "forward"] == 2 * 16 * 64 * 32
+    assert c["proj", "backward"] == 2 * 16 * 64 * 32  # the weight gradient only
+
+
+def test_optimizer_needs_a_training_step(capsys):
+    assert main([MLP, "--translate", "--optimizer", "sgd", "--quiet"]) != 0
+    assert "step=train" in capsys.readouterr().err
