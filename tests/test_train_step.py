@@ -92,3 +92,17 @@ def test_self_training_forward_is_the_same_step(capsys):
 def test_optimizer_needs_a_training_step(capsys):
     assert main([MLP, "--translate", "--optimizer", "sgd", "--quiet"]) != 0
     assert "step=train" in capsys.readouterr().err
+
+
+def test_batch_norm_and_an_in_place_relu_in_train_mode(capsys):
+    r = report(capsys, str(REPO / "examples/train/bn_mlp.py"), "--translate", "--roofline=unfused",
+               "--step", "train", "--mode", "train", "--optimizer", "sgd", "--algorithms", "classical")
+    assert r["validation"]["validated"] and r["validation"]["optimizer"] == "sgd"
+    c = matrix_flops(r)
+    fc1, fc2 = 2 * 16 * 32 * 64, 2 * 16 * 64 * 8
+    assert (c["fc1", "forward"], c["fc2", "forward"]) == (fc1, fc2)
+    assert (c["fc1", "backward"], c["fc2", "backward"]) == (fc1, 2 * fc2)
+    # SGD's update per parameter element: p + (-lr) * g, a mul and an add
+    params = 32 * 64 + 64 + 64 * 2 + 64 * 8 + 8
+    phases = {p["phase"]: p for p in r["phases"]}
+    assert phases["optimizer"]["flops_vector"] == 2 * params

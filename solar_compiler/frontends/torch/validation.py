@@ -262,7 +262,7 @@ def _against_f64(spec, prog, tt, kernel, mode, ins, feed, ref, pieces, positions
             tols[k] += F64_SLACK * p
             f64[f"{k}:probe"] = max(f64.get(f"{k}:probe", 0.0), p)
     cmp = compare(ref64, got64, wdtypes, tolerances=tols, positions=positions)
-    for k in tols:
+    for k in (k for k in tols if k in ref64):  # an intermediate a returned view reads is no output here
         e = compare({k: ref64[k]}, {k: got64[k]}, wdtypes, tolerances={k: math.inf}).max_rel_err
         f64[f"{k}:loop_ir_vs_framework_f64"] = max(f64.get(f"{k}:loop_ir_vs_framework_f64", 0.0), e)
     return cmp

@@ -167,8 +167,17 @@ def run_reference_f64(spec: ModelSpec, mode: str, inputs: dict[str, np.ndarray],
     changes). None when that is not the same computation in higher precision: random draws inside
     forward (they would differ), or an output that does not come out as float64 (the model fixes a
     dtype itself), or any failure."""
-    if program.random_tensors or program.step == "train":
+    if program.random_tensors:
         return None
+    if program.step == "train":
+        from .train_reference import run_train_reference
+
+        try:
+            with quiet():
+                _, _, out, _ = run_train_reference(spec, mode, program, inputs, 0, wide=True, perturb=perturb)
+        except Exception:  # noqa: BLE001 - no float64 evaluation: the caller keeps its verdict
+            return None
+        return out if all(o.dtype == np.float64 for o in out.values()) else None
     try:
         with quiet():
             torch.manual_seed(0)

@@ -219,6 +219,7 @@ def capture_train(spec: ModelSpec, mode: str, user: UserFile, optimizer: str | N
         with fake_mode, quiet(), fxt.preserve_node_meta(), _module_stack(paths):
             traced = make_fx(step, decomposition_table=table, record_stack_traces=True)
             gm = traced(params, buffers, state, sample)
+            gm = _functional(gm, user, (params, buffers, state, sample), table)
     except (ModelFileError, CaptureError):
         raise
     except Exception as exc:  # noqa: BLE001 - one line naming what failed
@@ -226,6 +227,25 @@ def capture_train(spec: ModelSpec, mode: str, user: UserFile, optimizer: str | N
         where = f"{spec.path}:{line}" if line else spec.path
         raise CaptureError(f"{where}: tracing the training step failed: {exception_summary(exc)}") from exc
     return _program(spec, mode, user, gm, sample, params, buffers, state, grad_names, opt)
+
+
+def _functional(gm, user: UserFile, args: tuple, table: dict):
+    """`gm` without in-place updates and views of updated tensors (`nn.ReLU(inplace=True)`,
+    `x += y`, train-mode batch-norm statistics): re-traced through `torch.func.functionalize` by an
+    fx interpreter, each node's (module, loc, phase) carried over in ``meta["custom"]`` (fx copies
+    it to every node traced while the interpreter runs a node). The step itself cannot be traced
+    under `functionalize`: parameters lose their `requires_grad` there. An update of a buffer (a
+    running statistic) becomes a copy into the graph input, dropped by `_program`."""
+    annotate = _annotator(gm, user)
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            n.meta["custom"] = {**(n.meta.get("custom") or {}), "solar": annotate(n)}
+    flat = [a for a in torch.utils._pytree.tree_leaves(args)]
+
+    def run(*xs):
+        return torch.fx.Interpreter(gm).run(*xs)
+
+    return make_fx(torch.func.functionalize(run, remove="mutations"), decomposition_table=table)(*flat)
 
 
 def _optimizer(spec: ModelSpec, model: torch.nn.Module, optimizer: str | None) -> Optimizer | None:
@@ -314,7 +334,11 @@ def _program(spec: ModelSpec, mode: str, user: UserFile, gm, sample: list, param
         name = namer.fresh(base)
         prog.inputs.append(tensor_meta(name, ph.meta["val"]))
         node_name[ph] = name
-    for n in gm.graph.nodes:
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and n.target is torch.ops.aten.copy_.default and not n.users \
+                and n.args[0].op == "placeholder":
+            gm.graph.erase_node(n)  # a buffer's update (running statistics): not a result of the step
+            continue
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
             if is_random(n.target):
                 raise CaptureError(f"{user.stack_trace_loc(n.meta.get('stack_trace')) or spec.path}: "
@@ -322,7 +346,8 @@ def _program(spec: ModelSpec, mode: str, user: UserFile, gm, sample: list, param
             if packet(n.target).endswith("_") and packet(n.target) not in ("__and__", "__or__"):
                 raise CaptureError(f"{user.stack_trace_loc(n.meta.get('stack_trace')) or spec.path}: the "
                                    f"training step updates a tensor in place ({n.target}); not supported yet")
-    convert_nodes(gm.graph, node_name, namer, user, prog, set(), _annotator(gm, user))
+    convert_nodes(gm.graph, node_name, namer, user, prog, set(),
+                  lambda n: (n.meta.get("custom") or {}).get("solar", (None, None, None)))
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
     outs = list(out_node.args[0])
     roles = ["loss", *(f"grad:{k}" for k in grad_names)]

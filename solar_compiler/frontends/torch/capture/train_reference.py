@@ -38,10 +38,16 @@ def optimizer_state(program: CapturedProgram, params: dict[str, torch.Tensor], s
 
 
 def run_train_reference(spec: ModelSpec, mode: str, program: CapturedProgram,
-                        inputs: dict[str, np.ndarray] | None, seed: int):
-    """(inputs, weights, outputs, random) of one eager training step, like `run_reference`."""
+                        inputs: dict[str, np.ndarray] | None, seed: int, wide: bool = False,
+                        perturb: float = 0.0):
+    """(inputs, weights, outputs, random) of one eager training step, like `run_reference`; with
+    `wide`, the same step in float64 (model `.double()`, float inputs and optimizer state widened;
+    with `perturb`, every float input, parameter, buffer and state tensor multiplied by
+    ``1 + perturb * N(0, 1)`` first), as `run_reference_f64` does for a forward."""
     torch.manual_seed(seed)
     model, sample = build_model(spec, mode, None)
+    if wide:
+        model = model.double()
     names_in = [m.name for m in program.inputs]
     positions = [i for i, v in enumerate(sample) if isinstance(v, torch.Tensor)]
     if len(positions) != len(names_in):
@@ -50,9 +56,19 @@ def run_train_reference(spec: ModelSpec, mode: str, program: CapturedProgram,
     if inputs is not None:
         for pos, name in zip(positions, names_in, strict=True):
             sample[pos] = torch.from_numpy(np.ascontiguousarray(inputs[name])).to(sample[pos].dtype)
+    if wide:
+        sample = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in sample]
     in_np = {name: to_numpy(sample[pos]) for pos, name in zip(positions, names_in, strict=True)}
     params = trainable(model)
     state = optimizer_state(program, params, seed)
+    if wide:
+        state = {k: v.double() for k, v in state.items()}
+    if perturb:
+        gen = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            for t in [*model.parameters(), *model.buffers(), *sample, *state.values()]:
+                if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
+                    t.mul_(1 + perturb * torch.randn(t.shape, generator=gen, dtype=torch.float64))
     weights_np: dict[str, np.ndarray] = {}
     for w in program.weights:
         src = program.weight_sources.get(w.name, w.name)
