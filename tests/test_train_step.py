@@ -106,3 +106,21 @@ def test_batch_norm_and_an_in_place_relu_in_train_mode(capsys):
     params = 32 * 64 + 64 + 64 * 2 + 64 * 8 + 8
     phases = {p["phase"]: p for p in r["phases"]}
     assert phases["optimizer"]["flops_vector"] == 2 * params
+
+
+def test_adamw_traffic_at_the_parameters_dtype(capsys, tmp_path):
+    # the same MLP built in bfloat16: weights, gradients and both moments are read and written at
+    # 2 bytes each, so the step's compulsory traffic is exactly half the f32 one
+    text = Path(MLP).read_text().replace(
+        "        self.fc2 = nn.Linear(HIDDEN, D_OUT)\n",
+        "        self.fc2 = nn.Linear(HIDDEN, D_OUT)\n        self.to(torch.bfloat16)\n").replace(
+        "torch.randn(BATCH, D_IN), torch.randn(BATCH, D_OUT)",
+        "torch.randn(BATCH, D_IN, dtype=torch.bfloat16), torch.randn(BATCH, D_OUT, dtype=torch.bfloat16)")
+    path = tmp_path / "mlp_bf16.py"
+    path.write_text(text)
+    r = report(capsys, str(path), "--translate", "--roofline=fused", "--step", "train",
+               "--optimizer", "adamw")
+    assert r["validation"]["validated"]
+    reads = B * D_IN + B * D_OUT + 3 * PARAMS
+    writes = 1 + 4 * PARAMS
+    assert r["totals"]["bytes_fused"] == 2 * (reads + writes) == 44_898
