@@ -149,6 +149,11 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
     ]
     if r["validation"].get("notes"):
         lines.insert(-3, f"notes:      {'; '.join(r['validation']['notes'])}")
+    if r["validation"].get("step") == "train":
+        opt = r["validation"].get("optimizer")
+        at = next(i for i, line in enumerate(lines) if line.startswith("precision:"))
+        lines.insert(at, "step:       one training step: forward, loss, parameter gradients (backward)"
+                        + (f", then the {opt} update" if opt else "") + " (docs/training.md)")
     if r.get("chains") and (r["reorder_chains"] or any(c["better"] for c in r["chains"])):
         lines.append(_chains_line(r))  # said only where it tells something
     if r["narrowed"] and tot["flops_as_written"] != tot["flops"]:

@@ -13,6 +13,7 @@
 // IR: origin <{{[0-9]+}}, "aten.mm.default", "fc1", "backward">
 
 // CHECK:      validation: validated (torch-make_fx frontend, full)
+// CHECK:      step:       one training step: forward, loss, parameter gradients (backward), then the adamw update
 // CHECK:      training step by phase (the bounds above cover the whole step):
 // CHECK-NEXT:   forward: 50,049 FLOPs (49,152 matrix), 25,412 B unfused, 6 kernels, 7.586 ns on H100_SXM
 // CHECK-NEXT:   backward: {{[0-9,]+}} FLOPs (65,536 matrix), {{.*}} on H100_SXM
