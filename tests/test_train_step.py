@@ -124,3 +124,18 @@ def test_adamw_traffic_at_the_parameters_dtype(capsys, tmp_path):
     reads = B * D_IN + B * D_OUT + 3 * PARAMS
     writes = 1 + 4 * PARAMS
     assert r["totals"]["bytes_fused"] == 2 * (reads + writes) == 44_898
+
+
+def test_cnn_backward_convolutions_are_2x_and_1x(capsys):
+    # examples/train/cnn.py: x[4, 3, 16, 16] -> conv1 (8 channels, 3x3, padding 1) -> ReLU -> max pool 2
+    # -> conv2 (16 channels, 3x3, stride 2, padding 1) -> ReLU -> mean -> head Linear(16, 10).
+    # Padding taps are not counted: per spatial dim conv1 has 15 + 16 + 15 = 46 valid (output, tap)
+    # pairs, conv2 (8 -> 4, stride 2) 3 + 4 + 4 = 11.
+    r = report(capsys, str(REPO / "examples/train/cnn.py"), "--translate", "--roofline=unfused",
+               "--step", "train", "--algorithms", "classical")
+    assert r["validation"]["validated"]
+    c = matrix_flops(r)
+    conv1, conv2, head = 2 * 4 * 8 * 3 * 46**2, 2 * 4 * 16 * 8 * 11**2, 2 * 4 * 16 * 10
+    assert (c["conv1", "forward"], c["conv2", "forward"], c["head", "forward"]) == (conv1, conv2, head)
+    assert c["conv1", "backward"] == conv1  # the weight gradient only: x needs no gradient
+    assert (c["conv2", "backward"], c["head", "backward"]) == (2 * conv2, 2 * head)

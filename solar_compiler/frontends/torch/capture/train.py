@@ -214,7 +214,8 @@ def capture_train(spec: ModelSpec, mode: str, user: UserFile, optimizer: str | N
         state = {f"{s}:{k}": torch.zeros_like(p) for k, p in params.items()
                  for s in (opt.state if opt else ())}
     _, _, python = tables()
-    table = {op: fn for op, fn in python.items() if not _kept_backward(op)}
+    table = {op: fn for op, fn in {**_backward_table(), **python, **BACKWARD_DECOMPOSITIONS}.items()
+             if not _kept_backward(op)}
     try:
         with fake_mode, quiet(), fxt.preserve_node_meta(), _module_stack(paths):
             traced = make_fx(step, decomposition_table=table, record_stack_traces=True)
@@ -254,6 +255,49 @@ def _optimizer(spec: ModelSpec, model: torch.nn.Module, optimizer: str | None) -
         return own
     chosen = Optimizer.default(optimizer)
     return replace(own, kind=chosen.kind) if own is not None and own.kind == chosen.kind else chosen
+
+
+def _convolution_backward(grad_out, x, weight, bias_sizes, stride, padding, dilation, transposed,
+                          output_padding, groups, output_mask):
+    """``aten.convolution_backward`` of an ungrouped, untransposed convolution in terms of
+    convolutions, for as long as the op has no template (torch has no decomposition of it): the
+    input gradient is the transposed convolution of the output gradient with the weight; the weight
+    gradient is a convolution of the input (channels as batch) with the output gradient (batch as
+    input channels), stride and dilation swapped, cut to the kernel's extent (narrow-needed prunes
+    what the cut leaves unused); the bias gradient sums the output gradient. Each is the eager
+    kernel's product, so the matrix FLOPs are those of the forward convolution."""
+    if transposed or groups != 1:
+        return NotImplemented
+    conv = torch.ops.aten.convolution.default
+    nd = weight.dim() - 2
+    gi = gw = gb = None
+    if output_mask[0]:
+        out_pad = [x.shape[2 + d] - ((grad_out.shape[2 + d] - 1) * stride[d] - 2 * padding[d]
+                                     + dilation[d] * (weight.shape[2 + d] - 1) + 1) for d in range(nd)]
+        gi = conv(grad_out, weight, None, stride, padding, dilation, True, out_pad, 1)
+    if output_mask[1]:
+        perm = [1, 0, *range(2, 2 + nd)]
+        full = conv(x.permute(perm), grad_out.permute(perm), None, dilation, padding, stride, False,
+                    [0] * nd, 1)  # [C_in, C_out, k'...], k' >= k
+        for d in range(nd):
+            full = torch.ops.aten.slice.Tensor(full, 2 + d, 0, weight.shape[2 + d])
+        gw = full.permute(perm)
+    if output_mask[2]:
+        gb = grad_out.sum([0, *range(2, 2 + nd)])
+    return gi, gw, gb
+
+
+def _backward_table() -> dict:
+    """torch's own decompositions of backward ops that export's table leaves out
+    (`max_pool2d_with_indices_backward`, ...): a training step decomposes every backward op that
+    has no template."""
+    from torch._decomp import decomposition_table
+
+    return {op: fn for op, fn in decomposition_table.items() if "backward" in str(op)}
+
+
+#: Decompositions of backward ops torch leaves whole, used while no template keeps them whole.
+BACKWARD_DECOMPOSITIONS = {torch.ops.aten.convolution_backward.default: _convolution_backward}
 
 
 def _kept_backward(op) -> bool:
