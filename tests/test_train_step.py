@@ -139,3 +139,25 @@ def test_cnn_backward_convolutions_are_2x_and_1x(capsys):
     assert (c["conv1", "forward"], c["conv2", "forward"], c["head", "forward"]) == (conv1, conv2, head)
     assert c["conv1", "backward"] == conv1  # the weight gradient only: x needs no gradient
     assert (c["conv2", "backward"], c["head", "backward"]) == (2 * conv2, 2 * head)
+
+
+@pytest.mark.parametrize("name, products", [
+    # the head Linear(32, 8) over 4 rows: 2*4*32*8 forward
+    ("lstm", {"head": 2 * 4 * 32 * 8}),
+    # qkv over 2*16 tokens (2*32*32*96), the MLP's two layers (2*32*32*128 each), the head
+    # (2*32*32*64); their inputs all need gradients (the embedding is trained), so each is 2x
+    ("transformer_block", {"qkv": 2 * 32 * 32 * 96, "mlp.0": 2 * 32 * 32 * 128,
+                           "mlp.2": 2 * 32 * 128 * 32, "proj": 2 * 32 * 32 * 32, "head": 2 * 32 * 32 * 64}),
+])
+def test_recurrent_and_attention_steps(capsys, name, products):
+    r = report(capsys, str(REPO / f"examples/train/{name}.py"), "--translate", "--roofline=unfused",
+               "--step", "train", "--optimizer", "adamw", "--algorithms", "classical")
+    assert r["validation"]["validated"]
+    c = matrix_flops(r)
+    for module, flops in products.items():
+        assert (c[module, "forward"], c[module, "backward"]) == (flops, 2 * flops), module
+    if name == "transformer_block":
+        # causal attention at top level: QK^T and PV over the 16*17/2 needed (query, key) pairs of
+        # each of 2*4 heads (dim 8); backward: dQ, dK from dS and dP, dV: twice the forward
+        fwd = 2 * (2 * 2 * 4 * 136 * 8)
+        assert (c[None, "forward"], c[None, "backward"]) == (fwd, 2 * fwd)

@@ -217,7 +217,10 @@ def capture_train(spec: ModelSpec, mode: str, user: UserFile, optimizer: str | N
     table = {op: fn for op, fn in {**_backward_table(), **python, **BACKWARD_DECOMPOSITIONS}.items()
              if not _kept_backward(op)}
     try:
-        with fake_mode, quiet(), fxt.preserve_node_meta(), _module_stack(paths):
+        # without oneDNN, CPU recurrent layers run torch's portable per-step ops (mkldnn_rnn_layer
+        # would be one opaque op with no template)
+        with fake_mode, quiet(), fxt.preserve_node_meta(), _module_stack(paths), \
+                torch.backends.mkldnn.flags(enabled=False), _attention_backend():
             traced = make_fx(step, decomposition_table=table, record_stack_traces=True)
             gm = traced(params, buffers, state, sample)
             gm = _functional(gm, user, (params, buffers, state, sample), table)
@@ -255,6 +258,24 @@ def _optimizer(spec: ModelSpec, model: torch.nn.Module, optimizer: str | None) -
         return own
     chosen = Optimizer.default(optimizer)
     return replace(own, kind=chosen.kind) if own is not None and own.kind == chosen.kind else chosen
+
+
+#: The fused attention a CPU training step captures, forward and backward: used when both have
+#: templates, else attention takes torch's math path (matmuls and a softmax, each with a template).
+FUSED_ATTENTION = ("aten._scaled_dot_product_flash_attention_for_cpu.default",
+                   "aten._scaled_dot_product_flash_attention_for_cpu_backward.default")
+
+
+def _attention_backend():
+    """`scaled_dot_product_attention` restricted to its math path unless the fused CPU variant and
+    its backward both have templates (then they stay whole, one kernel each)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from solar_compiler.frontends.torch.registry import lookup
+
+    if all(lookup(op) is not None for op in FUSED_ATTENTION):
+        return contextlib.nullcontext()
+    return sdpa_kernel(SDPBackend.MATH)
 
 
 def _convolution_backward(grad_out, x, weight, bias_sizes, stride, padding, dilation, transposed,
