@@ -161,3 +161,17 @@ def test_recurrent_and_attention_steps(capsys, name, products):
         # each of 2*4 heads (dim 8); backward: dQ, dK from dS and dP, dV: twice the forward
         fwd = 2 * (2 * 2 * 4 * 136 * 8)
         assert (c[None, "forward"], c[None, "backward"]) == (fwd, 2 * fwd)
+
+
+def test_dropout_in_train_mode_is_one_draw_fed_to_validation(capsys, tmp_path):
+    # dropout after the ReLU: the step draws rand_like once (the mask multiplies in backward too);
+    # validation feeds the eager step's draw, so gradients and the update agree only if the same
+    # mask is applied in both passes
+    path = tmp_path / "mlp_dropout.py"
+    dropout = "        self.act = nn.Sequential(nn.ReLU(), nn.Dropout(0.25))"
+    path.write_text(Path(MLP).read_text().replace("        self.act = nn.ReLU()", dropout))
+    r = report(capsys, str(path), "--translate", "--roofline=unfused", "--step", "train", "--mode", "train",
+               "--optimizer", "adamw", "--algorithms", "classical")
+    assert r["validation"]["validated"]
+    c = matrix_flops(r)
+    assert (c["fc2", "backward"], c["fc1", "backward"]) == (2 * 2 * B * H * D_OUT, 2 * B * D_IN * H)

@@ -220,7 +220,7 @@ def capture_train(spec: ModelSpec, mode: str, user: UserFile, optimizer: str | N
         # without oneDNN, CPU recurrent layers run torch's portable per-step ops (mkldnn_rnn_layer
         # would be one opaque op with no template)
         with fake_mode, quiet(), fxt.preserve_node_meta(), _module_stack(paths), \
-                torch.backends.mkldnn.flags(enabled=False), _attention_backend():
+                torch.backends.mkldnn.flags(enabled=False), _attention_backend(), dropout_as_draw():
             traced = make_fx(step, decomposition_table=table, record_stack_traces=True)
             gm = traced(params, buffers, state, sample)
             gm = _functional(gm, user, (params, buffers, state, sample), table)
@@ -258,6 +258,29 @@ def _optimizer(spec: ModelSpec, model: torch.nn.Module, optimizer: str | None) -
         return own
     chosen = Optimizer.default(optimizer)
     return replace(own, kind=chosen.kind) if own is not None and own.kind == chosen.kind else chosen
+
+
+@contextlib.contextmanager
+def dropout_as_draw(draws: list[torch.Tensor] | None = None) -> Iterator[None]:
+    """`F.dropout` as ``rand_like(x) > p`` times ``x / (1 - p)`` (torch's `native_dropout`
+    decomposition, which forward captures use too), so that the draw is one plain `rand_like` node
+    of the step, the mask multiplies in backward, and the eager reference (which passes `draws`)
+    records each draw in order for validation to feed."""
+    saved = torch.nn.functional.dropout
+
+    def dropout(x, p=0.5, training=True, inplace=False):
+        if not training or p == 0:
+            return x
+        u = torch.rand_like(x)
+        if draws is not None:
+            draws.append(u.detach().clone())
+        return (u > p) * x * (1.0 / (1.0 - p))
+
+    torch.nn.functional.dropout = dropout
+    try:
+        yield
+    finally:
+        torch.nn.functional.dropout = saved
 
 
 #: The fused attention a CPU training step captures, forward and backward: used when both have
@@ -405,9 +428,9 @@ def _program(spec: ModelSpec, mode: str, user: UserFile, gm, sample: list, param
             gm.graph.erase_node(n)  # a buffer's update (running statistics): not a result of the step
             continue
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
-            if is_random(n.target):
+            if is_random(n.target) and packet(n.target) != "rand_like":
                 raise CaptureError(f"{user.stack_trace_loc(n.meta.get('stack_trace')) or spec.path}: "
-                                   f"random op {n.target} in a training step (dropout) is not supported yet")
+                                   f"random op {n.target} in a training step is not supported yet")
             if packet(n.target).endswith("_") and packet(n.target) not in ("__and__", "__or__"):
                 raise CaptureError(f"{user.stack_trace_loc(n.meta.get('stack_trace')) or spec.path}: the "
                                    f"training step updates a tensor in place ({n.target}); not supported yet")
@@ -465,4 +488,5 @@ def _annotator(gm, user: UserFile):
     return annotate
 
 
-__all__ = ["OPTIMIZERS", "Optimizer", "capture_train", "model_optimizer", "step_loss", "trainable"]
+__all__ = ["OPTIMIZERS", "Optimizer", "capture_train", "dropout_as_draw", "model_optimizer", "step_loss",
+           "trainable"]

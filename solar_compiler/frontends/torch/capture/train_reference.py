@@ -15,7 +15,7 @@ import torch
 from solar_compiler.frontends.captured_program import CapturedProgram, CaptureError
 from solar_compiler.frontends.model_file import ModelSpec
 
-from .train import Optimizer, model_optimizer, step_loss, trainable
+from .train import Optimizer, dropout_as_draw, model_optimizer, step_loss, trainable
 from .util import build_model, quiet, resolve_attr, to_numpy
 
 
@@ -77,7 +77,8 @@ def run_train_reference(spec: ModelSpec, mode: str, program: CapturedProgram,
             raise CaptureError(f"{spec.path}: cannot find weight {src}")
         weights_np[w.name] = to_numpy(t)
 
-    with quiet(), torch.enable_grad():
+    draws: list[torch.Tensor] = []
+    with quiet(), torch.enable_grad(), dropout_as_draw(draws):
         loss, _ = step_loss(spec, model, lambda: model(*sample), sample)
         grads = dict(zip(params, torch.autograd.grad(loss, list(params.values()), allow_unused=True),
                          strict=True))
@@ -91,7 +92,13 @@ def run_train_reference(spec: ModelSpec, mode: str, program: CapturedProgram,
         if role not in values:
             raise CaptureError(f"{spec.path}: the eager step has no {role}")
         out_np[name] = to_numpy(values[role].reshape(program.tensor(name).shape))
-    return in_np, weights_np, out_np, {}
+    random_np: dict[str, np.ndarray] = {}
+    for meta, k in zip(program.random_tensors, program.random_draws, strict=True):
+        if k >= len(draws) or tuple(draws[k].shape) != meta.shape:
+            raise CaptureError(f"{spec.path}: the eager step drew {len(draws)} random tensors, not the "
+                               f"captured program's")
+        random_np[meta.name] = to_numpy(draws[k])
+    return in_np, weights_np, out_np, random_np
 
 
 def _optimizer_step(spec: ModelSpec, model, program: CapturedProgram, params: dict, grads: dict,
