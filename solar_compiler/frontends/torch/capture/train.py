@@ -20,9 +20,8 @@ forward runs), and the optimizer is found among the model's attributes.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -39,87 +38,17 @@ from .export import convert_nodes
 from .graph import UserFile, finish, tensor_meta
 from .inputs import input_names
 from .ops import is_random, packet, tables
+from .train_ops import (
+    BACKWARD_DECOMPOSITIONS,
+    attention_backend,
+    backward_table,
+    dropout_as_draw,
+    kept_backward,
+)
+from .train_optim import OPTIMIZERS, Optimizer, model_optimizer
 from .util import build_model, quiet
 
-OPTIMIZERS = ("sgd", "adamw")
 
-
-@dataclass(frozen=True)
-class Optimizer:
-    """An optimizer's update rule and hyperparameters (torch's defaults unless the model file's own
-    optimizer says otherwise). `kind` is "sgd" (plain, no momentum) or "adamw" (torch.optim.Adam
-    without weight decay is the same rule with weight_decay 0)."""
-
-    kind: str
-    lr: float
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-
-    @staticmethod
-    def default(kind: str) -> Optimizer:
-        if kind == "sgd":
-            return Optimizer("sgd", lr=1e-3)
-        if kind == "adamw":
-            return Optimizer("adamw", lr=1e-3, weight_decay=1e-2)
-        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, not {kind!r}")
-
-    @property
-    def state(self) -> tuple[str, ...]:
-        """The per-parameter state tensors the update reads and writes."""
-        return ("exp_avg", "exp_avg_sq") if self.kind == "adamw" else ()
-
-    def update(self, p: torch.Tensor, g: torch.Tensor, state: list[torch.Tensor]) -> list[torch.Tensor]:
-        """[new parameter, *new state]: torch's single-tensor update (`torch.optim.sgd/adamw`,
-        `foreach=False`) of its first step, written functionally."""
-        if self.kind == "sgd":
-            if self.weight_decay:
-                g = g.add(p, alpha=self.weight_decay)
-            return [p.add(g, alpha=-self.lr)]
-        b1, b2 = self.betas
-        m, v = state
-        p = p.mul(1 - self.lr * self.weight_decay)
-        m = m.add(g.sub(m), alpha=1 - b1)  # m.lerp(g, 1 - b1) as torch computes it for a weight < 0.5
-        v = v.mul(b2).addcmul(g, g, value=1 - b2)
-        step = 1
-        bias1, bias2 = 1 - b1**step, 1 - b2**step
-        denom = v.sqrt().div(math.sqrt(bias2)).add(self.eps)
-        return [p.addcdiv(m, denom, value=-self.lr / bias1), m, v]
-
-    def torch_optimizer(self, params: list[torch.Tensor]) -> torch.optim.Optimizer:
-        """The torch optimizer validation runs (`reference_step`)."""
-        if self.kind == "sgd":
-            return torch.optim.SGD(params, lr=self.lr, weight_decay=self.weight_decay, foreach=False)
-        return torch.optim.AdamW(params, lr=self.lr, betas=self.betas, eps=self.eps,
-                                 weight_decay=self.weight_decay, foreach=False)
-
-
-def model_optimizer(spec: ModelSpec, model: torch.nn.Module) -> Optimizer | None:
-    """The optimizer a self-training model holds (an attribute of the model or a submodule), as an
-    `Optimizer`; None when it holds none. One it cannot express is an error naming it."""
-    for mod in model.modules():
-        for attr, v in vars(mod).items():
-            if not isinstance(v, torch.optim.Optimizer):
-                continue
-            if len(v.param_groups) != 1:
-                raise CaptureError(f"{spec.path}: optimizer self.{attr} has {len(v.param_groups)} parameter "
-                                   "groups; a training step is captured with one")
-            g = v.param_groups[0]
-            name = type(v).__name__
-            if name == "SGD" and not g.get("momentum") and not g.get("nesterov"):
-                return Optimizer("sgd", lr=float(g["lr"]), weight_decay=float(g.get("weight_decay", 0.0)))
-            if name == "AdamW" or (name == "Adam" and not g.get("weight_decay")):
-                if g.get("amsgrad"):
-                    raise CaptureError(f"{spec.path}: optimizer self.{attr} ({name}, amsgrad) has no "
-                                       "captured update rule")
-                return Optimizer("adamw", lr=float(g["lr"]), weight_decay=float(g.get("weight_decay", 0.0)),
-                                 betas=tuple(float(b) for b in g["betas"]), eps=float(g["eps"]))
-            raise CaptureError(f"{spec.path}: optimizer self.{attr} ({name}) has no captured update rule "
-                               f"(supported: SGD without momentum, AdamW, Adam without weight decay)")
-    return None
-
-
-# ---- the loss ------------------------------------------------------------------------------------------
 class _LossHandedOver(Exception):
     """Raised by the intercepted ``Tensor.backward``: forward reached ``loss.backward()``."""
 
@@ -214,13 +143,13 @@ def capture_train(spec: ModelSpec, mode: str, user: UserFile, optimizer: str | N
         state = {f"{s}:{k}": torch.zeros_like(p) for k, p in params.items()
                  for s in (opt.state if opt else ())}
     _, _, python = tables()
-    table = {op: fn for op, fn in {**_backward_table(), **python, **BACKWARD_DECOMPOSITIONS}.items()
-             if not _kept_backward(op)}
+    table = {op: fn for op, fn in {**backward_table(), **python, **BACKWARD_DECOMPOSITIONS}.items()
+             if not kept_backward(op)}
     try:
         # without oneDNN, CPU recurrent layers run torch's portable per-step ops (mkldnn_rnn_layer
         # would be one opaque op with no template)
         with fake_mode, quiet(), fxt.preserve_node_meta(), _module_stack(paths), \
-                torch.backends.mkldnn.flags(enabled=False), _attention_backend(), dropout_as_draw():
+                torch.backends.mkldnn.flags(enabled=False), attention_backend(), dropout_as_draw():
             traced = make_fx(step, decomposition_table=table, record_stack_traces=True)
             gm = traced(params, buffers, state, sample)
             gm = _functional(gm, user, (params, buffers, state, sample), table)
@@ -258,98 +187,6 @@ def _optimizer(spec: ModelSpec, model: torch.nn.Module, optimizer: str | None) -
         return own
     chosen = Optimizer.default(optimizer)
     return replace(own, kind=chosen.kind) if own is not None and own.kind == chosen.kind else chosen
-
-
-@contextlib.contextmanager
-def dropout_as_draw(draws: list[torch.Tensor] | None = None) -> Iterator[None]:
-    """`F.dropout` as ``rand_like(x) > p`` times ``x / (1 - p)`` (torch's `native_dropout`
-    decomposition, which forward captures use too), so that the draw is one plain `rand_like` node
-    of the step, the mask multiplies in backward, and the eager reference (which passes `draws`)
-    records each draw in order for validation to feed."""
-    saved = torch.nn.functional.dropout
-
-    def dropout(x, p=0.5, training=True, inplace=False):
-        if not training or p == 0:
-            return x
-        u = torch.rand_like(x)
-        if draws is not None:
-            draws.append(u.detach().clone())
-        return (u > p) * x * (1.0 / (1.0 - p))
-
-    torch.nn.functional.dropout = dropout
-    try:
-        yield
-    finally:
-        torch.nn.functional.dropout = saved
-
-
-#: The fused attention a CPU training step captures, forward and backward: used when both have
-#: templates, else attention takes torch's math path (matmuls and a softmax, each with a template).
-FUSED_ATTENTION = ("aten._scaled_dot_product_flash_attention_for_cpu.default",
-                   "aten._scaled_dot_product_flash_attention_for_cpu_backward.default")
-
-
-def _attention_backend():
-    """`scaled_dot_product_attention` restricted to its math path unless the fused CPU variant and
-    its backward both have templates (then they stay whole, one kernel each)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    from solar_compiler.frontends.torch.registry import lookup
-
-    if all(lookup(op) is not None for op in FUSED_ATTENTION):
-        return contextlib.nullcontext()
-    return sdpa_kernel(SDPBackend.MATH)
-
-
-def _convolution_backward(grad_out, x, weight, bias_sizes, stride, padding, dilation, transposed,
-                          output_padding, groups, output_mask):
-    """``aten.convolution_backward`` of an ungrouped, untransposed convolution in terms of
-    convolutions, for as long as the op has no template (torch has no decomposition of it): the
-    input gradient is the transposed convolution of the output gradient with the weight; the weight
-    gradient is a convolution of the input (channels as batch) with the output gradient (batch as
-    input channels), stride and dilation swapped, cut to the kernel's extent (narrow-needed prunes
-    what the cut leaves unused); the bias gradient sums the output gradient. Each is the eager
-    kernel's product, so the matrix FLOPs are those of the forward convolution."""
-    if transposed or groups != 1:
-        return NotImplemented
-    conv = torch.ops.aten.convolution.default
-    nd = weight.dim() - 2
-    gi = gw = gb = None
-    if output_mask[0]:
-        out_pad = [x.shape[2 + d] - ((grad_out.shape[2 + d] - 1) * stride[d] - 2 * padding[d]
-                                     + dilation[d] * (weight.shape[2 + d] - 1) + 1) for d in range(nd)]
-        gi = conv(grad_out, weight, None, stride, padding, dilation, True, out_pad, 1)
-    if output_mask[1]:
-        perm = [1, 0, *range(2, 2 + nd)]
-        full = conv(x.permute(perm), grad_out.permute(perm), None, dilation, padding, stride, False,
-                    [0] * nd, 1)  # [C_in, C_out, k'...], k' >= k
-        for d in range(nd):
-            full = torch.ops.aten.slice.Tensor(full, 2 + d, 0, weight.shape[2 + d])
-        gw = full.permute(perm)
-    if output_mask[2]:
-        gb = grad_out.sum([0, *range(2, 2 + nd)])
-    return gi, gw, gb
-
-
-def _backward_table() -> dict:
-    """torch's own decompositions of backward ops that export's table leaves out
-    (`max_pool2d_with_indices_backward`, ...): a training step decomposes every backward op that
-    has no template."""
-    from torch._decomp import decomposition_table
-
-    return {op: fn for op, fn in decomposition_table.items() if "backward" in str(op)}
-
-
-#: Decompositions of backward ops torch leaves whole, used while no template keeps them whole.
-BACKWARD_DECOMPOSITIONS = {torch.ops.aten.convolution_backward.default: _convolution_backward}
-
-
-def _kept_backward(op) -> bool:
-    """Whether `op` is a backward op with a template, kept whole rather than decomposed."""
-    from solar_compiler.frontends.torch.registry import lookup
-
-    name = str(op)
-    return "backward" in name and lookup(name) is not None
 
 
 @contextlib.contextmanager
@@ -488,5 +325,4 @@ def _annotator(gm, user: UserFile):
     return annotate
 
 
-__all__ = ["OPTIMIZERS", "Optimizer", "capture_train", "dropout_as_draw", "model_optimizer", "step_loss",
-           "trainable"]
+__all__ = ["OPTIMIZERS", "capture_train", "step_loss", "trainable"]

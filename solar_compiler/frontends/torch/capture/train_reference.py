@@ -15,7 +15,9 @@ import torch
 from solar_compiler.frontends.captured_program import CapturedProgram, CaptureError
 from solar_compiler.frontends.model_file import ModelSpec
 
-from .train import Optimizer, dropout_as_draw, model_optimizer, step_loss, trainable
+from .train import step_loss, trainable
+from .train_ops import dropout_as_draw
+from .train_optim import Optimizer, model_optimizer
 from .util import build_model, quiet, resolve_attr, to_numpy
 
 
