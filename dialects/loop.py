@@ -160,19 +160,22 @@ def i64_array(values: tuple[int, ...]) -> DenseArrayBase:
 @irdl_attr_definition
 class OriginAttr(ParametrizedAttribute):
     """`#loop.origin<7, "aten.softmax.int", "attn.c_attn">`: the source-level op a statement
-    implements (its instance number, its name, its module path or "" at top level)."""
+    implements (its instance number, its name, its module path or "" at top level), and in a
+    training step its phase: `#loop.origin<9, "aten.mm.default", "fc1", "backward">`."""
 
     name = "loop.origin"
     instance: IntAttr
     op: StringAttr
     module: StringAttr
+    phase: StringAttr
 
     def __init__(self, origin: Origin):
-        super().__init__(IntAttr(origin.id), StringAttr(origin.op), StringAttr(origin.module or ""))
+        super().__init__(IntAttr(origin.id), StringAttr(origin.op), StringAttr(origin.module or ""),
+                         StringAttr(origin.phase or ""))
 
     @property
     def origin(self) -> Origin:
-        return Origin(self.instance.data, self.op.data, self.module.data or None)
+        return Origin(self.instance.data, self.op.data, self.module.data or None, self.phase.data or None)
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
@@ -180,6 +183,9 @@ class OriginAttr(ParametrizedAttribute):
             printer.print_string_literal(self.op.data)
             printer.print_string(", ")
             printer.print_string_literal(self.module.data)
+            if self.phase.data:
+                printer.print_string(", ")
+                printer.print_string_literal(self.phase.data)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -188,7 +194,9 @@ class OriginAttr(ParametrizedAttribute):
             parser.parse_punctuation(",")
             op = parser.parse_str_literal()
             parser.parse_punctuation(",")
-            return (IntAttr(n), StringAttr(op), StringAttr(parser.parse_str_literal()))
+            module = parser.parse_str_literal()
+            phase = parser.parse_str_literal() if parser.parse_optional_punctuation(",") else ""
+            return (IntAttr(n), StringAttr(op), StringAttr(module), StringAttr(phase))
 
 
 @irdl_attr_definition

@@ -40,6 +40,8 @@ class TranslatePass(ModulePass):
     # rejects it for a plain `float` field (and `timeout=2.5` for a plain `int` one).
     frontend: str = "auto"
     mode: str = "eval"
+    step: str = "forward"
+    optimizer: str = ""
     no_cache: bool = False
     timeout: int | float = 120
     memory_gb: int | float = 8.0
@@ -63,6 +65,7 @@ class TranslatePass(ModulePass):
 
         if self.mode not in ("eval", "train"):
             raise PassError(f"translate: mode must be eval or train, got '{self.mode}'")
+        self._check_step()
         if self.frontend not in frontend_names():
             raise PassError(f"translate: unknown frontend '{self.frontend}' "
                              f"(known: {', '.join(frontend_names())})")
@@ -77,10 +80,15 @@ class TranslatePass(ModulePass):
         path = info.source
         if self.mode not in ("eval", "train"):
             raise PassError(f"translate: mode must be eval or train, got '{self.mode}'")
+        self._check_step()
         if any(op.body.block.ops) and info.frontend is not None:
             raise PassError(f"{path}: translate: the module is already translated")
         fe = get_frontend(self.frontend, path)
-        options = FrontendOptions(mode=self.mode, no_cache=self.no_cache, timeout=float(self.timeout),
+        if self.step == "train" and fe.name != "torch":
+            raise PassError(f"{path}: translate: training steps (step=train) are captured by the torch "
+                            f"frontend only, not {fe.name}")
+        options = FrontendOptions(mode=self.mode, step=self.step, optimizer=self.optimizer,
+                                  no_cache=self.no_cache, timeout=float(self.timeout),
                                   memory_gb=float(self.memory_gb), validate=self.validate,
                                   time_budget=float(self.time_budget),
                                   memory_budget_gb=float(self.memory_budget_gb),
@@ -102,6 +110,14 @@ class TranslatePass(ModulePass):
                     list(result.notes), list(result.aliases)).store(op)
         invalidate_analyses(op)
         seed_programs(op, [program_from_kernel(k) for k in result.kernels])  # the kernels just built
+
+    def _check_step(self) -> None:
+        if self.step not in ("forward", "train"):
+            raise PassError(f"translate: step must be forward or train, got '{self.step}'")
+        if self.optimizer not in ("", "sgd", "adamw"):
+            raise PassError(f"translate: optimizer must be sgd or adamw, got '{self.optimizer}'")
+        if self.optimizer and self.step != "train":
+            raise PassError("translate: an optimizer is appended to a training step only (step=train)")
 
     def _llm_config(self):
         from solar_compiler.frontends.llm.config import LLMConfig
@@ -131,7 +147,7 @@ def stamp_origins(kernels: list[Kernel], source_ops: list[dict]) -> None:
         if o.get("first") != at or not isinstance(o.get("count"), int) or o["count"] <= 0:
             break
         for c in ctxs[at:at + o["count"]]:
-            c.stmt.origin = Origin(i, str(o["op"]), o.get("module"))
+            c.stmt.origin = Origin(i, str(o["op"]), o.get("module"), o.get("phase"))
         at += o["count"]
     if at != len(ctxs):
         raise PassError(f"kernel {kernels[0].name}: the frontend's source-op record does not cover its "

@@ -239,6 +239,11 @@ class SolarOptMain(xDSLOptMain):
         g.add_argument("--frontend-options", default="", metavar="OPTS",
                        help="options of the translate pass, e.g. 'mode=train no-cache=true'")
         g.add_argument("--mode", choices=("eval", "train"), default=None, help="torch frontend mode")
+        g.add_argument("--step", choices=("forward", "train"), default=None,
+                       help="forward (default) or train: one training step, loss + parameter gradients "
+                            "(docs/training.md)")
+        g.add_argument("--optimizer", choices=("sgd", "adamw"), default=None,
+                       help="with --step train: append the optimizer's parameter update")
         g.add_argument("--no-cache", action="store_true", help="bypass the translation cache")
         g.add_argument("--lift-einsum", action="store_true",
                        help="loop IR -> einsum graph (pass 'lift-einsum')")
@@ -294,6 +299,10 @@ class SolarOptMain(xDSLOptMain):
             opts = [o for o in a.frontend_options.split() if o]
             if a.mode:
                 opts.append(f"mode={a.mode}")
+            if a.step:
+                opts.append(f"step={a.step}")
+            if a.optimizer:
+                opts.append(f"optimizer={a.optimizer}")
             if a.no_cache:
                 opts.append("no-cache=true")
             if a.translate_frontend:

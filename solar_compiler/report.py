@@ -149,6 +149,11 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
     ]
     if r["validation"].get("notes"):
         lines.insert(-3, f"notes:      {'; '.join(r['validation']['notes'])}")
+    if r["validation"].get("step") == "train":
+        opt = r["validation"].get("optimizer")
+        at = next(i for i, line in enumerate(lines) if line.startswith("precision:"))
+        lines.insert(at, "step:       one training step: forward, loss, parameter gradients (backward)"
+                        + (f", then the {opt} update" if opt else "") + " (docs/training.md)")
     if r.get("chains") and (r["reorder_chains"] or any(c["better"] for c in r["chains"])):
         lines.append(_chains_line(r))  # said only where it tells something
     if r["narrowed"] and tot["flops_as_written"] != tot["flops"]:
@@ -317,6 +322,8 @@ def render_text(r: dict[str, Any], width: int = 120, depth: int = 0, top: int = 
     extra = f", {fmt_bytes(tot['bytes_cache_aware'])} bytes cache-aware (DRAM level, {hws[0]})" if ca else ""
     say(f"totals: {tot['flops']:,} FLOPs ({tot['flops_matrix']:,} matrix, {tot['flops_vector']:,} "
         f"vector); {tot['bytes_unfused']:,} bytes unfused, {tot['bytes_fused']:,} bytes compulsory{extra}")
+    for line in _phase_lines(r, hws):
+        say(line)
     literal = tot.get("flops_vector_literal", tot["flops_vector"])
     if literal != tot["flops_vector"]:
         say(f"vector work: {tot['flops_vector']:,} FLOPs, the fewest a legal implementation needs "
@@ -362,6 +369,22 @@ def render_text(r: dict[str, Any], width: int = 120, depth: int = 0, top: int = 
     if explain:
         say("\n".join(explain_lines(width)))
     return "".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines())
+
+
+def _phase_lines(r: dict[str, Any], hws: list[str]) -> list[str]:
+    """A training step's totals by phase (`phases` of the report; docs/training.md): FLOPs, the
+    unfused kernels' bytes and their part of the unfused bound on the first target."""
+    rows = r.get("phases") or []
+    if not rows:
+        return []
+    h = hws[0] if hws else None
+    lines = ["training step by phase (the bounds above cover the whole step):"]
+    for p in rows:
+        flops = p["flops_matrix"] + p["flops_vector"]
+        bound = f", {fmt_time(p['unfused_s'][h])} on {h}" if h in p["unfused_s"] else ""
+        lines.append(f"  {p['phase']}: {flops:,} FLOPs ({p['flops_matrix']:,} matrix), "
+                     f"{p['bytes_unfused']:,} B unfused, {p['kernels']} kernels{bound}")
+    return lines
 
 
 def _grouped(r: dict[str, Any]) -> bool:

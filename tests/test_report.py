@@ -62,8 +62,9 @@ def test_json_shape_exact_keys():
     assert r["schema"] == "solar-report/1"
     assert set(r) == {"schema", "source", "validation", "precision", "fidelity", "kernels", "narrowed",
                       "cache_size", "cache_state", "indirect", "totals", "bounds", "ops", "kernels_unfused",
-                      "modules", "hw", "aliases", "value_dependent", "inverse", "measured", "reorder_chains",
-                      "chains"}
+                      "modules", "phases", "hw", "aliases", "value_dependent", "inverse", "measured",
+                      "reorder_chains", "chains"}
+    assert r["phases"] == []  # not a training step
     assert r["validation"] == NOT_VALIDATED
     assert r["narrowed"] is False and r["cache_size"] is None
     flops, unfused, fused = 2 * N**3 + N * N, (1 + 4 + 2) * N * N * 4, 3 * N * N * 4

@@ -252,6 +252,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
         "ops": op_rows,
         "kernels_unfused": kernel_rows,
         "modules": module_rows(kernel_rows, [t.name for t in targets]),
+        "phases": phase_rows(kernel_rows, [t.name for t in targets]),
         "hw": {t.name: _hw_record(t, graphs, precision) for t in targets},
         "aliases": [dict(a) for a in aliases],
         "value_dependent": [{"op": r["name"], "loc": r["loc"],
@@ -282,7 +283,8 @@ def _kernel_rows(graphs: Sequence[GraphCosts], groups: Sequence[Sequence[Unfused
     for g, u in zip(graphs, groups, strict=True):
         for k in u:
             rows.append({"name": f"{g.kernel}.{k.name}" if multi else k.name, "kernel": g.kernel,
-                         "op": k.op, "loc": k.loc, "module": k.module, "stmts": list(k.stmts),
+                         "op": k.op, "loc": k.loc, "module": k.module, "phase": k.phase,
+                         "stmts": list(k.stmts),
                          "ops": [op_rows[base + i]["name"] for i in k.ops],
                          "flops_matrix": sum(g.ops[i].flops_matrix for i in k.ops),
                          "flops_vector": sum(g.ops[i].flops_vector for i in k.ops),
@@ -297,10 +299,14 @@ def _kernel_rows(graphs: Sequence[GraphCosts], groups: Sequence[Sequence[Unfused
 
 
 def _op_modules(op_rows: list[dict[str, Any]], kernel_rows: Sequence[dict[str, Any]]) -> None:
-    """Each op (einsum node) gets the module path of the kernel it runs in (None: top level)."""
-    by_name = {name: k.get("module") for k in kernel_rows for name in k["ops"]}
+    """Each op (einsum node) gets the module path of the kernel it runs in (None: top level), and
+    in a training step that kernel's phase."""
+    by_name = {name: k for k in kernel_rows for name in k["ops"]}
     for row in op_rows:
-        row["module"] = by_name.get(row["name"])
+        k = by_name.get(row["name"])
+        row["module"] = k.get("module") if k is not None else None
+        if k is not None and k.get("phase"):
+            row["phase"] = k["phase"]
 
 
 def with_eager_unfused(report: dict[str, Any], eager: dict[str, Any],
@@ -308,9 +314,10 @@ def with_eager_unfused(report: dict[str, Any], eager: dict[str, Any],
     """`report` (the default model's) with its unfused fidelity taken from `eager`, the report of the
     program as the unfused fidelity prices it (one kernel per source op as written: only rewrites
     inside one source op, `roofline`): the unfused bound, its kernels, the module tree and the
-    unfused bytes and the inverse roofline's unfused figures (`eager` built with the same latency).
+    unfused bytes, the phases of a training step and the inverse roofline's unfused figures (`eager` built with the same latency).
     Never below the fused bound (a kernel-by-kernel run is one implementation)."""
-    out = {**report, "kernels_unfused": eager["kernels_unfused"], "modules": eager["modules"]}
+    out = {**report, "kernels_unfused": eager["kernels_unfused"], "modules": eager["modules"],
+           "phases": eager["phases"]}  # a training step's phases group the unfused kernels
     out["bounds"] = {h: {**b, "unfused_s": max(eager["bounds"][h]["unfused_s"], b["fused_s"])}
                      for h, b in report["bounds"].items()}
     out["totals"] = {**report["totals"], "bytes_unfused": eager["totals"]["bytes_unfused"],
@@ -323,3 +330,25 @@ def with_eager_unfused(report: dict[str, Any], eager: dict[str, Any],
                                     for h in report["bounds"]}}
     out["measured"] = measured_record(out, measured) if measured is not None else None
     return out
+
+
+PHASES = ("forward", "backward", "optimizer")
+
+
+def phase_rows(kernel_rows: Sequence[dict[str, Any]], hws: Sequence[str]) -> list[dict[str, Any]]:
+    """A training step's work by phase (forward, backward, optimizer: the kernels of the unfused
+    bound grouped by `phase`, their FLOPs, bytes and unfused bound per target; "other" holds
+    what no phase owns, the copies that materialise outputs returned as views); [] for a program
+    that is not a training step. The fused and cache-aware bounds cover the whole step."""
+    if not any(k.get("phase") for k in kernel_rows):
+        return []
+    rows = []
+    other = [k for k in kernel_rows if k.get("phase") not in PHASES]
+    for phase in (*PHASES, "other") if other else PHASES:
+        ks = [k for k in kernel_rows if k.get("phase") == phase] if phase != "other" else other
+        rows.append({"phase": phase, "kernels": len(ks),
+                     "flops_matrix": sum(k["flops_matrix"] for k in ks),
+                     "flops_vector": sum(k["flops_vector"] for k in ks),
+                     "bytes_unfused": sum(k["bytes"] for k in ks),
+                     "unfused_s": {h: sum(k["bound_s"][h] for k in ks) for h in hws}})
+    return rows

@@ -37,7 +37,8 @@ from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Kernel, StmtContext, statements, stmt_reads
 
-_Group = tuple[str, str | None, tuple[int, ...], tuple[int, ...], str | None]  # op, loc, stmts, nodes, module
+# op, loc, stmts, nodes, module, phase
+_Group = tuple[str, str | None, tuple[int, ...], tuple[int, ...], str | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class UnfusedKernel:
     reads: tuple[Access, ...]   # external reads
     writes: tuple[Access, ...]  # external writes
     module: str | None = None   # the module path of the source op (`attn.c_attn`)
+    phase: str | None = None    # training step: forward, backward or optimizer (Origin.phase)
 
     @property
     def bytes(self) -> int:
@@ -112,7 +114,9 @@ def source_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[
             names = [p.nodes[nodes[0]].name] if nodes else ["?"]
         locs = list(dict.fromkeys(ctxs[i].stmt.loc for i in stmts if ctxs[i].stmt.loc))
         mods = list(dict.fromkeys(o.module for o in origins if o is not None and o.module))
-        groups.append((" + ".join(names), locs[0] if locs else None, stmts, nodes, mods[0] if mods else None))
+        phases = list(dict.fromkeys(o.phase for o in origins if o is not None and o.phase))
+        groups.append((" + ".join(names), locs[0] if locs else None, stmts, nodes, mods[0] if mods else None,
+                       phases[0] if phases else None))
     return _with_traffic(kernel, ctxs, groups, indirect)
 
 
@@ -156,14 +160,14 @@ def _external_reads(kernel: Kernel, ctxs: Sequence[StmtContext], indirect: str) 
 
 def _with_traffic(kernel: Kernel, ctxs: Sequence[StmtContext],
                   groups: Sequence[_Group], indirect: str) -> list[UnfusedKernel]:
-    reads = [_external_reads(kernel, [ctxs[i] for i in stmts], indirect) for _, _, stmts, _, _ in groups]
+    reads = [_external_reads(kernel, [ctxs[i] for i in stmts], indirect) for _, _, stmts, _, _, _ in groups]
     outputs = {t.name for t in kernel.tensors if t.role == "output"}
     last_read: dict[str, int] = {}  # tensor -> the last kernel that reads it from memory
     for gi, r in enumerate(reads):
         for t in r:
             last_read[t] = gi
     out = []
-    for gi, (op, loc, stmts, ops, module) in enumerate(groups):
+    for gi, (op, loc, stmts, ops, module, phase) in enumerate(groups):
         wr: dict[str, list[Site]] = {}
         for i in stmts:
             s = ctxs[i].stmt
@@ -171,5 +175,5 @@ def _with_traffic(kernel: Kernel, ctxs: Sequence[StmtContext],
                 wr.setdefault(s.target, []).append(_site(ctxs[i], s.indices, s.target, True, indirect))
         name = f"{op} @ {loc}" if loc else op
         out.append(UnfusedKernel(name, op, loc, ops, stmts, accesses(kernel, reads[gi]),
-                                 accesses(kernel, wr), module))
+                                 accesses(kernel, wr), module, phase))
     return out

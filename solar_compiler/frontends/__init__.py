@@ -25,6 +25,8 @@ class FrontendOptions:
     """Options of the `translate` pass, shared by all frontends (each uses what applies)."""
 
     mode: str = "eval"               # torch: eval() or train() semantics
+    step: str = "forward"            # torch: "forward", or "train": one training step (docs/training.md)
+    optimizer: str = ""              # train step: "" (gradients only), "sgd" or "adamw"
     no_cache: bool = False           # bypass the translation cache (read and write)
     timeout: float = 120.0           # seconds for the sandboxed capture + translation + validation
     memory_gb: float = 8.0           # address-space limit of the sandbox, above its start-up size

@@ -71,6 +71,8 @@ def cache_key(path: str, options: FrontendOptions, framework: str, frontend_fing
     h = hashlib.sha256()
     opts = (options.mode, options.validate, options.time_budget, options.memory_budget_gb,
             options.llm.cache_tag() if options.llm is not None else None)
+    if options.step != "forward":  # forward-only keys stay as they were
+        opts = (*opts, options.step, options.optimizer)
     for part in (source, path.encode(), framework.encode(), frontend_fingerprint.encode(),
                  repr(opts).encode()):
         h.update(hashlib.sha256(part).digest())

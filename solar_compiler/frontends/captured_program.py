@@ -47,6 +47,9 @@ class AtenNode:
     # every tensor result, used or not (None for a non-tensor one): a template may need the shape or
     # dtype of a result nothing reads (an LSTM whose output sequence is unused but whose c_n is)
     all_outputs: tuple[TensorMeta | None, ...] = ()
+    #: which part of a training step the node belongs to ("forward", "backward", "optimizer"); None
+    #: in a forward-only program (docs/training.md)
+    phase: str | None = None
 
 
 @dataclass
@@ -76,6 +79,14 @@ class CapturedProgram:
     #: input name -> the value that is its final version, for each input forward updates in place
     #: (`key_cache[:, :, pos] = k`): eager writes only the updated elements into the caller's buffer
     mutated_inputs: dict[str, str] = field(default_factory=dict)
+    #: "forward" (the model's outputs), or "train": one training step (the loss, then the parameter
+    #: gradients, then, with an optimizer, the updated parameters and optimizer state; training.md)
+    step: str = "forward"
+    #: the optimizer whose update the train step appends ("sgd", "adamw"), None for none
+    optimizer: str | None = None
+    #: train step: program output name -> what it is ("loss", "grad:<param>", "param:<param>",
+    #: "exp_avg:<param>", "exp_avg_sq:<param>"), the order the reference returns them in
+    output_roles: dict[str, str] = field(default_factory=dict)
 
     def tensor(self, name: str) -> TensorMeta:
         """The TensorMeta of an input, weight or node output by name."""

@@ -171,11 +171,13 @@ class Origin:
     """The source-level op a statement implements: one eager kernel (`id` numbers the op's
     instances in program order), the op's name (`aten.softmax.int`) and the module path it ran
     in (`attn.c_attn`, or None at top level). Consecutive statements with the same `id` form one
-    kernel of the unfused bound."""
+    kernel of the unfused bound. `phase` is the part of a training step the op belongs to
+    ("forward", "backward", "optimizer"; None outside a training step, docs/training.md)."""
 
     id: int
     op: str
     module: str | None = None
+    phase: str | None = None
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                         "holds for that sample), or with --indirect min as the fewest any index values "
                         "touch."),
     ("timing", "the timing contract the bounds assume (--cache-state): cold caches or warm caches."),
+    ("step", "a training step (--step train): the loss, its parameter gradients and the optimizer's "
+             "update are the program; the lines by phase under the totals split it into forward, "
+             "backward and optimizer (docs/training.md)."),
     ("model", "the model of computation the bounds cover (--algorithms): default (any order, fusion and "
               "tiling, and the catalogue of rewrites: reassociated contraction trees, repeated, symmetric "
               "and duplicated products once, one branch of a value-dependent select, Winograd convolution, "

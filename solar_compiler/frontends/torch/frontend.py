@@ -48,10 +48,12 @@ def _captured(path: str, options: FrontendOptions) -> dict[str, Any]:
     from .translate import translate_program
 
     t0 = time.perf_counter()
-    progress.phase("capture", f"{path}: building the model and tracing forward ({options.mode} mode)")
+    what = "forward" if options.step == "forward" else \
+        f"a training step{' with ' + options.optimizer if options.optimizer else ''}"
+    progress.phase("capture", f"{path}: building the model and tracing {what} ({options.mode} mode)")
     try:
         spec = load_model_file(path)
-        prog = capture(spec, mode=options.mode)
+        prog = capture(spec, mode=options.mode, step=options.step, optimizer=options.optimizer or None)
     except ModelFileError as e:
         raise SolarError(str(e), error_class=e.error_class) from None
     except CaptureError as e:
@@ -84,6 +86,9 @@ def _finish(c: dict[str, Any], options: FrontendOptions, record: dict[str, Any] 
         record = {"validated": False, "method": None, "reason": "validation disabled (validate=false)",
                   "max_rel_err": None, "samples": 0, "sizes": None, "elements_checked": 0}
     t3 = time.perf_counter()
+    if prog.step == "train":
+        record["step"] = "train"
+        record["optimizer"] = prog.optimizer
     record = {"frontend": f"torch-{prog.method}", **record, "mode": options.mode,
               "seconds": {"capture": round(t1 - t0, 3), "translate": round(t2 - t1, 3),
                           "validate": round(t3 - tv, 3)}}

@@ -87,7 +87,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
                 raise
             del tr.tensors[declared:]  # what the template declared before giving up
             result = filler.fill(tr, node, e)
-        _record_group(tr, node.op, first, node.module_path)
+        _record_group(tr, node.op, first, node.module_path, node.phase)
         tr.bind_results(node, result)
     tr.node = None
     first = tr.n_statements
@@ -108,12 +108,16 @@ def _template_for(tr: Translator, node: AtenNode) -> Template:
     return fn
 
 
-def _record_group(tr: Translator, op: str, first: int, module: str | None = None) -> None:
+def _record_group(tr: Translator, op: str, first: int, module: str | None = None,
+                  phase: str | None = None) -> None:
     """One run of statements of one source op, with the nn.Module path it ran in (None at the top
-    level): `passes/translate.py` stamps both on the statements (`Assign.origin`)."""
+    level) and, in a training step, its phase: `passes/translate.py` stamps them on the statements
+    (`Assign.origin`)."""
     if tr.n_statements > first:
-        tr.source_ops.append({"op": op, "loc": tr.loc, "first": first, "count": tr.n_statements - first,
-                              "module": module})
+        rec = {"op": op, "loc": tr.loc, "first": first, "count": tr.n_statements - first, "module": module}
+        if phase is not None:
+            rec["phase"] = phase
+        tr.source_ops.append(rec)
 
 
 def _bind_masks(tr: Translator, program: CapturedProgram) -> None:

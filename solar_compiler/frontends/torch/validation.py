@@ -262,7 +262,7 @@ def _against_f64(spec, prog, tt, kernel, mode, ins, feed, ref, pieces, positions
             tols[k] += F64_SLACK * p
             f64[f"{k}:probe"] = max(f64.get(f"{k}:probe", 0.0), p)
     cmp = compare(ref64, got64, wdtypes, tolerances=tols, positions=positions)
-    for k in tols:
+    for k in (k for k in tols if k in ref64):  # an intermediate a returned view reads is no output here
         e = compare({k: ref64[k]}, {k: got64[k]}, wdtypes, tolerances={k: math.inf}).max_rel_err
         f64[f"{k}:loop_ir_vs_framework_f64"] = max(f64.get(f"{k}:loop_ir_vs_framework_f64", 0.0), e)
     return cmp
@@ -396,7 +396,7 @@ def _build(spec, tt, ov: dict[str, int], options: FrontendOptions, filler=None):
 
     try:
         spec_r = spec.with_sizes(ov)
-        prog_r = capture(spec_r, mode=options.mode)
+        prog_r = capture(spec_r, mode=options.mode, step=options.step, optimizer=options.optimizer or None)
         tt_r = translate_program(prog_r, kernel_name=tt.kernel.name,
                                  filler=op_filler(spec_r, prog_r, options, filler))
     except (ModelFileError, CaptureError, SolarError) as e:

@@ -11,6 +11,7 @@ from .dispatch import capture_dispatch
 from .export import capture_export
 from .graph import NeedsFallback, SymbolicShape, UserFile
 from .shapes import register as register_fast_shapes
+from .train import capture_train
 from .util import forward_error, load_spec
 
 register_fast_shapes()
@@ -22,18 +23,26 @@ def capture(
     fake: bool = True,
     size_overrides: dict[str, int] | None = None,
     method: str = "auto",
+    step: str = "forward",
+    optimizer: str | None = None,
 ) -> CapturedProgram:
     """Capture the model file as an ATen graph (see the package docstring).
 
     ``method`` is "auto" (export, falling back to dispatch recording), "export" (no fallback)
-    or "dispatch" (skip export).  Raises :class:`ModelFileError` or :class:`CaptureError`.
+    or "dispatch" (skip export).  ``step="train"`` captures one training step instead (the loss,
+    its parameter gradients and the `optimizer`'s update: `train.py`, docs/training.md).
+    Raises :class:`ModelFileError` or :class:`CaptureError`.
     """
     if mode not in ("eval", "train"):
         raise ValueError(f"mode must be 'eval' or 'train', not {mode!r}")
     if method not in ("auto", "export", "dispatch"):
         raise ValueError(f"method must be 'auto', 'export' or 'dispatch', not {method!r}")
+    if step not in ("forward", "train"):
+        raise ValueError(f"step must be 'forward' or 'train', not {step!r}")
     spec = load_spec(path, size_overrides)
     user = UserFile(spec.path, spec.abspath)
+    if step == "train":
+        return capture_train(spec, mode, user, optimizer)
     reason = None
     if method in ("auto", "export"):
         try:

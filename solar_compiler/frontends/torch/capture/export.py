@@ -91,9 +91,32 @@ def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> Ca
             raise NeedsFallback(f"unsupported graph input {ispec.kind.name}")
         node_name[ph] = name
 
+    convert_nodes(ep.graph, node_name, namer, user, prog, bool_index)
+
+    for ospec in sig.output_specs:
+        if ospec.kind == OutputKind.USER_INPUT_MUTATION and isinstance(ospec.arg, TensorArgument) \
+                and ospec.target in placeholders:
+            node = next(n for n in ep.graph.nodes if n.name == ospec.arg.name)
+            if node in node_name:
+                prog.mutated_inputs[node_name[placeholders[ospec.target]]] = node_name[node]
+        if ospec.kind != OutputKind.USER_OUTPUT:
+            continue  # buffer/input mutations are side outputs
+        if isinstance(ospec.arg, TensorArgument):
+            node = next(n for n in ep.graph.nodes if n.name == ospec.arg.name)
+            prog.outputs.append(node_name[node])
+    return finish(prog, bool_index)
+
+
+def convert_nodes(graph, node_name: dict, namer: Namer, user: UserFile, prog: CapturedProgram,
+                  bool_index: set[int], annotate=None) -> None:
+    """Append the ATen nodes of the functional fx `graph` to `prog.nodes`, naming their results
+    (`node_name`: fx node -> our name, placeholders already bound). `annotate(fx node)` gives the
+    (module path, loc, phase) of a node when the graph's own metadata does not (the train step's
+    backward nodes take their forward node's, `train.py`); by default they come from
+    `nn_module_stack` and `stack_trace`."""
     # name the results of multi-output nodes after their getitem users
     getitems: dict[Any, dict[int, Any]] = {}
-    for n in ep.graph.nodes:
+    for n in graph.nodes:
         if n.op == "call_function" and n.target is operator.getitem:
             getitems.setdefault(n.args[0], {})[n.args[1]] = n
 
@@ -106,7 +129,7 @@ def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> Ca
             raise NeedsFallback("tensor literal in graph")
         return None
 
-    for n in ep.graph.nodes:
+    for n in graph.nodes:
         if n.op in ("placeholder", "output"):
             continue
         if n.op != "call_function":
@@ -141,36 +164,28 @@ def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> Ca
         else:
             raise SymbolicShape(f"{n.target} returns {type(val).__name__}")
         args, kwargs = convert_args(n.args, n.kwargs, tensor_name)
-        module_path = None
-        stack = n.meta.get("nn_module_stack")
-        if stack:
-            module_path = list(stack.values())[-1][0] or None
+        module_path, loc, phase = annotate(n) if annotate is not None else \
+            (_module_path(n), user.stack_trace_loc(n.meta.get("stack_trace")), None)
         node = AtenNode(
             op=str(n.target),
             args=args,
             kwargs=kwargs,
             outputs=tuple(outs),
-            loc=user.stack_trace_loc(n.meta.get("stack_trace")),
+            loc=loc,
             module_path=module_path,
             all_outputs=tuple(every) if every else tuple(outs),
+            phase=phase,
         )
         if packet(n.target) in ("index", "index_put", "_index_put_impl"):
             if has_bool_index(n.args, lambda a: a.meta.get("val")):
                 bool_index.add(id(node))
         prog.nodes.append(node)
 
-    for ospec in sig.output_specs:
-        if ospec.kind == OutputKind.USER_INPUT_MUTATION and isinstance(ospec.arg, TensorArgument) \
-                and ospec.target in placeholders:
-            node = next(n for n in ep.graph.nodes if n.name == ospec.arg.name)
-            if node in node_name:
-                prog.mutated_inputs[node_name[placeholders[ospec.target]]] = node_name[node]
-        if ospec.kind != OutputKind.USER_OUTPUT:
-            continue  # buffer/input mutations are side outputs
-        if isinstance(ospec.arg, TensorArgument):
-            node = next(n for n in ep.graph.nodes if n.name == ospec.arg.name)
-            prog.outputs.append(node_name[node])
-    return finish(prog, bool_index)
+
+def _module_path(n) -> str | None:
+    """The innermost `nn_module_stack` path of an export node (None at the top level)."""
+    stack = n.meta.get("nn_module_stack")
+    return (list(stack.values())[-1][0] or None) if stack else None
 
 
 # ---- does forward assign module state? ------------------------------------------------------------------

@@ -71,6 +71,10 @@ def run_reference(
     spec = load_spec(path, size_overrides)
     if program is None:
         program = capture(spec, mode=mode, fake=True)
+    if program.step == "train":
+        from .train_reference import run_train_reference
+
+        return run_train_reference(spec, mode, program, inputs, seed)
     torch.manual_seed(seed)
     model, sample = build_model(spec, mode, None)
     names_in = [m.name for m in program.inputs]
@@ -165,6 +169,15 @@ def run_reference_f64(spec: ModelSpec, mode: str, inputs: dict[str, np.ndarray],
     dtype itself), or any failure."""
     if program.random_tensors:
         return None
+    if program.step == "train":
+        from .train_reference import run_train_reference
+
+        try:
+            with quiet():
+                _, _, out, _ = run_train_reference(spec, mode, program, inputs, 0, wide=True, perturb=perturb)
+        except Exception:  # noqa: BLE001 - no float64 evaluation: the caller keeps its verdict
+            return None
+        return out if all(o.dtype == np.float64 for o in out.values()) else None
     try:
         with quiet():
             torch.manual_seed(0)
