@@ -315,7 +315,8 @@ def with_eager_unfused(report: dict[str, Any], eager: dict[str, Any],
     program as the unfused fidelity prices it (one kernel per source op as written: only rewrites
     inside one source op, `roofline`): the unfused bound, its kernels, the module tree and the
     unfused bytes, the phases of a training step and the inverse roofline's unfused figures (`eager`
-    built with the same latency). Never below the fused bound (a kernel-by-kernel run is one implementation)."""
+    built with the same latency). Never below the fused bound
+    (a kernel-by-kernel run is one implementation)."""
     out = {**report, "kernels_unfused": eager["kernels_unfused"], "modules": eager["modules"],
            "phases": eager["phases"]}  # a training step's phases group the unfused kernels
     out["bounds"] = {h: {**b, "unfused_s": max(eager["bounds"][h]["unfused_s"], b["fused_s"])}

@@ -33,21 +33,16 @@ def dropout_as_draw(draws: list[torch.Tensor] | None = None) -> Iterator[None]:
         torch.nn.functional.dropout = saved
 
 
-#: The fused attention a CPU training step captures, forward and backward: used when both have
-#: templates, else attention takes torch's math path (matmuls and a softmax, each with a template).
-FUSED_ATTENTION = ("aten._scaled_dot_product_flash_attention_for_cpu.default",
-                   "aten._scaled_dot_product_flash_attention_for_cpu_backward.default")
-
-
 def attention_backend():
-    """`scaled_dot_product_attention` restricted to its math path unless the fused CPU variant and
-    its backward both have templates (then they stay whole, one kernel each)."""
+    """`scaled_dot_product_attention` of a training step on torch's math path (matmuls and a
+    softmax, each with a template), not the fused CPU variant, though both have templates: the fused
+    backward saves only the row log-sum-exps and recomputes the scores (five contractions of the
+    forward's size), while the math path's backward reads the saved probabilities (four: dV, dP, dQ,
+    dK). The fused bound keeps intermediates on chip, so the four-contraction step is the lower
+    bound on every implementation's arithmetic; the recomputation is a choice of the flash kernels
+    that trades FLOPs for traffic (docs/training.md)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from solar_compiler.frontends.torch.registry import lookup
-
-    if all(lookup(op) is not None for op in FUSED_ATTENTION):
-        return contextlib.nullcontext()
     return sdpa_kernel(SDPBackend.MATH)
 
 
