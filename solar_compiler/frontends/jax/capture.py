@@ -12,7 +12,9 @@ No full-size array is allocated. Then:
 * closed-over constants become weights with their values (`program.constants`);
 * equations whose results nothing uses are dropped (`dce_jaxpr`), and so are unused inputs;
 * every node gets `loc` (the innermost frame of the traceback in the model file) and
-  `module_path` (the name stack: the NNX module path, then the user's own `jax.named_scope`s).
+  `module_path` (the name stack: the NNX module path, then the user's own `jax.named_scope`s) and,
+  in a training step (`jax.value_and_grad` ...), its `phase` from the name stack's transforms
+  (`phases.py`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from solar_compiler.frontends.model_file import (
     user_line,
 )
 
+from .phases import phase_of, tag_phases
 from .program import CONTROL_FLOW, INLINED, Operand, SubProgram
 
 MODULE_SCOPE = "nnx:"  # prefix of the name scope the capture pushes around each NNX module call
@@ -231,6 +234,7 @@ def capture(model: JaxModel) -> CapturedProgram:
     for var, value in zip(jaxpr.constvars, closed.consts, strict=True):
         env[var] = fl.constant(var, value)
     prog.nodes = fl.run(jaxpr, env, siu.NameStack())
+    tag_phases(prog.nodes)
     for v in jaxpr.outvars:
         out = fl.operand(v, env)
         if not isinstance(out, TensorRef):
@@ -311,7 +315,9 @@ class _Flattener:
                 if meta is not None:
                     env[v] = TensorRef(meta.name)
             loc = self.loc(eqn) or outer_loc
-            nodes.append(AtenNode(f"jax.{prim}", tuple(args), kwargs, outs, loc, module_path(stack)))
+            transforms = (s.name for s in stack.stack if isinstance(s, siu.Transform))
+            nodes.append(AtenNode(f"jax.{prim}", tuple(args), kwargs, outs, loc, module_path(stack),
+                                  phase=phase_of(transforms)))
         return nodes
 
     def body(self, closed: Any, stack: Any, loc: str | None) -> SubProgram | list[SubProgram]:

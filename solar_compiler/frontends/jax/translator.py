@@ -45,9 +45,11 @@ class JaxTranslator(Translator):
     def flush_group(self) -> None:
         """Record the statements emitted since the last record as one run of the current node."""
         if self.node is not None and self.n_statements > self._group_start:
-            self.source_ops.append({"op": self.node.op, "loc": self.loc, "first": self._group_start,
-                                    "count": self.n_statements - self._group_start,
-                                    "module": self.node.module_path})
+            rec = {"op": self.node.op, "loc": self.loc, "first": self._group_start,
+                   "count": self.n_statements - self._group_start, "module": self.node.module_path}
+            if self.node.phase is not None:  # a training step (frontends/jax/phases.py)
+                rec["phase"] = self.node.phase
+            self.source_ops.append(rec)
         self._group_start = self.n_statements
 
     def operand(self, a: Operand) -> Val | bool | int | float:
