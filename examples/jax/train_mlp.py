@@ -1,5 +1,6 @@
 # One SGD training step of a two-layer MLP: jax.value_and_grad of an MSE loss, jitted. The function is
-# the step (forward, backward, update), so the JAX frontend needs no `--step train` (docs/training.md).
+# the step (forward, backward, update), so the JAX frontend needs no `--step train` (docs/training.md);
+# the report shows its forward, backward and update phases.
 import jax
 import jax.numpy as jnp
 

@@ -1,0 +1,120 @@
+"""JAX training steps (docs/training.md, "JAX"): a jitted `jax.value_and_grad` step translates through
+the JAX frontend with no `--step` flag and validates against the jitted step; the report's phases come
+from the name stack's transforms (`frontends/jax/phases.py`). Counts derived by hand for
+examples/jax/train_mlp.py and train_mlp_adamw.py: x[8, 32] -> x @ w1 + b1 [64] -> relu -> @ w2 + b2
+[16], MSE against y[8, 16]; gradients of the four parameters only (x needs none)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from solar_compiler.driver import main
+from solar_compiler.frontends.captured_program import AtenNode
+from solar_compiler.frontends.jax.phases import phase_of, tag_phases
+from solar_compiler.frontends.jax.program import SubProgram
+
+REPO = Path(__file__).resolve().parent.parent
+B, D, H, O = 8, 32, 64, 16
+PARAMS = D * H + H + H * O + O  # 3,152 f32 parameters
+FWD1, FWD2 = 2 * B * D * H, 2 * B * H * O  # 32,768 and 16,384: the two layers' forward products
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict[str, dict]:
+    """Both examples translated (validated, in the sandboxed child) into a fresh cache and reported."""
+    pytest.importorskip("jax")
+    tmp = tmp_path_factory.mktemp("jaxtrain")
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp))
+        mp.chdir(REPO)
+        for name in ("train_mlp.py", "train_mlp_adamw.py"):
+            target = tmp / f"{name}.json"
+            assert main([f"examples/jax/{name}", "--translate", "--lift-einsum", "--roofline=all", "--hw",
+                         "H100_SXM", "--format=json", "-o", str(target)]) == 0, name
+            out[name] = json.loads(target.read_text())
+    return out
+
+
+def line_of(name: str, text: str) -> int:
+    """The line of examples/jax/`name` holding `text` (once)."""
+    lines = [i for i, t in enumerate((REPO / "examples/jax" / name).read_text().splitlines(), 1) if text in t]
+    assert len(lines) == 1, (name, text)
+    return lines[0]
+
+
+def matrix_by_line_and_phase(r: dict) -> Counter:
+    c: Counter = Counter()
+    for k in r["kernels_unfused"]:
+        c[(int(k["loc"].rsplit(":", 1)[1]), k["phase"])] += k["flops_matrix"]
+    return c
+
+
+@pytest.mark.parametrize("name", ["train_mlp.py", "train_mlp_adamw.py"])
+def test_the_step_validates_against_the_jitted_step(name, reports):
+    r = reports[name]
+    v = r["validation"]
+    assert (v["frontend"], v["validated"], v["samples"], v["sizes"]) == ("jax-jaxpr", True, 3, "full")
+    assert v["max_rel_err"] < 1e-4
+    for row in r["kernels_unfused"]:
+        assert row["loc"].startswith(f"examples/jax/{name}:"), row
+    assert [p["phase"] for p in r["phases"]] == ["forward", "backward", "optimizer"]
+
+
+@pytest.mark.parametrize("name", ["train_mlp.py", "train_mlp_adamw.py"])
+def test_backward_matrix_flops_are_2x_forward_and_1x_for_the_first_layer(name, reports):
+    """Layer 2 computes its weight gradient h^T dY and the input gradient dY w2^T, each as large as its
+    forward product; layer 1 only its weight gradient x^T dZ (x is not differentiated). Backward
+    equations take the line of the forward equation they transpose."""
+    c = matrix_by_line_and_phase(reports[name])
+    LINE1, LINE2 = (line_of(name, text) for text in ("x @ w1", "h @ w2"))
+    assert (c[LINE1, "forward"], c[LINE2, "forward"]) == (FWD1, FWD2)
+    assert c[LINE2, "backward"] == 2 * FWD2
+    assert c[LINE1, "backward"] == FWD1
+    phases = {p["phase"]: p for p in reports[name]["phases"]}
+    assert phases["forward"]["flops_matrix"] == FWD1 + FWD2
+    assert phases["backward"]["flops_matrix"] == FWD1 + 2 * FWD2
+    assert phases["optimizer"]["flops_matrix"] == 0
+
+
+def test_sgd_update_by_hand(reports):
+    # p - LR * g: one multiply and one subtract per parameter element
+    phases = {p["phase"]: p for p in reports["train_mlp.py"]["phases"]}
+    assert phases["optimizer"]["flops_vector"] == 2 * PARAMS
+
+
+def test_adamw_update_and_traffic_by_hand(reports):
+    r = reports["train_mlp_adamw.py"]
+    # optax.adamw per element: mu' = (1-b1) g + b1 mu (3), nu' = (1-b2) g**2 + b2 nu (4), the two bias
+    # corrections (2 divides), mu^ / (sqrt(nu^ + eps_root) + eps) (4), + wd * p (2), * -lr (1), p + u (1)
+    phases = {p["phase"]: p for p in r["phases"]}
+    assert phases["optimizer"]["flops_vector"] == 17 * PARAMS
+    # compulsory traffic, f32: x and y read; each parameter and both moments read; the loss, each
+    # updated parameter and both updated moments written
+    assert r["totals"]["bytes_fused"] == 4 * (B * D + B * O + 3 * PARAMS + 1 + 3 * PARAMS)
+
+
+def _node(phase: str | None, bodies: dict | None = None) -> AtenNode:
+    return AtenNode("jax.add", (), {"bodies": bodies} if bodies else {}, (), phase=phase)
+
+
+def test_phases_from_transforms():
+    assert phase_of(["jvp", "transpose"]) == "backward"
+    assert phase_of(["jvp"]) == "forward"
+    assert phase_of([]) is None
+    # untransformed nodes: forward before the first backward node, optimizer after; a loop's
+    # untagged body nodes take the loop's phase
+    inner = _node(None)
+    loop = _node(None, {"body": SubProgram([], [inner], [])})
+    nodes = [_node(None), _node("forward"), _node("backward"), loop]
+    tag_phases(nodes)
+    assert [n.phase for n in nodes] == ["forward", "forward", "backward", "optimizer"]
+    assert inner.phase == "optimizer"
+    # no backward (a forward, or forward-mode jax.jvp alone): no phases at all
+    fwd = [_node(None), _node("forward")]
+    tag_phases(fwd)
+    assert [n.phase for n in fwd] == [None, None]
