@@ -118,3 +118,12 @@ def test_phases_from_transforms():
     fwd = [_node(None), _node("forward")]
     tag_phases(fwd)
     assert [n.phase for n in fwd] == [None, None]
+
+
+def test_step_train_on_a_jax_file_says_the_function_is_the_step(capsys):
+    assert main([str(REPO / "examples/jax/train_mlp.py"), "--translate", "--step", "train"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("train_mlp.py: translate: step=train is for torch models; a JAX file's function is "
+                        "the step itself (jax.value_and_grad + the update, examples/jax/train_mlp.py): "
+                        "translate it without step=train"), err
+    assert len(err.splitlines()) == 1
