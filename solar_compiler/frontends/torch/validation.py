@@ -71,6 +71,8 @@ def at_size(spec, prog, tt, options: FrontendOptions, trace=None,
              where: str = "at full size") -> tuple[dict[str, Any] | None, str]:
     """(record, "") of full or sampled validation at the program's own sizes, or (None, why not).
     `where` names the instance in progress lines ("at full size", or the reduced instance)."""
+    if prog.value_dependent:
+        reject_baked(spec, prog, options.mode)
     budget_b = options.memory_budget_gb * 2**30
     cost = estimate(tt.validation_kernel())
     n = _samples_within(cost.seconds, options.time_budget, prog)
@@ -89,6 +91,47 @@ def at_size(spec, prog, tt, options: FrontendOptions, trace=None,
     if isinstance(got, str):
         return None, f"{why}; {got}"
     return {**got, "method": "sampled", "sizes": "full"}, ""
+
+
+def baked_outputs(prog) -> list[str]:
+    """Outputs of the captured graph that no program input reaches: a constant, or a value the
+    capture baked in from a Python computation on the traced sample (`.item()`, `tolist()`)."""
+    from solar_compiler.frontends.captured_program import tensor_refs
+
+    reach = {t.name for t in prog.inputs}
+    for node in prog.nodes:
+        if any(r in reach for r in (*tensor_refs(node.args), *tensor_refs(node.kwargs))):
+            reach |= {o.name for o in node.outputs if o is not None}
+    return [o for o in prog.outputs if o not in reach] if prog.inputs else []
+
+
+def reject_baked(spec, prog, mode: str) -> None:
+    """A value-dependent graph is compared on its traced sample only, where a baked constant agrees by
+    construction: each output the graph computes without its inputs is checked against the model on
+    a fresh sample first, and one the model changes fails the translation (it is no translation)."""
+    from .capture import fresh_inputs, run_reference
+
+    baked = baked_outputs(prog)
+    if not baked:
+        return
+    seed = SAMPLE_SEEDS[0]
+    outs = run_reference(spec, mode, seed=0, program=prog)[2]
+    fresh = run_reference(spec, mode, inputs=fresh_inputs(spec, seed), seed=0, program=prog)[2]
+    for name in baked:
+        if not _same(np.asarray(outs[name]), np.asarray(fresh[name])):
+            raise CaptureFailed(
+                f"{spec.path}: validation failed on fresh sample (seed {seed}): output {name} is a "
+                f"constant of the traced sample in the capture (after {prog.value_dependent[0]}), but "
+                "the model's output changes with its inputs", error_class="validate")
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal elements, NaN equal to NaN (a NaN constant stays constant)."""
+    if a.shape != b.shape:
+        return False
+    if np.issubdtype(a.dtype, np.inexact) and np.issubdtype(b.dtype, np.inexact):
+        return bool(np.array_equal(a, b, equal_nan=True))
+    return bool(np.array_equal(a, b))
 
 
 def _samples_within(seconds: float, budget: float, prog) -> int:

@@ -22,8 +22,37 @@ from solar_compiler.frontends.model_file import ModelSpec
 from .graph import NeedsFallback, SymbolicShape, UserFile, convert_args, finish, has_bool_index, tensor_meta
 from .inputs import input_names
 from .ops import IDENTITY_OPS, packet, tables
+from .recorder import MAX_VALUE_READS
 from .shapes import no_autograd_decomp
 from .util import build_model, quiet, real_value, resolve_attr
+
+
+@contextlib.contextmanager
+def _few_value_reads():
+    """Export turns each tensor value read by Python (`.item()`, `if t > 0:`) into an unbacked
+    symbol; a Python loop of thousands of reads took minutes to export (issue 21). Past
+    `MAX_VALUE_READS` symbols export gives up, and the dispatch recorder names the line."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    count = [0]
+    saved = {m: getattr(ShapeEnv, m) for m in
+             ("create_unbacked_symint", "create_unbacked_symfloat", "create_unbacked_symbool")}
+
+    def counted(orig):
+        def wrapper(self, *args, **kwargs):
+            count[0] += 1
+            if count[0] > MAX_VALUE_READS:
+                raise NeedsFallback(f"more than {MAX_VALUE_READS} tensor values read by Python")
+            return orig(self, *args, **kwargs)
+        return wrapper
+
+    for m, f in saved.items():
+        setattr(ShapeEnv, m, counted(f))
+    try:
+        yield
+    finally:
+        for m, f in saved.items():
+            setattr(ShapeEnv, m, f)
 
 
 def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> CapturedProgram:
@@ -37,7 +66,7 @@ def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> Ca
         lambda mod, args, out: changes.extend(_state_changes(snaps.pop(), _state_snapshot(mod)))
     )
     ctx = fake_mode if fake_mode is not None else contextlib.nullcontext()
-    with ctx, torch.no_grad(), quiet(), no_autograd_decomp():
+    with ctx, torch.no_grad(), quiet(), no_autograd_decomp(), _few_value_reads():
         try:
             ep = torch.export.export(model, tuple(sample), strict=False)
         finally:

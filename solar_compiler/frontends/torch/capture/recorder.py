@@ -32,6 +32,8 @@ from .ops import (
 )
 from .util import real_value
 
+MAX_VALUE_READS = 64  # tensor values forward may read into Python before the capture gives up
+
 
 @dataclass
 class ViewStep:
@@ -94,6 +96,8 @@ class DispatchRecorder(TorchDispatchMode):
         self.globals_by_id: dict[int, str] = {}
         self.const_count = 0
         self.bool_index: set[int] = set()
+        self.value_reads = 0  # tensor values read by Python (`_value_read`)
+        self.read_locs: set[str] = set()
 
     # ---- names -------------------------------------------------------------------------
     def register(self, t: torch.Tensor, name: str, meta: TensorMeta | None = None) -> None:
@@ -254,6 +258,27 @@ class DispatchRecorder(TorchDispatchMode):
         self._emit(op, args, {}, (out,))
         return out.name
 
+    # ---- values read by Python -----------------------------------------------------------
+    def _value_read(self, func) -> None:
+        """A tensor value went to Python (`.item()`, `float(t)`, `if t > 0:`): noted once per source
+        line. Past `MAX_VALUE_READS` reads the computation is running in Python, outside the graph
+        (a loop of `.item()`), and whatever it returns would be baked in as the traced sample's
+        constant: the capture stops there, at once, rather than recording thousands of reads."""
+        loc = self.user.frame_loc() or "?"
+        self.value_reads += 1
+        if self.value_reads > MAX_VALUE_READS:
+            raise CaptureError(
+                f"{loc}: forward reads tensor values into Python more than {MAX_VALUE_READS} times "
+                f"({func}, from .item(), float() or control flow on values, e.g. in a Python loop): "
+                "that computation runs outside the captured graph and its result would be a constant "
+                "of the traced sample; express it with tensor ops"
+            )
+        if loc not in self.read_locs:
+            self.read_locs.add(loc)
+            self.prog.value_dependent.append(
+                f"{func} at {loc}: a tensor value read by Python (control flow or sizes)"
+            )
+
     # ---- dispatch ----------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -276,10 +301,7 @@ class DispatchRecorder(TorchDispatchMode):
         flat_out = list(out) if isinstance(out, (tuple, list)) else [out]
         if not any(isinstance(o, torch.Tensor) for o in flat_out):
             if torch.Tag.data_dependent_output in func.tags:
-                loc = self.user.frame_loc()
-                self.prog.value_dependent.append(
-                    f"{func} at {loc or '?'}: a tensor value read by Python (control flow or sizes)"
-                )
+                self._value_read(func)
             return out
         pk = packet(func)
         if view_results(func) and args and isinstance(args[0], torch.Tensor):
