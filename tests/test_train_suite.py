@@ -27,8 +27,8 @@ def _taps(size: int, k: int, pad: int, dil: int = 1) -> int:
 # file -> (extra options, {module: (forward matrix FLOPs, backward factor)})
 CASES = {
     # stem reads the image (1x); the block's two convs and the head see trained activations (2x);
-    # 3x3 padding 1 over 8x8: 7 + 8 + 7 = 22 pairs per dim
-    "resnet_block": (["--mode", "train"], {
+    # 3x3 padding 1 over 8x8: 7 + 8 + 7 = 22 pairs per dim; eval-mode batch norm (running statistics)
+    "resnet_block": ([], {
         "stem": (2 * 2 * 8 * 3 * _taps(8, 3, 1) ** 2, 1),
         "conv1": (2 * 2 * 8 * 8 * 22**2, 2), "conv2": (2 * 2 * 8 * 8 * 22**2, 2),
         "head": (2 * 2 * 8 * 10, 2)}),
@@ -36,7 +36,7 @@ CASES = {
     # the layer norm's affine output needs a gradient, so fc1's input gradient is computed too
     "layernorm_mlp": ([], {"fc1": (2 * 8 * 24 * 48, 2), "fc2": (2 * 8 * 48 * 12, 2)}),
     # 12x12 then (after a 2x2 max pool) 6x6: 11 + 12 + 11 = 34 and 5 + 6 + 5 = 16 pairs per dim
-    "bn_cnn": (["--mode", "train"], {
+    "bn_cnn": (["--mode", "train"], {  # batch statistics
         "conv1": (2 * 2 * 8 * 3 * 34**2, 1), "conv2": (2 * 2 * 16 * 8 * 16**2, 2),
         "head": (2 * 2 * 16 * 6, 2)}),
     "sdpa_attention": ([], {"qkv": (2 * 16 * 32 * 96, 1), "proj": (2 * 16 * 32 * 32, 2)}),
@@ -52,7 +52,7 @@ CASES = {
     "tcn": ([], {"conv1": (2 * 4 * 12 * 6 * 58, 1), "conv2": (2 * 4 * 12 * 12 * _taps(20, 3, 2, 2), 2),
                  "head": (2 * 4 * 12 * 3, 2)}),
     "mlp": ([], {"fc1": (2 * 8 * 32 * 64, 1), "fc2": (2 * 8 * 64 * 16, 2)}),
-    "bn_mlp": (["--mode", "train"], {"fc1": (2 * 16 * 32 * 64, 1), "fc2": (2 * 16 * 64 * 8, 2)}),
+    "bn_mlp": ([], {"fc1": (2 * 16 * 32 * 64, 1), "fc2": (2 * 16 * 64 * 8, 2)}),
     "linear_mse": ([], {"proj": (2 * 16 * 64 * 32, 1)}),
     "cnn": ([], {"conv1": (2 * 4 * 8 * 3 * 46**2, 1), "conv2": (2 * 4 * 16 * 8 * 11**2, 2),
                  "head": (2 * 4 * 16 * 10, 2)}),
