@@ -40,6 +40,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=None,
         help="eval() or train() semantics (default eval; train with --timings)",
     )
+    p.add_argument("--step", choices=("forward", "train"), default="forward",
+                   help="forward (default) or train: bound (and with --measure time) one training step, "
+                        "forward + backward + update, as solar-opt --step (docs/training.md)")
+    p.add_argument("--optimizer", choices=("sgd", "adamw"), default=None,
+                   help="with --step train: the optimizer's update, as solar-opt --optimizer")
     p.add_argument("--precision", default=None, help="precision policy, as solar-opt --precision")
     p.add_argument("--no-narrow", action="store_true", help="price the programs as written")
     p.add_argument(
@@ -62,7 +67,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("solar-bench-out"), help="output folder")
     p.add_argument("--force", action="store_true", help="recompute models already stored")
     m = p.add_argument_group("measured runtimes")
-    m.add_argument("--measure", action="store_true", help="time each model's forward in this run")
+    m.add_argument("--measure", action="store_true",
+                   help="time each model's forward (with --step train: its training step) in this run")
     m.add_argument("--compile", action="store_true", help="with --measure: also time torch.compile(model)")
     m.add_argument(
         "--device",
@@ -97,6 +103,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.measure and a.timings:
         p.error("--measure and --timings are exclusive (one measured time per model)")
+    if a.optimizer and a.step != "train":
+        p.error("--optimizer needs --step train")
+    if a.step == "train" and a.timings:
+        p.error("--timings are forward times; a training step is timed with --measure")
     if a.compile and not a.measure:
         p.error("--compile needs --measure")
     for flag, value, least in (("--workers", a.workers, 1), ("--trials", a.trials, 1),
@@ -236,6 +246,8 @@ def run(a: argparse.Namespace) -> int:
     bcfg = BoundsConfig(
         hw=a.hw,
         mode=a.mode,
+        step=a.step,
+        optimizer=a.optimizer,
         precision=a.precision,
         no_narrow=a.no_narrow,
         cache_state=a.cache_state,
@@ -246,6 +258,8 @@ def run(a: argparse.Namespace) -> int:
     tcfg = TimingConfig(
         device=a.device,
         mode=a.mode,
+        step=a.step,
+        optimizer=a.optimizer,
         compile=a.compile,
         warmup=a.warmup,
         trials=a.trials,
@@ -358,6 +372,8 @@ def run(a: argparse.Namespace) -> int:
         "run_id": run_id,
         "hw": a.hw,
         "mode": a.mode,
+        "step": a.step,
+        "optimizer": a.optimizer,
         "precision": a.precision or "auto",
         "cache_state": a.cache_state,
         "workers": a.workers,

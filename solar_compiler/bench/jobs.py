@@ -19,6 +19,8 @@ from typing import Any
 class BoundsConfig:
     hw: str = "H100_SXM"
     mode: str = "eval"
+    step: str = "forward"  # forward | train (solar-opt --step, docs/training.md)
+    optimizer: str | None = None  # with step train: solar-opt --optimizer
     precision: str | None = None
     no_narrow: bool = False
     cache_state: str = "cold"  # the timing contract of the bounds (solar-opt --cache-state)
@@ -31,6 +33,8 @@ class BoundsConfig:
         d = asdict(self)
         for k in ("no_cache", "memory_gb"):
             d.pop(k)
+        if self.step == "forward":  # forward bounds stored before --step keep their fingerprint
+            d.pop("step"), d.pop("optimizer")
         return d
 
 
@@ -52,6 +56,10 @@ def solar_opt_argv(path: str, cfg: BoundsConfig, out_json: str) -> list[str]:
         "-o",
         out_json,
     ]
+    if cfg.step != "forward":
+        argv.append(f"--step={cfg.step}")
+    if cfg.optimizer:
+        argv.append(f"--optimizer={cfg.optimizer}")
     if cfg.precision:
         argv.append(f"--precision={cfg.precision}")
     if cfg.no_narrow:

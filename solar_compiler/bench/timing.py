@@ -43,6 +43,8 @@ _COUNTER = itertools.count()
 class TimingConfig:
     device: str = "auto"  # auto (cuda when available) | cpu | cuda
     mode: str = "train"  # KernelBench: no .eval()
+    step: str = "forward"  # forward | train: time one training step (timing_train)
+    optimizer: str | None = None  # with step train: sgd | adamw (None: the model's own, if any)
     compile: bool = False  # also time torch.compile(model) (inductor, mode "default")
     warmup: int = 3
     trials: int = 100
@@ -56,7 +58,10 @@ class TimingConfig:
         return "cold" if self.flush else "warm"
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.step == "forward":  # forward timings stored before --step keep their fingerprint
+            d.pop("step"), d.pop("optimizer")
+        return d
 
 
 class Clock(Protocol):
@@ -260,15 +265,28 @@ def measure_job(path: str, cfg: TimingConfig) -> dict[str, Any]:
         cap = None if cuda else cfg.cap_s
         kw = {"warmup": cfg.warmup, "trials": cfg.trials, "min_trials": cfg.min_trials, "cap_s": cap,
               "flush": cfg.flush}
-        out["eager"] = _timed(torch, model, inputs, dev, clock, kw, out)
+        out["eager"] = _timed(torch, _callee(torch, path, mod, model, cfg, out), inputs, dev, clock, kw, out)
         if cfg.compile:
             import torch._inductor.config as inductor_config
 
             inductor_config.compile_threads = 1  # no compile-worker pool inside the sandbox
             torch._dynamo.reset()
             compiled = torch.compile(model, backend="inductor", mode="default")
-            out["compile"] = _timed(torch, compiled, inputs, dev, clock, kw, out)
+            out["compile"] = _timed(torch, _callee(torch, path, mod, compiled, cfg, out), inputs, dev, clock,
+                                    kw, out)
     return out
+
+
+def _callee(torch, path: str, mod, model, cfg: TimingConfig, out: dict):  # noqa: ANN001
+    """What one timed call runs: the forward, or with `cfg.step == "train"` the whole training step
+    (forward, loss, backward, update: `timing_train`), and the record says which."""
+    if cfg.step != "train":
+        return model
+    from .timing_train import train_step_fn
+
+    fn, kind = train_step_fn(torch, path, mod, model, cfg.optimizer)
+    out["step"], out["optimizer"] = "train", kind
+    return fn
 
 
 def _timed(torch, fn, inputs, dev, clock: Clock, kw: dict, out: dict) -> dict[str, Any]:

@@ -189,7 +189,11 @@ def _bn_legit(tr: Translator, node: AtenNode, kind: str):
         if rm is None or rv is None:
             raise tr.error("batch norm in eval mode without running statistics")
         out = _bn_eval(tr, x, w, b, rm, rv, float(eps))
-        return (stored(out),) + (None,) * (len(node.outputs) - 1)
+        # eval mode saves no batch statistics: a training step's backward passes the empty saved
+        # tensors along (and reads the running ones), so a used one is an empty declaration
+        rest = tuple(stored(tr.result(i)) if tr.used(i) and math.prod(tr.out_meta(i).shape) == 0 else None
+                     for i in range(1, len(node.outputs)))
+        return (stored(out),) + rest
     return _bn_train(tr, node, x, w, b, rm, rv, float(momentum), float(eps))
 
 
