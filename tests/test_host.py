@@ -223,9 +223,9 @@ def test_no_clock_is_an_error(tmp_path: Path) -> None:
 def test_measured_section_is_validated(tmp_path: Path) -> None:
     path = tmp_path / "h.yaml"
     calibrate_host(path, facts=facts(), measurements=measured(), today=DAY)
-    fp4 = "  matrix.fp4: {value: 1.0e+9, unit: FLOP/s, source: x, estimate: false}\n"
-    path.write_text(path.read_text().replace("measured:\n", "measured:\n" + fp4))
-    with pytest.raises(HwTargetError, match=r"field 'measured.matrix.fp4': expected matrix.<format>"):
+    fp6 = "  matrix.fp6: {value: 1.0e+9, unit: FLOP/s, source: x, estimate: false}\n"
+    path.write_text(path.read_text().replace("measured:\n", "measured:\n" + fp6))
+    with pytest.raises(HwTargetError, match=r"field 'measured.matrix.fp6': expected matrix.<format>"):
         load_target(str(path))
 
 

@@ -82,9 +82,9 @@ def print_summary(data: dict[str, Any], width: int | None = None) -> None:
                   fmt_x(gm["fused"]), fmt_x(gm["cache_aware"]), fmt_x(med), g["violations"])
     sys.stdout.write(render(t, width))
     say("headroom = measured / bound (geometric mean over validated, measured models)")
-    for target in dict.fromkeys(r["target"] for r in data["rows"]):
+    for target in dict.fromkeys(r.get("target") for r in data["rows"] if r.get("sol_score") is not None):
         scores = [r["sol_score"] for r in data["rows"]
-                  if r["target"] == target and r.get("sol_score") is not None]
+                  if r.get("target") == target and r.get("sol_score") is not None]
         if scores:
             say(f"SOL score on {target} (S = 1/(1+(T_k-T_SOL)/(T_b-T_SOL)), T_SOL = max(fused, "
                 f"cache-aware)): mean {sum(scores) / len(scores):.3f} over {len(scores)} workloads")
