@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from translated import ensure_translated, using_cache
+from translated import UNSUPPORTED_TORCH_EXAMPLES, ensure_translated, using_cache
 
 torch = pytest.importorskip("torch")
 
@@ -26,9 +26,7 @@ from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p.name for p in (ROOT / "examples" / "torch").glob("*.py"))
-UNSUPPORTED: dict[str, str] = {  # example file -> the one-line error it must give
-    "item_loop_dot.py": "item_loop_dot.py:17: forward reads tensor values into Python more than 64 times",
-}
+UNSUPPORTED = UNSUPPORTED_TORCH_EXAMPLES  # example file -> the one-line error it must give
 
 TINY = textwrap.dedent("""\
     import torch
