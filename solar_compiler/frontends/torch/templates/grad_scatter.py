@@ -6,11 +6,22 @@ from __future__ import annotations
 
 from solar_compiler.frontends.builder.exprs import bin_, c, cast, cmp, index_read, select
 from solar_compiler.frontends.builder.translator import Translator
-from solar_compiler.frontends.builder.values import Val, ivars, loops, stored
+from solar_compiler.frontends.builder.values import Loop, Val, ivars, loops, stored
 from solar_compiler.frontends.captured_program import AtenNode
+from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Index
 
 from ..registry import template
+
+
+def _zeroed_result(tr: Translator, g: Val) -> tuple[Val, list[Loop], list[AffExpr]]:
+    """The result zeroed (a scatter-add accumulates into it) and the loops over the gradient `g` that
+    scatter into it, with their index variables."""
+    out = tr.result()
+    init = loops("i", out.shape)
+    tr.emit(out, ivars(init), "=", c(0, out.dtype), init)
+    lps = loops("i", g.shape)
+    return out, lps, ivars(lps)
 
 
 @template("aten.embedding_dense_backward.default")
@@ -21,12 +32,8 @@ def _embedding_dense_backward(tr: Translator, node: AtenNode) -> Val:
     pad = int(tr.arg(3, "padding_idx", -1))  # type: ignore[call-overload]
     if tr.arg(4, "scale_grad_by_freq", False):
         raise tr.error("no loop-IR template for embedding_dense_backward with scale_grad_by_freq")
-    out = tr.result()
+    out, lps, idx = _zeroed_result(tr, g)
     dt = out.dtype
-    init = loops("i", out.shape)
-    tr.emit(out, ivars(init), "=", c(0, dt), init)
-    lps = loops("i", g.shape)
-    idx = ivars(lps)
     row = index_read(ind, idx[:-1])
     value = cast(g.read(idx), dt)
     if pad >= 0:  # ids are non-negative: a negative padding_idx is "none"
@@ -42,12 +49,8 @@ def _max_pool_backward(tr: Translator, node: AtenNode) -> Val:
     input's spatial dims (2 for max_pool2d, 3 for max_pool3d) that the forward returned."""
     g, x, ind = tr.val(node.args[0]), tr.val(node.args[1]), tr.val(node.args[7])
     nsp = 3 if "3d" in node.op else 2
-    out = tr.result()
+    out, lps, idx = _zeroed_result(tr, g)
     dt = out.dtype
-    init = loops("i", out.shape)
-    tr.emit(out, ivars(init), "=", c(0, dt), init)
-    lps = loops("i", g.shape)
-    idx = ivars(lps)
     flat = index_read(ind, idx)
     lead = len(x.shape) - nsp
     sizes = x.shape[lead:]

@@ -102,17 +102,26 @@ def _avg_pool(tr: Translator, node: AtenNode, k: int) -> Val:
     tr.emit(out, oidx, "+=", cast(x.read(xidx), dt), o_lps + r_lps, guards)
     isp = x.shape[x.ndim - k:]
     p = oidx[len(oidx) - k:]
-    divisor: SExpr | int = 1
-    if override:
-        divisor = int(override)
-    else:
-        for d in range(k):
-            cnt = _count(p[d], stride[d], padding[d], kernel[d], isp[d], out_sp[d], include_pad)
-            divisor = cnt * divisor if isinstance(cnt, int) and isinstance(divisor, int) else \
-                mul(_as_expr(cnt, dt), _as_expr(divisor, dt))
+    divisor = _avg_divisor(p, stride, padding, kernel, isp, out_sp, include_pad, override, dt)
     fin = Read(out.name, tuple(oidx), dt)
     tr.emit(out, oidx, "=", div(fin, _as_expr(divisor, dt)), o_lps)
     return stored(out)
+
+
+def _avg_divisor(p: Sequence[AffExpr], stride: Sequence[int], padding: Sequence[int], kernel: Sequence[int],
+                 isp: Sequence[int], out_sp: Sequence[int], include_pad: bool, override: object,
+                 dt: str) -> SExpr | int:
+    """avg_pool's divisor at output position `p` (forward and backward divide by the same one): the
+    override, else the product over spatial dims of the window's element count (padding counted or
+    not), a constant where every window has the same count."""
+    if override:
+        return int(override)  # type: ignore[call-overload]
+    divisor: SExpr | int = 1
+    for d in range(len(p)):
+        cnt = _count(p[d], stride[d], padding[d], kernel[d], isp[d], out_sp[d], include_pad)
+        divisor = cnt * divisor if isinstance(cnt, int) and isinstance(divisor, int) else \
+            mul(_as_expr(cnt, dt), _as_expr(divisor, dt))
+    return divisor
 
 
 def _as_expr(v: SExpr | int, dt: str) -> SExpr:
@@ -222,14 +231,7 @@ def _avg_pool_backward(tr: Translator, node: AtenNode, k: int) -> Val:
     oidx = ivars(o_lps)
     p = oidx[len(oidx) - k:]
     isp = x.shape[x.ndim - k:]
-    divisor: SExpr | int = 1
-    if override:
-        divisor = int(override)
-    else:
-        for d in range(k):
-            cnt = _count(p[d], stride[d], padding[d], kernel[d], isp[d], out_sp[d], include_pad)
-            divisor = cnt * divisor if isinstance(cnt, int) and isinstance(divisor, int) else \
-                mul(_as_expr(cnt, dt), _as_expr(divisor, dt))
+    divisor = _avg_divisor(p, stride, padding, kernel, isp, out_sp, include_pad, override, dt)
     init = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
     tr.emit(out, ivars(init), "=", c(0, dt), init)
     tr.emit(out, xidx, "+=", div(cast(g.read(oidx), dt), _as_expr(divisor, dt)), o_lps + r_lps, guards)
