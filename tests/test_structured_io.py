@@ -85,3 +85,20 @@ def test_recognise_reads_the_node_of_a_rewritten_graph():
                                                                                AffineExpr.constant(3))))
     (half,) = io.view(program_of(g), precision="fp32").contractions.values()
     assert (half.work, half.k_min, half.extents["k"]) == (8 * 4 * 3, 3, 3)
+
+
+@pytest.mark.parametrize("after, sunk", [
+    ("C[i, j] = C[i, j] * 2.0", True),       # an in-place elementwise update: C still reaches memory
+    ("C[i, j] = C[j % 4, i % 4] * 2.0", False),  # reads other elements: C can be consumed on chip
+    ("D[i, j] = C[i, j] * 2.0", False),      # another node consumes C
+    ("C[i, j] += 1.0", False),               # accumulates into C again
+])
+def test_sunk_is_read_from_the_later_nodes(after: str, sunk: bool):
+    text = MM.replace("C: f32[8, 4] output", "C: f32[8, 4] output, D: f32[8, 4] output") + f"""
+    for i in range(8):
+        for j in range(4):
+            {after}
+"""
+    v = io.view(parse_kernel(text, "mm.loop"), precision="fp32")
+    (name,) = v.contractions
+    assert v.sunk == {name: sunk}
