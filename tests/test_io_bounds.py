@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from solar_compiler.analysis import io_bounds as io
 from solar_compiler.analysis import tiling
 from solar_compiler.analysis.costs import kernel_costs
+from solar_compiler.analysis.program import program_from_kernel
+from solar_compiler.analysis.structured import isl_expr, linear_form
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import MemoryLevel
-from solar_compiler.loopir.ast import statements, typecheck
 from solar_compiler.text.parser import parse_kernel
 
 MIB = 2 ** 20
@@ -99,8 +100,14 @@ def contraction(text: str, precision: str = "fp32") -> io.Contraction | None:
     found = list(io.view(k, precision=precision).contractions.values())
     if found:
         return found[0]
-    t = typecheck(k)
-    return io.recognise(t, next(c for c in statements(t) if c.stmt.kind == "+="), precision=precision)
+    return recognise_at(k, lambda g: g.main.stmt.kind == "+=", precision)
+
+
+def recognise_at(k, which, precision: str = "auto") -> io.Contraction | None:
+    """`recognise` on the first node whose group satisfies `which`, read from the program's graph."""
+    p = program_from_kernel(k)
+    i = next(i for i, g in enumerate(p.nodes) if which(g))
+    return io.recognise(p.node_ops[i], i, p.kernel, p.nodes[i].main, precision)
 
 
 # ---- recognition ------------------------------------------------------------------------------------
@@ -156,8 +163,7 @@ def test_no_reuse_theorem(body: str):
         for j in range(4):
             {body}
 """
-    k = typecheck(parse_kernel(text, "t.loop"))
-    assert io.recognise(k, statements(k)[0]) is None
+    assert recognise_at(parse_kernel(text, "t.loop"), lambda g: True) is None
 
 
 # ---- Theorem R, by hand -----------------------------------------------------------------------------
@@ -323,14 +329,16 @@ def simulate(c: io.Contraction, tiles: dict[str, int], order: tuple[str, ...]) -
     last_c_fp = 0
     for starts in itertools.product(*(trips[v] for v in order)):
         at = dict(zip(order, starts, strict=True))
-        box = " and ".join(f"{at[v]} <= {v} < {at[v] + tiles[v]}" for v in c.ivs)
-        dom = isl.Set(f"{{ S[{', '.join(c.ivs)}] : {box} }}")
+        dims = [f"d{i}" for i in range(len(c.ivs))]  # the maps' names for the loop variables
+        box = " and ".join(f"{at[v]} <= {d} < {at[v] + tiles[v]}" for v, d in zip(c.ivs, dims, strict=True))
+        dom = isl.Set(f"{{ S[{', '.join(dims)}] : {box} }}")
         for key, op in (("a", c.a), ("b", c.b), ("c", c.c)):
-            used = tuple(sorted(v for e in op.indices for v in e.vars()))
+            used = tuple(sorted(c.ivs[d] for r in op.map.results for d in linear_form(r)[0]))
             tile_id = tuple(at[v] for v in used)
             if cur[key] == tile_id:
                 continue
-            fp = isl.Map(f"{{ S[{', '.join(c.ivs)}] -> T[{', '.join(e.to_isl() for e in op.indices)}] }}") \
+            idx = ", ".join(isl_expr(r) for r in op.map.results)
+            fp = isl.Map(f"{{ S[{', '.join(dims)}] -> T[{idx}] }}") \
                 .intersect_domain(dom).range().count_val().to_python()
             if key == "c":
                 total += last_c_fp * op.nbytes if cur[key] is not None else 0   # write the old tile
@@ -362,12 +370,14 @@ def test_tiled_closed_form_matches_islpy(text: str, tiles: dict[str, int], order
 
 
 def tiled_for(c: io.Contraction, tiles: dict[str, int], order: tuple[str, ...]) -> float:
-    t = {v: np.array([float(tiles[v])]) for v in c.ivs}
-    trips = {v: np.ceil(c.extents[v] / t[v]) for v in c.ivs}
-    fp = {k: tiling._tile_footprint(op.indices, t) for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
-    uses = {k: {v for e in op.indices for v in e.vars()} for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
-    vis = {k: float(x[0]) for k, x in tiling._visits(order, trips, uses, t[c.ivs[0]]).items()}
-    distinct = float(np.prod([trips[v] for v in c.ivs if v in uses["c"]]))
+    dims = range(len(c.ivs))  # the tiling works on loop dims (positions), the maps' own names
+    t = {d: np.array([float(tiles[c.ivs[d]])]) for d in dims}
+    trips = {d: np.ceil(c.extents[c.ivs[d]] / t[d]) for d in dims}
+    fp = {k: tiling._tile_footprint(op.map, t) for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
+    uses = {k: tiling.map_dims(op.map) for k, op in (("a", c.a), ("b", c.b), ("c", c.c))}
+    at = [c.ivs.index(v) for v in order]
+    vis = {k: float(x[0]) for k, x in tiling._visits(at, trips, uses, t[0]).items()}
+    distinct = float(np.prod([trips[d] for d in dims if d in uses["c"]]))
     moves = 2 * vis["c"] - (distinct if c.init_folded else 0)
     return float(c.a.nbytes * fp["a"][0] * vis["a"] + c.b.nbytes * fp["b"][0] * vis["b"]
                  + c.c.nbytes * fp["c"][0] * moves)

@@ -209,3 +209,22 @@ def test_iterator_types_are_checked_against_the_accesses():
     node.iterator_types = ArrayAttr([StringAttr(k) for k in ("parallel", "parallel", "sequential")])
     node.verify()
     assert st.node_counts(node).sequential
+
+
+def test_program_graph_is_aligned_with_its_groups() -> None:
+    """`Program.node_ops` (the analyses' view of the program as einsum nodes) has one node per group,
+    in order, named after the group: read from the graph after `lift-einsum`, lifted on first use
+    before it, the same nodes either way."""
+    from solar_compiler.analysis.program import module_programs, program_from_kernel
+
+    text = (ROOT / "examples/loop/causal_attention.loop").read_text()
+    for k in parse_kernels(text, "causal_attention.loop"):
+        before = program_from_kernel(k)
+        module = kernels_to_module([k])
+        LiftEinsumPass().apply(Context(), module)
+        invalidate_analyses(module)
+        (after,) = module_programs(module)
+        assert after.graph_op is not None and before.graph_op is None
+        assert [n.sym_name.data for n in before.node_ops] == [g.name for g in before.nodes]
+        assert [n.sym_name.data for n in after.node_ops] == [g.name for g in after.nodes]
+        assert [st.points(n) for n in before.node_ops] == [st.points(n) for n in after.node_ops]

@@ -31,30 +31,29 @@ from functools import lru_cache
 
 import islpy as isl
 import numpy as np
+from xdsl.ir import BlockArgument
+from xdsl.ir.affine import AffineMap
 
 from solar_compiler.analysis.costs import GraphCosts, contraction_dtype
-from solar_compiler.analysis.polyhedral import (  # _groups: the same variable grouping the counts use
-    Constraint,
-    _groups,
-    count_points,
-    domain_constraints,
-    footprint,
-    iteration_count,
-)
 from solar_compiler.analysis.program import Program, program_from_kernel
+from solar_compiler.analysis.structured import (
+    Constraint,
+    accesses,
+    body_ops,
+    domain_groups,
+    footprint,
+    isl_set_of,
+    linear_form,
+    points,
+    product_factors,
+    set_points,
+)
 from solar_compiler.analysis.value_dtypes import ValueDtypes
+from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp, YieldOp
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import MemoryLevel, operand_bits
-from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import (
-    DTYPES,
-    Kernel,
-    Read,
-    StmtContext,
-    product_factors,
-    reads,
-    stmt_reads,
-)
+from solar_compiler.loopir.affine_map import from_map
+from solar_compiler.loopir.ast import DTYPES, Kernel, Read, StmtContext
 
 H_GRID = 2.0 ** (np.arange(0, 8 * 64) / 8)  # segment sizes (bytes) every bound is evaluated at
 
@@ -62,8 +61,10 @@ H_GRID = 2.0 ** (np.arange(0, 8 * 64) / 8)  # segment sizes (bytes) every bound 
 # ---- recognising contractions ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Operand:
+    """One access of a contraction: its tensor and indexing map (over the node's loop dims)."""
+
     tensor: str
-    indices: tuple[AffExpr, ...]
+    map: AffineMap
     nbytes: float  # bytes per element an implementation must move (see `operand_bytes`)
     stored: int = 0  # bytes per element as the tensor stores them (the tiled schedules move these)
 
@@ -71,16 +72,28 @@ class Operand:
         if not self.stored:
             object.__setattr__(self, "stored", math.ceil(self.nbytes))
 
+    @property
+    def forms(self) -> tuple[tuple[dict[int, int], int], ...]:
+        """Each index's linear form (coefficient per dim, constant); a contraction's accesses are
+        linear (`recognise` refuses quasi-affine ones)."""
+        out = tuple(linear_form(r) for r in self.map.results)
+        assert all(f is not None for f in out), f"{self.tensor}: a contraction access is linear"
+        return out  # type: ignore[return-value]
+
+    def dims(self) -> set[int]:
+        """The loop dims its indices use."""
+        return {d for f, _ in self.forms for d in f}
+
 
 @dataclass(frozen=True)
 class Contraction:
     """A reduction whose value combines operands `a` and `b` into `c` (the target). Fixing the
     `slice_vars` makes every access an injective projection and leaves each other loop variable in
     at least two of the three accesses; `rho` is the product of the two smaller operand
-    multiplicities (how many slices one element can appear in)."""
+    multiplicities (how many slices one element can appear in). Loop dim `i` is named `ivs[i]`."""
 
     name: str
-    index: int
+    index: int                     # the node's position in its program
     kind: str
     a: Operand
     b: Operand
@@ -99,8 +112,8 @@ class Contraction:
         """A sliding window (convolution): some index mixes a kept variable with a slice variable.
         Fast convolution algorithms (Winograd, FFT) compute such an op without forming these
         products, so its reuse bound holds for direct convolution only."""
-        z = set(self.slice_vars)
-        return any(e.vars() & z and e.vars() - z for op in (self.a, self.b, self.c) for e in op.indices)
+        z = {self.ivs.index(v) for v in self.slice_vars}
+        return any(f.keys() & z and f.keys() - z for op in (self.a, self.b, self.c) for f, _ in op.forms)
 
     @property
     def weight(self) -> float:
@@ -120,78 +133,104 @@ def operand_bytes(values: ValueDtypes, ctx: StmtContext, r: Read, matrix_dtype: 
     return min(float(own), operand_bits(matrix_dtype, precision) / 8)
 
 
-def recognise(kernel: Kernel, ctx: StmtContext, init_folded: bool = False,
-              name: str | None = None, precision: str = "auto",
+def recognise(node: NodeOp, index: int, kernel: Kernel, ctx: StmtContext, precision: str = "auto",
               values: ValueDtypes | None = None) -> Contraction | None:
-    """The contraction view of a (typed) statement, or None when no reuse theorem applies to it.
+    """The contraction view of an einsum node (the `index`-th of its program), or None when no reuse
+    theorem applies to it. `kernel` and `ctx` (the node's main statement) serve the dtype analysis
+    only (`value_dtypes.py`, `costs.contraction_dtype` still read the loop AST).
 
     Operand bytes follow the precision policy and the operands' value dtypes (`operand_bytes`); the
     output keeps its own dtype (partial sums stay at the contraction's precision).
 
-    Only `+=` of a product with two affine reads of DIFFERENT tensors among its factors qualifies,
-    and only when those two elements determine the point (no two points multiply the same pair, so
-    no product can be shared: `x[i] * x[j]` or a dot product repeated for every `i` would allow
-    it). Each point then needs both operand elements at once under any evaluation order, short of
-    fast (Strassen-like) matrix multiplication, which the bound excludes as every published one
-    does. A sum or a max of the operands does not qualify: distributing the reduction removes the
+    Only an `add` reduction (`+=`) of a product with two direct inputs of DIFFERENT tensors among its
+    factors qualifies, and only when those two elements determine the point (no two points multiply
+    the same pair, so no product can be shared: `x[i] * x[j]` or a dot product repeated for every `i`
+    would allow it). Each point then needs both operand elements at once under any evaluation order,
+    short of fast (Strassen-like) matrix multiplication, which the bound excludes as every published
+    one does. A sum or a max of the operands does not qualify: distributing the reduction removes the
     need."""
-    s = ctx.stmt
-    if s.kind != "+=" or s.indirect or any(r.tensor == s.target for r in reads(s.value)):
+    out = node.output_name
+    gathered = [o.tensor_name for o in body_ops(node) if isinstance(o, GatherOp)]
+    if node.reduce.data != "add" or node.dynamic_positions or out in node.input_names or out in gathered:
         return None  # an indirect write (a scatter) gets compulsory traffic only
-    cands = [f for f in product_factors(s.value) if isinstance(f, Read) and not f.indirect]
+    y = node.body.block.last_op
+    assert isinstance(y, YieldOp)
+    cands = [f for f in product_factors(y.stored) if isinstance(f, BlockArgument)]
     if len(cands) < 2:
         return None
-    c = Operand(s.target, tuple(s.indices), DTYPES[kernel.tensor(s.target).dtype],
-                DTYPES[kernel.tensor(s.target).dtype])
-    best: tuple[int, int, tuple[str, ...], Operand, Operand] | None = None
-    ext, unit = _extents(ctx)
+    maps = [m.data for m in node.get_indexing_maps().data]
+    tensors = _graph(node).tensor_ops()
+    ivs = tuple(node.iv_names)
+
+    def stored(t: str) -> int:
+        return DTYPES[tensors[t].dtype]
+
+    c = Operand(out, maps[-1], stored(out), stored(out))
+    best: tuple[int, int, tuple[int, ...], Operand, Operand] | None = None
+    ranges = node.get_static_loop_ranges()
     values = values or ValueDtypes(kernel)
     mdt = contraction_dtype(ctx, values)
-    for ra, rb in itertools.combinations(cands, 2):
-        a, b = (Operand(r.tensor, tuple(r.indices), operand_bytes(values, ctx, r, mdt, precision),
-                        DTYPES[kernel.tensor(r.tensor).dtype]) for r in (ra, rb))
-        if a.tensor == b.tensor or not _determines(ctx.ivs, (a, b)):
+    for fa, fb in itertools.combinations(cands, 2):
+        a, b = (_operand(node, f.index, maps, ivs, tensors, values, ctx, mdt, precision) for f in (fa, fb))
+        if a.tensor == b.tensor or not _determines(len(ivs), (a, b)):
             continue
-        for z in _slice_choices(ctx, (a, b, c)):
-            rho = _rho(ctx, (a, b, c), z, ext)
+        for z in _slice_choices(len(ivs), (a, b, c)):
+            rho = _rho(node, (a, b, c), z, ranges)
             if best is None or (rho, len(z)) < (best[0], best[1]):
                 best = (rho, len(z), z, a, b)
     if best is None:
         return None
     rho, _, z, a, b = best
-    return Contraction(name or f"S{ctx.index}", ctx.index, s.kind, a, b, c, iteration_count(ctx), z, rho,
-                       _k_min(ctx, c, z), ctx.ivs, ext, unit, init_folded)
+    return Contraction(node.sym_name.data, index, "+=", a, b, c, points(node), tuple(ivs[d] for d in z), rho,
+                       _k_min(node, c, z), ivs, dict(zip(ivs, ranges, strict=True)),
+                       all(s == 1 for s in NodeOp.ints(node.steps)), node.init is not None)
 
 
-def _determines(ivs: Sequence[str], accs: Sequence[Operand]) -> bool:
-    """Every loop variable follows from the accessed elements (peeling dimensions that leave one
-    unknown variable): then the point -> element-pair map is injective."""
-    known: set[str] = set()
-    dims = [e for acc in accs for e in acc.indices if not e.is_quasi()]
+def _graph(node: NodeOp) -> GraphOp:
+    g = node.parent_op()
+    assert isinstance(g, GraphOp)
+    return g
+
+
+def _operand(node: NodeOp, i: int, maps: Sequence[AffineMap], ivs: Sequence[str], tensors: dict,
+             values: ValueDtypes, ctx: StmtContext, mdt: str | None, precision: str) -> Operand:
+    """Input `i` of the node as an operand; its bytes from the dtype analysis, which reads the loop
+    AST: the input is the statement's read of that tensor at these indices."""
+    t = node.input_names[i]
+    dtype = tensors[t].dtype
+    r = Read(t, from_map(maps[i], ivs), dtype)
+    return Operand(t, maps[i], operand_bytes(values, ctx, r, mdt, precision), DTYPES[dtype])
+
+
+def _determines(n: int, accs: Sequence[Operand]) -> bool:
+    """Every loop dim follows from the accessed elements (peeling dimensions that leave one unknown
+    dim): then the point -> element-pair map is injective."""
+    known: set[int] = set()
+    dims = [set(f) for acc in accs for r in acc.map.results if (lf := linear_form(r)) is not None
+            for f in (lf[0],)]
     grew = True
     while grew:
         grew = False
         for e in dims:
-            left = e.vars() - known
+            left = e - known
             if len(left) == 1:
                 known |= left
                 grew = True
-    return known >= set(ivs)
+    return known >= set(range(n))
 
 
-def _slice_choices(ctx: StmtContext, accs: Sequence[Operand]) -> list[tuple[str, ...]]:
-    out = []
-    ivs = ctx.ivs
-    if any(e.is_quasi() for acc in accs for e in acc.indices):
+def _slice_choices(n: int, accs: Sequence[Operand]) -> list[tuple[int, ...]]:
+    out: list[tuple[int, ...]] = []
+    if any(linear_form(r) is None for acc in accs for r in acc.map.results):
         return out
-    index_vars = [[e.vars() for e in acc.indices] for acc in accs]  # once, not per subset of ivs
-    for n in range(len(ivs) + 1):
-        for z in itertools.combinations(ivs, n):
-            free = set(ivs) - set(z)
+    index_vars = [[set(f) for f, _ in acc.forms] for acc in accs]  # once, not per subset of dims
+    for k in range(n + 1):
+        for z in itertools.combinations(range(n), k):
+            free = set(range(n)) - set(z)
             ok = True
             uses = dict.fromkeys(free, 0)
             for dims in index_vars:
-                seen: set[str] = set()
+                seen: set[int] = set()
                 for vs in dims:
                     here = vs & free
                     if len(here) > 1:
@@ -204,28 +243,28 @@ def _slice_choices(ctx: StmtContext, accs: Sequence[Operand]) -> list[tuple[str,
     return out
 
 
-def _rho(ctx: StmtContext, accs: Sequence[Operand], z: tuple[str, ...], extent: dict[str, int]) -> int:
+def _rho(node: NodeOp, accs: Sequence[Operand], z: tuple[int, ...], extent: Sequence[int]) -> int:
     if not z:
         return 1
-    free = set(ctx.ivs) - set(z)
-    slices = footprint(ctx, [AffExpr.var(v) for v in z])
+    free = set(range(node.get_num_loops())) - set(z)
+    slices = footprint(node, z)
     mults = []
     for acc in accs:
         m = 1
         for v in z:
-            m *= _mult(acc.indices, v, free, extent[v])
+            m *= _mult(acc.forms, v, free, extent[v])
         mults.append(min(m, slices))
     mults.sort()
     return mults[0] * mults[1]
 
 
-def _mult(indices: Sequence[AffExpr], z: str, free: set[str], extent: int) -> int:
-    """How many values of slice variable `z` can share one element of an access (upper bound).
-    `extent` is the length of an interval holding every value of z; a dimension `s*v + d*z + k`
-    fixes z modulo s/gcd(s, d), which at most ceil(extent / that) integers of the interval meet."""
+def _mult(forms: Sequence[tuple[dict[int, int], int]], z: int, free: set[int], extent: int) -> int:
+    """How many values of slice dim `z` can share one element of an access (upper bound). `extent`
+    is the length of an interval holding every value of z; a dimension `s*v + d*z + k` fixes z
+    modulo s/gcd(s, d), which at most ceil(extent / that) integers of the interval meet."""
     best = extent
-    for e in indices:
-        vs = e.vars()
+    for coeffs, _ in forms:
+        vs = set(coeffs)
         if z not in vs or len(vs - free) != 1:
             continue
         fv = vs & free
@@ -233,66 +272,58 @@ def _mult(indices: Sequence[AffExpr], z: str, free: set[str], extent: int) -> in
             return 1  # this dimension alone determines z
         if len(fv) == 1:
             (v,) = fv
-            s, d = abs(e.coeff(v)), abs(e.coeff(z))
+            s, d = abs(coeffs[v]), abs(coeffs[z])
             if s and d:
                 best = min(best, -(-extent // (s // math.gcd(s, d))))
     return best
 
 
-def _k_min(ctx: StmtContext, c: Operand, z: tuple[str, ...]) -> int:
+def _k_min(node: NodeOp, c: Operand, z: tuple[int, ...]) -> int:
     """A lower bound on the products of every output element that has at least one (exact when the
-    reduction variables are not coupled to the output ones, else by enumeration of small groups)."""
-    out_vars: set[str] = set()
-    for e in c.indices:
-        if e.vars() and not (len(e.vars()) == 1 and abs(e.coeff(next(iter(e.vars())))) == 1):
+    reduction dims are not coupled to the output ones, else by enumeration of small groups)."""
+    out_vars: set[int] = set()
+    for coeffs, _ in c.forms:
+        if coeffs and not (len(coeffs) == 1 and abs(next(iter(coeffs.values()))) == 1):
             return 1
-        out_vars |= e.vars()
+        out_vars |= set(coeffs)
     if out_vars & set(z):
         return 1
-    ivs, cons, _ = domain_constraints(ctx)
-    red = [v for v in ivs if v not in out_vars]
+    red = [d for d in range(node.get_num_loops()) if d not in out_vars]
     if not red:
         return 1
     total = 1
-    for g in _groups(ivs, cons):
-        gs = set(g)
-        gcons = [k for k in cons if k.vars and k.vars <= gs]
-        inner = [v for v in g if v in red]
+    for g, gcons in domain_groups(node):
+        inner = [d for d in g if d in red]
         if not inner:
             continue
-        outer = [v for v in g if v not in red]
+        outer = [d for d in g if d not in red]
         if not outer:
-            total *= max(count_points(g, gcons), 1)
+            total *= max(set_points(g, gcons), 1)
             continue
         total *= _min_fiber(g, outer, gcons)
     return max(total, 1)
 
 
-def _min_fiber(g: Sequence[str], outer: Sequence[str], cons: Sequence[Constraint], limit: int = 1024) -> int:
-    body = " and ".join(k.cond.to_isl() for k in cons) or "true"
-    s = isl.Set(f"{{ G[{', '.join(g)}] : {body} }}")
-    outer_set = isl.Map(f"{{ G[{', '.join(g)}] -> O[{', '.join(outer)}] }}").intersect_domain(s).range()
+def _min_fiber(g: Sequence[int], outer: Sequence[int], cons: Sequence[Constraint], limit: int = 1024) -> int:
+    """Fewest points of the class `g` (dims, with its constraints) sharing one value of its `outer`
+    dims, over the values that have any (1 when more than `limit` values would be enumerated)."""
+    s = isl_set_of(g, cons)
+    names = [f"d{d}" for d in g]
+    outer_names = [f"d{d}" for d in outer]
+    outer_set = isl.Map(f"{{ S[{', '.join(names)}] -> O[{', '.join(outer_names)}] }}") \
+        .intersect_domain(s).range()
     if outer_set.count_val().to_python() > limit:
         return 1
     counts: list[int] = []
 
     def visit(p: isl.Point) -> None:
         vals = [p.get_coordinate_val(isl.dim_type.set, i).to_python() for i in range(len(outer))]
-        fix = " and ".join(f"{v} = {x}" for v, x in zip(outer, vals, strict=True))
-        counts.append(s.intersect(isl.Set(f"{{ G[{', '.join(g)}] : {fix} }}")).count_val().to_python())
+        fix = " and ".join(f"{v} = {x}" for v, x in zip(outer_names, vals, strict=True))
+        counts.append(s.intersect(isl.Set(f"{{ S[{', '.join(names)}] : {fix} }}")).count_val().to_python())
 
     outer_set.foreach_point(visit)
     positive = [n for n in counts if n > 0]
     return min(positive) if positive else 1
-
-
-def _extents(ctx: StmtContext) -> tuple[dict[str, int], bool]:
-    ranges: dict[str, tuple[int, int]] = {}
-    for f in ctx.loops:
-        lo = f.lb.bounds(ranges)[0]
-        hi = f.ub.bounds(ranges)[1] - 1
-        ranges[f.iv] = (lo, hi)
-    return {v: max(hi - lo + 1, 0) for v, (lo, hi) in ranges.items()}, all(f.step == 1 for f in ctx.loops)
 
 
 # ---- the reuse lower bound -------------------------------------------------------------------------------
@@ -435,38 +466,36 @@ def view(program: Program | Kernel, direct_conv: bool = False, precision: str = 
 
 
 def _view(p: Program, direct_conv: bool, precision: str) -> KernelView:
-    k = p.kernel
-    groups = list(p.nodes)
-    written = {c.stmt.target for g in groups for c in g.stmts}
-    roles = {t.name: t.role for t in k.tensors}
+    nodes = p.node_ops
+    tensors = p.graph.tensor_ops()
+    written = {n.output_name for n in nodes}
     out: dict[str, Contraction] = {}
-    values = ValueDtypes(k)
-    for g in groups:
-        c = recognise(k, g.main, g.init is not None, g.name, precision, values)
+    values = ValueDtypes(p.kernel)
+    for i, (g, n) in enumerate(zip(p.nodes, nodes, strict=True)):
+        c = recognise(n, i, p.kernel, g.main, precision, values)
         if c is not None:
             out[c.name] = c
-    slow = {t for t, r in roles.items() if r in ("input", "weight") and t not in written}
+    slow = {t for t, d in tensors.items() if d.role.data in ("input", "weight") and t not in written}
     eligible = tuple(n for n, c in out.items() if c.a.tensor in slow and c.b.tensor in slow)
-    sunk = {n: _is_sunk(k, groups, c) for n, c in out.items()}
-    return KernelView(k, out, eligible, sunk, direct_conv, precision)
+    sunk = {n: _is_sunk(nodes, tensors[c.c.tensor].role.data, c) for n, c in out.items()}
+    return KernelView(p.kernel, out, eligible, sunk, direct_conv, precision)
 
 
-def _is_sunk(k: Kernel, groups: list, c: Contraction) -> bool:
-    """The op's results must reach slow memory: its target is an output that no other statement
-    reads, except in-place `=` updates at the same indices (e.g. `O[i] = O[i] / L[i]`)."""
-    if k.tensor(c.c.tensor).role != "output":
+def _is_sunk(nodes: Sequence[NodeOp], role: str, c: Contraction) -> bool:
+    """The op's results must reach slow memory: its target (of `role`) is an output that no later
+    node reads, except in-place elementwise updates at the same indices (`O[i] = O[i] / L[i]`)."""
+    if role != "output":
         return False
-    for g in groups:
-        for ctx in g.stmts:
-            s = ctx.stmt
-            if g.main.index == c.index or ctx.index < c.index:
-                continue
-            touches = [r for r in stmt_reads(s) if r.tensor == c.c.tensor]
-            if s.target == c.c.tensor:
-                if s.kind != "=" or not touches or any(tuple(r.indices) != tuple(s.indices) for r in touches):
-                    return False
-            elif touches:
+    for n in nodes[c.index + 1:]:
+        acc = accesses(n)
+        touches = [a for a in acc if not a.write and a.tensor == c.c.tensor]
+        if n.output_name == c.c.tensor:
+            (w,) = (a for a in acc if a.write)
+            if n.reduce.data != "none" or w.indirect or not touches or \
+                    any(a.indirect or a.map != w.map for a in touches):
                 return False
+        elif touches:
+            return False
     return True
 
 

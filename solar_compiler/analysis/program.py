@@ -16,12 +16,12 @@ from typing import TypeVar
 from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.manager import get_analysis, seed_analysis
-from solar_compiler.dialects.einsum import GraphOp
+from solar_compiler.dialects.einsum import GraphOp, NodeOp
 from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.ast import Kernel, typecheck
 from solar_compiler.loopir.convert import op_to_kernel
-from solar_compiler.loopir.graph_convert import graph_to_kernel
+from solar_compiler.loopir.graph_convert import graph_to_kernel, lift_kernel
 from solar_compiler.loopir.grouping import NodeGroup, group_statements
 
 T = TypeVar("T")
@@ -34,6 +34,7 @@ class Program:
     kernel: Kernel
     nodes: tuple[NodeGroup, ...]
     memo: dict = field(default_factory=dict, compare=False, repr=False)  # analyses of this program
+    graph_op: GraphOp | None = field(default=None, compare=False, repr=False)  # the graph it was read from
 
     def cached(self, key: object, fn: Callable[[], T]) -> T:
         """`fn()` computed once per program (a view several analyses share)."""
@@ -45,6 +46,20 @@ class Program:
     def name(self) -> str:
         return self.kernel.name
 
+    @property
+    def graph(self) -> GraphOp:
+        """The program as einsum nodes: the graph it was read from, or, for a kernel not yet lifted,
+        `lift_kernel` of it (built once). Its nodes are `nodes`, one per group, in the same order:
+        the view the analyses move to as they leave the loop AST (issue 20)."""
+        if self.graph_op is not None:
+            return self.graph_op
+        return self.cached("graph", lambda: lift_kernel(self.kernel))
+
+    @property
+    def node_ops(self) -> list[NodeOp]:
+        """`graph.nodes()`, aligned with `nodes` (the i-th node is the i-th group, lifted)."""
+        return self.cached("node_ops", self.graph.nodes)
+
 
 def program_from_kernel(kernel: Kernel) -> Program:
     k = typecheck(kernel)
@@ -54,7 +69,7 @@ def program_from_kernel(kernel: Kernel) -> Program:
 def program_of(op: KernelOp | GraphOp) -> Program:
     if isinstance(op, GraphOp):  # a verified graph lowers to a typed kernel (types are the SSA types)
         k, groups = graph_to_kernel(op)
-        return Program(k, tuple(groups))
+        return Program(k, tuple(groups), graph_op=op)
     return program_from_kernel(op_to_kernel(op))
 
 

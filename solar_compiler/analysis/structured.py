@@ -503,3 +503,66 @@ def node_counts(node: NodeOp) -> NodeCounts:
         unit = "vector" if n_ops or accumulates else "memory"
     return NodeCounts(pts, unit, fm, fv, n_tr * pts, op_counts(node),
                       any(k.data == "sequential" for k in node.get_iterator_types().data), is_indirect(node))
+
+
+# ---- linear forms, domain groups and access relations (io_bounds, tiling, polyhedral) ---------------
+def linear_form(e: AffineExpr) -> tuple[dict[int, int], int] | None:
+    """(nonzero coefficient per dim, constant) of `e` when it is linear in the dims (no mod, floordiv,
+    ceildiv, symbol), else None: the reuse theorems and the tile footprints need the coefficients."""
+    if isinstance(e, AffineDimExpr):
+        return {e.position: 1}, 0
+    if isinstance(e, AffineConstantExpr):
+        return {}, e.value
+    linear_kinds = (AffineBinaryOpKind.Add, AffineBinaryOpKind.Mul)
+    if not isinstance(e, AffineBinaryOpExpr) or e.kind not in linear_kinds:
+        return None
+    a, b = linear_form(e.lhs), linear_form(e.rhs)
+    if a is None or b is None:
+        return None
+    if e.kind == AffineBinaryOpKind.Add:
+        coeffs = dict(a[0])
+        for d, c in b[0].items():
+            coeffs[d] = coeffs.get(d, 0) + c
+        return {d: c for d, c in coeffs.items() if c}, a[1] + b[1]
+    if a[0] and b[0]:
+        return None  # a product of two dims is not affine (the verifier refuses it; kept total here)
+    (coeffs, k), scale = (a, b[1]) if not b[0] else (b, a[1])
+    return {d: c * scale for d, c in coeffs.items() if c * scale}, k * scale
+
+
+def domain_groups(node: NodeOp, extra: Iterable[frozenset[int]] = ()) \
+        -> list[tuple[tuple[int, ...], tuple[Constraint, ...]]]:
+    """The domain's dims in classes no constraint (nor `extra` set) couples, each with the constraints
+    over its dims: counts over the domain are products over these classes. Constant constraints
+    (no dims) are left out: `points(node) == 0` tells whether they empty the domain."""
+    cons = _constraints(domain_key(node))
+    out = []
+    for g in _groups(node.get_num_loops(), cons, extra):
+        gs = set(g)
+        out.append((tuple(g), tuple(c for c in cons if c.dims and c.dims <= gs)))
+    return out
+
+
+def set_points(dims: Sequence[int], cons: Sequence[Constraint]) -> int:
+    """Points of `{ S[d<dims>] : cons }` (a class of `domain_groups`)."""
+    return _count(tuple(dims), tuple(cons))
+
+
+def isl_set_of(dims: Sequence[int], cons: Iterable[Constraint]) -> isl.Set:
+    """`{ S[d<dims>] : cons }` as an isl set (a class of `domain_groups`, or the whole domain)."""
+    return _isl_set(dims, cons)
+
+
+def access_map(node: NodeOp, access: Access) -> isl.Map:
+    """`{ S[d0..] -> T[map] }` of a direct access, restricted to the node's domain (the range is the
+    elements it touches). An indirect access has loaded positions, no affine relation: refused."""
+    if access.indirect:
+        raise ValueError(f"node '{node.sym_name.data}': the access of '{access.tensor}' is indirect "
+                         "(loaded index positions have no affine access relation)")
+    return _access(node.get_num_loops(), access.tensor, access.map).intersect_domain(domain(node))
+
+
+@lru_cache(maxsize=65536)
+def _access(n: int, tensor: str, m: AffineMap) -> isl.Map:
+    dims = ", ".join(f"d{i}" for i in range(n))
+    return isl.Map(f"{{ S[{dims}] -> {tensor}[{', '.join(isl_expr(r) for r in m.results)}] }}")

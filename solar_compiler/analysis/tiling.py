@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from xdsl.ir.affine import AffineExpr, AffineMap
 
 from solar_compiler.analysis.io_bounds import Contraction
-from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.analysis.structured import linear_form
 
 COMBOS = 300_000  # tile-size combinations searched per contraction (the upper curve's effort)
 REPORT_COMBOS = 20_000  # the reports' search: ~3 ms per contraction and level
@@ -52,23 +53,24 @@ def tiled_traffic_levels(c: Contraction, capacities: Sequence[float],
     and their traffic do not depend on the capacity, only which of them fit does."""
     if not c.unit_steps or any(e <= 0 for e in c.extents.values()):
         return (None,) * len(capacities)
-    ops = tuple((op.indices, op.stored) for op in (c.a, c.b, c.c))
-    found = _best_tilings(tuple(c.ivs), tuple(c.extents[v] for v in c.ivs), ops, c.init_folded,
+    ops = tuple((op.map, op.stored) for op in (c.a, c.b, c.c))
+    found = _best_tilings(tuple(c.extents[v] for v in c.ivs), ops, c.init_folded,
                           tuple(float(x) for x in capacities), budget)
-    return tuple(None if f is None else Tiling(f.bytes, dict(f.tiles), f.order) for f in found)
+    return tuple(None if f is None else Tiling(f.bytes, {c.ivs[d]: n for d, n in f.tiles.items()},
+                                               tuple(c.ivs[d] for d in f.order)) for f in found)
 
 
 @lru_cache(maxsize=1024)
-def _best_tilings(names: tuple[str, ...], extents: tuple[int, ...],
-                  ops: tuple[tuple[tuple[AffExpr, ...], float], ...], init_folded: bool,
-                  capacities: tuple[float, ...], budget: int) -> tuple[Tiling | None, ...]:
-    """The search of `tiled_traffic_levels`, once per shape: a network repeats the same layer many
-    times. Only the tilings that fit the largest capacity are searched; the first best one (in the
-    order of the full grid) is returned per capacity."""
+def _best_tilings(extents: tuple[int, ...], ops: tuple[tuple[AffineMap, float], ...], init_folded: bool,
+                  capacities: tuple[float, ...], budget: int) -> tuple[_DimTiling | None, ...]:
+    """The search of `tiled_traffic_levels` over loop dims 0..n-1, once per shape: a network repeats
+    the same layer many times. Only the tilings that fit the largest capacity are searched; the first
+    best one (in the order of the full grid) is returned per capacity."""
     (ia, sa), (ib, sb), (ic, sc) = ops
+    dims = tuple(range(len(extents)))
     cand = [np.array(x, dtype=np.float64) for x in _tile_sizes(list(extents), budget)]
     grid = [g.ravel() for g in np.meshgrid(*cand, indexing="ij")]
-    t = dict(zip(names, grid, strict=True))
+    t = dict(zip(dims, grid, strict=True))
     fp = {"a": _tile_footprint(ia, t), "b": _tile_footprint(ib, t), "c": _tile_footprint(ic, t)}
     need = sa * fp["a"] + sb * fp["b"] + sc * fp["c"]
     keep = np.flatnonzero(need <= max(capacities))
@@ -78,11 +80,11 @@ def _best_tilings(names: tuple[str, ...], extents: tuple[int, ...],
     need = need[keep]
     fits = [need <= cap for cap in capacities]
     weight = {"a": sa * fp["a"][keep], "b": sb * fp["b"][keep], "c": sc * fp["c"][keep]}
-    trips = {v: np.ceil(e / t[v]) for v, e in zip(names, extents, strict=True)}
-    uses = {k: set().union(*(e.vars() for e in idx)) for k, idx in (("a", ia), ("b", ib), ("c", ic))}
-    distinct_c = np.prod([trips[v] for v in names if v in uses["c"]], axis=0) if uses["c"] else 1.0
-    best: list[tuple[float, int, tuple[str, ...]] | None] = [None] * len(capacities)
-    for order, visits in _visits_per_order(_orders(list(names), uses), trips, uses, need):
+    trips = {v: np.ceil(e / t[v]) for v, e in zip(dims, extents, strict=True)}
+    uses = {k: map_dims(m) for k, m in (("a", ia), ("b", ib), ("c", ic))}
+    distinct_c = np.prod([trips[v] for v in dims if v in uses["c"]], axis=0) if uses["c"] else 1.0
+    best: list[tuple[float, int, tuple[int, ...]] | None] = [None] * len(capacities)
+    for order, visits in _visits_per_order(_orders(list(dims), uses), trips, uses, need):
         c_moves = 2 * visits["c"] - (distinct_c if init_folded else 0)
         q = weight["a"] * visits["a"] + weight["b"] * visits["b"] + weight["c"] * c_moves
         for n, ok in enumerate(fits):
@@ -90,18 +92,39 @@ def _best_tilings(names: tuple[str, ...], extents: tuple[int, ...],
             i = int(np.argmin(qn))
             if ok[i] and (best[n] is None or qn[i] < best[n][0]):
                 best[n] = (float(qn[i]), i, order)
-    return tuple(None if b is None else Tiling(b[0], {v: int(t[v][b[1]]) for v in names}, b[2])
+    return tuple(None if b is None else _DimTiling(b[0], {v: int(t[v][b[1]]) for v in dims}, b[2])
                  for b in best)
 
 
-def _visits_per_order(orders: Sequence[tuple[str, ...]], trips: dict[str, np.ndarray],
-                      uses: dict[str, set[str]], like: np.ndarray):
+@dataclass(frozen=True)
+class _DimTiling:
+    """A `Tiling` over loop dims (positions), before they are named."""
+
+    bytes: float
+    tiles: dict[int, int]
+    order: tuple[int, ...]
+
+
+def map_dims(m: AffineMap) -> set[int]:
+    """The loop dims an access map's (linear) indices use."""
+    return {d for r in m.results for d in _form(r)[0]}
+
+
+def _form(r: AffineExpr) -> tuple[dict[int, int], int]:
+    f = linear_form(r)
+    if f is None:
+        raise ValueError(f"tiling: index {r} is not linear in the loop dims (a contraction's accesses are)")
+    return f
+
+
+def _visits_per_order(orders: Sequence[tuple[int, ...]], trips: dict[int, np.ndarray],
+                      uses: dict[str, set[int]], like: np.ndarray):
     """(order, `_visits(order, ...)`) for each order, sharing the work of a common prefix with the
     previous order (the orders come sorted, so neighbours share most of their loops)."""
     more = {v: trips[v] > 1 for v in trips}
     ones = np.ones_like(like)
     stack: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
-    prev: tuple[str, ...] = ()
+    prev: tuple[int, ...] = ()
     for order in orders:
         same = 0
         while same < min(len(prev), len(order)) and prev[same] == order[same]:
@@ -116,7 +139,7 @@ def _visits_per_order(orders: Sequence[tuple[str, ...]], trips: dict[str, np.nda
         yield order, stack[-1][1] if stack else {k: ones for k in uses}
 
 
-def _visits(order: Sequence[str], trips: dict[str, np.ndarray], uses: dict[str, set[str]],
+def _visits(order: Sequence[int], trips: dict[int, np.ndarray], uses: dict[str, set[int]],
             like: np.ndarray) -> dict[str, np.ndarray]:
     """Loads of each operand's tile: the tile-loop iterations up to the innermost loop that indexes
     it and has more than one trip (a loop of one trip never advances)."""
@@ -153,37 +176,39 @@ def _thin(sizes: list[int], n: int) -> list[int]:
     return sorted(picks)
 
 
-def _tile_footprint(indices: Sequence[AffExpr], t: dict[str, np.ndarray]) -> np.ndarray:
-    """Distinct elements of one access over one tile (product over dimensions of the distinct values
-    of that dimension's expression; exact for one variable, or two with one unit-reduced coefficient)."""
+def _tile_footprint(m: AffineMap, t: dict[int, np.ndarray]) -> np.ndarray:
+    """Distinct elements of one access over one tile (product over the map's results of the distinct
+    values of that result, from its linear coefficients; exact for one dim, or two with one
+    unit-reduced coefficient)."""
     out = np.ones_like(next(iter(t.values())))
-    for e in indices:
-        vs = sorted(e.vars())
+    for r in m.results:
+        coeffs = _form(r)[0]
+        vs = sorted(coeffs)
         if not vs:
             continue
         if len(vs) == 1:
             out = out * t[vs[0]]
             continue
-        span = 1 + sum(abs(e.coeff(v)) * (t[v] - 1) for v in vs)
+        span = 1 + sum(abs(coeffs[v]) * (t[v] - 1) for v in vs)
         prod = np.prod([t[v] for v in vs], axis=0)
         if len(vs) == 2:
-            (p, r), (cp, cr) = vs, (abs(e.coeff(vs[0])), abs(e.coeff(vs[1])))
+            (p, r2), (cp, cr) = vs, (abs(coeffs[vs[0]]), abs(coeffs[vs[1]]))
             g = math.gcd(cp, cr)
             cp, cr = cp // g, cr // g
             if cr == 1 or cp == 1:
-                if cp == 1:  # make `p` the variable with the larger step
-                    p, r, cp, cr = r, p, cr, cp
-                exact = np.where(t[r] >= cp, cp * (t[p] - 1) + t[r], t[p] * t[r])
+                if cp == 1:  # make `p` the dim with the larger step
+                    p, r2, cp, cr = r2, p, cr, cp
+                exact = np.where(t[r2] >= cp, cp * (t[p] - 1) + t[r2], t[p] * t[r2])
                 out = out * exact
                 continue
         out = out * np.minimum(span, prod)
     return out
 
 
-def _orders(names: list[str], uses: dict[str, set[str]]) -> list[tuple[str, ...]]:
+def _orders(names: list[int], uses: dict[str, set[int]]) -> list[tuple[int, ...]]:
     if len(names) <= 5:
         return list(itertools.permutations(names))
-    out: set[tuple[str, ...]] = set()
+    out: set[tuple[int, ...]] = set()
     for k in ("a", "b", "c"):
         outer = [v for v in names if v in uses[k]]
         inner = [v for v in names if v not in uses[k]]
