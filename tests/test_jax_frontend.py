@@ -18,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
+from translated import driver_options
 
 jax = pytest.importorskip("jax")
 
@@ -35,7 +36,7 @@ EXAMPLES = sorted(p.name for p in (ROOT / "examples" / "jax").glob("*.py"))
 def _translate(name: str) -> tuple[str, object]:
     """Translate (validated) examples/jax/`name` into the cache `XDG_CACHE_HOME` names, from the
     repository root; runs in a spawned worker."""
-    path, opts = f"examples/jax/{name}", FrontendOptions()
+    path, opts = f"examples/jax/{name}", driver_options()  # the driver's: `reports` are cache hits
     translation = translate_job(path, opts)
     cache_store(fe.cache_key(path, opts), translation)
     return name, translation

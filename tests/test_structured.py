@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from translated import UNSUPPORTED_TORCH_EXAMPLES, ensure_translated, using_cache
+from translated import UNSUPPORTED_TORCH_EXAMPLES, driver_options, ensure_translated, using_cache
 from xdsl.context import Context
 from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir.affine import AffineExpr, AffineMap
@@ -64,7 +64,6 @@ def torch_kernels(translation_cache) -> dict[str, list[Kernel] | str]:
     translation cache (`translated.py`): the suite translates (and validates) every example once, for
     test_torch_frontend, test_reorder_chains and the others, and the figures compared here are those
     of the kernels the driver prices."""
-    from solar_compiler.frontends import FrontendOptions
     from solar_compiler.frontends.cache import cache_load
     from solar_compiler.frontends.torch import frontend as fe
 
@@ -72,7 +71,7 @@ def torch_kernels(translation_cache) -> dict[str, list[Kernel] | str]:
     out: dict[str, list[Kernel] | str] = {}
     with using_cache(translation_cache):
         for name in TORCH:
-            hit = None if errors[name] else cache_load(fe.cache_key(name, FrontendOptions()))
+            hit = None if errors[name] else cache_load(fe.cache_key(name, driver_options()))
             out[name] = errors[name] or (hit.kernels if hit is not None else f"{name}: not in the cache")
     return out
 
