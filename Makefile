@@ -30,9 +30,16 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/solar-opt $(DEMO) --translate --lift-einsum --roofline=all --hw H100_SXM
 
+# pytest on TEST_WORKERS processes (pytest-xdist), a test file to a worker (`--dist loadfile`): a
+# module's fixtures (translations, suite runs, servers, the browser) are built once, and tests that
+# need a process to themselves (memory limits, sandboxes, Ray, chdir/env) keep their file's order;
+# the session's translation cache is shared by the workers (tests/translated.py). Not `loadgroup`:
+# xdist 3.8 groups tests by renaming node ids, which pytest 9 no longer reads (the groups are ignored).
+# lit runs its tests on every core by default.
+TEST_WORKERS ?= 2
 test: install $(VENV)/.installed-test
 	$(BIN)/ruff check .
-	PATH="$(abspath $(BIN)):$$PATH" SOLAR_TEST_REQUIRE_OPTIONAL=1 $(BIN)/python -m pytest
+	PATH="$(abspath $(BIN)):$$PATH" SOLAR_TEST_REQUIRE_OPTIONAL=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/lit -s lit_tests
 
 lint: install

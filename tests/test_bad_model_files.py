@@ -45,7 +45,7 @@ CASES: dict[str, tuple[str, list[str], str]] = {
     "memory": (model("y = torch.ones(1024, 1024, 1024).numpy()\nreturn x + float(y[0, 0, 0])\n"),
                ["--frontend-options", "memory-gb=1"], ":6: exceeded memory limit of 1 GB"),
     "timeout": (model("while True:\n    x = x + 1.0\nreturn x\n"),
-                ["--frontend-options", "timeout=3"], ": timed out after 3 s"),
+                ["--frontend-options", "timeout=1"], ": timed out after 1 s"),
 }
 OLD = "an earlier report\n"
 

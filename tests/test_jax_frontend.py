@@ -12,13 +12,13 @@ from __future__ import annotations
 import ast
 import json
 import multiprocessing
-import os
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
+from translated import driver_options
 
 jax = pytest.importorskip("jax")
 
@@ -31,13 +31,12 @@ from solar_compiler.frontends.jax.job import translate_job  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p.name for p in (ROOT / "examples" / "jax").glob("*.py"))
-SOLAR_OPT = str(Path(sys.executable).parent / "solar-opt")
 
 
 def _translate(name: str) -> tuple[str, object]:
     """Translate (validated) examples/jax/`name` into the cache `XDG_CACHE_HOME` names, from the
     repository root; runs in a spawned worker."""
-    path, opts = f"examples/jax/{name}", FrontendOptions()
+    path, opts = f"examples/jax/{name}", driver_options()  # the driver's: `reports` are cache hits
     translation = translate_job(path, opts)
     cache_store(fe.cache_key(path, opts), translation)
     return name, translation
@@ -160,15 +159,14 @@ def test_the_frontend_is_chosen_by_the_files_imports(tmp_path):
     assert get_frontend("auto", str(tmp_path / "a.py")).name == "jax"
 
 
-def test_frontend_option_overrides_the_imports(tmp_path):
-    """`--frontend=jax` on a torch file runs the JAX frontend, which finds no `model`."""
+def test_frontend_option_overrides_the_imports(tmp_path, capsys):
+    """`--frontend=jax` on a torch file runs the JAX frontend, which finds no `model` (the driver
+    in-process: test_driver checks that the process prints and exits as `main` does)."""
     path = tmp_path / "m.py"
     path.write_text("import torch\nN = 8\n\n\ndef get_inputs():\n    return [torch.randn(N)]\n")
-    r = subprocess.run([SOLAR_OPT, str(path), "--translate", "--frontend=jax", "--no-cache"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 1
-    assert r.stderr == f"solar-opt: error: {path}:6: missing 'model' or 'Model' (expected def " \
-        "model(*inputs) or class Model, get_inputs, optionally get_init_inputs)\n"
+    assert main([str(path), "--translate", "--frontend=jax", "--no-cache"]) == 1
+    assert capsys.readouterr().err == f"solar-opt: error: {path}:6: missing 'model' or 'Model' (expected " \
+        "def model(*inputs) or class Model, get_inputs, optionally get_init_inputs)\n"
 
 
 def test_solar_opt_on_torch_or_loop_input_never_imports_jax(tmp_path):
@@ -242,7 +240,8 @@ def test_settle_decides_comparisons_of_loop_counters():
     assert isinstance(settle(open_, {"s": (0, 15)}), Cmp)
 
 
-def test_a_big_program_is_captured_abstractly_and_validated_on_a_reduced_instance(tmp_path):
+def test_a_big_program_is_captured_abstractly_and_validated_on_a_reduced_instance(tmp_path, monkeypatch,
+                                                                                   capsys):
     """8192x8192 @ 8192x4096: 0.5 GB of tensors, about 80 s to validate (`validation.estimate`). The
     whole command under a 0.5 GB memory limit and a 2 s validation budget: the capture traces
     abstract values (nothing at full size), the size constants of `M, K, N = ...` are scaled down to
@@ -255,12 +254,10 @@ def test_a_big_program_is_captured_abstractly_and_validated_on_a_reduced_instanc
                     "    ka, kb = jax.random.split(jax.random.key(0))\n"
                     "    return [jax.random.normal(ka, (M, K)), jax.random.normal(kb, (K, N))]\n")
     out = tmp_path / "r.json"
-    r = subprocess.run([SOLAR_OPT, str(path), "--translate",
-                        "--frontend-options", "memory-gb=0.5 time-budget=2", "--lift-einsum",
-                        "--roofline=fused", "--format=json", "-o", str(out)],
-                       capture_output=True, text=True, timeout=600,
-                       env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
-    assert r.returncode == 0, r.stderr
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    rc = main([str(path), "--translate", "--frontend-options", "memory-gb=0.5 time-budget=2", "--lift-einsum",
+               "--roofline=fused", "--format=json", "-o", str(out)])
+    assert rc == 0, capsys.readouterr().err
     report = json.loads(out.read_text())
     v = report["validation"]
     assert (v["validated"], v["sizes"], v["full_size_same_program"]) == \

@@ -45,7 +45,8 @@ DIFFERENCES: dict[str, dict[str, int]] = {
 def _translate(fw: str, path: str) -> tuple[str, bool]:
     """Translate `path` with framework `fw`'s own `translate_job` (validated) into the translation
     cache `XDG_CACHE_HOME` names; whether it validated. Runs in a spawned worker."""
-    from solar_compiler.frontends import FrontendOptions
+    from translated import driver_options
+
     from solar_compiler.frontends.cache import cache_store
 
     if fw == "torch":
@@ -54,7 +55,7 @@ def _translate(fw: str, path: str) -> tuple[str, bool]:
     else:
         from solar_compiler.frontends.jax import frontend as fe
         from solar_compiler.frontends.jax.job import translate_job as job
-    opts = FrontendOptions()
+    opts = driver_options()  # the driver's options: the reports below are cache hits
     translation = job(path, opts)
     cache_store(fe.cache_key(path, opts), translation)
     return path, translation.validation["validated"] is True

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from translated import UNSUPPORTED_TORCH_EXAMPLES, ensure_translated, using_cache
+from translated import UNSUPPORTED_TORCH_EXAMPLES, driver_options, ensure_translated, using_cache
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
@@ -517,14 +517,13 @@ IMPROVED = {"attention_shared_kv", "causal_attention_buffer_mask", "causal_atten
 def translations(translation_cache):
     """Each example's Translation (validated), or its error, from the session's shared translation
     cache (`translated.py`: translated there by two worker processes where not yet done)."""
-    from solar_compiler.frontends import FrontendOptions
     from solar_compiler.frontends.cache import cache_load
     from solar_compiler.frontends.torch import frontend as fe
 
     paths = {name: f"examples/torch/{name}.py" for name in EXAMPLES}
     errors = ensure_translated(translation_cache, paths.values())
     with using_cache(translation_cache):
-        opts = FrontendOptions()
+        opts = driver_options()
         return {name: errors[p] or cache_load(fe.cache_key(p, opts)) for name, p in paths.items()}
 
 

@@ -51,14 +51,15 @@ def check_text(text: str, width: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory):
-    """The JSON report of every example for every run, each program translated once."""
+def reports(translation_cache):
+    """The JSON report of every example for every run, each program translated once (in the
+    session's translation cache, which other modules fill with the same programs)."""
     import io
     from contextlib import redirect_stdout
 
     paths = {p: p for p in MODELS + TORCH}
     out: dict[tuple[str, str], dict] = {}
-    with cached_translations(tmp_path_factory.mktemp("xdg"), paths):
+    with cached_translations(translation_cache, paths):
         for p in LOOPS + MODELS + TORCH:
             front = [] if p.endswith(".loop") else ["--translate"]
             for run, opts in RUNS.items():

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from translated import UNSUPPORTED_TORCH_EXAMPLES
+from translated import UNSUPPORTED_TORCH_EXAMPLES, driver_options, ensure_translated, using_cache
 from xdsl.context import Context
 from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir.affine import AffineExpr, AffineMap
@@ -45,20 +45,35 @@ TORCH = sorted(str(p.relative_to(ROOT)) for p in (*(ROOT / "examples/torch").glo
 JAX = sorted(p.name for p in (ROOT / "examples/jax").glob("*.py"))
 
 
-def _translated(frontend: str, name: str) -> list[Kernel]:
-    """The kernels of an example, unvalidated (the figures compared here do not depend on it)."""
+def _jax_kernels(name: str) -> list[Kernel]:
+    """The kernels of a JAX example, unvalidated (the figures compared here do not depend on it)."""
     from solar_compiler.frontends import FrontendOptions
+    from solar_compiler.frontends.jax.job import translate_job
 
     old = os.getcwd()
     os.chdir(ROOT)  # the examples' paths (in every loc) are relative to the repository root
     try:
-        if frontend == "torch":
-            from solar_compiler.frontends.torch import frontend as fe
-            return fe.translate_job(name, FrontendOptions(validate=False)).kernels
-        from solar_compiler.frontends.jax.job import translate_job
         return translate_job(f"examples/jax/{name}", FrontendOptions(validate=False)).kernels
     finally:
         os.chdir(old)
+
+
+@pytest.fixture(scope="module")
+def torch_kernels(translation_cache) -> dict[str, list[Kernel] | str]:
+    """Per torch example, its kernels or its translation's error, read from the session's shared
+    translation cache (`translated.py`): the suite translates (and validates) every example once, for
+    test_torch_frontend, test_reorder_chains and the others, and the figures compared here are those
+    of the kernels the driver prices."""
+    from solar_compiler.frontends.cache import cache_load
+    from solar_compiler.frontends.torch import frontend as fe
+
+    errors = ensure_translated(translation_cache, TORCH)
+    out: dict[str, list[Kernel] | str] = {}
+    with using_cache(translation_cache):
+        for name in TORCH:
+            hit = None if errors[name] else cache_load(fe.cache_key(name, driver_options()))
+            out[name] = errors[name] or (hit.kernels if hit is not None else f"{name}: not in the cache")
+    return out
 
 
 def check_graph(graph: GraphOp, costs: GraphCosts) -> int:
@@ -104,9 +119,11 @@ def test_counts_equal_costs_loop_examples(path):
 
 
 @pytest.mark.parametrize("name", TORCH)
-def test_counts_equal_costs_torch_examples(name):
+def test_counts_equal_costs_torch_examples(name, torch_kernels):
+    kernels = torch_kernels[name]
+    assert not isinstance(kernels, str), kernels
     checked = 0
-    for g in _graphs(_translated("torch", name)):
+    for g in _graphs(kernels):
         checked += check_graph(g, graph_costs(g))
     assert checked
 
@@ -115,7 +132,7 @@ def test_counts_equal_costs_torch_examples(name):
 def test_counts_equal_costs_jax_examples(name):
     pytest.importorskip("jax")
     checked = 0
-    for g in _graphs(_translated("jax", name)):
+    for g in _graphs(_jax_kernels(name)):
         checked += check_graph(g, graph_costs(g))
     assert checked
 

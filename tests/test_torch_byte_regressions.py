@@ -11,14 +11,14 @@ import json
 from pathlib import Path
 
 import pytest
-from translated import cached_translations
+from translated import cached_translations, driver_options
 
 pytest.importorskip("torch")
 
 from solar_compiler.analysis.costs import kernel_costs  # noqa: E402
 from solar_compiler.analysis.narrowing import narrow  # noqa: E402
 from solar_compiler.driver import main  # noqa: E402
-from solar_compiler.frontends import FrontendOptions, Translation  # noqa: E402
+from solar_compiler.frontends import Translation  # noqa: E402
 from solar_compiler.frontends.cache import cache_load  # noqa: E402
 from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
 
@@ -36,7 +36,7 @@ def runs(tmp_path_factory, translation_cache) -> dict[str, tuple[Translation, di
     result: dict[str, tuple[Translation, dict]] = {}
     with cached_translations(translation_cache, {n: f"examples/torch/{n}" for n in NAMES}):
         for name in NAMES:
-            path, opts = f"examples/torch/{name}", FrontendOptions()
+            path, opts = f"examples/torch/{name}", driver_options()
             tr = cache_load(fe.cache_key(path, opts))
             target = out / f"{name}.json"
             rc = main([path, "--translate", "--lift-einsum", "--roofline=all", "--hw", "H100_SXM",

@@ -344,7 +344,7 @@ def test_sandbox_reports_one_line_errors(tmp_path):
         """,
         _GOOD_TAIL,
     )
-    assert _child_error(loop, timeout_s=3) == f"{loop}: timed out after 3 s"
+    assert _child_error(loop, timeout_s=1) == f"{loop}: timed out after 1 s"
 
     huge = _write(
         tmp_path,

@@ -30,3 +30,20 @@ def test_the_key_covers_the_dialects(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(cache_module, "SHARED_PACKAGES", ())
     assert cache_module.fingerprint("v", tmp_path) != with_dialects
     assert {"loopir/convert.py", "loopir/rules.py", "loopir/ast.py"} <= set(cache_module.SHARED_SOURCES)
+
+
+def test_the_suites_shared_translations_are_the_drivers_cache_hits(translation_cache, capsys) -> None:
+    """What tests/translated.py translates into the session's cache (under `driver_options()`) is what
+    `solar-opt FILE --translate` finds there: the suites that warm the cache first and then run the
+    driver on every example rely on it (a key that differs translates each example twice)."""
+    import json
+
+    from translated import ensure_translated, using_cache
+
+    from solar_compiler.driver import main
+
+    path = "examples/torch/matmul.py"
+    assert ensure_translated(translation_cache, [path]) == {path: None}
+    with using_cache(translation_cache):
+        assert main([path, "--translate", "--roofline=fused", "--hw", "H100_SXM", "--format=json"]) == 0
+    assert "translation cache hit" in json.loads(capsys.readouterr().out)["validation"]["notes"]

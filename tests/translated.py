@@ -5,6 +5,7 @@ modules cannot hand one program's translation to another)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import multiprocessing
 import os
@@ -20,6 +21,17 @@ ROOT = Path(__file__).resolve().parent.parent
 TORCH_EXAMPLES = tuple(sorted(f"examples/torch/{p.name}" for p in (ROOT / "examples" / "torch").glob("*.py")))
 
 
+def driver_options():
+    """The frontend options of `solar-opt FILE --translate` with no other option: the `translate`
+    pass's default `--frontend=auto` passes the LLM fallback's configuration, which is part of the
+    cache key (`FrontendOptions()` alone keys another entry, one the driver never finds). A program
+    translated into the cache under these is a cache hit for the driver."""
+    from solar_compiler.frontends import FrontendOptions
+    from solar_compiler.frontends.llm.config import LLMConfig
+
+    return FrontendOptions(llm=LLMConfig.resolve())
+
+
 def session_cache_dir(basetemp: Path) -> Path:
     """The XDG cache directory the whole session shares: under pytest-xdist the workers' base
     directories share a parent, so they share it too (entries are written atomically)."""
@@ -29,11 +41,10 @@ def session_cache_dir(basetemp: Path) -> Path:
 def _translate_one(path: str) -> tuple[str, str | None]:
     """Translate (and validate) `path` into the cache `XDG_CACHE_HOME` names; its one-line error or None."""
     from solar_compiler.errors import SolarError
-    from solar_compiler.frontends import FrontendOptions
     from solar_compiler.frontends.cache import cache_store
     from solar_compiler.frontends.torch import frontend as fe
 
-    opts = FrontendOptions()
+    opts = driver_options()
     try:
         cache_store(fe.cache_key(path, opts), fe.translate_job(path, opts))
         return path, None
@@ -49,22 +60,48 @@ def _worker_init(cache_dir: str) -> None:
 def ensure_translated(cache_dir: Path, paths: Iterable[str]) -> dict[str, str | None]:
     """Translate every program of `paths` not yet in the cache under `cache_dir` (relative paths are
     relative to ROOT); per path, the translation's one-line error or None. Several missing programs
-    are translated by two spawned workers (each imports torch once), one in this process."""
-    from solar_compiler.frontends import FrontendOptions
+    are translated by two spawned workers (each imports torch once), one in this process; under
+    pytest-xdist the workers share them out instead (`_translate_shared`)."""
     from solar_compiler.frontends.cache import cache_dir as store
     from solar_compiler.frontends.torch import frontend as fe
 
     paths = list(dict.fromkeys(paths))
     with using_cache(cache_dir):
-        opts = FrontendOptions()
+        opts = driver_options()
         missing = [p for p in paths if not (store() / f"{fe.cache_key(p, opts)}.pkl").is_file()]
-        if len(missing) > 2:
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            errors = _translate_shared(cache_dir, missing)
+        elif len(missing) > 2:
             with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=_worker_init, initargs=(str(cache_dir),)) as pool:
                 errors = dict(pool.map(_translate_one, missing))
         else:
             errors = dict(map(_translate_one, missing))
     return {p: errors.get(p) for p in paths}
+
+
+def _translate_shared(cache_dir: Path, missing: list[str]) -> dict[str, str | None]:
+    """Under pytest-xdist: translate `missing` in this worker, sharing the work with the other
+    workers through one lock file per program (the workers are the parallelism, so no pool). A
+    program another worker holds is skipped at first and waited for at the end; one that is still
+    not in the cache then (its translation failed there) is translated here for its error."""
+    from solar_compiler.frontends.cache import cache_dir as store
+    from solar_compiler.frontends.torch import frontend as fe
+
+    opts = driver_options()
+    locks = cache_dir / "locks"
+    locks.mkdir(exist_ok=True)
+    errors: dict[str, str | None] = {}
+    for blocking in (False, True):
+        for p in [p for p in missing if p not in errors]:
+            key = fe.cache_key(p, opts)
+            with open(locks / f"{key}.lock", "w") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+                except BlockingIOError:
+                    continue
+                errors[p] = None if (store() / f"{key}.pkl").is_file() else _translate_one(p)[1]
+    return errors
 
 
 @contextmanager
