@@ -60,13 +60,18 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     LocationAttr,
+    NoneType,
     StringAttr,
     SymbolNameConstraint,
+    TensorType,
+    i32,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     ParsePropInAttrDict,
     irdl_op_definition,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     region_def,
@@ -136,14 +141,56 @@ class GraphOp(LocatedOp):
                 if o.sym_name.data in nodes or o.sym_name.data in decls:
                     raise VerifyException(f"symbol '{o.sym_name.data}' defined twice")
                 nodes.add(o.sym_name.data)
-            else:
-                raise VerifyException(f"'{o.name}' cannot appear in an einsum.graph")
+            elif not (isinstance(o, ReturnOp) and o is self.body.block.last_op):
+                raise VerifyException(f"'{o.name}' cannot appear in an einsum.graph" +
+                                      (" except as its last op" if isinstance(o, ReturnOp) else ""))
         check_tensor_uses(decls, self.nodes())
         for n in self.nodes():
             if n.body.block.args and any(a.type != decls[t].element_type for t, a in
                                          zip(n.input_names, n.body.block.args, strict=True)):
                 raise OpVerifyError(f"node {n.sym_name.data}: block argument types must be the element "
                                     "types of its inputs", n)
+        self._verify_edges(decls)
+
+    def _verify_edges(self, decls: dict[str, TensorDeclOp]) -> None:
+        """Every operand is the latest value of the tensor it names (the value `link_edges` would
+        give it), every node's result has its output tensor's type, and the graph returns the final
+        value of each output tensor: the use-def chains and the names tell one story."""
+        current: dict[str, SSAValue] = {}
+        for t, d in decls.items():
+            assert isinstance(d, TensorOp)
+            current[t] = d.result
+        for n in self.nodes():
+            name = n.sym_name.data
+
+            def stale(what: str, t: str, got: SSAValue | None, n: NodeOp = n, name: str = name) -> None:
+                if got is None:
+                    raise OpVerifyError(f"node {name}: {what} ('{t}') is missing: link the graph's edges "
+                                        "(einsum.link_edges)", n)
+                if got is not current[t]:
+                    raise OpVerifyError(f"node {name}: {what} is a stale value of '{t}', not its latest "
+                                        "value (the result of the last earlier node writing it, or the "
+                                        "tensor's initial value)", n)
+
+            if len(n.ins) != len(n.inputs.data):
+                raise OpVerifyError(f"node {name}: {len(n.inputs.data)} inputs need {len(n.inputs.data)} "
+                                    f"input operands, got {len(n.ins)}", n)
+            for i, (t, v) in enumerate(zip(n.input_names, n.ins, strict=True)):
+                stale(f"operand {i}", t, v)
+            for g in n.gathers():
+                stale(f"the gather of '{g.tensor_name}'", g.tensor_name, g.source)
+            stale("the init (destination)", n.output_name, n.dest)
+            if n.result.type != decls[n.output_name].tensor_type:
+                raise OpVerifyError(f"node {name}: the result must have the type of '{n.output_name}', "
+                                    f"{decls[n.output_name].tensor_type}", n)
+            current[n.output_name] = n.result
+        ret = self.body.block.last_op
+        want = [current[t] for t, d in decls.items() if d.role.data == "output"]
+        if not isinstance(ret, ReturnOp):
+            raise VerifyException("an einsum.graph ends with einsum.return (the final values of its outputs)")
+        if len(ret.values) != len(want) or any(a is not b for a, b in zip(ret.values, want, strict=False)):
+            raise VerifyException("einsum.return must give the final value of every output tensor, in "
+                                  "declaration order")
 
 
 @irdl_op_definition
@@ -152,7 +199,28 @@ class TensorOp(TensorDeclOp):
 
     name = "einsum.tensor"
     sym_name = prop_def(SymbolNameConstraint())
+    result = result_def(TensorType)
     traits = traits_def(HasParent(GraphOp), SymbolOpInterface())
+    assembly_format = "$sym_name `:` $element_type qualified($shape) $role attr-dict `->` type($result)"
+
+    def __init__(self, name: str, shape: Sequence[int], dtype: str, role: str):
+        elem = dtype_type(dtype)
+        super(TensorDeclOp, self).__init__(
+            properties={"sym_name": StringAttr(name), "element_type": elem, "shape": i64_array(tuple(shape)),
+                        "role": StringAttr(role)},
+            result_types=[TensorType(elem, tuple(shape))])
+        _name_value(self.result, name)
+
+    @property
+    def tensor_type(self) -> TensorType:
+        """The builtin tensor type of the declaration (shape and element type)."""
+        return TensorType(self.element_type, self.dims)
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.result.type != self.tensor_type:
+            raise VerifyException(f"tensor '{self.sym_name.data}': its value must have type "
+                                  f"{self.tensor_type}")
 
 
 @irdl_op_definition
@@ -183,10 +251,14 @@ class NodeOp(LocatedOp, TensorUser):
     init_origin = opt_prop_def(OriginAttr)
     traced = opt_prop_def(ArrayAttr[TracedAttr])
     body = region_def("single_block")
+    ins = var_operand_def(TensorType)
+    dest = opt_operand_def(TensorType)
+    result = result_def()
     traits = traits_def(HasParent(GraphOp), SymbolOpInterface(), ScalarBodyOwner())
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = ("$sym_name `ins` `(` $inputs `)` `outs` `(` $output `)` `reduce` $reduce "
-                       "(`init` $init^)? attr-dict-with-keyword $body")
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = ("$sym_name `ins` `(` $inputs (`,` $ins^ `:` type($ins))? `)` "
+                       "`outs` `(` $output (`,` $dest^ `:` type($dest))? `)` `->` type($result) "
+                       "`reduce` $reduce (`init` $init^)? attr-dict-with-keyword $body")
 
     def __init__(self, *, name: str, inputs: Sequence[str], output: str, reduce: str,
                  ivs: Sequence[str], iterator_types: Sequence[str], lower_bounds: AffineMapAttr,
@@ -197,7 +269,8 @@ class NodeOp(LocatedOp, TensorUser):
                  init_depth: tuple[int, int] | None = None, init_guard_scopes: Sequence[int] = (),
                  init_guard_depths: Sequence[int] = (), origin: Origin | None = None,
                  init_origin: Origin | None = None, location: LocationAttr | None = None,
-                 traced: Sequence[Traced] = ()):
+                 traced: Sequence[Traced] = (), ins: Sequence[SSAValue] = (), dest: SSAValue | None = None,
+                 result_type: Attribute | None = None):
         props: dict[str, Attribute] = {
             "sym_name": StringAttr(name), "inputs": ArrayAttr([FlatSymbolRefAttr(t) for t in inputs]),
             "output": FlatSymbolRefAttr(output), "reduce": StringAttr(reduce),
@@ -225,7 +298,10 @@ class NodeOp(LocatedOp, TensorUser):
             props["init_origin"] = OriginAttr(init_origin)
         if traced:
             props["traced"] = ArrayAttr([TracedAttr(t) for t in traced])
-        super().__init__(properties=props, regions=[body])
+        super().__init__(properties=props, regions=[body],
+                         result_types=[NoneType() if result_type is None else result_type])
+        _set_operands(self, [list(ins), [] if dest is None else [dest]])
+        _name_value(self.result, output)
         if location is not None:
             self.location = location
 
@@ -241,6 +317,10 @@ class NodeOp(LocatedOp, TensorUser):
     @property
     def iv_names(self) -> list[str]:
         return [s.data for s in self.ivs.data]
+
+    def gathers(self) -> list[GatherOp]:
+        """The indirect reads of the body, in body order."""
+        return [o for o in self.body.walk() if isinstance(o, GatherOp)]
 
     @property
     def dynamic_positions(self) -> tuple[int, ...]:
@@ -459,14 +539,19 @@ class GatherOp(LocatedOp, TensorUser):
     name = "einsum.gather"
     tensor = prop_def(FlatSymbolRefAttr)
     map = prop_def(AffineMapAttr)
+    source = opt_operand_def(TensorType)
     indices = var_operand_def()
     result = result_def()
     traits = traits_def(HasParent(NodeOp))
-    assembly_format = "$tensor $map `(` $indices `)` attr-dict `:` functional-type($indices, $result)"
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = ("$tensor (`(` $source^ `:` type($source) `)`)? $map `(` $indices `)` attr-dict `:` "
+                       "functional-type($indices, $result)")
 
-    def __init__(self, tensor: str, amap: AffineMapAttr, indices: Sequence[SSAValue], dtype: str):
-        super().__init__(operands=[list(indices)], result_types=[dtype_type(dtype)],
+    def __init__(self, tensor: str, amap: AffineMapAttr, indices: Sequence[SSAValue], dtype: str,
+                 source: SSAValue | None = None):
+        super().__init__(result_types=[dtype_type(dtype)],
                          properties={"tensor": FlatSymbolRefAttr(tensor), "map": amap})
+        _set_operands(self, [[] if source is None else [source], list(indices)])
 
     @property
     def tensor_name(self) -> str:
@@ -532,4 +617,65 @@ class YieldOp(LocatedOp):
             raise VerifyException("einsum.yield needs the value to store")
 
 
-Einsum = Dialect("einsum", [GraphOp, TensorOp, NodeOp, GatherOp, IndexOp, YieldOp], [])
+@irdl_op_definition
+class ReturnOp(LocatedOp):
+    """Ends a graph: the final value of every output tensor, in declaration order (the graph's
+    results, as `func.return`)."""
+
+    name = "einsum.return"
+    values = var_operand_def(TensorType)
+    traits = traits_def(IsTerminator(), HasParent(GraphOp))
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+    def __init__(self, values: Sequence[SSAValue]):
+        super().__init__(operands=[list(values)])
+
+
+def _name_value(v: SSAValue, name: str) -> None:
+    """Print a tensor's values after it (`%Y`, `%Y_1`, ...) where the name is a valid SSA name."""
+    if SSAValue.is_valid_name(name):
+        v.name_hint = name
+
+
+def _set_operands(op: Operation, groups: Sequence[Sequence[SSAValue]]) -> None:
+    """Set an op's operand groups and their sizes (`LocatedOp` builds flat operand lists)."""
+    op.operands = [v for g in groups for v in g]
+    sizes = DenseArrayBase.from_list(i32, [len(g) for g in groups])
+    op.properties[AttrSizedOperandSegments.attribute_name] = sizes
+
+
+def link_edges(graph: GraphOp) -> GraphOp:
+    """(Re)compute every SSA edge of `graph` from the tensor names, in program order, in one pass
+    (linear in the nodes and their gathers): operand i of a node becomes the latest value of
+    `inputs[i]`, a gather's source the latest value of its tensor, the init (`dest`) the latest value
+    of the output, the node's result takes the output tensor's type and becomes the output's latest
+    value, and the graph's `einsum.return` (replaced or added) gives the final values of its output
+    tensors. Builders and rewrites build and edit nodes by name and call this once; a name that is
+    not declared is left unlinked for the verifier to report. Returns the graph."""
+    block = graph.body.block
+    current: dict[str, SSAValue] = {}
+    decls: dict[str, TensorOp] = {}
+    for o in list(block.ops):
+        if isinstance(o, TensorOp):
+            current[o.sym_name.data] = o.result
+            decls[o.sym_name.data] = o
+        elif isinstance(o, NodeOp):
+            ins = [current.get(t) for t in o.input_names]
+            out = o.output_name
+            if all(v is not None for v in ins):
+                _set_operands(o, [ins, [current[out]] if out in current else []])  # type: ignore[list-item]
+            for g in o.gathers():
+                if g.tensor_name in current:
+                    _set_operands(g, [[current[g.tensor_name]], list(g.indices)])
+            if out in decls:
+                if o.result.type != decls[out].tensor_type:
+                    o.result._type = decls[out].tensor_type  # the result's type is its tensor's  # noqa: SLF001
+                current[out] = o.result
+        elif isinstance(o, ReturnOp):
+            o.detach()
+            o.erase(safe_erase=False)
+    block.add_op(ReturnOp([current[t] for t, d in decls.items() if d.role.data == "output"]))
+    return graph
+
+
+Einsum = Dialect("einsum", [GraphOp, TensorOp, NodeOp, GatherOp, IndexOp, YieldOp, ReturnOp], [])
