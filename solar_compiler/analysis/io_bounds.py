@@ -32,6 +32,7 @@ from functools import lru_cache
 import islpy as isl
 import numpy as np
 
+from solar_compiler.analysis import structured
 from solar_compiler.analysis.costs import GraphCosts, contraction_dtype
 from solar_compiler.analysis.polyhedral import (  # _groups: the same variable grouping the counts use
     Constraint,
@@ -43,6 +44,7 @@ from solar_compiler.analysis.polyhedral import (  # _groups: the same variable g
 )
 from solar_compiler.analysis.program import Program, program_from_kernel
 from solar_compiler.analysis.value_dtypes import ValueDtypes
+from solar_compiler.dialects.einsum import NodeOp
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import MemoryLevel, operand_bits
 from solar_compiler.loopir.affine import AffExpr
@@ -53,7 +55,6 @@ from solar_compiler.loopir.ast import (
     StmtContext,
     product_factors,
     reads,
-    stmt_reads,
 )
 
 H_GRID = 2.0 ** (np.arange(0, 8 * 64) / 8)  # segment sizes (bytes) every bound is evaluated at
@@ -447,27 +448,31 @@ def _view(p: Program, direct_conv: bool, precision: str) -> KernelView:
             out[c.name] = c
     slow = {t for t, r in roles.items() if r in ("input", "weight") and t not in written}
     eligible = tuple(n for n, c in out.items() if c.a.tensor in slow and c.b.tensor in slow)
-    sunk = {n: _is_sunk(k, groups, c) for n, c in out.items()}
+    outputs = [n for n, c in out.items() if roles[c.c.tensor] == "output"]
+    node_of = dict(zip((g.name for g in groups), p.node_ops, strict=True)) if outputs else {}
+    sunk = {n: n in node_of and _is_sunk(node_of[n]) for n in out}
     return KernelView(k, out, eligible, sunk, direct_conv, precision)
 
 
-def _is_sunk(k: Kernel, groups: list, c: Contraction) -> bool:
-    """The op's results must reach slow memory: its target is an output that no other statement
-    reads, except in-place `=` updates at the same indices (e.g. `O[i] = O[i] / L[i]`)."""
-    if k.tensor(c.c.tensor).role != "output":
-        return False
-    for g in groups:
-        for ctx in g.stmts:
-            s = ctx.stmt
-            if g.main.index == c.index or ctx.index < c.index:
-                continue
-            touches = [r for r in stmt_reads(s) if r.tensor == c.c.tensor]
-            if s.target == c.c.tensor:
-                if s.kind != "=" or not touches or any(tuple(r.indices) != tuple(s.indices) for r in touches):
-                    return False
-            elif touches:
+def _is_sunk(node: NodeOp) -> bool:
+    """The op's results must reach slow memory (its target is an output tensor): no later node
+    reads what it wrote, except in-place `=` updates at the same indices (e.g. `O[i] = O[i] / L[i]`),
+    whose own results obey the same rule. Read on the use-def chain of the node's result: every
+    node using a value either reads it or writes the next version of the tensor (its init)."""
+    v = node.result
+    while True:
+        nxt = None
+        for n in structured.value_consumers(v):
+            maps = n.indexing_maps.data
+            reads = [i for i, x in enumerate(n.ins) if x is v]
+            in_place = n.dest is v and n.reduce.data == "none" and n.init is None and bool(reads) and \
+                all(maps[i] == maps[-1] for i in reads) and not any(g.source is v for g in n.gathers())
+            if not in_place:
                 return False
-    return True
+            nxt = n.result
+        if nxt is None:
+            return True
+        v = nxt
 
 
 def op_lower_bound(v: KernelView, name: str, capacity: float, units: int = 1) -> float:
