@@ -1,11 +1,16 @@
 """The `einsum` dialect: a kernel as a graph of structured einsum nodes, the IR the analyses read
 after `lift-einsum`.
 
-An `einsum.graph @k` is the symbol table of its tensors (`einsum.tensor`) and holds one
+An `einsum.graph @k` is the symbol table of its tensors (`einsum.tensor`), then one
 `einsum.node` per loop-IR statement (an identity init folded into the reduction after it shares the
-node), in program order. A node is a structured op in the manner of MLIR's `linalg.generic`:
+node) in program order, then `einsum.return` of the final values of its output tensors. A node is
+a structured op in the manner of MLIR's `linalg.generic` on tensors, in destination-passing style:
 
-    einsum.node @S1 ins([@X, @W]) outs(@Y) reduce "add" init 0.0 <{
+    %X = einsum.tensor @X : f32 array<i64: 2, 3, 9, 9> "input" -> tensor<2x3x9x9xf32>
+    %W = einsum.tensor @W : f32 array<i64: 4, 3, 3, 3> "weight" -> tensor<4x3x3x3xf32>
+    %Y = einsum.tensor @Y : f32 array<i64: 2, 4, 4, 4> "output" -> tensor<2x4x4x4xf32>
+    %Y_1 = einsum.node @S1 ins([@X, @W], %X, %W : tensor<2x3x9x9xf32>, tensor<4x3x3x3xf32>)
+           outs(@Y, %Y : tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32> reduce "add" init 0.0 <{
         ivs = ["n", "o", "p", "q", "c", "r", "s"],
         iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", ...],
         lower_bounds = affine_map<(d0, ..., d6) -> (0, 0, 0, 0, 0, 0, 0)>,
@@ -17,24 +22,50 @@ node), in program order. A node is a structured op in the manner of MLIR's `lina
         %m = loop.binary "mul" %x, %w : f32, f32 -> f32
         einsum.yield %m : f32
     } loc("conv.py":3:0)
+    einsum.return %Y_1 : tensor<2x4x4x4xf32>
 
 Semantics: for every point of the iteration domain (the loop bounds, steps and guards over `ivs`),
 in lexicographic order, the body computes a value from one scalar per input (the input tensor
 element at its indexing map) and the output element at the output map is combined with it by
 `reduce` (`none` stores it). `init` is a folded identity store of the output before the reduction,
-at the loop depth `init_depth` gives. Edges are by tensor name in program order: a node reads what
-the last earlier node wrote, which is why tensors are named symbols and not SSA values (the loop IR
-writes tensors in place: partial writes such as the two halves of a concat, scatters, and scans
-whose statements read each other's previous step).
+at the loop depth `init_depth` gives.
 
-Loaded (indirect) indices: `einsum.gather @E affine_map<(d0, d1)[s0] -> (s0, d1)> (%idx)` reads an
+Edges are SSA values. Each `einsum.tensor` yields the tensor's initial value (a builtin
+`tensor<...>` of its shape and element type): the caller's data for an input or weight, storage
+not yet written for a local or output. A node's operands are the latest value of each input
+(`ins`, one per `inputs` name), its *init* (`dest`: the latest value of its output before it runs)
+and, inside the body, each `einsum.gather`'s source; its result is the output tensor's next value.
+"Latest" is in program order: the result of the last earlier node that wrote that tensor, or its
+initial value; the graph verifier checks every operand against that, and `link_edges` (re)computes
+them from the names in one pass, so builders and rewrites build and edit by name and link once.
+The names stay (`inputs`, `output`, a gather's `tensor`): they are the storage identity that
+printing, labels and the conversion back to the loop AST use. Declarations are ops rather than
+graph block arguments because a graph also owns its locals and outputs (role, shape, dtype, and a
+symbol for the names to resolve to), and their initial values then come from the same op.
+Meaning of the loop IR's in-place writes:
+* a partial write (the halves of a concatenation) changes only the elements its domain reaches;
+  the others come from its init, so the second half takes the first half's result as init and
+  the reader of the whole takes the second's result;
+* a scatter (an output map with symbols, bound by `einsum.yield`'s extra values) is the same: its
+  init (the fill before it) carries every row the indices miss;
+* a scan reads its own destination at an earlier step: its input operand for that tensor is the
+  same value as its init, and the `sequential` loop says the reads see the writes of earlier
+  steps, as in place. Nodes that share a sequential loop (one LSTM step, same `scopes`) run
+  interleaved: their SSA edges are in program order, and a read of a tensor that a *later* node of
+  the same loop writes (the previous step's `h`) is a loop-carried edge that the SSA operands do
+  not show (its operand is the value from before the loop). Making those edges explicit is an
+  `einsum.scan` region op that yields its carried tensors: the follow-up.
+
+Loaded (indirect) indices: `einsum.gather @E(%E : tensor<...>) affine_map<(d0, d1)[s0] -> (s0, d1)>
+(%idx)` reads an
 element whose dimensions at the map's symbols come from body values (an embedding lookup); an
 output map with symbols is an indirect write (a scatter), its symbols bound by the extra values of
 `einsum.yield`. `einsum.index` is the value of an affine function of the loop variables (iota).
 
 `scopes` and `guard_scopes` number the loops and `if` blocks of the original loop nest (with
 `guard_depths`, how many loops enclose each guard constraint), so that nodes that shared a loop in
-the loop IR (the statements of one LSTM time step) lower back to one loop (`graph_to_kernel`). A
+the loop IR (the statements of one LSTM time step) lower back to one loop (`graph_to_kernel`, which
+reads the names and ignores the SSA operands). A
 folded init runs in the node's outer `init_depth[0]` loops under its first `init_depth[1]` guard
 constraints, placed by `init_guard_scopes` / `init_guard_depths`.
 A node's source position is its op location; `origin` (and `init_origin`) name the source-level op.
@@ -43,7 +74,9 @@ Structured-op interface (as xDSL's `LinalgStructuredOperation`): `get_indexing_m
 `get_iterator_types`, `get_static_loop_ranges`, `derived_iterator_types` (the verifier checks the
 stored `iterator_types` against them: `parallel` exactly where the written element depends on the
 loop, `sequential` allowed anywhere, a scan's mark) and `value_dims`; the domain as an isl set,
-accesses, body walker and counts built on them are `solar_compiler/analysis/structured.py`.
+accesses, body walker and counts built on them are `solar_compiler/analysis/structured.py`, with
+the edges as use-def chains (`producer(node, i)` = `ins[i].owner`, `init_producer`, `consumers` =
+the users of the result).
 """
 
 from __future__ import annotations
