@@ -82,6 +82,7 @@ the users of the result).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from xdsl.dialects.builtin import (
     AffineMapAttr,
@@ -205,17 +206,19 @@ class GraphOp(LocatedOp):
                                         "value (the result of the last earlier node writing it, or the "
                                         "tensor's initial value)", n)
 
-            if len(n.ins) != len(n.inputs.data):
+            ins, dest = _edges(n)
+            if len(ins) != len(n.inputs.data):
                 raise OpVerifyError(f"node {name}: {len(n.inputs.data)} inputs need {len(n.inputs.data)} "
-                                    f"input operands, got {len(n.ins)}", n)
-            for i, (t, v) in enumerate(zip(n.input_names, n.ins, strict=True)):
+                                    f"input operands, got {len(ins)}", n)
+            for i, (t, v) in enumerate(zip(n.input_names, ins, strict=True)):
                 stale(f"operand {i}", t, v)
             for g in n.gathers():
                 stale(f"the gather of '{g.tensor_name}'", g.tensor_name, g.source)
-            stale("the init (destination)", n.output_name, n.dest)
-            if n.result.type != decls[n.output_name].tensor_type:
+            stale("the init (destination)", n.output_name, dest)
+            want = current[n.output_name].type  # every value of a tensor has its declared type
+            if n.result.type != want:
                 raise OpVerifyError(f"node {name}: the result must have the type of '{n.output_name}', "
-                                    f"{decls[n.output_name].tensor_type}", n)
+                                    f"{want}", n)
             current[n.output_name] = n.result
         ret = self.body.block.last_op
         want = [current[t] for t, d in decls.items() if d.role.data == "output"]
@@ -353,7 +356,7 @@ class NodeOp(LocatedOp, TensorUser):
 
     def gathers(self) -> list[GatherOp]:
         """The indirect reads of the body, in body order."""
-        return [o for o in self.body.walk() if isinstance(o, GatherOp)]
+        return [o for o in self.body.block.ops if isinstance(o, GatherOp)]  # scalar ops: no regions
 
     @property
     def dynamic_positions(self) -> tuple[int, ...]:
@@ -673,8 +676,25 @@ def _name_value(v: SSAValue, name: str) -> None:
 def _set_operands(op: Operation, groups: Sequence[Sequence[SSAValue]]) -> None:
     """Set an op's operand groups and their sizes (`LocatedOp` builds flat operand lists)."""
     op.operands = [v for g in groups for v in g]
-    sizes = DenseArrayBase.from_list(i32, [len(g) for g in groups])
-    op.properties[AttrSizedOperandSegments.attribute_name] = sizes
+    op.properties[AttrSizedOperandSegments.attribute_name] = _segment_sizes(tuple(len(g) for g in groups))
+
+
+@lru_cache(maxsize=256)
+def _segment_sizes(sizes: tuple[int, ...]) -> DenseArrayBase:
+    """One (immutable) sizes attribute per shape of groups: building one per op was a fifth of the
+    time to link a large graph."""
+    return DenseArrayBase.from_list(i32, sizes)
+
+
+def _edges(n: NodeOp) -> tuple[Sequence[SSAValue], SSAValue | None]:
+    """A node's input operands and init, read with one look at its segment sizes (the generated
+    accessors decode them at every call)."""
+    sizes = n.properties.get(AttrSizedOperandSegments.attribute_name)
+    ops = n.operands
+    if not isinstance(sizes, DenseArrayBase):
+        return ops, None
+    k, d = (int(x) for x in sizes.get_values())
+    return ops[:k], ops[k] if d else None
 
 
 def link_edges(graph: GraphOp) -> GraphOp:
@@ -701,8 +721,8 @@ def link_edges(graph: GraphOp) -> GraphOp:
                 if g.tensor_name in current:
                     _set_operands(g, [[current[g.tensor_name]], list(g.indices)])
             if out in decls:
-                if o.result.type != decls[out].tensor_type:
-                    o.result._type = decls[out].tensor_type  # the result's type is its tensor's  # noqa: SLF001
+                if o.result.type is not decls[out].result.type:  # the result's type is its tensor's
+                    o.result._type = decls[out].result.type  # noqa: SLF001
                 current[out] = o.result
         elif isinstance(o, ReturnOp):
             o.detach()
