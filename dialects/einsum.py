@@ -1,11 +1,16 @@
 """The `einsum` dialect: a kernel as a graph of structured einsum nodes, the IR the analyses read
 after `lift-einsum`.
 
-An `einsum.graph @k` is the symbol table of its tensors (`einsum.tensor`) and holds one
+An `einsum.graph @k` is the symbol table of its tensors (`einsum.tensor`), then one
 `einsum.node` per loop-IR statement (an identity init folded into the reduction after it shares the
-node), in program order. A node is a structured op in the manner of MLIR's `linalg.generic`:
+node) in program order, then `einsum.return` of the final values of its output tensors. A node is
+a structured op in the manner of MLIR's `linalg.generic` on tensors, in destination-passing style:
 
-    einsum.node @S1 ins([@X, @W]) outs(@Y) reduce "add" init 0.0 <{
+    %X = einsum.tensor @X : f32 array<i64: 2, 3, 9, 9> "input" -> tensor<2x3x9x9xf32>
+    %W = einsum.tensor @W : f32 array<i64: 4, 3, 3, 3> "weight" -> tensor<4x3x3x3xf32>
+    %Y = einsum.tensor @Y : f32 array<i64: 2, 4, 4, 4> "output" -> tensor<2x4x4x4xf32>
+    %Y_1 = einsum.node @S1 ins([@X, @W], %X, %W : tensor<2x3x9x9xf32>, tensor<4x3x3x3xf32>)
+           outs(@Y, %Y : tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32> reduce "add" init 0.0 <{
         ivs = ["n", "o", "p", "q", "c", "r", "s"],
         iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", ...],
         lower_bounds = affine_map<(d0, ..., d6) -> (0, 0, 0, 0, 0, 0, 0)>,
@@ -17,24 +22,50 @@ node), in program order. A node is a structured op in the manner of MLIR's `lina
         %m = loop.binary "mul" %x, %w : f32, f32 -> f32
         einsum.yield %m : f32
     } loc("conv.py":3:0)
+    einsum.return %Y_1 : tensor<2x4x4x4xf32>
 
 Semantics: for every point of the iteration domain (the loop bounds, steps and guards over `ivs`),
 in lexicographic order, the body computes a value from one scalar per input (the input tensor
 element at its indexing map) and the output element at the output map is combined with it by
 `reduce` (`none` stores it). `init` is a folded identity store of the output before the reduction,
-at the loop depth `init_depth` gives. Edges are by tensor name in program order: a node reads what
-the last earlier node wrote, which is why tensors are named symbols and not SSA values (the loop IR
-writes tensors in place: partial writes such as the two halves of a concat, scatters, and scans
-whose statements read each other's previous step).
+at the loop depth `init_depth` gives.
 
-Loaded (indirect) indices: `einsum.gather @E affine_map<(d0, d1)[s0] -> (s0, d1)> (%idx)` reads an
+Edges are SSA values. Each `einsum.tensor` yields the tensor's initial value (a builtin
+`tensor<...>` of its shape and element type): the caller's data for an input or weight, storage
+not yet written for a local or output. A node's operands are the latest value of each input
+(`ins`, one per `inputs` name), its *init* (`dest`: the latest value of its output before it runs)
+and, inside the body, each `einsum.gather`'s source; its result is the output tensor's next value.
+"Latest" is in program order: the result of the last earlier node that wrote that tensor, or its
+initial value; the graph verifier checks every operand against that, and `link_edges` (re)computes
+them from the names in one pass, so builders and rewrites build and edit by name and link once.
+The names stay (`inputs`, `output`, a gather's `tensor`): they are the storage identity that
+printing, labels and the conversion back to the loop AST use. Declarations are ops rather than
+graph block arguments because a graph also owns its locals and outputs (role, shape, dtype, and a
+symbol for the names to resolve to), and their initial values then come from the same op.
+Meaning of the loop IR's in-place writes:
+* a partial write (the halves of a concatenation) changes only the elements its domain reaches;
+  the others come from its init, so the second half takes the first half's result as init and
+  the reader of the whole takes the second's result;
+* a scatter (an output map with symbols, bound by `einsum.yield`'s extra values) is the same: its
+  init (the fill before it) carries every row the indices miss;
+* a scan reads its own destination at an earlier step: its input operand for that tensor is the
+  same value as its init, and the `sequential` loop says the reads see the writes of earlier
+  steps, as in place. Nodes that share a sequential loop (one LSTM step, same `scopes`) run
+  interleaved: their SSA edges are in program order, and a read of a tensor that a *later* node of
+  the same loop writes (the previous step's `h`) is a loop-carried edge that the SSA operands do
+  not show (its operand is the value from before the loop). Making those edges explicit is an
+  `einsum.scan` region op that yields its carried tensors: the follow-up.
+
+Loaded (indirect) indices: `einsum.gather @E(%E : tensor<...>) affine_map<(d0, d1)[s0] -> (s0, d1)>
+(%idx)` reads an
 element whose dimensions at the map's symbols come from body values (an embedding lookup); an
 output map with symbols is an indirect write (a scatter), its symbols bound by the extra values of
 `einsum.yield`. `einsum.index` is the value of an affine function of the loop variables (iota).
 
 `scopes` and `guard_scopes` number the loops and `if` blocks of the original loop nest (with
 `guard_depths`, how many loops enclose each guard constraint), so that nodes that shared a loop in
-the loop IR (the statements of one LSTM time step) lower back to one loop (`graph_to_kernel`). A
+the loop IR (the statements of one LSTM time step) lower back to one loop (`graph_to_kernel`, which
+reads the names and ignores the SSA operands). A
 folded init runs in the node's outer `init_depth[0]` loops under its first `init_depth[1]` guard
 constraints, placed by `init_guard_scopes` / `init_guard_depths`.
 A node's source position is its op location; `origin` (and `init_origin`) name the source-level op.
@@ -43,12 +74,15 @@ Structured-op interface (as xDSL's `LinalgStructuredOperation`): `get_indexing_m
 `get_iterator_types`, `get_static_loop_ranges`, `derived_iterator_types` (the verifier checks the
 stored `iterator_types` against them: `parallel` exactly where the written element depends on the
 loop, `sequential` allowed anywhere, a scan's mark) and `value_dims`; the domain as an isl set,
-accesses, body walker and counts built on them are `solar_compiler/analysis/structured.py`.
+accesses, body walker and counts built on them are `solar_compiler/analysis/structured.py`, with
+the edges as use-def chains (`producer(node, i)` = `ins[i].owner`, `init_producer`, `consumers` =
+the users of the result).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from xdsl.dialects.builtin import (
     AffineMapAttr,
@@ -60,13 +94,18 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     LocationAttr,
+    NoneType,
     StringAttr,
     SymbolNameConstraint,
+    TensorType,
+    i32,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     ParsePropInAttrDict,
     irdl_op_definition,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     region_def,
@@ -136,14 +175,58 @@ class GraphOp(LocatedOp):
                 if o.sym_name.data in nodes or o.sym_name.data in decls:
                     raise VerifyException(f"symbol '{o.sym_name.data}' defined twice")
                 nodes.add(o.sym_name.data)
-            else:
-                raise VerifyException(f"'{o.name}' cannot appear in an einsum.graph")
+            elif not (isinstance(o, ReturnOp) and o is self.body.block.last_op):
+                raise VerifyException(f"'{o.name}' cannot appear in an einsum.graph" +
+                                      (" except as its last op" if isinstance(o, ReturnOp) else ""))
         check_tensor_uses(decls, self.nodes())
         for n in self.nodes():
             if n.body.block.args and any(a.type != decls[t].element_type for t, a in
                                          zip(n.input_names, n.body.block.args, strict=True)):
                 raise OpVerifyError(f"node {n.sym_name.data}: block argument types must be the element "
                                     "types of its inputs", n)
+        self._verify_edges(decls)
+
+    def _verify_edges(self, decls: dict[str, TensorDeclOp]) -> None:
+        """Every operand is the latest value of the tensor it names (the value `link_edges` would
+        give it), every node's result has its output tensor's type, and the graph returns the final
+        value of each output tensor: the use-def chains and the names tell one story."""
+        current: dict[str, SSAValue] = {}
+        for t, d in decls.items():
+            assert isinstance(d, TensorOp)
+            current[t] = d.result
+        for n in self.nodes():
+            name = n.sym_name.data
+
+            def stale(what: str, t: str, got: SSAValue | None, n: NodeOp = n, name: str = name) -> None:
+                if got is None:
+                    raise OpVerifyError(f"node {name}: {what} ('{t}') is missing: link the graph's edges "
+                                        "(einsum.link_edges)", n)
+                if got is not current[t]:
+                    raise OpVerifyError(f"node {name}: {what} is a stale value of '{t}', not its latest "
+                                        "value (the result of the last earlier node writing it, or the "
+                                        "tensor's initial value)", n)
+
+            ins, dest = _edges(n)
+            if len(ins) != len(n.inputs.data):
+                raise OpVerifyError(f"node {name}: {len(n.inputs.data)} inputs need {len(n.inputs.data)} "
+                                    f"input operands, got {len(ins)}", n)
+            for i, (t, v) in enumerate(zip(n.input_names, ins, strict=True)):
+                stale(f"operand {i}", t, v)
+            for g in n.gathers():
+                stale(f"the gather of '{g.tensor_name}'", g.tensor_name, g.source)
+            stale("the init (destination)", n.output_name, dest)
+            want = current[n.output_name].type  # every value of a tensor has its declared type
+            if n.result.type != want:
+                raise OpVerifyError(f"node {name}: the result must have the type of '{n.output_name}', "
+                                    f"{want}", n)
+            current[n.output_name] = n.result
+        ret = self.body.block.last_op
+        want = [current[t] for t, d in decls.items() if d.role.data == "output"]
+        if not isinstance(ret, ReturnOp):
+            raise VerifyException("an einsum.graph ends with einsum.return (the final values of its outputs)")
+        if len(ret.values) != len(want) or any(a is not b for a, b in zip(ret.values, want, strict=False)):
+            raise VerifyException("einsum.return must give the final value of every output tensor, in "
+                                  "declaration order")
 
 
 @irdl_op_definition
@@ -152,7 +235,28 @@ class TensorOp(TensorDeclOp):
 
     name = "einsum.tensor"
     sym_name = prop_def(SymbolNameConstraint())
+    result = result_def(TensorType)
     traits = traits_def(HasParent(GraphOp), SymbolOpInterface())
+    assembly_format = "$sym_name `:` $element_type qualified($shape) $role attr-dict `->` type($result)"
+
+    def __init__(self, name: str, shape: Sequence[int], dtype: str, role: str):
+        elem = dtype_type(dtype)
+        super(TensorDeclOp, self).__init__(
+            properties={"sym_name": StringAttr(name), "element_type": elem, "shape": i64_array(tuple(shape)),
+                        "role": StringAttr(role)},
+            result_types=[TensorType(elem, tuple(shape))])
+        _name_value(self.result, name)
+
+    @property
+    def tensor_type(self) -> TensorType:
+        """The builtin tensor type of the declaration (shape and element type)."""
+        return TensorType(self.element_type, self.dims)
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.result.type != self.tensor_type:
+            raise VerifyException(f"tensor '{self.sym_name.data}': its value must have type "
+                                  f"{self.tensor_type}")
 
 
 @irdl_op_definition
@@ -183,10 +287,14 @@ class NodeOp(LocatedOp, TensorUser):
     init_origin = opt_prop_def(OriginAttr)
     traced = opt_prop_def(ArrayAttr[TracedAttr])
     body = region_def("single_block")
+    ins = var_operand_def(TensorType)
+    dest = opt_operand_def(TensorType)
+    result = result_def()
     traits = traits_def(HasParent(GraphOp), SymbolOpInterface(), ScalarBodyOwner())
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = ("$sym_name `ins` `(` $inputs `)` `outs` `(` $output `)` `reduce` $reduce "
-                       "(`init` $init^)? attr-dict-with-keyword $body")
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = ("$sym_name `ins` `(` $inputs (`,` $ins^ `:` type($ins))? `)` "
+                       "`outs` `(` $output (`,` $dest^ `:` type($dest))? `)` `->` type($result) "
+                       "`reduce` $reduce (`init` $init^)? attr-dict-with-keyword $body")
 
     def __init__(self, *, name: str, inputs: Sequence[str], output: str, reduce: str,
                  ivs: Sequence[str], iterator_types: Sequence[str], lower_bounds: AffineMapAttr,
@@ -197,7 +305,8 @@ class NodeOp(LocatedOp, TensorUser):
                  init_depth: tuple[int, int] | None = None, init_guard_scopes: Sequence[int] = (),
                  init_guard_depths: Sequence[int] = (), origin: Origin | None = None,
                  init_origin: Origin | None = None, location: LocationAttr | None = None,
-                 traced: Sequence[Traced] = ()):
+                 traced: Sequence[Traced] = (), ins: Sequence[SSAValue] = (), dest: SSAValue | None = None,
+                 result_type: Attribute | None = None):
         props: dict[str, Attribute] = {
             "sym_name": StringAttr(name), "inputs": ArrayAttr([FlatSymbolRefAttr(t) for t in inputs]),
             "output": FlatSymbolRefAttr(output), "reduce": StringAttr(reduce),
@@ -225,7 +334,10 @@ class NodeOp(LocatedOp, TensorUser):
             props["init_origin"] = OriginAttr(init_origin)
         if traced:
             props["traced"] = ArrayAttr([TracedAttr(t) for t in traced])
-        super().__init__(properties=props, regions=[body])
+        super().__init__(properties=props, regions=[body],
+                         result_types=[NoneType() if result_type is None else result_type])
+        _set_operands(self, [list(ins), [] if dest is None else [dest]])
+        _name_value(self.result, output)
         if location is not None:
             self.location = location
 
@@ -241,6 +353,10 @@ class NodeOp(LocatedOp, TensorUser):
     @property
     def iv_names(self) -> list[str]:
         return [s.data for s in self.ivs.data]
+
+    def gathers(self) -> list[GatherOp]:
+        """The indirect reads of the body, in body order."""
+        return [o for o in self.body.block.ops if isinstance(o, GatherOp)]  # scalar ops: no regions
 
     @property
     def dynamic_positions(self) -> tuple[int, ...]:
@@ -459,14 +575,19 @@ class GatherOp(LocatedOp, TensorUser):
     name = "einsum.gather"
     tensor = prop_def(FlatSymbolRefAttr)
     map = prop_def(AffineMapAttr)
+    source = opt_operand_def(TensorType)
     indices = var_operand_def()
     result = result_def()
     traits = traits_def(HasParent(NodeOp))
-    assembly_format = "$tensor $map `(` $indices `)` attr-dict `:` functional-type($indices, $result)"
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = ("$tensor (`(` $source^ `:` type($source) `)`)? $map `(` $indices `)` attr-dict `:` "
+                       "functional-type($indices, $result)")
 
-    def __init__(self, tensor: str, amap: AffineMapAttr, indices: Sequence[SSAValue], dtype: str):
-        super().__init__(operands=[list(indices)], result_types=[dtype_type(dtype)],
+    def __init__(self, tensor: str, amap: AffineMapAttr, indices: Sequence[SSAValue], dtype: str,
+                 source: SSAValue | None = None):
+        super().__init__(result_types=[dtype_type(dtype)],
                          properties={"tensor": FlatSymbolRefAttr(tensor), "map": amap})
+        _set_operands(self, [[] if source is None else [source], list(indices)])
 
     @property
     def tensor_name(self) -> str:
@@ -532,4 +653,82 @@ class YieldOp(LocatedOp):
             raise VerifyException("einsum.yield needs the value to store")
 
 
-Einsum = Dialect("einsum", [GraphOp, TensorOp, NodeOp, GatherOp, IndexOp, YieldOp], [])
+@irdl_op_definition
+class ReturnOp(LocatedOp):
+    """Ends a graph: the final value of every output tensor, in declaration order (the graph's
+    results, as `func.return`)."""
+
+    name = "einsum.return"
+    values = var_operand_def(TensorType)
+    traits = traits_def(IsTerminator(), HasParent(GraphOp))
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+    def __init__(self, values: Sequence[SSAValue]):
+        super().__init__(operands=[list(values)])
+
+
+def _name_value(v: SSAValue, name: str) -> None:
+    """Print a tensor's values after it (`%Y`, `%Y_1`, ...) where the name is a valid SSA name."""
+    if SSAValue.is_valid_name(name):
+        v.name_hint = name
+
+
+def _set_operands(op: Operation, groups: Sequence[Sequence[SSAValue]]) -> None:
+    """Set an op's operand groups and their sizes (`LocatedOp` builds flat operand lists)."""
+    op.operands = [v for g in groups for v in g]
+    op.properties[AttrSizedOperandSegments.attribute_name] = _segment_sizes(tuple(len(g) for g in groups))
+
+
+@lru_cache(maxsize=256)
+def _segment_sizes(sizes: tuple[int, ...]) -> DenseArrayBase:
+    """One (immutable) sizes attribute per shape of groups: building one per op was a fifth of the
+    time to link a large graph."""
+    return DenseArrayBase.from_list(i32, sizes)
+
+
+def _edges(n: NodeOp) -> tuple[Sequence[SSAValue], SSAValue | None]:
+    """A node's input operands and init, read with one look at its segment sizes (the generated
+    accessors decode them at every call)."""
+    sizes = n.properties.get(AttrSizedOperandSegments.attribute_name)
+    ops = n.operands
+    if not isinstance(sizes, DenseArrayBase):
+        return ops, None
+    k, d = (int(x) for x in sizes.get_values())
+    return ops[:k], ops[k] if d else None
+
+
+def link_edges(graph: GraphOp) -> GraphOp:
+    """(Re)compute every SSA edge of `graph` from the tensor names, in program order, in one pass
+    (linear in the nodes and their gathers): operand i of a node becomes the latest value of
+    `inputs[i]`, a gather's source the latest value of its tensor, the init (`dest`) the latest value
+    of the output, the node's result takes the output tensor's type and becomes the output's latest
+    value, and the graph's `einsum.return` (replaced or added) gives the final values of its output
+    tensors. Builders and rewrites build and edit nodes by name and call this once; a name that is
+    not declared is left unlinked for the verifier to report. Returns the graph."""
+    block = graph.body.block
+    current: dict[str, SSAValue] = {}
+    decls: dict[str, TensorOp] = {}
+    for o in list(block.ops):
+        if isinstance(o, TensorOp):
+            current[o.sym_name.data] = o.result
+            decls[o.sym_name.data] = o
+        elif isinstance(o, NodeOp):
+            ins = [current.get(t) for t in o.input_names]
+            out = o.output_name
+            if all(v is not None for v in ins):
+                _set_operands(o, [ins, [current[out]] if out in current else []])  # type: ignore[list-item]
+            for g in o.gathers():
+                if g.tensor_name in current:
+                    _set_operands(g, [[current[g.tensor_name]], list(g.indices)])
+            if out in decls:
+                if o.result.type is not decls[out].result.type:  # the result's type is its tensor's
+                    o.result._type = decls[out].result.type  # noqa: SLF001
+                current[out] = o.result
+        elif isinstance(o, ReturnOp):
+            o.detach()
+            o.erase(safe_erase=False)
+    block.add_op(ReturnOp([current[t] for t, d in decls.items() if d.role.data == "output"]))
+    return graph
+
+
+Einsum = Dialect("einsum", [GraphOp, TensorOp, NodeOp, GatherOp, IndexOp, YieldOp, ReturnOp], [])

@@ -233,19 +233,21 @@ def test_custom_and_generic_round_trip():
     again = Parser(ctx(), text).parse_module()
     again.verify()
     assert str(again) == text
+    assert again.is_structurally_equivalent(m)  # operands, segment sizes and types as built
     buf = io.StringIO()
     Printer(stream=buf, print_generic_format=True).print_op(m)
     generic = buf.getvalue()
-    assert '"einsum.node"() <{' in generic
+    assert '%Y_1 = "einsum.node"(%X, %W, %Y) <{' in generic
     from_generic = Parser(ctx(), generic).parse_module()
     from_generic.verify()
     assert str(from_generic) == text
 
 
 GOOD = """einsum.graph @k {
-  einsum.tensor @x : f32 array<i64: 4> "input"
-  einsum.tensor @y : f32 array<i64: 4> "output"
-  einsum.node @S0 ins([@x, @x]) outs(@y) reduce "none" attributes {ivs = ["i"],
+  %x = einsum.tensor @x : f32 array<i64: 4> "input" -> tensor<4xf32>
+  %y = einsum.tensor @y : f32 array<i64: 4> "output" -> tensor<4xf32>
+  %y1 = einsum.node @S0 ins([@x, @x], %x, %x : tensor<4xf32>, tensor<4xf32>) outs(@y, %y : tensor<4xf32>)
+      -> tensor<4xf32> reduce "none" attributes {ivs = ["i"],
       iterator_types = ["parallel"], lower_bounds = affine_map<(d0) -> (0)>,
       upper_bounds = affine_map<(d0) -> (4)>, steps = array<i64: 1>,
       indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (3 - d0)>, affine_map<(d0) -> (d0)>],
@@ -254,6 +256,7 @@ GOOD = """einsum.graph @k {
     %m = loop.binary "mul" %a, %b : f32, f32 -> f32
     einsum.yield %m : f32
   }
+  einsum.return %y1 : tensor<4xf32>
 }"""
 
 
@@ -262,11 +265,21 @@ def test_good_node_verifies():
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("ins([@x, @x])", "ins([@x])", "2 indexing maps (the output's last), got 3"),
+    ("ins([@x, @x], %x, %x : tensor<4xf32>, tensor<4xf32>)", "ins([@x], %x : tensor<4xf32>)",
+     "2 indexing maps (the output's last), got 3"),
     ("affine_map<(d0) -> (3 - d0)>", "affine_map<(d0) -> (d0, d0)>", "'x' has rank 1 but is indexed with 2"),
-    ("outs(@y)", "outs(@z)", "unknown tensor 'z'"),
-    ("outs(@y)", "outs(@x)", "cannot write to input tensor 'x'"),
-    ('@x : f32', '@x : f16', "block argument types must be the element types"),
+    ("outs(@y,", "outs(@z,", "unknown tensor 'z'"),
+    ("outs(@y,", "outs(@x,", "cannot write to input tensor 'x'"),
+    (('@x : f32 array<i64: 4> "input" -> tensor<4xf32>', "%x, %x : tensor<4xf32>, tensor<4xf32>"),
+     ('@x : f16 array<i64: 4> "input" -> tensor<4xf16>', "%x, %x : tensor<4xf16>, tensor<4xf16>"),
+     "block argument types must be the element types"),
+    ("%x, %x : tensor<4xf32>", "%x, %y : tensor<4xf32>",
+     "node S0: operand 1 is a stale value of 'x', not its latest value"),
+    ("outs(@y, %y : tensor<4xf32>)", "outs(@y)", "node S0: the init (destination) ('y') is missing"),
+    ("einsum.return %y1", "einsum.return %y", "einsum.return must give the final value of every output"),
+    (("-> tensor<4xf32> reduce", "einsum.return %y1 : tensor<4xf32>"),
+     ("-> tensor<2xf32> reduce", "einsum.return %y1 : tensor<2xf32>"),
+     "the result must have the type of 'y'"),
     ("%a: f32, %b: f32", "%a: f32, %b: f32, %c: f32", "the body takes one scalar per input (2), got 3"),
     ('reduce "none"', 'reduce "sum"', "reduce must be one of none, add, mul, max, min"),
     ('reduce "none"', 'reduce "none" init 0.0 : f64', "an init needs a reduction"),
@@ -278,8 +291,11 @@ def test_good_node_verifies():
      "'mul' of f32 must give f32"),
 ])
 def test_verifier(old, new, message):
-    assert old in GOOD
-    op = Parser(ctx(), GOOD.replace(old, new, 1)).parse_op()
+    text = GOOD
+    for a, b in zip(*((old, new) if isinstance(old, tuple) else ((old,), (new,))), strict=True):
+        assert a in text
+        text = text.replace(a, b, 1)
+    op = Parser(ctx(), text).parse_op()
     with pytest.raises(VerifyException, match=re.escape(message)):
         op.verify()
 

@@ -81,9 +81,9 @@ loop.kernel "k" {
 
 // An einsum node whose output map has a symbol (a loaded index) must say which position it is.
 einsum.graph @g {
-  einsum.tensor @ids : i64 array<i64: 4> "input"
-  einsum.tensor @G : f32 array<i64: 8> "output"
-  einsum.node @S0 ins([@ids]) outs(@G) reduce "add" attributes {ivs = ["t"], iterator_types = ["parallel"], lower_bounds = affine_map<(d0) -> (0)>, upper_bounds = affine_map<(d0) -> (4)>, steps = array<i64: 1>, indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0)[s0] -> (s0)>], scopes = array<i64: 0>} {
+  einsum.tensor @ids : i64 array<i64: 4> "input" -> tensor<4xi64>
+  einsum.tensor @G : f32 array<i64: 8> "output" -> tensor<8xf32>
+  einsum.node @S0 ins([@ids]) outs(@G) -> tensor<8xf32> reduce "add" attributes {ivs = ["t"], iterator_types = ["parallel"], lower_bounds = affine_map<(d0) -> (0)>, upper_bounds = affine_map<(d0) -> (4)>, steps = array<i64: 1>, indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0)[s0] -> (s0)>], scopes = array<i64: 0>} {
   ^bb0(%i: i64):
     %v = loop.cast %i : i64 -> f32
     einsum.yield %v, %i : f32, i64

@@ -6,7 +6,8 @@ leaves the IR as it is.
 Per tree, the new intermediates are declared as `einsum.tensor`s, the new steps become
 `einsum.node`s (fresh scope numbers; the root step keeps the root node's name, origin and position,
 the other steps come just before it, with the root's origin where they have none), and the tree's
-nodes, the zero fills of its intermediates and those intermediates are erased.
+nodes, the zero fills of its intermediates and those intermediates are erased; the edges are then
+relinked by name (`link_edges`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from xdsl.dialects.builtin import DenseArrayBase, StringAttr, i64
 
 from solar_compiler.analysis.chain_order import ChainPlan
-from solar_compiler.dialects.einsum import GraphOp, NodeOp
+from solar_compiler.dialects.einsum import GraphOp, NodeOp, link_edges
 from solar_compiler.loopir.graph_convert import fresh_scope_number, kernel_to_graph
 
 _SCOPE_KEYS = ("scopes", "guard_scopes", "init_guard_scopes")
@@ -53,13 +54,14 @@ def rewrite_tree(graph: GraphOp, plan: ChainPlan) -> list[str]:
         new = decls[d.name]
         new.detach()
         block.insert_op_after(new, last_decl)
-    for name in (*t.nodes, *t.fills):
+    for name in (*t.nodes, *t.fills):  # their uses are relinked below
         nodes[name].detach()
-        nodes[name].erase()
+        nodes[name].erase(safe_erase=False)
     tensors = graph.tensor_ops()
     for name in t.intermediates:
         tensors[name].detach()
-        tensors[name].erase()
+        tensors[name].erase(safe_erase=False)
+    link_edges(graph)
     return names
 
 

@@ -34,11 +34,11 @@ import numpy as np
 from xdsl.ir import BlockArgument
 from xdsl.ir.affine import AffineMap
 
+from solar_compiler.analysis import structured
 from solar_compiler.analysis.costs import GraphCosts, contraction_dtype
 from solar_compiler.analysis.program import Program, program_from_kernel
 from solar_compiler.analysis.structured import (
     Constraint,
-    accesses,
     body_ops,
     domain_groups,
     footprint,
@@ -477,26 +477,29 @@ def _view(p: Program, direct_conv: bool, precision: str) -> KernelView:
             out[c.name] = c
     slow = {t for t, d in tensors.items() if d.role.data in ("input", "weight") and t not in written}
     eligible = tuple(n for n, c in out.items() if c.a.tensor in slow and c.b.tensor in slow)
-    sunk = {n: _is_sunk(nodes, tensors[c.c.tensor].role.data, c) for n, c in out.items()}
+    sunk = {n: tensors[c.c.tensor].role.data == "output" and _is_sunk(nodes[c.index]) for n, c in out.items()}
     return KernelView(p.kernel, out, eligible, sunk, direct_conv, precision)
 
 
-def _is_sunk(nodes: Sequence[NodeOp], role: str, c: Contraction) -> bool:
-    """The op's results must reach slow memory: its target (of `role`) is an output that no later
-    node reads, except in-place elementwise updates at the same indices (`O[i] = O[i] / L[i]`)."""
-    if role != "output":
-        return False
-    for n in nodes[c.index + 1:]:
-        acc = accesses(n)
-        touches = [a for a in acc if not a.write and a.tensor == c.c.tensor]
-        if n.output_name == c.c.tensor:
-            (w,) = (a for a in acc if a.write)
-            if n.reduce.data != "none" or w.indirect or not touches or \
-                    any(a.indirect or a.map != w.map for a in touches):
+def _is_sunk(node: NodeOp) -> bool:
+    """The op's results must reach slow memory (its target is an output tensor): no later node
+    reads what it wrote, except in-place `=` updates at the same indices (e.g. `O[i] = O[i] / L[i]`),
+    whose own results obey the same rule. Read on the use-def chain of the node's result: every
+    node using a value either reads it or writes the next version of the tensor (its init)."""
+    v = node.result
+    while True:
+        nxt = None
+        for n in structured.value_consumers(v):
+            maps = n.indexing_maps.data
+            reads = [i for i, x in enumerate(n.ins) if x is v]
+            in_place = n.dest is v and n.reduce.data == "none" and n.init is None and bool(reads) and \
+                all(maps[i] == maps[-1] for i in reads) and not any(g.source is v for g in n.gathers())
+            if not in_place:
                 return False
-        elif touches:
-            return False
-    return True
+            nxt = n.result
+        if nxt is None:
+            return True
+        v = nxt
 
 
 def op_lower_bound(v: KernelView, name: str, capacity: float, units: int = 1) -> float:

@@ -18,6 +18,8 @@ library or a walk of the scalar body, figure-neutral, for any analysis pass to b
   The *minimal* vector work (`vector_work.py`: common subexpressions across statements, loop-
   invariant terms once) and the bytes (unions of footprints over a program) are program-level
   analyses and stay there.
+* `producer(node, i)`, `init_producer(node)`, `consumers(node)`: the graph's edges as use-def
+  chains (the SSA operands `einsum.link_edges` gives a node), not names searched in program order.
 
 Counting splits the domain's dimensions into groups no constraint couples and counts each alone
 (`count_val` of a 7-deep convolution domain does not finish; its groups take milliseconds).
@@ -50,6 +52,47 @@ from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, SelectOp, Unar
 from solar_compiler.loopir.rules import DTYPES, TRANSCENDENTAL
 
 _FLOP_OPS = (UnaryOp, BinaryOp, CmpOp, SelectOp)  # 1 FLOP each; casts, reads, literals are free
+
+
+# ---- edges: use-def chains -----------------------------------------------------------------------
+def producer(node: NodeOp, i: int) -> NodeOp | None:
+    """The node whose result input `i` reads (the last earlier node that wrote that tensor), or None
+    where it reads the tensor's initial value (an input, a weight, or storage no node wrote yet)."""
+    owner = node.ins[i].owner
+    return owner if isinstance(owner, NodeOp) else None
+
+
+def init_producer(node: NodeOp) -> NodeOp | None:
+    """The node whose result is this node's init (destination): the earlier writer of its output
+    whose elements this node leaves as they are (a partial write) or updates (a reduction)."""
+    dest = node.dest
+    assert dest is not None, f"node {node.sym_name.data}: edges not linked"
+    owner = dest.owner
+    return owner if isinstance(owner, NodeOp) else None
+
+
+def value_consumers(v: SSAValue) -> list[NodeOp]:
+    """The nodes that use a tensor value: as an input, as the source of a gather in their body, or
+    as their init; each once, in program order (the graph's `einsum.return` is not a node)."""
+    found: dict[int, NodeOp] = {}
+    for use in v.uses:
+        op = use.operation
+        if isinstance(op, GatherOp):
+            op = op.parent_op()
+        if isinstance(op, NodeOp):
+            found[id(op)] = op
+    if len(found) < 2:
+        return list(found.values())
+    block = next(iter(found.values())).parent_block()
+    assert block is not None
+    order = {id(o): k for k, o in enumerate(block.ops)}
+    return sorted(found.values(), key=lambda o: order[id(o)])
+
+
+def consumers(node: NodeOp) -> list[NodeOp]:
+    """The nodes that use this node's result (`value_consumers` of it): its readers, and the next
+    writer of its output tensor, which takes it as init."""
+    return value_consumers(node.result)
 
 
 # ---- the iteration domain ------------------------------------------------------------------------

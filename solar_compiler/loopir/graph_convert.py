@@ -25,7 +25,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
-from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, TensorOp, YieldOp
+from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, TensorOp, YieldOp, link_edges
 from solar_compiler.dialects.loop import dtype_type, location_of, location_text, traced_of
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.affine_map import from_map, from_set, to_map, to_set
@@ -64,7 +64,7 @@ def kernel_to_graph(kernel: Kernel) -> GraphOp:
     for g in group_statements(k):
         init_path = paths[g.init.index] if g.init is not None else ()
         graph.body.block.add_op(_node(k, g, paths[g.main.index], number, init_path))
-    return graph
+    return link_edges(graph)
 
 
 def _guards(path: tuple[Scope, ...],
