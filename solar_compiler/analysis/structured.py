@@ -265,11 +265,22 @@ def image_count(node: NodeOp, results: Sequence[AffineExpr]) -> int:
     return total
 
 
-def tensor_elements(node: NodeOp, tensor: str, write: bool) -> int:
+def tensor_elements(node: NodeOp, tensor: str, write: bool, traced: bool = False) -> int:
     """Distinct elements of `tensor` the node reads (or writes): the union of its direct accesses'
     images; an indirect access counts the fewest it can touch over all index values (the distinct
-    positions of its affine dims, 1 per loaded one), the rule of `costs.py` with indirect="min"."""
+    positions of its affine dims, 1 per loaded one), the rule of `costs.py` with indirect="min";
+    with `traced`, at least what the traced sample touched where `traced_elements` applies (the
+    rule with indirect="traced")."""
     acc = [a for a in accesses(node) if a.tensor == tensor and a.write == write]
+    best = 0
+    if traced:
+        best = max((t for a in acc if a.indirect
+                    if (t := traced_elements(node, tensor, a.write or a.kind == "accumulator")) is not None),
+                   default=0)
+    return max(best, _min_elements(node, acc))
+
+
+def _min_elements(node: NodeOp, acc: list[Access]) -> int:
     direct = list(dict.fromkeys(a.map.results for a in acc if not a.indirect))
     best = 0
     if len(direct) == 1:
@@ -288,6 +299,67 @@ def tensor_elements(node: NodeOp, tensor: str, write: bool) -> int:
             affine = [r for r in a.map.results if not isinstance(r, AffineSymExpr)]
             best = max(best, image_count(node, affine))
     return best
+
+
+def gather_count(node: NodeOp, tensor: str) -> int:
+    """How many gathers of `tensor` the node's body has as an expression tree (a gather its SSA
+    value reaches twice counts twice): the reads of `tensor` the traced sample counted."""
+    memo: dict[SSAValue, int] = {}
+
+    def count(v: SSAValue) -> int:
+        if v not in memo:
+            o = v.owner
+            if isinstance(v, BlockArgument) or not isinstance(o, Operation):
+                memo[v] = 0
+            else:
+                own = isinstance(o, GatherOp) and o.tensor_name == tensor
+                memo[v] = own + sum(count(x) for x in o.operands)
+        return memo[v]
+
+    y = _yield(node)
+    return sum(count(v) for v in (y.stored, *y.dyn_indices))
+
+
+def traced_elements(node: NodeOp, tensor: str, write: bool) -> int | None:
+    """The distinct elements of `tensor` the traced sample touched through the node's gathers (its
+    scatter when `write`), from the node's `traced` records: only while the node keeps the domain
+    (`points`) and the number of such accesses the trace was taken on; else None (a rewrite made
+    it stale: the fewest over all index values applies)."""
+    if node.traced is None:
+        return None
+    n = int(bool(node.dynamic_positions) and node.output_name == tensor) if write else \
+        gather_count(node, tensor)
+    for a in node.traced.data:
+        t = a.traced
+        if t.tensor == tensor and t.write == write:
+            return t.elements if n and (t.points, t.accesses) == (points(node), n) else None
+    return None
+
+
+def read_tensors(node: NodeOp) -> list[str]:
+    """The tensors the node's body reads, in the order its expression tree first reads them (value
+    then dynamic output indices, each op before its operands): the order of the statement as
+    written; the accumulator, when read, follows."""
+    inputs = node.input_names
+    seen: set[SSAValue] = set()
+    out: dict[str, None] = {}
+    stack = list(reversed((_yield(node).stored, *_yield(node).dyn_indices)))
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if isinstance(v, BlockArgument):
+            out.setdefault(inputs[v.index])
+            continue
+        o = v.owner
+        assert isinstance(o, Operation)
+        if isinstance(o, GatherOp):
+            out.setdefault(o.tensor_name)
+        stack.extend(reversed(o.operands))
+    if node.reduce.data != "none" and node.init is None:
+        out.setdefault(node.output_name)
+    return list(out)
 
 
 def tensor_bytes(node: NodeOp, tensor: str, write: bool) -> int:
