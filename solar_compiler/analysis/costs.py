@@ -537,9 +537,10 @@ def _op_cost(kernel: Kernel, group: NodeGroup, node: NodeOp, doms: _Domains, val
     else:
         fm, (fv, tr) = 0, work.statement(ctx, (s.value, *s.dynamic_indices))
         fv += (node.reduce.data != "none") * it
-    traced = doms.indirect == "traced"
-    rd = [_access(kernel, node, t, False, traced) for t in st.read_tensors(node)]
-    wr = [_access(kernel, node, node.output_name, True, traced)]
+    fps = st.footprints(node, doms.indirect == "traced")
+    dts = {f.tensor: kernel.tensor(f.tensor).dtype for f in fps}
+    rd, wr = ([Access(f.tensor, dts[f.tensor], f.elements, f.elements * DTYPES[dts[f.tensor]], f.indirect,
+                      f.traced) for f in fps if f.write == w] for w in (False, True))
     locs = [c.stmt.loc for c in reversed(group.stmts) if c.stmt.loc]
     label = "; ".join(print_assign(kernel, replace(c.stmt, loc=None)) for c in group.stmts)
     return OpCost(
@@ -549,18 +550,6 @@ def _op_cost(kernel: Kernel, group: NodeGroup, node: NodeOp, doms: _Domains, val
         vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=tuple(rd),
         writes=tuple(wr), sequential=c.sequential, indirect=c.indirect, flops_vector_literal=literal,
         algorithm=None, source=_source(s.origin))
-
-
-def _access(kernel: Kernel, node: NodeOp, tensor: str, write: bool, traced: bool) -> Access:
-    """The node's access of `tensor` (reads or writes): distinct elements at the tensor's dtype,
-    whether it is indirect, and whether the traced sample's footprint counted it."""
-    acc = [a for a in st.accesses(node) if a.tensor == tensor and a.write == write]
-    dt = kernel.tensor(tensor).dtype
-    n = st.tensor_elements(node, tensor, write, traced)
-    ind = [a for a in acc if a.indirect]
-    by_trace = traced and any(st.traced_elements(node, tensor, a.write or a.kind == "accumulator")
-                              is not None for a in ind)
-    return Access(tensor, dt, n, n * DTYPES[dt], bool(ind), by_trace)
 
 
 def _source(origin: Origin | None) -> str | None:

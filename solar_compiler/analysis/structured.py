@@ -248,8 +248,12 @@ def _image_of(dims: tuple[int, ...], cons: tuple[Constraint, ...], results: tupl
 def image_count(node: NodeOp, results: Sequence[AffineExpr]) -> int:
     """Distinct values of the affine `results` over the domain (the elements an access with these
     indices touches), factored over the groups of dims that neither a constraint nor an index
-    couples."""
-    key = domain_key(node)
+    couples. Cached on the domain's attributes and the results, as every count here is."""
+    return _image_count(domain_key(node), tuple(results))
+
+
+@lru_cache(maxsize=65536)
+def _image_count(key: DomainKey, results: tuple[AffineExpr, ...]) -> int:
     cons = _constraints(key)
     if any(not c.dims for c in cons) and _count((), tuple(c for c in cons if not c.dims)) == 0:
         return 0
@@ -272,12 +276,39 @@ def tensor_elements(node: NodeOp, tensor: str, write: bool, traced: bool = False
     with `traced`, at least what the traced sample touched where `traced_elements` applies (the
     rule with indirect="traced")."""
     acc = [a for a in accesses(node) if a.tensor == tensor and a.write == write]
-    best = 0
-    if traced:
-        best = max((t for a in acc if a.indirect
-                    if (t := traced_elements(node, tensor, a.write or a.kind == "accumulator")) is not None),
-                   default=0)
-    return max(best, _min_elements(node, acc))
+    return _footprint_of(node, acc, traced).elements if acc else 0
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What a node moves of one tensor in one direction: distinct elements (`tensor_elements`),
+    whether an access is indirect, and whether the traced sample's footprint counted it."""
+
+    tensor: str
+    write: bool
+    elements: int
+    indirect: bool
+    traced: bool
+
+
+def footprints(node: NodeOp, traced: bool = False) -> list[Footprint]:
+    """The node's reads per tensor in the statement's order (`read_tensors`), then its write: what
+    it moves if it runs alone (unfused); `traced` as in `tensor_elements`."""
+    acc = accesses(node)
+    keys = [(t, False) for t in read_tensors(node)] + [(node.output_name, True)]
+    return [_footprint_of(node, [a for a in acc if a.tensor == t and a.write == w], traced) for t, w in keys]
+
+
+def _footprint_of(node: NodeOp, acc: list[Access], traced: bool) -> Footprint:
+    """The footprint of `acc`, accesses of one tensor in one direction (at least one)."""
+    best, by_trace = 0, False
+    for a in acc:
+        if traced and a.indirect:  # a scatter's accumulator read is traced with its write
+            t = traced_elements(node, a.tensor, a.write or a.kind == "accumulator")
+            if t is not None:
+                best, by_trace = max(best, t), True
+    return Footprint(acc[0].tensor, acc[0].write, max(best, _min_elements(node, acc)),
+                     any(a.indirect for a in acc), by_trace)
 
 
 def _min_elements(node: NodeOp, acc: list[Access]) -> int:
@@ -573,5 +604,7 @@ def node_counts(node: NodeOp) -> NodeCounts:
     else:
         fm, fv = 0, (n_ops + accumulates) * pts
         unit = "vector" if n_ops or accumulates else "memory"
-    return NodeCounts(pts, unit, fm, fv, n_tr * pts, op_counts(node),
-                      any(k.data == "sequential" for k in node.get_iterator_types().data), is_indirect(node))
+    ops = body_ops(node)  # once: the per-point kinds, and whether it gathers (`is_indirect`)
+    indirect = bool(node.dynamic_positions) or any(isinstance(o, GatherOp) for o in ops)
+    return NodeCounts(pts, unit, fm, fv, n_tr * pts, Counter(op_kind(o) for o in ops),
+                      any(k.data == "sequential" for k in node.get_iterator_types().data), indirect)
