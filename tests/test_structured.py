@@ -293,3 +293,22 @@ def test_scatter_traced_footprint_prices_its_write_and_its_accumulator():
     assert [(a.tensor, a.elements, a.indirect, a.traced) for a in o.writes] == [("G", 7 * 64, True, True)]
     o = kernel_costs(k, "min").ops[-1]
     assert [(a.tensor, a.elements, a.traced) for a in o.writes] == [("G", 64, False)]
+
+
+TRI = """kernel t(A: f32[8, 8] input, Y: f32[8, 8] output):
+    for i in range(8):
+        for j in range(8):
+            if i >= j:
+                Y[i, j] = A[i, j] + A[j, i]
+"""
+
+
+def test_footprints_of_a_triangle():
+    """36 points (i >= j): each access of A reads off both loops (36 elements; counted as the points),
+    their union is all 64 elements of A, and Y is written on the 36."""
+    node = _node_of(TRI)
+    assert st.points(node) == 36
+    assert [st.image_count(node, a.map.results) for a in st.accesses(node)] == [36, 36, 36]
+    assert st.image_count(node, st.accesses(node)[0].map.results[:1]) == 8  # the distinct i
+    assert [(f.tensor, f.write, f.elements, f.indirect, f.traced) for f in st.footprints(node, True)] == [
+        ("A", False, 64, False, False), ("Y", True, 36, False, False)]

@@ -263,7 +263,12 @@ def _image_count(key: DomainKey, results: tuple[AffineExpr, ...]) -> int:
         gs = set(g)
         gc = tuple(c for c in cons if c.dims and c.dims <= gs)
         rs = tuple(r for r, u in zip(results, used, strict=True) if u and u <= gs)
-        total *= _image(tuple(g), gc, rs) if rs else min(_count(tuple(g), gc), 1)
+        if not rs:
+            total *= min(_count(tuple(g), gc), 1)
+        elif gs <= {r.position for r in rs if isinstance(r, AffineDimExpr)}:
+            total *= _count(tuple(g), gc)  # every dim read off one result: one element per point
+        else:
+            total *= _image(tuple(g), gc, rs)
         if total == 0:
             return 0
     return total
