@@ -245,3 +245,87 @@ def test_program_graph_is_aligned_with_its_groups() -> None:
         assert [n.sym_name.data for n in before.node_ops] == [g.name for g in before.nodes]
         assert [n.sym_name.data for n in after.node_ops] == [g.name for g in after.nodes]
         assert [st.points(n) for n in before.node_ops] == [st.points(n) for n in after.node_ops]
+
+
+# ---- indirect accesses: traced footprints, read order ----------------------------------------------
+def _node_of(text: str, traced: tuple = (), at: int = -1) -> NodeOp:
+    """The `at`-th node of the one-kernel program `text`, its statement carrying `traced`."""
+    from solar_compiler.loopir.ast import statements
+
+    (k,) = parse_kernels(text, "t.loop")
+    statements(k)[at].stmt.traced = traced
+    return lift_kernel(k).nodes()[at]
+
+
+GATHER2 = """kernel g(ids: i64[16] input, E: f32[1000, 64] weight, P: f32[16, 64] weight,
+         Y: f32[16, 64] output):
+    for t in range(16):
+        for d in range(64):
+            Y[t, d] = P[t, d] * E[ids[t], d] + E[ids[t], d]
+"""
+
+
+def test_gathers_read_in_statement_order_and_counted_as_a_tree():
+    """The reads come in the statement's order (P, then the gather of E, then its index ids), and
+    the two gathers of E count twice, as the statement reads E twice."""
+    node = _node_of(GATHER2)
+    assert st.read_tensors(node) == ["P", "E", "ids"]
+    assert (st.gather_count(node, "E"), st.gather_count(node, "P"), st.gather_count(node, "ids")) == (2, 0, 0)
+    # fewest over all index values: one row of E (64 elements); the traced sample touched 7 rows
+    assert st.tensor_elements(node, "E", False) == 64
+    assert st.traced_elements(node, "E", False) is None  # no trace recorded
+    from solar_compiler.loopir.ast import Traced
+
+    node = _node_of(GATHER2, (Traced("E", False, 7 * 64, 16 * 64, 2),))
+    assert st.traced_elements(node, "E", False) == 7 * 64
+    assert (st.tensor_elements(node, "E", False, traced=True), st.tensor_elements(node, "E", False)) == \
+        (7 * 64, 64)
+    for stale in (Traced("E", False, 7 * 64, 8 * 64, 2), Traced("E", False, 7 * 64, 16 * 64, 1)):
+        node = _node_of(GATHER2, (stale,))  # taken on another domain, or with another number of reads
+        assert st.traced_elements(node, "E", False) is None
+        assert st.tensor_elements(node, "E", False, traced=True) == 64
+
+
+def test_scatter_traced_footprint_prices_its_write_and_its_accumulator():
+    """examples/loop/scatter_add.loop: G[ids[t], d] += dY[t, d]; the trace of the write (7 of the 10
+    rows) counts the accumulator read of G as well; without it, one row (64 elements) each way."""
+    from solar_compiler.analysis.costs import kernel_costs
+    from solar_compiler.loopir.ast import Traced
+
+    text = (ROOT / "examples/loop/scatter_add.loop").read_text()
+    node = _node_of(text, (Traced("G", True, 7 * 64, 16 * 64, 1),))
+    assert st.read_tensors(node) == ["dY", "ids", "G"]
+    assert st.traced_elements(node, "G", True) == 7 * 64
+    assert st.tensor_elements(node, "G", True, traced=True) == 7 * 64
+    assert st.tensor_elements(node, "G", False, traced=True) == 7 * 64
+    assert (st.tensor_elements(node, "G", True), st.tensor_elements(node, "G", False)) == (64, 64)
+    (k,) = parse_kernels(text, "t.loop")
+    from solar_compiler.loopir.ast import statements
+
+    statements(k)[-1].stmt.traced = (Traced("G", True, 7 * 64, 16 * 64, 1),)
+    o = kernel_costs(k).ops[-1]
+    assert [(a.tensor, a.elements, a.bytes, a.indirect, a.traced) for a in o.reads] == [
+        ("dY", 16 * 64, 16 * 64 * 4, False, False), ("ids", 16, 16 * 8, False, False),
+        ("G", 7 * 64, 7 * 64 * 4, True, True)]
+    assert [(a.tensor, a.elements, a.indirect, a.traced) for a in o.writes] == [("G", 7 * 64, True, True)]
+    o = kernel_costs(k, "min").ops[-1]
+    assert [(a.tensor, a.elements, a.traced) for a in o.writes] == [("G", 64, False)]
+
+
+TRI = """kernel t(A: f32[8, 8] input, Y: f32[8, 8] output):
+    for i in range(8):
+        for j in range(8):
+            if i >= j:
+                Y[i, j] = A[i, j] + A[j, i]
+"""
+
+
+def test_footprints_of_a_triangle():
+    """36 points (i >= j): each access of A reads off both loops (36 elements; counted as the points),
+    their union is all 64 elements of A, and Y is written on the 36."""
+    node = _node_of(TRI)
+    assert st.points(node) == 36
+    assert [st.image_count(node, a.map.results) for a in st.accesses(node)] == [36, 36, 36]
+    assert st.image_count(node, st.accesses(node)[0].map.results[:1]) == 8  # the distinct i
+    assert [(f.tensor, f.write, f.elements, f.indirect, f.traced) for f in st.footprints(node, True)] == [
+        ("A", False, 64, False, False), ("Y", True, 36, False, False)]

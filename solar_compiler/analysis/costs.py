@@ -53,19 +53,18 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
+from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.distinct import CSE, SELECT, distinct_matrix_flops, duplicates, select_branches
 from solar_compiler.analysis.fast_conv import winograd_flops
 from solar_compiler.analysis.polyhedral import (
     Constraint,
     count_points,
     domain_constraints,
-    footprint,
-    loop_ranges,
     partition,
 )
 from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
 from solar_compiler.analysis.value_dtypes import ValueDtypes, is_block_scale, join, operand_factors
-from solar_compiler.analysis.vector_work import FOLDED, VectorWork, literal_ops
+from solar_compiler.analysis.vector_work import FOLDED, VectorWork
 from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
 from solar_compiler.loopir.ast import (
     DTYPES,
@@ -76,7 +75,6 @@ from solar_compiler.loopir.ast import (
     StmtContext,
     expr_vars,
     product_factors,
-    reads,
     stmt_reads,
 )
 from solar_compiler.loopir.grouping import NodeGroup
@@ -86,7 +84,7 @@ from solar_compiler.text.printer import print_assign
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
 
-    from solar_compiler.dialects.einsum import GraphOp
+    from solar_compiler.dialects.einsum import GraphOp, NodeOp
 
 
 @dataclass(frozen=True)
@@ -468,65 +466,11 @@ def _value_dtype(ctx: StmtContext, e: SExpr, values: ValueDtypes | None, reduced
     return (values or ValueDtypes(None)).stored(ctx, e, reduced)
 
 
-def contraction_flops(ctx: StmtContext, iterations: int, distinct: bool = False,
-                      dtype: str | None = None) -> tuple[int, int, str | None]:
-    """(matrix, vector) FLOPs of a contraction, priced as the cheapest legal evaluation so that the
-    bound stays a lower bound:
-    * the multiplies joining the factors and a factor constant along the reduced loops (a scale, a
-      per-output term) cost nothing extra: they fold into the MMA or its epilogue;
-    * a factor's own scalar ops (`exp(x[i, k])`, `x[i, k] - m[i]`) run once per distinct point of
-      that factor's loop variables, not once per iteration; identical factors count once (CSE);
-    * two reduced factors: one MAC per iteration = 2 FLOPs; three or more: the cheapest pairwise
-      contraction order (opt_einsum's optimal path over the loop extents), scaled by the fraction of
-      the bounding box the domain covers (exact for box domains), never above 2 per iteration;
-    * with `distinct` (the default model): repeated and symmetric products once (`distinct.py`), a
-      3 x 3 stride-1 convolution of `dtype` at Winograd's products where cuDNN ships it
-      (`fast_conv.py`), and the entry that lowered the count is returned third (None: none).
-    """
-    s = ctx.stmt
-    factors = list(dict.fromkeys(product_factors(s.value)))
-    dep = _reduced_factors(ctx)
-    vector = 0
-    for f in factors:
-        n = literal_ops(f)[0]
-        if n:
-            vs = sorted(expr_vars(f))
-            vector += n * (footprint(ctx, [AffExpr.var(v) for v in vs]) if vs else 1)
-    matrix = 2 * iterations
-    if len(dep) >= 3:
-        matrix = min(matrix, _pairwise_flops(ctx, dep, iterations))
-    how = None
-    if distinct:
-        fast, winograd = winograd_flops(ctx, dep, matrix, dtype)
-        matrix, how = distinct_matrix_flops(ctx, dep, matrix)
-        if winograd is not None and fast < matrix:
-            matrix, how = fast, winograd
-    return matrix, vector, how
-
-
 def _reduced_factors(ctx: StmtContext) -> list[SExpr]:
     """The factors of a contraction's product that vary along its reduced loops (the operands)."""
     s = ctx.stmt
     reduced = set(ctx.ivs) - s.target_vars
     return [f for f in dict.fromkeys(product_factors(s.value)) if expr_vars(f) & reduced]
-
-
-def _pairwise_flops(ctx: StmtContext, dep: list[SExpr], iterations: int) -> int:
-    import opt_einsum
-
-    ranges = loop_ranges(ctx)
-    if ranges is None:
-        return 2 * iterations
-    letters: dict[str, str] = {}
-    for v in ctx.ivs:
-        letters[v] = opt_einsum.get_symbol(len(letters))
-    out = "".join(letters[v] for v in ctx.ivs if v in ctx.stmt.target_vars)
-    terms = ["".join(letters[v] for v in ctx.ivs if v in expr_vars(f)) for f in dep]
-    extent = {letters[v]: hi - lo + 1 for v, (lo, hi) in ranges.items()}
-    shapes = [tuple(extent[c] for c in t) for t in terms]
-    _, info = opt_einsum.contract_path(f"{','.join(terms)}->{out}", *shapes, shapes=True, optimize="optimal")
-    box = math.prod(extent.values())
-    return int(min(2 * iterations, math.floor(int(info.opt_cost) * iterations / box)))
 
 
 # ---- per node and per graph --------------------------------------------------------------------------
@@ -572,46 +516,40 @@ def accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, 
     return tuple(out)
 
 
-def _op_cost(kernel: Kernel, group: NodeGroup, doms: _Domains, values: ValueDtypes,
+def _op_cost(kernel: Kernel, group: NodeGroup, node: NodeOp, doms: _Domains, values: ValueDtypes,
              work: VectorWork) -> OpCost:
+    """The costs of one node, read from its `einsum.node` through the structured interface
+    (`structured.py`: points, FLOPs by class, unit, accesses and their footprints); the minimal
+    vector work (`vector_work.py`), the contraction's operand dtype (`value_dtypes.py`) and the
+    label are still read from its statements."""
     ctx = group.main
     s = ctx.stmt
-    it = doms.iterations(ctx)
-    n_ops, n_tr = literal_ops(s.value)
-    for i in s.dynamic_indices:  # a scatter's index arithmetic, as a gather's counts
-        n_ops, n_tr = (a + b for a, b in zip((n_ops, n_tr), literal_ops(i), strict=True))
+    c = st.node_counts(node)
+    it = c.points
     mdt = contraction_dtype(ctx, values)
-    accumulates = s.kind != "="
-    tr = n_tr * it
-    how = None  # as written: the default model's entries are `distinct_costs`'
-    if mdt is not None:
-        fm, fv, _ = contraction_flops(ctx, it)
-        unit = "matrix"
-        for i in s.dynamic_indices:
-            fv += literal_ops(i)[0] * it
-        literal = fv
+    if (mdt is not None) != (c.unit == "matrix"):
+        raise LoopIRError(f"node {group.name}: its statement and its einsum node disagree on whether "
+                          "it is a contraction")
+    literal = c.flops_vector_literal
+    if c.unit == "matrix":
+        fm, fv, tr = c.flops_matrix, literal, c.flops_transcendental_literal
         work.skip(ctx)
     else:
-        literal = (n_ops + accumulates) * it
         fm, (fv, tr) = 0, work.statement(ctx, (s.value, *s.dynamic_indices))
-        fv += accumulates * it
-        unit = "vector" if n_ops or accumulates else "memory"
-    rd: dict[str, list[Site]] = {}
-    for r in stmt_reads(s):
-        rd.setdefault(r.tensor, []).append(doms.site(ctx, r.indices, r.tensor))
-    if accumulates and group.init is None:
-        rd.setdefault(s.target, []).append(doms.site(ctx, s.indices, s.target, True))
-    wr = {s.target: [doms.site(c, c.stmt.indices, s.target, True) for c in group.stmts]}
+        fv += (node.reduce.data != "none") * it
+    fps = st.footprints(node, doms.indirect == "traced")
+    dts = {f.tensor: kernel.tensor(f.tensor).dtype for f in fps}
+    rd, wr = ([Access(f.tensor, dts[f.tensor], f.elements, f.elements * DTYPES[dts[f.tensor]], f.indirect,
+                      f.traced) for f in fps if f.write == w] for w in (False, True))
     locs = [c.stmt.loc for c in reversed(group.stmts) if c.stmt.loc]
     label = "; ".join(print_assign(kernel, replace(c.stmt, loc=None)) for c in group.stmts)
     return OpCost(
         name=group.name, label=label,
-        equation=equation(kernel, ctx), loc=locs[0] if locs else None, unit=unit,
+        equation=equation(kernel, ctx), loc=locs[0] if locs else None, unit=c.unit,
         flops_matrix=fm, flops_vector=fv, flops_transcendental=tr, matrix_dtype=mdt,
-        vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=accesses(kernel, rd),
-        writes=accesses(kernel, wr), sequential=any(f.sequential for f in ctx.loops),
-        indirect=s.indirect or any(r.indirect for r in reads(s.value)), flops_vector_literal=literal,
-        algorithm=how, source=_source(s.origin))
+        vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=tuple(rd),
+        writes=tuple(wr), sequential=c.sequential, indirect=c.indirect, flops_vector_literal=literal,
+        algorithm=None, source=_source(s.origin))
 
 
 def _source(origin: Origin | None) -> str | None:
@@ -716,7 +654,7 @@ def _program_costs(p: Program, indirect: str) -> GraphCosts:
     groups = p.nodes
     values = ValueDtypes(k)
     work = VectorWork(k)
-    ops = [_op_cost(k, g, doms, values, work) for g in groups]
+    ops = [_op_cost(k, g, n, doms, values, work) for g, n in zip(groups, p.node_ops, strict=True)]
     read_sites: dict[str, list[Site]] = {}
     write_sites: dict[str, list[Site]] = {}
     for g in groups:

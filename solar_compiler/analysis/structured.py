@@ -291,8 +291,12 @@ def _image_of(dims: tuple[int, ...], cons: tuple[Constraint, ...], results: tupl
 def image_count(node: NodeOp, results: Sequence[AffineExpr]) -> int:
     """Distinct values of the affine `results` over the domain (the elements an access with these
     indices touches), factored over the groups of dims that neither a constraint nor an index
-    couples."""
-    key = domain_key(node)
+    couples. Cached on the domain's attributes and the results, as every count here is."""
+    return _image_count(domain_key(node), tuple(results))
+
+
+@lru_cache(maxsize=65536)
+def _image_count(key: DomainKey, results: tuple[AffineExpr, ...]) -> int:
     cons = _constraints(key)
     if any(not c.dims for c in cons) and _count((), tuple(c for c in cons if not c.dims)) == 0:
         return 0
@@ -302,17 +306,60 @@ def image_count(node: NodeOp, results: Sequence[AffineExpr]) -> int:
         gs = set(g)
         gc = tuple(c for c in cons if c.dims and c.dims <= gs)
         rs = tuple(r for r, u in zip(results, used, strict=True) if u and u <= gs)
-        total *= _image(tuple(g), gc, rs) if rs else min(_count(tuple(g), gc), 1)
+        if not rs:
+            total *= min(_count(tuple(g), gc), 1)
+        elif gs <= {r.position for r in rs if isinstance(r, AffineDimExpr)}:
+            total *= _count(tuple(g), gc)  # every dim read off one result: one element per point
+        else:
+            total *= _image(tuple(g), gc, rs)
         if total == 0:
             return 0
     return total
 
 
-def tensor_elements(node: NodeOp, tensor: str, write: bool) -> int:
+def tensor_elements(node: NodeOp, tensor: str, write: bool, traced: bool = False) -> int:
     """Distinct elements of `tensor` the node reads (or writes): the union of its direct accesses'
     images; an indirect access counts the fewest it can touch over all index values (the distinct
-    positions of its affine dims, 1 per loaded one), the rule of `costs.py` with indirect="min"."""
+    positions of its affine dims, 1 per loaded one), the rule of `costs.py` with indirect="min";
+    with `traced`, at least what the traced sample touched where `traced_elements` applies (the
+    rule with indirect="traced")."""
     acc = [a for a in accesses(node) if a.tensor == tensor and a.write == write]
+    return _footprint_of(node, acc, traced).elements if acc else 0
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What a node moves of one tensor in one direction: distinct elements (`tensor_elements`),
+    whether an access is indirect, and whether the traced sample's footprint counted it."""
+
+    tensor: str
+    write: bool
+    elements: int
+    indirect: bool
+    traced: bool
+
+
+def footprints(node: NodeOp, traced: bool = False) -> list[Footprint]:
+    """The node's reads per tensor in the statement's order (`read_tensors`), then its write: what
+    it moves if it runs alone (unfused); `traced` as in `tensor_elements`."""
+    acc = accesses(node)
+    keys = [(t, False) for t in read_tensors(node)] + [(node.output_name, True)]
+    return [_footprint_of(node, [a for a in acc if a.tensor == t and a.write == w], traced) for t, w in keys]
+
+
+def _footprint_of(node: NodeOp, acc: list[Access], traced: bool) -> Footprint:
+    """The footprint of `acc`, accesses of one tensor in one direction (at least one)."""
+    best, by_trace = 0, False
+    for a in acc:
+        if traced and a.indirect:  # a scatter's accumulator read is traced with its write
+            t = traced_elements(node, a.tensor, a.write or a.kind == "accumulator")
+            if t is not None:
+                best, by_trace = max(best, t), True
+    return Footprint(acc[0].tensor, acc[0].write, max(best, _min_elements(node, acc)),
+                     any(a.indirect for a in acc), by_trace)
+
+
+def _min_elements(node: NodeOp, acc: list[Access]) -> int:
     direct = list(dict.fromkeys(a.map.results for a in acc if not a.indirect))
     best = 0
     if len(direct) == 1:
@@ -331,6 +378,67 @@ def tensor_elements(node: NodeOp, tensor: str, write: bool) -> int:
             affine = [r for r in a.map.results if not isinstance(r, AffineSymExpr)]
             best = max(best, image_count(node, affine))
     return best
+
+
+def gather_count(node: NodeOp, tensor: str) -> int:
+    """How many gathers of `tensor` the node's body has as an expression tree (a gather its SSA
+    value reaches twice counts twice): the reads of `tensor` the traced sample counted."""
+    memo: dict[SSAValue, int] = {}
+
+    def count(v: SSAValue) -> int:
+        if v not in memo:
+            o = v.owner
+            if isinstance(v, BlockArgument) or not isinstance(o, Operation):
+                memo[v] = 0
+            else:
+                own = isinstance(o, GatherOp) and o.tensor_name == tensor
+                memo[v] = own + sum(count(x) for x in o.operands)
+        return memo[v]
+
+    y = _yield(node)
+    return sum(count(v) for v in (y.stored, *y.dyn_indices))
+
+
+def traced_elements(node: NodeOp, tensor: str, write: bool) -> int | None:
+    """The distinct elements of `tensor` the traced sample touched through the node's gathers (its
+    scatter when `write`), from the node's `traced` records: only while the node keeps the domain
+    (`points`) and the number of such accesses the trace was taken on; else None (a rewrite made
+    it stale: the fewest over all index values applies)."""
+    if node.traced is None:
+        return None
+    n = int(bool(node.dynamic_positions) and node.output_name == tensor) if write else \
+        gather_count(node, tensor)
+    for a in node.traced.data:
+        t = a.traced
+        if t.tensor == tensor and t.write == write:
+            return t.elements if n and (t.points, t.accesses) == (points(node), n) else None
+    return None
+
+
+def read_tensors(node: NodeOp) -> list[str]:
+    """The tensors the node's body reads, in the order its expression tree first reads them (value
+    then dynamic output indices, each op before its operands): the order of the statement as
+    written; the accumulator, when read, follows."""
+    inputs = node.input_names
+    seen: set[SSAValue] = set()
+    out: dict[str, None] = {}
+    stack = list(reversed((_yield(node).stored, *_yield(node).dyn_indices)))
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if isinstance(v, BlockArgument):
+            out.setdefault(inputs[v.index])
+            continue
+        o = v.owner
+        assert isinstance(o, Operation)
+        if isinstance(o, GatherOp):
+            out.setdefault(o.tensor_name)
+        stack.extend(reversed(o.operands))
+    if node.reduce.data != "none" and node.init is None:
+        out.setdefault(node.output_name)
+    return list(out)
 
 
 def tensor_bytes(node: NodeOp, tensor: str, write: bool) -> int:
@@ -544,8 +652,10 @@ def node_counts(node: NodeOp) -> NodeCounts:
     else:
         fm, fv = 0, (n_ops + accumulates) * pts
         unit = "vector" if n_ops or accumulates else "memory"
-    return NodeCounts(pts, unit, fm, fv, n_tr * pts, op_counts(node),
-                      any(k.data == "sequential" for k in node.get_iterator_types().data), is_indirect(node))
+    ops = body_ops(node)  # once: the per-point kinds, and whether it gathers (`is_indirect`)
+    indirect = bool(node.dynamic_positions) or any(isinstance(o, GatherOp) for o in ops)
+    return NodeCounts(pts, unit, fm, fv, n_tr * pts, Counter(op_kind(o) for o in ops),
+                      any(k.data == "sequential" for k in node.get_iterator_types().data), indirect)
 
 
 # ---- linear forms, domain groups and access relations (io_bounds, tiling, polyhedral) ---------------
