@@ -1,7 +1,10 @@
 """`roofline`: speed-of-light bounds of the module's programs on one or more hardware targets.
 
-Analysis only: the IR is unchanged except for the report record `solar.report` (schema
-`solar-report/1`, built by `analysis/summary.py`), which the `report` and `json` targets print.
+Analysis only: the IR is unchanged. The report (schema `solar-report/1`, built by
+`analysis/summary.py`) is a result, not IR: the pass registers it with the analysis manager
+(`summary.register_report`) and the `report` and `json` targets, `--plot` and `--measured` ask for it;
+a module printed as MLIR carries none of it (`annotate-costs` is the pass that writes figures into
+the IR, per node).
 Costs are those of the module's programs as the analyses read them (`analysis/program.py`: the einsum
 graphs after `lift-einsum`, else the kernels): the needed work when `narrow-needed` ran first; the
 program as written (`solar.as_written`) is priced beside it. `cache-size` (bytes, e.g. 64MB or
@@ -41,13 +44,14 @@ from solar_compiler.analysis.summary import (
     as_written_record,
     build_report,
     module_validation,
+    register_report,
     with_eager_unfused,
 )
 from solar_compiler.analysis.unfused import UnfusedKernel, unfused_kernels
 from solar_compiler.errors import PassError
 from solar_compiler.hw import PRECISIONS, parse_hw_list
 from solar_compiler.options import parse_latency, parse_size
-from solar_compiler.records import program_info, store_report
+from solar_compiler.records import program_info
 
 
 def parse_fidelity(text: str) -> tuple[str, ...]:
@@ -117,7 +121,7 @@ class RooflinePass(ModulePass):
         report["algorithms"] = algorithms
         report["rewrites"] = [r.row() for r in rewrites]
         report["classical"] = {"bounds": classical["bounds"], "totals": classical["totals"]}
-        store_report(op, report)
+        register_report(op, report)
 
     def _eager_unfused(self, op: ModuleOp, priced: ModuleOp, rewrites: list[Rewrite], report: dict,
                        args: dict) -> dict:

@@ -421,9 +421,9 @@ class SolarOptMain(xDSLOptMain):
         text = super().output_resulting_program(prog)
         if getattr(self.args, "measured", None):
             from solar_compiler.analysis.measured import violations
-            from solar_compiler.records import load_report
+            from solar_compiler.analysis.summary import module_report
 
-            report = load_report(prog)
+            report = module_report(prog)
             if report is not None:
                 self.below_bound = [*self.below_bound, *violations(report.get("measured"))]
         if self.args.target == "json":  # for run_pipeline's caller (solar-bench)

@@ -9,8 +9,9 @@ failure deep in a pass. The records:
   validation record, the ops whose work depends on input values, notes, and the outputs that
   alias another tensor (no work).
 * `ChainsRecord` (`solar.chains`): what `reorder-chains` did to each contraction tree.
-* the roofline report (`solar.report`, schema `solar-report/1`): a plain nested dict, stored with
-  `data_to_attr` and read with `attr_to_data`.
+
+The roofline report is not a record: it is a result the `roofline` pass registers with the analysis
+manager (`analysis/summary.register_report`), never stored in the module.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from xdsl.ir import Attribute
 from solar_compiler.errors import SolarError
 
 PROGRAM_ATTR = "solar.program"
-REPORT_ATTR = "solar.report"
 CHAINS_ATTR = "solar.chains"
 
 
@@ -147,7 +147,7 @@ class Record:
                              f"{', '.join(sorted(names))}")
         try:
             return cls(**data)
-        except TypeError as e:
+        except (TypeError, SolarError) as e:
             raise SolarError(f"module attribute {cls.ATTR}: {e}") from None
 
     def store(self, module: ModuleOp) -> None:
@@ -159,40 +159,169 @@ class Record:
         return None if attr is None else cls.from_attr(attr)
 
 
+# ---- typed parts of the records: frozen, with to_json() / from_json() ------------------------------------
+def _plain(value: Any) -> Any:
+    """A record field as JSON data: tuples (frozen sequences) become lists, at any depth."""
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _frozen(value: Any) -> Any:
+    """JSON data as a frozen field value: lists become tuples, at any depth."""
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _exact_fields(cls: type, data: Any, what: str) -> dict[str, Any]:
+    """`data`'s fields for `cls`: a dictionary with exactly the dataclass's field names."""
+    names = [f.name for f in fields(cls)]
+    if not isinstance(data, dict) or set(data) != set(names):
+        got = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise SolarError(f"{what}: expected the keys {', '.join(names)}; got {got}")
+    return {k: _frozen(data[k]) for k in names}
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A program output that aliases an input, a weight or another output and so costs nothing (the
+    torch frontend's `Alias.record`): its position among the outputs, its name, the tensor it is
+    (`of`, whose `role` that is) and `how` (a view, the same tensor returned twice)."""
+
+    position: int
+    output: str
+    of: str
+    role: str
+    how: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Alias:
+        return cls(**_exact_fields(cls, data, "alias record"))
+
+
+@dataclass(frozen=True)
+class ChainTree:
+    """One contraction tree as `reorder-chains` recorded it (`analysis/chain_order.ChainPlan.row`):
+    its nodes, the order as written and the best one found with their figures, whether the best
+    order was applied and the nodes it made. The report's `chains.trees[]` rows, key for key."""
+
+    kernel: str
+    root: str
+    output: str
+    nodes: tuple[str, ...]
+    locs: tuple[Any, ...]
+    equation: str
+    order_as_written: str
+    flops_as_written: int
+    bytes_as_written: int
+    order_best: str | None
+    path_best: tuple[tuple[int, ...], ...] | None
+    optimizer: str | None
+    flops_best: int | None
+    bytes_best: int | None
+    ratio: float | None
+    better: bool
+    applied: bool
+    nodes_best: tuple[str, ...]
+    note: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> ChainTree:
+        return cls(**_exact_fields(cls, data, "contraction tree record"))
+
+
+# the keys every frontend's validation record has (the report's `validation` always shows them)
+VALIDATION_KEYS = ("validated", "frontend", "max_rel_err", "samples")
+
+
+@dataclass(frozen=True)
+class Validation:
+    """How far a frontend checked its translation by executing it (docs/torch-frontend.md): whether
+    it was validated, by which frontend, the worst relative error and the number of samples, which
+    every record has; `details` are the frontend's further fields in its order (`method`, `sizes`,
+    `elements_checked`, `mode`, `reason`, ...: they differ by frontend and validation method), each a
+    (key, JSON value) pair."""
+
+    validated: bool
+    frontend: str
+    max_rel_err: float | None
+    samples: int
+    details: tuple[tuple[str, Any], ...] = ()
+
+    def detail(self, key: str, default: Any = None) -> Any:
+        return next((_plain(v) for k, v in self.details if k == key), default)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"validated": self.validated, "frontend": self.frontend, "max_rel_err": self.max_rel_err,
+                "samples": self.samples, **{k: _plain(v) for k, v in self.details}}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Validation:
+        if not isinstance(data, dict):
+            raise SolarError(f"validation record: expected a dictionary, got {type(data).__name__}")
+        missing = [k for k in VALIDATION_KEYS if k not in data]
+        if missing:
+            raise SolarError(f"validation record misses {', '.join(missing)}")
+        if not isinstance(data["validated"], bool):
+            raise SolarError(f"validation record: 'validated' is {data['validated']!r}, not true or false")
+        return cls(data["validated"], data["frontend"], data["max_rel_err"], data["samples"],
+                   tuple((k, _frozen(v)) for k, v in data.items() if k not in VALIDATION_KEYS))
+
+
 @dataclass
 class ProgramInfo(Record):
     """What the input tells later passes: where the program came from and how far its translation
-    was checked (`validation`: the frontend's record, keys `validated`, `frontend`, `max_rel_err`,
-    `samples`, `sizes`, ...; see docs/torch-frontend.md)."""
+    was checked (`validation`, see `Validation`). A frontend's plain records (dictionaries) are typed
+    on construction, so a malformed one fails where it is made, naming what is wrong."""
 
     ATTR: ClassVar[str] = PROGRAM_ATTR
     source: str
     frontend: str | None = None
-    validation: dict[str, Any] | None = None
+    validation: Validation | None = None
     value_dependent: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    # program outputs that alias an input, a weight or another output and so cost nothing:
-    # {"position", "output", "of", "role", "how"} (the torch frontend's `Alias.record`); stored only
-    # when there are some
-    aliases: list[dict[str, Any]] = field(default_factory=list)
+    # program outputs that alias an input, a weight or another output and so cost nothing; stored
+    # only when there are some
+    aliases: tuple[Alias, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.validation is not None and not isinstance(self.validation, Validation):
+            self.validation = Validation.from_json(self.validation)
+        self.aliases = tuple(a if isinstance(a, Alias) else Alias.from_json(a) for a in self.aliases)
 
     def to_attr(self) -> DictionaryAttr:
-        data = asdict(self)
-        if not data["aliases"]:
-            del data["aliases"]
+        data: dict[str, Any] = {"source": self.source, "frontend": self.frontend,
+                                "validation": None if self.validation is None else self.validation.to_json(),
+                                "value_dependent": self.value_dependent, "notes": self.notes}
+        if self.aliases:
+            data["aliases"] = [a.to_json() for a in self.aliases]
         return data_to_attr(data)  # type: ignore[return-value]
 
 
 @dataclass
 class ChainsRecord(Record):
-    """Left by `reorder-chains`: one row per contraction tree (`analysis/chain_order.ChainPlan.row`:
-    figures as written and in the best order, whether it was applied) and the execution check of
-    the rewritten graph (`analysis/chain_check.validate_reorder`; None when nothing was rewritten)."""
+    """Left by `reorder-chains`: one `ChainTree` per contraction tree (figures as written and in the
+    best order, whether it was applied) and the execution check of the rewritten graph
+    (`analysis/chain_check.validate_reorder`; None when nothing was rewritten)."""
 
     ATTR: ClassVar[str] = CHAINS_ATTR
     applied: bool
-    trees: list[dict[str, Any]] = field(default_factory=list)
+    trees: tuple[ChainTree, ...] = ()
     validation: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.trees = tuple(t if isinstance(t, ChainTree) else ChainTree.from_json(t) for t in self.trees)
+
+    def to_attr(self) -> DictionaryAttr:
+        return data_to_attr({"applied": self.applied, "trees": [t.to_json() for t in self.trees],
+                             "validation": self.validation})  # type: ignore[return-value]
 
 
 def program_info(module: ModuleOp) -> ProgramInfo:
@@ -200,11 +329,3 @@ def program_info(module: ModuleOp) -> ProgramInfo:
     info = ProgramInfo.load(module)
     return info if info is not None else ProgramInfo("<module>")
 
-
-def store_report(module: ModuleOp, report: dict[str, Any]) -> None:
-    module.attributes[REPORT_ATTR] = data_to_attr(report)
-
-
-def load_report(module: ModuleOp) -> dict[str, Any] | None:
-    attr = module.attributes.get(REPORT_ATTR)
-    return None if attr is None else attr_to_data(attr)

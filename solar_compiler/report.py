@@ -1,6 +1,8 @@
 """Rendering of roofline reports: the `report` (text) and `json` output targets, over the
-`solar-report/1` data the `roofline` pass leaves on the module (`records.REPORT_ATTR`; built by
-`analysis/summary.py`, whose docstring describes every field). Nothing here computes a figure.
+`solar-report/1` data the `roofline` pass registers with the analysis manager for the module
+(`summary.register_report`; built by `analysis/summary.py`, whose docstring describes every field).
+The report is a result, never IR: nothing here reads it from a module attribute, and nothing here
+computes a figure.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.target import Target
 
+from solar_compiler.analysis.summary import module_report as registered_report
 from solar_compiler.errors import SolarError
-from solar_compiler.records import load_report
 from solar_compiler.render.fit import Col, Fit
 from solar_compiler.render.fmt import fmt_pct, fmt_rate, fmt_time
 
@@ -25,10 +27,10 @@ __all__ = ["JsonReportTarget", "TextReportTarget", "fmt_rate", "fmt_time", "modu
 # ---- reading back ---------------------------------------------------------------------------------
 
 def module_report(module: ModuleOp) -> dict[str, Any]:
-    report = load_report(module)
+    report = registered_report(module)
     if report is None:
-        raise SolarError("no roofline report on the module: run the roofline pass first "
-                         "(--roofline=all or -p roofline)")
+        raise SolarError("no roofline report for the module: run the roofline pass first, in the same "
+                         "pipeline, after the last pass that changes the IR (--roofline=all or -p roofline)")
     return report
 
 

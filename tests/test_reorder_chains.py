@@ -198,7 +198,7 @@ def test_written_order_already_best_is_left_alone():
     m1, m2 = lifted(text), reordered(text)
     assert graphs_text(m1) == graphs_text(m2)
     rec = ChainsRecord.load(m2)
-    assert rec.applied and rec.validation is None and rec.trees[0]["better"] is False
+    assert rec.applied and rec.validation is None and rec.trees[0].better is False
 
 
 def test_ties_are_not_rewritten():
@@ -264,7 +264,7 @@ def test_rewrite_declares_erases_and_the_costs_follow():
     assert sum(o.flops for o in costs.ops) == 524_288                     # every later analysis sees it
     rec = ChainsRecord.load(m)
     assert rec.validation["validated"] and rec.validation["how"] == "whole program"
-    assert rec.validation["max_rel_err"] < 1e-12 and rec.trees[0]["nodes_best"] == ["S3_r0", "S3"]
+    assert rec.validation["max_rel_err"] < 1e-12 and rec.trees[0].nodes_best == ("S3_r0", "S3")
 
 
 def test_rewritten_module_round_trips_through_mlir(capsys, tmp_path):
@@ -546,14 +546,14 @@ def test_example_changes_only_where_a_better_order_exists(name, translations):
     before, flops = graphs_text(m), _total_flops(m)
     ReorderChainsPass().apply(CTX, m)
     rec = ChainsRecord.load(m)
-    better = [r for r in rec.trees if r["better"]]
+    better = [r for r in rec.trees if r.better]
     assert (name in IMPROVED) == bool(better)
     if not better:
         assert graphs_text(m) == before and rec.validation is None
         return
-    assert all(r["applied"] and r["flops_best"] < r["flops_as_written"] for r in better)
-    assert not any(r["applied"] for r in rec.trees if not r["better"])
+    assert all(r.applied and r.flops_best < r.flops_as_written for r in better)
+    assert not any(r.applied for r in rec.trees if not r.better)
     # the figures the report claims are those of the rewritten graph
-    assert _total_flops(m) == flops - sum(r["flops_as_written"] - r["flops_best"] for r in better)
+    assert _total_flops(m) == flops - sum(r.flops_as_written - r.flops_best for r in better)
     assert rec.validation["validated"], rec.validation
     assert rec.validation["max_rel_err"] <= 1e-10

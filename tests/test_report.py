@@ -10,11 +10,11 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from solar_compiler.analysis.costs import Access, GraphCosts, OpCost
-from solar_compiler.analysis.summary import build_report, module_validation
+from solar_compiler.analysis.summary import build_report, module_validation, register_report
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import parse_hw_list
 from solar_compiler.passes.roofline import RooflinePass, parse_fidelity
-from solar_compiler.records import ProgramInfo, store_report
+from solar_compiler.records import ProgramInfo
 from solar_compiler.report import JsonReportTarget, TextReportTarget, fmt_time
 
 N = 4096
@@ -47,7 +47,7 @@ def module_with(r: dict | None, info: ProgramInfo | None = None) -> ModuleOp:
     if info is not None:
         info.store(m)
     if r is not None:
-        store_report(m, r)
+        register_report(m, r)
     return m
 
 

@@ -14,9 +14,9 @@ import pytest
 from xdsl.context import Context
 
 from solar_compiler.analysis import costs
+from solar_compiler.analysis.summary import module_report
 from solar_compiler.loopir.convert import kernels_to_module
 from solar_compiler.passes import all_passes
-from solar_compiler.records import load_report
 from solar_compiler.text.parser import parse_kernel
 
 TEXT = """kernel k(x: f32[64, 32] input, w: f32[32, 32] weight, y: f32[64, 64] output,
@@ -53,7 +53,7 @@ def _roofline(monkeypatch: pytest.MonkeyPatch, algorithms: str) -> tuple[dict, i
     passes = all_passes()
     passes["lift-einsum"]()().apply(Context(), module)
     passes["roofline"]()(fidelity="all", hw="H100_SXM", algorithms=algorithms).apply(Context(), module)
-    report = load_report(module)
+    report = module_report(module)
     assert report is not None
     return report, len(counted)
 

@@ -28,12 +28,12 @@ from passes.roofline import RooflinePass
 from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.costs import GraphCosts, graph_costs
 from solar_compiler.analysis.manager import invalidate_analyses
+from solar_compiler.analysis.summary import module_report
 from solar_compiler.analysis.vector_work import literal_ops
 from solar_compiler.dialects.einsum import GraphOp, NodeOp
 from solar_compiler.loopir.ast import Kernel
 from solar_compiler.loopir.convert import kernels_to_module
 from solar_compiler.loopir.graph_convert import graph_to_kernel, lift_kernel
-from solar_compiler.records import load_report
 from solar_compiler.text.parser import parse_kernels
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,7 +167,7 @@ def _matmul_module() -> ModuleOp:
 def _report(module: ModuleOp) -> dict:
     invalidate_analyses(module)
     RooflinePass(hw="H100_SXM").apply(Context(), module)
-    r = load_report(module)
+    r = module_report(module)
     assert r is not None
     return r
 

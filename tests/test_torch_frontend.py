@@ -168,7 +168,7 @@ def test_translate_pass_sets_the_module_attributes(tmp_path, cache):
     info = ProgramInfo.load(module)
     assert info.frontend == "torch"
     v = info.validation
-    assert (v["validated"], v["frontend"], v["samples"], v["sizes"]) == (True, "torch-export", 3, "full")
+    assert (v.validated, v.frontend, v.samples, v.detail("sizes")) == (True, "torch-export", 3, "full")
     assert info.value_dependent == []
     (k,) = module_kernels(module)
     assert k.name == "tiny" and [t.role for t in k.tensors] == ["input", "local", "output"]

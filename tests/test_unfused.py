@@ -19,7 +19,7 @@ from solar_compiler.analysis.bounds import graph_bounds
 from solar_compiler.analysis.costs import kernel_costs
 from solar_compiler.analysis.narrowing import narrow
 from solar_compiler.analysis.program import program_from_kernel
-from solar_compiler.analysis.summary import build_report, module_validation
+from solar_compiler.analysis.summary import build_report, module_report, module_validation
 from solar_compiler.analysis.unfused import source_kernels
 from solar_compiler.driver import main
 from solar_compiler.errors import SolarError
@@ -29,7 +29,7 @@ from solar_compiler.loopir.convert import kernels_to_module, module_kernels
 from solar_compiler.passes.narrow_needed import NarrowNeededPass
 from solar_compiler.passes.roofline import RooflinePass
 from solar_compiler.passes.translate import stamp_origins
-from solar_compiler.records import ProgramInfo, load_report
+from solar_compiler.records import ProgramInfo
 from solar_compiler.report import render_text
 from solar_compiler.text.parser import parse_kernel
 
@@ -296,7 +296,7 @@ def test_loop_record_prices_groups_and_survives_narrow_needed():
     NarrowNeededPass().apply(Context(), m)
     assert origin_runs(module_kernels(m)[0]) == [("max", 0, 2), ("exp-sum", 2, 3), ("div", 5, 1)]
     RooflinePass(fidelity="all").apply(Context(), m)
-    r = load_report(m)
+    r = module_report(m)
     x, y, row = 8 * 16 * 4, 8 * 16 * 4, 8 * 4
     # (the statements of softmax.loop carry no source position, so a kernel is named by its op alone)
     assert [(k["name"], k["bytes"]) for k in r["kernels_unfused"]] == [
@@ -366,7 +366,7 @@ def test_roofline_pass_on_a_loaded_module_without_record_is_per_node():
     m = kernels_to_module([parse_kernel(SOFTMAX, "k.loop")])
     ProgramInfo("k.loop").store(m)
     RooflinePass(fidelity="unfused").apply(Context(), m)
-    r = load_report(m)
+    r = module_report(m)
     assert [k["name"] for k in r["kernels_unfused"]] == [o["name"] for o in r["ops"]]
     assert [k["bytes"] for k in r["kernels_unfused"]] == [o["bytes"] for o in r["ops"]]
     assert all(k["op"] is None for k in r["kernels_unfused"])

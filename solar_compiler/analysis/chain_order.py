@@ -413,7 +413,7 @@ def chains_section(module: ModuleOp) -> dict[str, Any]:
     of the module as it is, priced but not applied."""
     rec = ChainsRecord.load(module)
     if rec is not None:
-        return {"applied": True, "trees": rec.trees, "validation": rec.validation}
+        return {"applied": True, "trees": [t.to_json() for t in rec.trees], "validation": rec.validation}
     return {"applied": False, "trees": [p.row(False) for p in module_chain_plans(module) if listed(p)],
             "validation": None}
 

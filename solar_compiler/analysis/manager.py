@@ -11,18 +11,25 @@ kernels from loop ASTs, `lift-einsum` builds graphs from them) offers that resul
 ops (converting a large network's IR back costs seconds). A seed is only a proposal: the `solar-opt`
 driver adopts it (`renew_analyses`) right after the pass that made it, before any other pass can
 change the IR; anything else (an invalidation, another pipeline) drops it unused.
+
+Some results are not a function of the module alone: the roofline report depends on the pass's
+options (targets, fidelities, cache size). The pass that computes one registers it
+(`register_result(module, key, value)`) and whoever needs it afterwards (the `report` and `json`
+targets, the driver's `--plot` and `--measured`) asks for it (`registered_result`). It lives with the
+other results, not in the IR: it is dropped with them when a pass changes the IR, and the module
+printed as MLIR carries none of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
 from xdsl.dialects.builtin import ModuleOp
 
 T = TypeVar("T")
-_RESULTS: WeakKeyDictionary[ModuleOp, dict[Callable, object]] = WeakKeyDictionary()
+_RESULTS: WeakKeyDictionary[ModuleOp, dict[Hashable, object]] = WeakKeyDictionary()
 _SEEDS: WeakKeyDictionary[ModuleOp, dict[Callable, object]] = WeakKeyDictionary()
 
 
@@ -31,6 +38,18 @@ def get_analysis(module: ModuleOp, fn: Callable[[ModuleOp], T]) -> T:
     if fn not in cache:
         cache[fn] = fn(module)
     return cache[fn]  # type: ignore[return-value]
+
+
+def register_result(module: ModuleOp, key: Hashable, value: object) -> None:
+    """Keep `value`, a result a pass computed from the module as it is now, under `key` (a name the
+    producer exports), until a pass changes the IR."""
+    _RESULTS.setdefault(module, {})[key] = value
+
+
+def registered_result(module: ModuleOp, key: Hashable) -> Any:
+    """The result registered under `key` for the module as it is now; None when no pass registered
+    one since the IR last changed."""
+    return _RESULTS.get(module, {}).get(key)
 
 
 def invalidate_analyses(module: ModuleOp) -> None:

@@ -53,6 +53,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.bounds import GraphBounds, graph_bounds, inverse_roofline
 from solar_compiler.analysis.costs import GraphCosts, program_costs
+from solar_compiler.analysis.manager import register_result, registered_result
 from solar_compiler.analysis.measured import Measured, measured_record
 from solar_compiler.analysis.modules import module_rows
 from solar_compiler.analysis.program import Program, program_of
@@ -60,21 +61,29 @@ from solar_compiler.analysis.unfused import UnfusedKernel, node_kernels, unfused
 from solar_compiler.dialects.solar import AsWrittenOp
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import HwTarget, Priced
-from solar_compiler.records import program_info
+from solar_compiler.records import Alias, program_info
 
 SCHEMA = "solar-report/1"
-VALIDATION_KEYS = ("validated", "frontend", "max_rel_err", "samples")
+# the key the `roofline` pass registers its report under with the analysis manager (a result, not IR)
+REPORT_RESULT = "roofline.report"
+
+
+def register_report(module: ModuleOp, report: dict[str, Any]) -> None:
+    """Keep `report` as the module's roofline report (`manager.register_result`) until the IR changes."""
+    register_result(module, REPORT_RESULT, report)
+
+
+def module_report(module: ModuleOp) -> dict[str, Any] | None:
+    """The roofline report a `roofline` pass registered for the module as it is now, else None."""
+    return registered_result(module, REPORT_RESULT)
 
 
 def module_validation(module: ModuleOp) -> dict[str, Any]:
     """The frontend's validation record, or an explicit "not validated" one."""
     info = program_info(module)
-    record = info.validation
-    if record is None:
+    if info.validation is None:
         return {"validated": False, "frontend": info.frontend or "unknown", "max_rel_err": None, "samples": 0}
-    missing = [k for k in VALIDATION_KEYS if k not in record]
-    if missing:
-        raise SolarError(f"module attribute solar.program: validation record misses {', '.join(missing)}")
+    record = info.validation.to_json()  # its four keys checked when the record was made
     if info.value_dependent:
         record = {**record, "value_dependent": fold_repeats(info.value_dependent)}
     if info.notes:
@@ -180,7 +189,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                  latency_s: float | None = None, kernels: Sequence[Program] | None = None,
                  cache_size: int | None = None, as_written: dict[str, dict] | None = None,
                  unfused: Sequence[Sequence[UnfusedKernel]] | None = None,
-                 aliases: Sequence[dict[str, Any]] = (), cache_state: str = "cold",
+                 aliases: Sequence[Alias] = (), cache_state: str = "cold",
                  indirect: str = "traced", measured: Measured | None = None,
                  chains: dict[str, Any] | None = None) -> dict[str, Any]:
     """The report dict (schema `solar-report/1`) for the given costs on every target. Cache-aware
@@ -254,7 +263,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
         "modules": module_rows(kernel_rows, [t.name for t in targets]),
         "phases": phase_rows(kernel_rows, [t.name for t in targets]),
         "hw": {t.name: _hw_record(t, graphs, precision) for t in targets},
-        "aliases": [dict(a) for a in aliases],
+        "aliases": [a.to_json() for a in aliases],
         "value_dependent": [{"op": r["name"], "loc": r["loc"],
                              "tensors": [a.tensor for a in (*o.reads, *o.writes) if a.indirect],
                              "traced": [a.tensor for a in (*o.reads, *o.writes) if a.traced]}
