@@ -13,6 +13,13 @@ from hypothesis import settings
 settings.register_profile("ci", database=None, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 
+# pytest-xdist's workers set COLUMNS=80 and LINES=24 (for their own terminal writer); the reports the
+# tests read would then be fitted to 80 columns, not to a pipe's 120 as in a serial run. A test that
+# wants a width sets it itself (monkeypatch, --width).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 
 @pytest.fixture(scope="session")
 def translation_cache(tmp_path_factory) -> Path:

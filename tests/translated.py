@@ -90,7 +90,7 @@ def _translate_shared(cache_dir: Path, missing: list[str]) -> dict[str, str | No
 
     opts = driver_options()
     locks = cache_dir / "locks"
-    locks.mkdir(exist_ok=True)
+    locks.mkdir(parents=True, exist_ok=True)
     errors: dict[str, str | None] = {}
     for blocking in (False, True):
         for p in [p for p in missing if p not in errors]:
