@@ -2,22 +2,25 @@
 such a kernel cannot avoid.
 
 A frontend that translates one source op (one eager kernel, e.g. one ATen op) into several
-statements says so on each statement: its `origin` (`loop.stmt`/`einsum.node` property; the AST's
-`Assign.origin`) numbers the op's instance. Consecutive statements with the same origin are one
-kernel of the unfused bound; a transform that splits or copies a statement (`narrow-needed`) keeps
-its origin, so the grouping survives it. A node whose statements (a folded init and its reduction)
-have two origins joins them into one kernel: a coarser kernel can only lower the bound. Statements
-without an origin (loop-text input) are one kernel per node, whose traffic is the node's own bytes
-(`costs.py`).
+statements says so on each: a node's `origin` (and its folded init's `init_origin`) numbers the op's
+instance. The kernels are read from the einsum nodes (`Program.node_ops`): a node is one or two
+statements (its folded init, then its main statement), numbered in node order, and consecutive
+statements with the same origin are one kernel of the unfused bound; a transform that splits or
+copies a node (`narrow-needed`) keeps its origin, so the grouping survives it. A node whose init
+and main statement have two origins joins them into one kernel: a coarser kernel can only lower the
+bound. Nodes without an origin (loop-text input) are one kernel each, whose traffic is the node's
+own bytes (`costs.py`).
 
 External traffic of a kernel G, tensor by tensor (distinct elements at the tensor's dtype, the
 union of footprints as `costs.distinct_elements` counts it):
-* reads: the reads of a tensor by those statements of G that no earlier statement of G wrote it
-  before (G did not produce it: it comes from DRAM), the accumulator of a reduction included;
-  inputs and weights always count. A read inside a scan loop of a tensor that G writes inside that
-  loop (`h[s - 1]` of an LSTM step, `y[i - 1]` of a scan) is not counted: an earlier step of G wrote
-  those elements (all but the first step's, which leaving out can only lower the bound); a read
-  of exactly the elements the statement writes is (its first step reads their value from before).
+* reads: the reads of a tensor (the body's block arguments and gathers, at their indexing maps)
+  by those statements of G that no earlier statement of G wrote it before (G did not produce it: it
+  comes from DRAM), the accumulator of a reduction included; inputs and weights always count. A
+  read inside a scan loop (a `sequential` iterator, the loop named by its `scopes` number) of a
+  tensor that G writes inside that loop (`h[s - 1]` of an LSTM step, `y[i - 1]` of a scan) is not
+  counted: an earlier step of G wrote those elements (all but the first step's, which leaving out
+  can only lower the bound); a read at the output map itself is (its first step reads their value
+  from before).
 * writes: the writes of a tensor by G when it is a graph output or a later kernel reads it
   externally (by the rule above); an intermediate produced and consumed inside G stays on chip.
 Both rules only drop traffic a kernel might avoid (a partial write still makes the tensor G's own),
