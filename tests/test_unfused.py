@@ -423,3 +423,49 @@ def test_module_validation_adds_the_frontends_value_dependent_ops():
     assert module_validation(m) == rec
     ProgramInfo("m.py", "torch", rec, ["aten.nonzero.default at m.py:9: why"]).store(m)
     assert module_validation(m) == {**rec, "value_dependent": ["aten.nonzero.default at m.py:9: why"]}
+
+
+SCAN = """\
+kernel cs(X: f32[4, 64] input, Y: f32[4, 64] output):
+    for b in range(4):
+        Y[b, 0] = X[b, 0]
+        for t in {loop}(1, 64):
+            Y[b, t] = Y[b, t - 1] + X[b, t]
+"""
+
+
+@pytest.mark.parametrize("loop, carried", [("scan", True), ("range", False)])
+def test_scan_carried_read_is_on_chip_by_the_nodes_sequential_loop(loop, carried):
+    """Two ops (the first column, the scan): the scan's read of Y[b, t - 1] was written by an earlier
+    step of its own kernel inside the `sequential` loop, so it is not DRAM traffic; the same read
+    under a `range` loop (no carried order) comes from memory: Y[b, 0..62], 4 * 63 f32 = 1008 B."""
+    k = parse_kernel(SCAN.format(loop=loop), "k.loop")
+    p = program_from_kernel(k)
+    assert [x.data for x in p.node_ops[1].get_iterator_types().data] == \
+        ["parallel", "sequential" if carried else "parallel"]
+    g = kernel_costs(k)
+    first, scan = _grouped(k, [{"op": "a", "loc": None, "first": 0, "count": 1},
+                               {"op": "b", "loc": None, "first": 1, "count": 1}], g)
+    assert [(a.tensor, a.bytes) for a in first.reads] == [("X", 16)]    # X[b, 0]: 4 f32
+    assert [(a.tensor, a.bytes) for a in first.writes] == [("Y", 16)]
+    assert [(a.tensor, a.bytes) for a in scan.reads] == \
+        ([] if carried else [("Y", 1008)]) + [("X", 1008)]            # X[b, 1..63]
+    assert [(a.tensor, a.bytes) for a in scan.writes] == [("Y", 1008)]  # Y[b, 1..63]
+
+
+def test_kernels_follow_the_origins_on_the_graph_nodes():
+    """The kernels are read from the nodes' `origin`s: giving the scan node the first node's origin
+    on the lifted graph makes one kernel, whose traffic is X read and Y written once (1024 B each)."""
+    k = parse_kernel(SCAN.format(loop="scan"), "k.loop")
+    stamp_origins([k], [{"op": "a", "loc": None, "first": 0, "count": 1},
+                        {"op": "b", "loc": None, "first": 1, "count": 1}])
+    p = program_from_kernel(k)
+    g = kernel_costs(k)
+    assert len(source_kernels(p, g)) == 2
+    first, scan = p.node_ops
+    assert first.origin is not None and scan.origin is not None
+    scan.origin = first.origin
+    (one,) = source_kernels(p, g)
+    assert (one.op, one.ops, one.stmts) == ("a", (0, 1), (0, 1))
+    assert [(a.tensor, a.bytes) for a in one.reads] == [("X", 1024)]
+    assert [(a.tensor, a.bytes) for a in one.writes] == [("Y", 1024)]

@@ -2,22 +2,25 @@
 such a kernel cannot avoid.
 
 A frontend that translates one source op (one eager kernel, e.g. one ATen op) into several
-statements says so on each statement: its `origin` (`loop.stmt`/`einsum.node` property; the AST's
-`Assign.origin`) numbers the op's instance. Consecutive statements with the same origin are one
-kernel of the unfused bound; a transform that splits or copies a statement (`narrow-needed`) keeps
-its origin, so the grouping survives it. A node whose statements (a folded init and its reduction)
-have two origins joins them into one kernel: a coarser kernel can only lower the bound. Statements
-without an origin (loop-text input) are one kernel per node, whose traffic is the node's own bytes
-(`costs.py`).
+statements says so on each: a node's `origin` (and its folded init's `init_origin`) numbers the op's
+instance. The kernels are read from the einsum nodes (`Program.node_ops`): a node is one or two
+statements (its folded init, then its main statement), numbered in node order, and consecutive
+statements with the same origin are one kernel of the unfused bound; a transform that splits or
+copies a node (`narrow-needed`) keeps its origin, so the grouping survives it. A node whose init
+and main statement have two origins joins them into one kernel: a coarser kernel can only lower the
+bound. Nodes without an origin (loop-text input) are one kernel each, whose traffic is the node's
+own bytes (`costs.py`).
 
 External traffic of a kernel G, tensor by tensor (distinct elements at the tensor's dtype, the
 union of footprints as `costs.distinct_elements` counts it):
-* reads: the reads of a tensor by those statements of G that no earlier statement of G wrote it
-  before (G did not produce it: it comes from DRAM), the accumulator of a reduction included;
-  inputs and weights always count. A read inside a scan loop of a tensor that G writes inside that
-  loop (`h[s - 1]` of an LSTM step, `y[i - 1]` of a scan) is not counted: an earlier step of G wrote
-  those elements (all but the first step's, which leaving out can only lower the bound); a read
-  of exactly the elements the statement writes is (its first step reads their value from before).
+* reads: the reads of a tensor (the body's block arguments and gathers, at their indexing maps)
+  by those statements of G that no earlier statement of G wrote it before (G did not produce it: it
+  comes from DRAM), the accumulator of a reduction included; inputs and weights always count. A
+  read inside a scan loop (a `sequential` iterator, the loop named by its `scopes` number) of a
+  tensor that G writes inside that loop (`h[s - 1]` of an LSTM step, `y[i - 1]` of a scan) is not
+  counted: an earlier step of G wrote those elements (all but the first step's, which leaving out
+  can only lower the bound); a read at the output map itself is (its first step reads their value
+  from before).
 * writes: the writes of a tensor by G when it is a graph output or a later kernel reads it
   externally (by the rule above); an intermediate produced and consumed inside G stays on chip.
 Both rules only drop traffic a kernel might avoid (a partial write still makes the tensor G's own),
@@ -30,12 +33,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solar_compiler.analysis.costs import Access, GraphCosts, Site, accesses, traced_elements
-from solar_compiler.analysis.polyhedral import domain_constraints, iteration_count
+from xdsl.dialects.builtin import FusedLoc
+from xdsl.ir import BlockArgument, SSAValue
+from xdsl.ir.affine import AffineMap
+
+from solar_compiler.analysis.costs import Access, GraphCosts, Site, accesses
+from solar_compiler.analysis.polyhedral import Constraint
 from solar_compiler.analysis.program import Program
+from solar_compiler.analysis.structured import points
+from solar_compiler.dialects.einsum import GatherOp, IndexOp, NodeOp, YieldOp
+from solar_compiler.dialects.loop import location_text, traced_of
 from solar_compiler.errors import SolarError
-from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Kernel, StmtContext, statements, stmt_reads
+from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.affine_map import from_map, from_set
+from solar_compiler.loopir.ast import Origin
 
 # op, loc, stmts, nodes, module, phase
 _Group = tuple[str, str | None, tuple[int, ...], tuple[int, ...], str | None, str | None]
@@ -66,7 +77,7 @@ def node_kernels(g: GraphCosts) -> list[UnfusedKernel]:
 
 
 def has_origins(p: Program) -> bool:
-    return any(c.stmt.origin is not None for n in p.nodes for c in n.stmts)
+    return any(n.origin is not None or n.init_origin is not None for n in p.node_ops)
 
 
 def unfused_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[UnfusedKernel]:
@@ -77,91 +88,227 @@ def unfused_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list
 
 
 # ---- grouping and traffic -----------------------------------------------------------------------------
+# A node runs as one or two statements ("slots"): its folded init (if any), then its main statement.
+# The slots, numbered in node order, are the statement indices an `UnfusedKernel` records.
+@dataclass(frozen=True)
+class _Slot:
+    node: int
+    init: bool
+
+
+def _slots(nodes: Sequence[NodeOp]) -> list[_Slot]:
+    return [s for i, n in enumerate(nodes)
+            for s in ((_Slot(i, True),) if n.init is not None else ()) + (_Slot(i, False),)]
+
+
+def _origin(n: NodeOp, init: bool) -> Origin | None:
+    a = n.init_origin if init else n.origin
+    return a.origin if a is not None else None
+
+
 def source_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[UnfusedKernel]:
-    """The unfused kernels of one costed program (`g` computed from `p`), one per run of statements
-    with the same origin; a statement without one is a kernel of its own."""
-    kernel = p.kernel
-    if g.kernel != kernel.name or [n.name for n in p.nodes] != [o.name for o in g.ops]:
-        raise SolarError(f"unfused kernels: costs of {g.kernel} do not belong to program {kernel.name}")
-    ctxs = [c for n in p.nodes for c in n.stmts]  # the program's own contexts, with their memos
-    if [c.index for c in ctxs] != list(range(len(ctxs))):
-        ctxs = statements(kernel)
+    """The unfused kernels of one costed program (`g` computed from `p`), one per run of its nodes'
+    statements (folded init, main) with the same origin; a statement without one is a kernel of
+    its own."""
+    if g.kernel != p.name or [n.name for n in p.nodes] != [o.name for o in g.ops]:
+        raise SolarError(f"unfused kernels: costs of {g.kernel} do not belong to program {p.name}")
+    nodes = p.node_ops
+    slots = _slots(nodes)
+    origins = [_origin(nodes[s.node], s.init) for s in slots]
     # runs of statements with the same origin id, in program order
     run_of: list[int] = []
-    for i, c in enumerate(ctxs):
-        o = c.stmt.origin
-        prev = ctxs[i - 1].stmt.origin if i else None
+    for i, o in enumerate(origins):
+        prev = origins[i - 1] if i else None
         same = i > 0 and o is not None and prev is not None and o.id == prev.id
         run_of.append(run_of[-1] if same else (run_of[-1] + 1 if run_of else 0))
     nruns = run_of[-1] + 1 if run_of else 0
-    # a node in two runs joins them (runs stay contiguous: nodes are consecutive statements)
+    # a node in two runs joins them (runs stay contiguous: a node's statements are consecutive)
     root = list(range(nruns))
-    for n in p.nodes:
-        rs = sorted({run_of[c.index] for c in n.stmts})
-        for r in range(rs[0] + 1, rs[-1] + 1):
-            root[r] = root[rs[0]]
+    for i, s in enumerate(slots):
+        if s.init:
+            root[run_of[i + 1]] = root[run_of[i]]
     members: dict[int, list[int]] = {}
     for r in range(nruns):
         members.setdefault(root[r], []).append(r)
-    of_node = {ni: root[run_of[n.main.index]] for ni, n in enumerate(p.nodes)}
     groups: list[_Group] = []
-    for r, runs in members.items():
-        stmts = tuple(i for i in range(len(ctxs)) if run_of[i] in runs)
-        origins = [ctxs[i].stmt.origin for i in stmts]
-        names = list(dict.fromkeys(o.op for o in origins if o is not None))
-        nodes = tuple(ni for ni in range(len(p.nodes)) if of_node[ni] == r)
+    for runs in members.values():
+        stmts = tuple(i for i in range(len(slots)) if run_of[i] in runs)
+        os_ = [origins[i] for i in stmts]
+        names = list(dict.fromkeys(o.op for o in os_ if o is not None))
+        ops = tuple(dict.fromkeys(slots[i].node for i in stmts if not slots[i].init))
         if not names:  # no origin: the node's own name
-            names = [p.nodes[nodes[0]].name] if nodes else ["?"]
-        locs = list(dict.fromkeys(ctxs[i].stmt.loc for i in stmts if ctxs[i].stmt.loc))
-        mods = list(dict.fromkeys(o.module for o in origins if o is not None and o.module))
-        phases = list(dict.fromkeys(o.phase for o in origins if o is not None and o.phase))
-        groups.append((" + ".join(names), locs[0] if locs else None, stmts, nodes, mods[0] if mods else None,
+            names = [p.nodes[ops[0]].name] if ops else ["?"]
+        locs = list(dict.fromkeys(x for i in stmts if (x := _loc(nodes[slots[i].node], slots[i].init))))
+        mods = list(dict.fromkeys(o.module for o in os_ if o is not None and o.module))
+        phases = list(dict.fromkeys(o.phase for o in os_ if o is not None and o.phase))
+        groups.append((" + ".join(names), locs[0] if locs else None, stmts, ops, mods[0] if mods else None,
                        phases[0] if phases else None))
-    return _with_traffic(kernel, ctxs, groups, indirect)
+    return _with_traffic(p, nodes, slots, groups, indirect)
 
 
-def _site(ctx: StmtContext, indices: Sequence[object], tensor: str | None = None, write: bool = False,
-          indirect: str = "traced") -> Site:
-    ivs, cons, _ = domain_constraints(ctx)
-    idx = tuple(i if isinstance(i, AffExpr) else None for i in indices)
-    traced = None
-    if tensor is not None and None in idx:
-        traced = traced_elements(ctx, tensor, write, iteration_count(ctx), indirect)
-    return Site(ivs, tuple(cons), idx, traced)
+def _loc(n: NodeOp, init: bool) -> str | None:
+    """The source position of the node's init (its fused location's first part) or main statement."""
+    loc = n.location
+    if isinstance(loc, FusedLoc) and len(loc.locations.data) == 2:
+        return location_text(loc.locations.data[0 if init else 1])
+    return location_text(loc)
 
 
-def _external_reads(kernel: Kernel, ctxs: Sequence[StmtContext], indirect: str) -> dict[str, list[Site]]:
-    """Read sites of tensors the statements `ctxs` (one kernel, in order) did not produce first:
+# ---- a statement's accesses, read from the node ---------------------------------------------------------
+Leaf = tuple[str, AffineMap, bool]  # tensor, map (symbols: loaded positions), indirect
+
+
+def _leaves(n: NodeOp) -> dict[Leaf, int]:
+    """The reads of the node's main statement, each with how often its value tree reads it: block
+    arguments at their indexing maps, gathers (then the reads in their indices), in the order a
+    walk of the stored value, then of the scatter's indices, meets them."""
+    maps = [m.data for m in n.get_indexing_maps().data]
+    names = n.input_names
+    memo: dict[SSAValue, dict[Leaf, int]] = {}
+
+    def of(v: SSAValue) -> dict[Leaf, int]:
+        if v in memo:
+            return memo[v]
+        out: dict[Leaf, int] = {}
+        if isinstance(v, BlockArgument):
+            out[(names[v.index], maps[v.index], False)] = 1
+        else:
+            o = v.owner
+            if isinstance(o, GatherOp):
+                out[(o.tensor_name, o.map.data, True)] = 1
+            if not isinstance(o, IndexOp):
+                for x in o.operands:
+                    for k, c in of(x).items():
+                        out[k] = out.get(k, 0) + c
+        memo[v] = out
+        return out
+
+    y = n.body.block.last_op
+    assert isinstance(y, YieldOp)
+    total: dict[Leaf, int] = {}
+    for v in (y.stored, *y.dyn_indices):
+        for k, c in of(v).items():
+            total[k] = total.get(k, 0) + c
+    return total
+
+
+class _Sites:
+    """Sites (`costs.Site`) of the statements of a program's nodes, by the node's domain: its loops'
+    bounds and steps, then its guards (the init: its outer loops and first guards)."""
+
+    def __init__(self, nodes: Sequence[NodeOp], indirect: str):
+        self.nodes = nodes
+        self.indirect = indirect
+        self._dom: dict[tuple[int, bool], tuple[tuple[str, ...], tuple[Constraint, ...]]] = {}
+        self._leaves: dict[int, dict[Leaf, int]] = {}
+
+    def domain(self, s: _Slot) -> tuple[tuple[str, ...], tuple[Constraint, ...]]:
+        key = (s.node, s.init)
+        if key not in self._dom:
+            n = self.nodes[s.node]
+            ivs = n.iv_names
+            if s.init:
+                nloops, _ = NodeOp.ints(n.init_depth)
+                nguards = len(NodeOp.ints(n.init_guard_scopes))
+            else:
+                nloops, nguards = len(ivs), len(NodeOp.ints(n.guard_scopes))
+            lbs, ubs = from_map(n.lower_bounds.data, ivs), from_map(n.upper_bounds.data, ivs)
+            cons: list[Constraint] = []
+            for d, st in zip(range(nloops), NodeOp.ints(n.steps), strict=False):
+                v = AffExpr.var(ivs[d])
+                for c in (AffCond.compare(v, ">=", lbs[d]), AffCond.compare(v, "<", ubs[d])):
+                    cons.append(Constraint(c, frozenset(c.vars())))
+                if st != 1:
+                    c = AffCond((v - lbs[d]) % st, "==")
+                    cons.append(Constraint(c, frozenset(c.vars())))
+            guards = from_set(n.guards.data, ivs)[:nguards] if n.guards is not None else ()
+            cons += [Constraint(c, frozenset(c.vars())) for c in guards]
+            self._dom[key] = (tuple(ivs[:nloops]), tuple(cons))
+        return self._dom[key]
+
+    def leaves(self, i: int) -> dict[Leaf, int]:
+        if i not in self._leaves:
+            self._leaves[i] = _leaves(self.nodes[i])
+        return self._leaves[i]
+
+    def site(self, s: _Slot, m: AffineMap, tensor: str, write: bool) -> Site:
+        """The site of an access of `tensor` at map `m` by statement `s`; a loaded position (a bare
+        symbol of the map) is None, and an indirect access takes the traced count when it applies."""
+        n = self.nodes[s.node]
+        ivs, cons = self.domain(s)
+        syms = [f"_s{k}" for k in range(m.num_symbols)]
+        idx = tuple(None if str(e) in syms else e for e in from_map(m, n.iv_names, syms))
+        traced = None
+        if None in idx and not s.init:
+            traced = self._traced(n, s.node, tensor, write)
+        return Site(ivs, cons, idx, traced)
+
+    def _traced(self, n: NodeOp, i: int, tensor: str, write: bool) -> int | None:
+        """The traced sample's distinct elements of `tensor` for the node's indirect reads (or its
+        scatter), while the node keeps the domain (points) and the accesses the trace was taken on."""
+        traced = traced_of(n.traced)
+        if self.indirect != "traced" or not traced:
+            return None
+        k = int(bool(n.dynamic_positions) and n.output_name == tensor) if write else \
+            sum(c for (t, _, ind), c in self.leaves(i).items() if ind and t == tensor)
+        for t in traced:
+            if t.tensor == tensor and t.write == write:
+                return t.elements if (t.points, t.accesses) == (points(n), k) and k else None
+        return None
+
+
+def _loops(n: NodeOp, s: _Slot) -> list[tuple[int, bool]]:
+    """(scope number, sequential) of the loops around statement `s` of node `n`."""
+    nloops = NodeOp.ints(n.init_depth)[0] if s.init else n.get_num_loops()
+    kinds = [k.data for k in n.get_iterator_types().data]
+    return [(sc, kinds[d] == "sequential") for d, sc in enumerate(NodeOp.ints(n.scopes)[:nloops])]
+
+
+def produced_in(written: set[str], tensor: str) -> bool:
+    """Whether an earlier statement of the kernel produced `tensor` (by name, in node order: with SSA
+    operands this becomes "the operand's owner is a node of the kernel")."""
+    return tensor in written
+
+
+def _external_reads(p: Program, sites: _Sites, slots: Sequence[_Slot]) -> dict[str, list[Site]]:
+    """Read sites of tensors the statements `slots` (one kernel, in order) did not produce first:
     a tensor an earlier statement of the kernel wrote, or that a statement of the kernel writes
-    inside a scan loop around the read (an earlier step wrote what the read sees), is on chip."""
-    roles = {t.name: t.role for t in kernel.tensors}
-    carried: dict[int, set[str]] = {}  # id(scan loop) -> tensors the kernel writes inside it
-    for c in ctxs:
-        for f in c.loops:
-            if f.sequential:
-                carried.setdefault(id(f), set()).add(c.stmt.target)
+    inside a scan loop (a `sequential` iterator) around the read (an earlier step wrote what the
+    read sees), is on chip."""
+    decls = p.graph.tensor_ops()
+    nodes = sites.nodes
+    carried: dict[int, set[str]] = {}  # scope number of a scan loop -> tensors the kernel writes in it
+    for s in slots:
+        for sc, seq in _loops(nodes[s.node], s):
+            if seq:
+                carried.setdefault(sc, set()).add(nodes[s.node].output_name)
     written: set[str] = set()
     out: dict[str, list[Site]] = {}
-    for c in ctxs:
-        s = c.stmt
-        own = set().union(*(carried[id(f)] for f in c.loops if f.sequential))
-        rd = [(r.tensor, r.indices, False) for r in stmt_reads(s)]
-        if s.kind != "=":
-            rd.append((s.target, s.indices, True))  # the accumulator's current value
-        for t, idx, acc in rd:
+    for s in slots:
+        n = nodes[s.node]
+        target, omap = n.output_name, n.get_indexing_maps().data[-1].data
+        own = set().union(*(carried[sc] for sc, seq in _loops(n, s) if seq))
+        rd: list[tuple[str, AffineMap, bool]] = []
+        if not s.init:
+            rd = [(t, m, False) for t, m, _ in sites.leaves(s.node)]
+            if n.reduce.data != "none":
+                rd.append((target, omap, True))  # the accumulator's current value
+        for t, m, acc in rd:
             # a read of the very elements the statement writes sees their value from before the
             # scan at its first step: external unless an earlier statement wrote them
-            carried_in = t in own and (t, tuple(idx)) != (s.target, tuple(s.indices))
-            if roles[t] in ("input", "weight") or not (t in written or carried_in):
-                out.setdefault(t, []).append(_site(c, idx, t, acc, indirect))
-        written.add(s.target)
+            same = acc or (t == target and m.num_symbols == 0 and omap.num_symbols == 0 and m == omap)
+            carried_in = t in own and not same
+            if decls[t].role.data in ("input", "weight") or not (produced_in(written, t) or carried_in):
+                out.setdefault(t, []).append(sites.site(s, m, t, acc))
+        written.add(target)
     return out
 
 
-def _with_traffic(kernel: Kernel, ctxs: Sequence[StmtContext],
+def _with_traffic(p: Program, nodes: Sequence[NodeOp], slots: Sequence[_Slot],
                   groups: Sequence[_Group], indirect: str) -> list[UnfusedKernel]:
-    reads = [_external_reads(kernel, [ctxs[i] for i in stmts], indirect) for _, _, stmts, _, _, _ in groups]
-    outputs = {t.name for t in kernel.tensors if t.role == "output"}
+    sites = _Sites(nodes, indirect)
+    reads = [_external_reads(p, sites, [slots[i] for i in stmts]) for _, _, stmts, _, _, _ in groups]
+    outputs = {name for name, t in p.graph.tensor_ops().items() if t.role.data == "output"}
     last_read: dict[str, int] = {}  # tensor -> the last kernel that reads it from memory
     for gi, r in enumerate(reads):
         for t in r:
@@ -170,10 +317,12 @@ def _with_traffic(kernel: Kernel, ctxs: Sequence[StmtContext],
     for gi, (op, loc, stmts, ops, module, phase) in enumerate(groups):
         wr: dict[str, list[Site]] = {}
         for i in stmts:
-            s = ctxs[i].stmt
-            if s.target in outputs or last_read.get(s.target, -1) > gi:  # a later kernel reads it
-                wr.setdefault(s.target, []).append(_site(ctxs[i], s.indices, s.target, True, indirect))
+            n = nodes[slots[i].node]
+            t = n.output_name
+            if t in outputs or last_read.get(t, -1) > gi:  # a later kernel reads it
+                omap = n.get_indexing_maps().data[-1].data
+                wr.setdefault(t, []).append(sites.site(slots[i], omap, t, True))
         name = f"{op} @ {loc}" if loc else op
-        out.append(UnfusedKernel(name, op, loc, ops, stmts, accesses(kernel, reads[gi]),
-                                 accesses(kernel, wr), module, phase))
+        out.append(UnfusedKernel(name, op, loc, ops, stmts, accesses(p.kernel, reads[gi]),
+                                 accesses(p.kernel, wr), module, phase))
     return out
