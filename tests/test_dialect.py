@@ -33,7 +33,7 @@ from solar_compiler.loopir.convert import kernels_to_module, module_kernels
 from solar_compiler.text.parser import parse_kernel, parse_kernels
 
 REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = sorted((REPO / "examples" / "loop").glob("*.loop"))
+EXAMPLES = sorted((REPO / "examples" / "loop").rglob("*.loop"))  # every bundled .loop program
 EVERYTHING = (REPO / "lit_tests/loop/everything.loop").read_text()  # every construct of the text form
 
 
@@ -51,7 +51,9 @@ def _print(op, generic: bool) -> str:
 
 
 def _examples() -> list[tuple[str, str]]:
-    return [(p.stem, p.read_text()) for p in EXAMPLES] + [("everything", EVERYTHING)]
+    loops = REPO / "examples" / "loop"
+    named = [(str(p.relative_to(loops).with_suffix("")), p.read_text()) for p in EXAMPLES]
+    return [*named, ("everything", EVERYTHING)]
 
 
 @pytest.mark.parametrize(("name", "text"), _examples(), ids=[n for n, _ in _examples()])
