@@ -1,13 +1,24 @@
 """The `loop` dialect: the Affine Loop IR as xDSL operations.
 
 A `loop.kernel` holds `loop.tensor` declarations and a body of `loop.for` / `loop.if` /
-`loop.stmt`. Loop variables, bounds, guards and indices are affine expressions over named
-induction variables (`#loop.aff<"2*p + r - 1">`), stored in canonical form so that islpy can build
-iteration domains and access relations directly (`solar_compiler.analysis.polyhedral`). A statement's
-region computes one scalar with the closed op set below and yields it; its `kind` says how it is
-stored (`=`, `+=`, `*=`, `max=`, `min=`): the reduction kind is explicit, never a load-add-store.
-"""
+`loop.stmt`. Bounds, guards and indices are builtin affine attributes over the enclosing loop
+variables, outermost first (the dimension d0 is the outermost `loop.for`'s `iv`): `loop.for` bounds
+and `loop.index` are one-result `AffineMapAttr`s, a statement's or read's indices one map with a
+result per tensor dimension, a `loop.if` guard an `AffineSetAttr`. Verifiers check that a map has as
+many dimensions as loops enclose its op, no symbols, and (bounds, tensor uses) the right number of
+results; the AST's named expressions (`loopir/affine.py`) convert both ways exactly
+(`loopir/affine_map.py`: floor division and modulo by constants exist on both sides), so islpy
+builds iteration domains and access relations from either (`solar_compiler.analysis.polyhedral`).
 
+What an affine map cannot hold keeps its own representation: an index loaded from a tensor (a gather
+or scatter) is an SSA operand of the read (or the statement's yield), its position listed in
+`dynamic` and the placeholder 0 in the map. The loop IR has no other non-affine index or bound (its
+AST's bounds, guards and indices are `AffExpr`s).
+
+A statement's region computes one scalar with the closed op set below and yields it; its `kind`
+says how it is stored (`=`, `+=`, `*=`, `max=`, `min=`): the reduction kind is explicit, never a
+load-add-store.
+"""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -15,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    AffineSetAttr,
     ArrayAttr,
     BFloat16Type,
     DenseArrayBase,
@@ -54,8 +67,9 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, NoTerminator, OpTrait
 from xdsl.utils.exceptions import VerifyException
 
-from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import DTYPES, FLOAT_DTYPES, REDUCTIONS, ROLES, LoopIRError, Origin, Traced
+from solar_compiler.loopir.affine import AffCond, AffExpr, AffineError
+from solar_compiler.loopir.affine_map import from_map, from_set, to_map, to_set
+from solar_compiler.loopir.ast import DTYPES, FLOAT_DTYPES, REDUCTIONS, ROLES, Origin, Traced
 from solar_compiler.loopir.rules import (
     RuleError,
     binary_result,
@@ -87,64 +101,54 @@ def type_dtype(t: Attribute) -> str:
     return _NAME_OF[t]
 
 
-@lru_cache(maxsize=65536)
-def _parse_aff(text: str) -> AffExpr:
-    from solar_compiler.text.parser import parse_affine
-
-    return parse_affine(text)
-
-
-@lru_cache(maxsize=65536)
-def _parse_conds(text: str) -> tuple[AffCond, ...]:
-    from solar_compiler.text.parser import parse_conds
-
-    return tuple(parse_conds(text))
-
-
 # ---- attributes ----------------------------------------------------------------------------------
-class _TextAttr(ParametrizedAttribute):
-    """An attribute holding one string in canonical text form, printed `#loop.x<"text">`."""
-
-    text: StringAttr
-
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            printer.print_string_literal(self.text.data)
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        with parser.in_angle_brackets():
-            return (StringAttr(parser.parse_str_literal()),)
+def _dims(dims: Sequence[str]) -> tuple[str, ...]:
+    return dims if isinstance(dims, tuple) else tuple(dims)
 
 
-@irdl_attr_definition
-class AffAttr(_TextAttr):
-    """`#loop.aff<"2*p + r - 1">`: an affine expression over induction-variable names."""
-
-    name = "loop.aff"
-
-    def __init__(self, expr: AffExpr | int | str):
-        super().__init__(StringAttr(str(AffExpr.of(expr)) if not isinstance(expr, str) else expr))
-
-    @property
-    def expr(self) -> AffExpr:
-        return _parse_aff(self.text.data)
-
-    def verify(self) -> None:
-        try:
-            e = self.expr
-        except LoopIRError as err:
-            raise VerifyException(f"bad affine expression '{self.text.data}': {err.message}") from None
-        if str(e) != self.text.data:
-            raise VerifyException(f"affine expression '{self.text.data}' is not canonical (write '{e}')")
-
-
-# Interned constructors: attributes are immutable values, and a large network's IR repeats the same
-# bounds, indices and steps thousands of times; building (and verifying) each once made translating
-# a cached KernelBench DenseNet201 to ops measurably faster.
+# Interned conversions: attributes are immutable values, and a large network's IR repeats the same
+# bounds and indices over the same loop variables thousands of times, so each map is built (and read
+# back into named expressions) once, as the text attributes were interned before them.
 @lru_cache(maxsize=1 << 16)
-def aff_attr(expr: AffExpr) -> AffAttr:
-    return AffAttr(expr)
+def _map_attr(exprs: tuple[AffExpr, ...], dims: tuple[str, ...]) -> AffineMapAttr:
+    return AffineMapAttr(to_map(exprs, dims))
+
+
+@lru_cache(maxsize=1 << 16)
+def _map_exprs(attr: AffineMapAttr, dims: tuple[str, ...]) -> tuple[AffExpr, ...]:
+    return from_map(attr.data, dims)
+
+
+def _unbound(exprs: Sequence[AffExpr], dims: Sequence[str], what: str) -> VerifyException:
+    free = sorted(set().union(*(e.vars() for e in exprs)) - set(dims))
+    return VerifyException(f"{what} uses '{free[0]}', which is not an enclosing loop variable")
+
+
+def map_attr(exprs: Sequence[AffExpr | int | str], dims: Sequence[str], what: str) -> AffineMapAttr:
+    """The affine map `(d0, ..., dn-1) -> (exprs)` whose dimensions are the loop variables `dims`
+    (outermost first); a variable that is not one of them is a verification error naming `what`."""
+    es = tuple(AffExpr.of(e) for e in exprs)
+    try:
+        return _map_attr(es, _dims(dims))
+    except AffineError:
+        raise _unbound(es, dims, what) from None
+
+
+def map_exprs(attr: AffineMapAttr, dims: Sequence[str]) -> tuple[AffExpr, ...]:
+    """The named expressions of a map over the loop variables `dims` (outermost first)."""
+    return _map_exprs(attr, _dims(dims))
+
+
+def set_attr(conds: Sequence[AffCond], dims: Sequence[str]) -> AffineSetAttr:
+    """The affine set of a guard's constraints over the loop variables `dims`."""
+    try:
+        return AffineSetAttr(to_set(conds, dims))
+    except AffineError:
+        raise _unbound([c.expr for c in conds], dims, "guard") from None
+
+
+def set_conds(attr: AffineSetAttr, dims: Sequence[str]) -> tuple[AffCond, ...]:
+    return from_set(attr.data, dims)
 
 
 @lru_cache(maxsize=1 << 12)
@@ -250,29 +254,6 @@ def traced_of(attr: ArrayAttr | None) -> tuple[Traced, ...]:
     return () if attr is None else tuple(a.traced for a in attr.data if isinstance(a, TracedAttr))
 
 
-@irdl_attr_definition
-class CondAttr(_TextAttr):
-    """`#loop.cond<"i >= j">`: one affine constraint (`>=` or `==`)."""
-
-    name = "loop.cond"
-
-    def __init__(self, cond: AffCond | str):
-        super().__init__(StringAttr(str(cond)))
-
-    @property
-    def cond(self) -> AffCond:
-        (c,) = _parse_conds(self.text.data)
-        return c
-
-    def verify(self) -> None:
-        try:
-            cs = _parse_conds(self.text.data)
-        except LoopIRError as err:
-            raise VerifyException(f"bad affine constraint '{self.text.data}': {err.message}") from None
-        if len(cs) != 1:
-            raise VerifyException(f"'{self.text.data}' must be exactly one constraint")
-
-
 # ---- helpers for verifiers --------------------------------------------------------------------------
 def _enclosing(op: Operation, cls: type) -> list:
     out = []
@@ -288,11 +269,31 @@ def _ivs_in_scope(op: Operation) -> set[str]:
     return {f.iv.data for f in _enclosing(op, ForOp)}
 
 
-def _check_vars(exprs: Sequence[AffExpr], scope: set[str], what: str) -> None:
-    for e in exprs:
-        free = e.vars() - scope
-        if free:
-            raise VerifyException(f"{what} uses '{sorted(free)[0]}', which is not an enclosing loop variable")
+@lru_cache(maxsize=256)
+def _dim_names(depth: int) -> tuple[str, ...]:
+    """Stand-in loop-variable names for reading a map whose variables' names do not matter."""
+    return tuple(f"d{i}" for i in range(depth))
+
+
+def _depth(op: Operation) -> int:
+    """The number of `loop.for` ops enclosing `op`: the dimensions its maps and sets must have."""
+    n = 0
+    p = op.parent_op()
+    while p is not None:
+        n += isinstance(p, ForOp)
+        p = p.parent_op()
+    return n
+
+
+def _check_map(m: AffineMapAttr | AffineSetAttr, depth: int, what: str, results: int | None = None) -> None:
+    """A map (or set) is over the enclosing loop variables: as many dimensions as loops enclose the
+    op, no symbols (the loop IR has none: a loaded index is a `dynamic` operand instead)."""
+    d = m.data
+    if d.num_dims != depth or d.num_symbols:
+        raise VerifyException(f"{what} has {d.num_dims} dimensions and {d.num_symbols} symbols, but "
+                              f"{depth} loops enclose it (and the loop IR has no symbols)")
+    if results is not None and len(d.results) != results:
+        raise VerifyException(f"{what} must have {results} result(s), got {len(d.results)}")
 
 
 class ScalarBodyOwner(OpTrait):
@@ -486,12 +487,14 @@ class TensorOp(TensorDeclOp):
 
 @irdl_op_definition
 class ForOp(LocatedOp):
-    """`for iv in range(lb, ub, step)`; `sequential` marks a loop-carried dependence (a scan)."""
+    """`for iv in range(lb, ub, step)`; `sequential` marks a loop-carried dependence (a scan). The
+    bounds are one-result affine maps of the enclosing loop variables (the loop IR has no min/max
+    bounds); `iv` names the loop variable, the dimension it is in the maps of the ops it encloses."""
 
     name = "loop.for"
     iv = prop_def(StringAttr)
-    lb = prop_def(AffAttr)
-    ub = prop_def(AffAttr)
+    lb = prop_def(AffineMapAttr)
+    ub = prop_def(AffineMapAttr)
     step = prop_def(IntegerAttr)
     sequential = opt_prop_def(UnitAttr)
     body = region_def("single_block")
@@ -499,12 +502,14 @@ class ForOp(LocatedOp):
     assembly_format = "$iv `=` $lb `to` $ub `step` $step (`sequential` $sequential^)? " \
                       "attr-dict-with-keyword $body"
 
-    def __init__(self, iv: str, lb: AffExpr, ub: AffExpr, step: int = 1, sequential: bool = False,
-                 ops: Sequence[Operation] = ()):
+    def __init__(self, iv: str, lb: AffExpr | int, ub: AffExpr | int, step: int = 1, sequential: bool = False,
+                 ops: Sequence[Operation] = (), *, dims: Sequence[str] = ()):
+        """`dims`: the enclosing loop variables, outermost first."""
         from xdsl.ir import Block, Region
 
-        props: dict[str, Attribute] = {"iv": StringAttr(iv), "lb": aff_attr(AffExpr.of(lb)),
-                                       "ub": aff_attr(AffExpr.of(ub)), "step": i64_attr(step)}
+        what = f"bound of loop '{iv}'"
+        props: dict[str, Attribute] = {"iv": StringAttr(iv), "lb": map_attr([lb], dims, what),
+                                       "ub": map_attr([ub], dims, what), "step": i64_attr(step)}
         if sequential:
             props["sequential"] = UnitAttr()
         super().__init__(properties=props, regions=[Region(Block(ops))])
@@ -515,29 +520,40 @@ class ForOp(LocatedOp):
         scope = _ivs_in_scope(self)
         if self.iv.data in scope:
             raise VerifyException(f"loop variable '{self.iv.data}' shadows an enclosing loop variable")
-        _check_vars([self.lb.expr, self.ub.expr], scope, f"bound of loop '{self.iv.data}'")
+        for m in (self.lb, self.ub):
+            _check_map(m, len(scope), f"bound of loop '{self.iv.data}'", 1)
+
+    def bounds(self, dims: Sequence[str]) -> tuple[AffExpr, AffExpr]:
+        """(lb, ub) over the enclosing loop variables `dims`."""
+        (lb,) = map_exprs(self.lb, dims)
+        (ub,) = map_exprs(self.ub, dims)
+        return lb, ub
 
 
 @irdl_op_definition
 class IfOp(LocatedOp):
-    """An affine guard: the body runs where every constraint holds (padding, masks, boundaries)."""
+    """An affine guard: the body runs where every constraint holds (padding, masks, boundaries). The
+    constraints are an affine set over the enclosing loop variables."""
 
     name = "loop.if"
-    conds = prop_def(ArrayAttr[CondAttr])
+    conds = prop_def(AffineSetAttr)
     body = region_def("single_block")
     traits = traits_def(NoTerminator())
     assembly_format = "$conds attr-dict-with-keyword $body"
 
-    def __init__(self, conds: Sequence[AffCond], ops: Sequence[Operation] = ()):
+    def __init__(self, conds: Sequence[AffCond], ops: Sequence[Operation] = (), *, dims: Sequence[str] = ()):
+        """`dims`: the enclosing loop variables, outermost first."""
         from xdsl.ir import Block, Region
 
-        super().__init__(properties={"conds": ArrayAttr([CondAttr(c) for c in conds])},
-                         regions=[Region(Block(ops))])
+        super().__init__(properties={"conds": set_attr(conds, dims)}, regions=[Region(Block(ops))])
+
+    def constraints(self, dims: Sequence[str]) -> tuple[AffCond, ...]:
+        return set_conds(self.conds, dims)
 
     def verify_(self) -> None:
-        if not self.conds.data:
+        if not self.conds.data.constraints:
             raise VerifyException("loop.if needs at least one constraint")
-        _check_vars([c.cond.expr for c in self.conds.data], _ivs_in_scope(self), "guard")
+        _check_map(self.conds, _depth(self), "guard")
 
 
 @irdl_op_definition
@@ -552,7 +568,7 @@ class StmtOp(LocatedOp, TensorUser):
 
     name = "loop.stmt"
     target = prop_def(StringAttr)
-    indices = prop_def(ArrayAttr[AffAttr])
+    indices = prop_def(AffineMapAttr)
     kind = prop_def(StringAttr)
     dynamic = opt_prop_def(DenseArrayBase)
     origin = opt_prop_def(OriginAttr)
@@ -564,11 +580,12 @@ class StmtOp(LocatedOp, TensorUser):
 
     def __init__(self, target: str, indices: Sequence[AffExpr], kind: str, ops: Sequence[Operation],
                  loc: str | None = None, dynamic: Sequence[int] = (), origin: Origin | None = None,
-                 traced: Sequence[Traced] = ()):
+                 traced: Sequence[Traced] = (), *, dims: Sequence[str] = ()):
+        """`dims`: the enclosing loop variables, outermost first."""
         from xdsl.ir import Block, Region
 
         props: dict[str, Attribute] = {"target": StringAttr(target),
-                                       "indices": ArrayAttr([aff_attr(AffExpr.of(i)) for i in indices]),
+                                       "indices": map_attr(indices, dims, f"index of '{target}'"),
                                        "kind": StringAttr(kind)}
         if dynamic:
             props["dynamic"] = DenseArrayBase.from_list(i64, sorted(dynamic))
@@ -586,11 +603,12 @@ class StmtOp(LocatedOp, TensorUser):
     def tensor_uses(self) -> list[tuple[str, int, Attribute | None, bool]]:
         last = self.body.block.last_op
         elem = last.value.type if isinstance(last, YieldOp) else None
-        return [(self.target.data, len(self.indices.data), elem, True)]
+        return [(self.target.data, len(self.indices.data.results), elem, True)]
 
     def verify_(self) -> None:
         name = self.target.data
-        _check_vars([a.expr for a in self.indices.data], _ivs_in_scope(self), f"index of '{name}'")
+        depth = _depth(self)
+        _check_map(self.indices, depth, f"index of '{name}'")
         if self.kind.data not in REDUCTIONS:
             raise VerifyException(f"unknown statement kind '{self.kind.data}' "
                                   f"(known: {', '.join(REDUCTIONS)})")
@@ -599,8 +617,8 @@ class StmtOp(LocatedOp, TensorUser):
             raise VerifyException("loop.stmt body must end with loop.yield")
         if self.kind.data != "=" and type_dtype(last.value.type) == "bool":
             raise VerifyException(f"'{self.kind.data}' reduction into bool tensor '{name}'")
-        check_dynamic_write(name, len(self.indices.data), self.dynamic, self.dynamic_positions,
-                            [a.expr for a in self.indices.data], last.dyn_indices)
+        check_dynamic_write(name, len(self.indices.data.results), self.dynamic, self.dynamic_positions,
+                            map_exprs(self.indices, _dim_names(depth)), last.dyn_indices)
 
 
 def check_dynamic_write(name: str, rank: int, dynamic: Attribute | None, pos: Sequence[int],
@@ -637,7 +655,7 @@ class ReadOp(_ScalarOp, TensorUser):
 
     name = "loop.read"
     tensor = prop_def(StringAttr)
-    indices = prop_def(ArrayAttr[AffAttr])
+    indices = prop_def(AffineMapAttr)
     dynamic = prop_def(DenseArrayBase)
     dyn_indices = var_operand_def()
     result = result_def()
@@ -645,11 +663,13 @@ class ReadOp(_ScalarOp, TensorUser):
     assembly_format = "$tensor $indices `dynamic` qualified($dynamic) " \
                       "(`(` $dyn_indices^ `:` type($dyn_indices) `)`)? attr-dict `:` type($result)"
 
-    def __init__(self, tensor: str, indices: Sequence[AffExpr], dynamic: dict[int, SSAValue], dtype: str):
+    def __init__(self, tensor: str, indices: Sequence[AffExpr], dynamic: dict[int, SSAValue], dtype: str, *,
+                 dims: Sequence[str] = ()):
+        """`dims`: the enclosing loop variables, outermost first."""
         pos = sorted(dynamic)
         super().__init__(operands=[[dynamic[p] for p in pos]], result_types=[dtype_type(dtype)],
                          properties={"tensor": StringAttr(tensor),
-                                     "indices": ArrayAttr([aff_attr(AffExpr.of(i)) for i in indices]),
+                                     "indices": map_attr(indices, dims, f"index of '{tensor}'"),
                                      "dynamic": i64_array(tuple(pos))})
 
     @property
@@ -657,18 +677,17 @@ class ReadOp(_ScalarOp, TensorUser):
         return tuple(int(x) for x in self.dynamic.get_values())
 
     def tensor_uses(self) -> list[tuple[str, int, Attribute | None, bool]]:
-        return [(self.tensor.data, len(self.indices.data), self.result.type, False)]
+        return [(self.tensor.data, len(self.indices.data.results), self.result.type, False)]
 
     def verify_(self) -> None:
         pos = self.dynamic_positions
-        rank = len(self.indices.data)
+        rank = len(self.indices.data.results)
         if len(pos) != len(self.dyn_indices) or len(set(pos)) != len(pos) or \
                 any(not 0 <= p < rank for p in pos):
             raise VerifyException("dynamic index positions do not match the dynamic operands")
         for v in self.dyn_indices:
             checked_rule(index_dtype, self.tensor.data, type_dtype(v.type))
-        _check_vars([a.expr for a in self.indices.data], _ivs_in_scope(self),
-                    f"index of '{self.tensor.data}'")
+        _check_map(self.indices, _depth(self), f"index of '{self.tensor.data}'")
 
 
 @irdl_op_definition
@@ -676,16 +695,18 @@ class IndexOp(_ScalarOp):
     """The value of an affine expression of loop variables (i64): iota, positions, argmax."""
 
     name = "loop.index"
-    expr = prop_def(AffAttr)
+    expr = prop_def(AffineMapAttr)
     result = result_def(IntegerType(64))
     traits = traits_def(HasParent(StmtOp))
     assembly_format = "$expr attr-dict `:` type($result)"
 
-    def __init__(self, expr: AffExpr):
-        super().__init__(result_types=[IntegerType(64)], properties={"expr": aff_attr(AffExpr.of(expr))})
+    def __init__(self, expr: AffExpr, *, dims: Sequence[str] = ()):
+        """`dims`: the enclosing loop variables, outermost first."""
+        super().__init__(result_types=[IntegerType(64)],
+                         properties={"expr": map_attr([expr], dims, "loop.index")})
 
     def verify_(self) -> None:
-        _check_vars([self.expr.expr], _ivs_in_scope(self), "loop.index")
+        _check_map(self.expr, _depth(self), "loop.index", 1)
 
 
 @irdl_op_definition
@@ -830,4 +851,4 @@ class YieldOp(LocatedOp):
 
 Loop = Dialect("loop", [KernelOp, TensorOp, ForOp, IfOp, StmtOp, ReadOp, IndexOp, ConstOp, UnaryOp,
                         BinaryOp, CmpOp, SelectOp, CastOp, YieldOp],
-               [AffAttr, CondAttr, OriginAttr, TracedAttr])
+               [OriginAttr, TracedAttr])

@@ -98,6 +98,20 @@ class _LocatingParser(Parser):
             self._wrote_loc[-1] = True
         return loc
 
+    def parse_affine_map(self):  # noqa: ANN201 - xDSL's signature
+        start = self._current_token.span
+        try:
+            return super().parse_affine_map()
+        except NotImplementedError as e:  # xDSL's word for a semi-affine map: bad input, not a bug
+            self.raise_error(f"not an affine map: {e}", start.start, self._current_token.span.start)
+
+    def parse_affine_set(self):  # noqa: ANN201 - xDSL's signature
+        start = self._current_token.span
+        try:
+            return super().parse_affine_set()
+        except NotImplementedError as e:
+            self.raise_error(f"not an affine set: {e}", start.start, self._current_token.span.start)
+
     def parse_operation(self) -> Operation:
         from solar_compiler.dialects.einsum import NodeOp
         from solar_compiler.dialects.loop import StmtOp

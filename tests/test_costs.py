@@ -526,9 +526,9 @@ builtin.module {
   loop.kernel "k" {
     loop.tensor "x" : f32 array<i64: 8> "input"
     loop.tensor "y" : f32 array<i64: 8> "output"
-    loop.for "i" = <"0"> to <"8"> step 1 : i64 {
-      loop.stmt "y" [#loop.aff<"i">] "=" {
-        %x = loop.read "x" [#loop.aff<"i">] dynamic array<i64> : f32
+    loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (8)> step 1 : i64 {
+      loop.stmt "y" affine_map<(d0) -> (d0)> "=" {
+        %x = loop.read "x" affine_map<(d0) -> (d0)> dynamic array<i64> : f32
         %e = loop.unary "exp" %x : f32 -> f32
         %s = loop.binary "add" %e, %e : f32, f32, -> f32
         loop.yield %s : f32

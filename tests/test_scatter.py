@@ -156,7 +156,7 @@ def test_stmt_op_holds_positions_and_the_yield_the_index_values():
     stmts = [o for o in module.walk() if isinstance(o, StmtOp)]
     assert [o.dynamic_positions for o in stmts] == [(), (0,), (0,), (0,), (0, 1), (0,)]
     two = stmts[4]
-    assert [str(a.expr) for a in two.indices.data] == ["0", "0"]
+    assert str(two.indices) == "affine_map<(d0) -> (0, 0)>"  # the placeholders of the two positions
     assert len(two.body.block.last_op.dyn_indices) == 2
     assert '"*=" dynamic array<i64: 0, 1> {' in _print(module)
 
@@ -164,7 +164,8 @@ def test_stmt_op_holds_positions_and_the_yield_the_index_values():
 def _verify(body: str) -> str:
     src = ('loop.kernel "k" {\n  loop.tensor "I" : i64 array<i64: 4> "input"\n'
            '  loop.tensor "C" : f32 array<i64: 8> "output"\n'
-           '  loop.for "i" = <"0"> to <"4"> step 1 : i64 {\n' + body + "  }\n}\n")
+           '  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {\n' + body
+           + "  }\n}\n")
     module = Parser(_ctx(), src, "v.mlir").parse_module()
     with pytest.raises(VerifyException) as e:
         module.verify()
@@ -172,16 +173,16 @@ def _verify(body: str) -> str:
 
 
 def test_verifier_errors():
-    stmt = ('    loop.stmt "C" [#loop.aff<"{idx}">] "=" dynamic array<i64: {pos}> {{\n'
+    stmt = ('    loop.stmt "C" affine_map<(d0) -> ({idx})> "=" dynamic array<i64: {pos}> {{\n'
             '      %0 = loop.const 1.0 : f64 : f32\n'
-            '      %1 = loop.read "I" [#loop.aff<"i">] dynamic array<i64> : i64\n'
+            '      %1 = loop.read "I" affine_map<(d0) -> (d0)> dynamic array<i64> : i64\n'
             '      loop.yield %0 : f32{tail}\n    }}\n')
     assert "1 dynamic positions but loop.yield passes 0 index values" in \
         _verify(stmt.format(idx="0", pos="0", tail=""))
     assert "dynamic positions must be distinct dimensions in increasing order, got [1]" in \
         _verify(stmt.format(idx="0", pos="1", tail=" index(%1 : i64)"))
     assert "dynamic position 0 must hold the placeholder index 0" in \
-        _verify(stmt.format(idx="i", pos="0", tail=" index(%1 : i64)"))
+        _verify(stmt.format(idx="d0", pos="0", tail=" index(%1 : i64)"))
     assert "indirect index into 'C' must be an integer" in \
         _verify(stmt.format(idx="0", pos="0", tail=" index(%0 : f32)"))
 

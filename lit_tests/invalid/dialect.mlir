@@ -5,8 +5,8 @@
 // A statement yields i64 into an f32 tensor.
 loop.kernel "k" {
   loop.tensor "C" : f32 array<i64: 4> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "C" [#loop.aff<"i">] "=" {
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0) -> (d0)> "=" {
       %0 = loop.const 1 : i64 : i64
       loop.yield %0 : i64
     }
@@ -20,9 +20,9 @@ loop.kernel "k" {
 loop.kernel "k" {
   loop.tensor "A" : f32 array<i64: 4> "input"
   loop.tensor "C" : f32 array<i64: 4> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "C" [#loop.aff<"i">] "=" {
-      %0 = loop.read "A" [#loop.aff<"i">] dynamic array<i64> : f32
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0) -> (d0)> "=" {
+      %0 = loop.read "A" affine_map<(d0) -> (d0)> dynamic array<i64> : f32
       %1 = loop.unary "frobnicate" %0 : f32 -> f32
       loop.yield %1 : f32
     }
@@ -35,9 +35,9 @@ loop.kernel "k" {
 // An inner loop reuses the name of an enclosing loop variable.
 loop.kernel "k" {
   loop.tensor "C" : f32 array<i64: 4> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-      loop.stmt "C" [#loop.aff<"i">] "=" {
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.for "i" = affine_map<(d0) -> (0)> to affine_map<(d0) -> (4)> step 1 : i64 {
+      loop.stmt "C" affine_map<(d0, d1) -> (d1)> "=" {
         %0 = loop.const 0.0 : f64 : f32
         loop.yield %0 : f32
       }
@@ -52,9 +52,9 @@ loop.kernel "k" {
 loop.kernel "k" {
   loop.tensor "A" : f32 array<i64: 4, 4> "input"
   loop.tensor "C" : f32 array<i64: 4> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "C" [#loop.aff<"i">] "=" {
-      %0 = loop.read "A" [#loop.aff<"i">] dynamic array<i64> : f32
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0) -> (d0)> "=" {
+      %0 = loop.read "A" affine_map<(d0) -> (d0)> dynamic array<i64> : f32
       loop.yield %0 : f32
     }
   }
@@ -66,8 +66,8 @@ loop.kernel "k" {
 // A rank-1 tensor written with two indices.
 loop.kernel "k" {
   loop.tensor "C" : f32 array<i64: 4> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "C" [#loop.aff<"i">, #loop.aff<"0">] "=" {
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0) -> (d0, 0)> "=" {
       %0 = loop.const 0.0 : f64 : f32
       loop.yield %0 : f32
     }
@@ -80,8 +80,8 @@ loop.kernel "k" {
 // Inputs are read-only.
 loop.kernel "k" {
   loop.tensor "A" : f32 array<i64: 4> "input"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "A" [#loop.aff<"i">] "=" {
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "A" affine_map<(d0) -> (d0)> "=" {
       %0 = loop.const 0.0 : f64 : f32
       loop.yield %0 : f32
     }
@@ -91,39 +91,70 @@ loop.kernel "k" {
 
 // -----
 
-// An index uses a variable that no enclosing loop binds.
+// An index map over more loop variables than enclose the statement.
 loop.kernel "k" {
   loop.tensor "C" : f32 array<i64: 4> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "C" [#loop.aff<"j">] "=" {
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0, d1) -> (d1)> "=" {
       %0 = loop.const 0.0 : f64 : f32
       loop.yield %0 : f32
     }
   }
 }
-// CHECK: index of 'C' uses 'j', which is not an enclosing loop variable
+// CHECK: index of 'C' has 2 dimensions and 0 symbols, but 1 loops enclose it (and the loop IR has no symbols)
 
 // -----
 
-// Affine attributes are stored in canonical form.
+// The loop IR has no symbols: a loaded index is a dynamic operand.
+loop.kernel "k" {
+  loop.tensor "A" : f32 array<i64: 4> "input"
+  loop.tensor "C" : f32 array<i64: 4> "output"
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0) -> (d0)> "=" {
+      %0 = loop.read "A" affine_map<(d0)[s0] -> (s0)> dynamic array<i64> : f32
+      loop.yield %0 : f32
+    }
+  }
+}
+// CHECK: index of 'A' has 1 dimensions and 1 symbols, but 1 loops enclose it (and the loop IR has no symbols)
+
+// -----
+
+// A loop bound is one affine expression (the loop IR has no min/max bounds).
 loop.kernel "k" {
   loop.tensor "C" : f32 array<i64: 4> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "C" [#loop.aff<"0 + i">] "=" {
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4, 8)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0) -> (d0)> "=" {
       %0 = loop.const 0.0 : f64 : f32
       loop.yield %0 : f32
     }
   }
 }
-// CHECK: affine expression '0 + i' is not canonical (write 'i')
+// CHECK: bound of loop 'i' must have 1 result(s), got 2
+
+// -----
+
+// A guard is a set over the enclosing loop variables.
+loop.kernel "k" {
+  loop.tensor "C" : f32 array<i64: 4> "output"
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.if affine_set<() : (1 >= 0)> {
+      loop.stmt "C" affine_map<(d0) -> (d0)> "=" {
+        %0 = loop.const 0.0 : f64 : f32
+        loop.yield %0 : f32
+      }
+    }
+  }
+}
+// CHECK: guard has 0 dimensions and 0 symbols, but 1 loops enclose it (and the loop IR has no symbols)
 
 // -----
 
 // A float constant must be stored as f64 (exact round trip of the literal).
 loop.kernel "k" {
   loop.tensor "C" : f32 array<i64: 4> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "C" [#loop.aff<"i">] "=" {
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0) -> (d0)> "=" {
       %0 = loop.const 0.5 : f32 : f32
       loop.yield %0 : f32
     }
@@ -136,8 +167,8 @@ loop.kernel "k" {
 // A reduction into a bool tensor.
 loop.kernel "k" {
   loop.tensor "B" : i1 array<i64: 4> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "B" [#loop.aff<"i">] "+=" {
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "B" affine_map<(d0) -> (d0)> "+=" {
       %0 = loop.const 1 : i64 : i1
       loop.yield %0 : i1
     }

@@ -7,9 +7,9 @@
 loop.kernel "k" {
   loop.tensor "A" : f32 array<i64: 4> "input"
   loop.tensor "C" : f32 array<i64: 8> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "C" [#loop.aff<"0">] "+=" dynamic array<i64: 0> {
-      %0 = loop.read "A" [#loop.aff<"i">] dynamic array<i64> : f32
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0) -> (0)> "+=" dynamic array<i64: 0> {
+      %0 = loop.read "A" affine_map<(d0) -> (d0)> dynamic array<i64> : f32
       loop.yield %0 : f32
     }
   }
@@ -22,10 +22,10 @@ loop.kernel "k" {
 loop.kernel "k" {
   loop.tensor "I" : i64 array<i64: 4> "input"
   loop.tensor "C" : f32 array<i64: 8> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "C" [#loop.aff<"0">] "=" dynamic array<i64: 1> {
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0) -> (0)> "=" dynamic array<i64: 1> {
       %0 = loop.const 1.0 : f64 : f32
-      %1 = loop.read "I" [#loop.aff<"i">] dynamic array<i64> : i64
+      %1 = loop.read "I" affine_map<(d0) -> (d0)> dynamic array<i64> : i64
       loop.yield %0 : f32 index(%1 : i64)
     }
   }
@@ -38,9 +38,9 @@ loop.kernel "k" {
 loop.kernel "k" {
   loop.tensor "A" : f32 array<i64: 4> "input"
   loop.tensor "C" : f32 array<i64: 8> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "C" [#loop.aff<"0">] "=" dynamic array<i64: 0> {
-      %0 = loop.read "A" [#loop.aff<"i">] dynamic array<i64> : f32
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0) -> (0)> "=" dynamic array<i64: 0> {
+      %0 = loop.read "A" affine_map<(d0) -> (d0)> dynamic array<i64> : f32
       loop.yield %0 : f32 index(%0 : f32)
     }
   }
@@ -53,10 +53,10 @@ loop.kernel "k" {
 loop.kernel "k" {
   loop.tensor "I" : i64 array<i64: 4> "input"
   loop.tensor "C" : f32 array<i64: 8> "output"
-  loop.for "i" = <"0"> to <"4"> step 1 : i64 {
-    loop.stmt "C" [#loop.aff<"i">] "=" dynamic array<i64: 0> {
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (4)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0) -> (d0)> "=" dynamic array<i64: 0> {
       %0 = loop.const 1.0 : f64 : f32
-      %1 = loop.read "I" [#loop.aff<"i">] dynamic array<i64> : i64
+      %1 = loop.read "I" affine_map<(d0) -> (d0)> dynamic array<i64> : i64
       loop.yield %0 : f32 index(%1 : i64)
     }
   }
@@ -68,8 +68,8 @@ loop.kernel "k" {
 // An empty dynamic list is spelled by leaving it out.
 loop.kernel "k" {
   loop.tensor "C" : f32 array<i64: 8> "output"
-  loop.for "i" = <"0"> to <"8"> step 1 : i64 {
-    loop.stmt "C" [#loop.aff<"i">] "=" dynamic array<i64> {
+  loop.for "i" = affine_map<() -> (0)> to affine_map<() -> (8)> step 1 : i64 {
+    loop.stmt "C" affine_map<(d0) -> (d0)> "=" dynamic array<i64> {
       %0 = loop.const 1.0 : f64 : f32
       loop.yield %0 : f32
     }

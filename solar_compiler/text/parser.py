@@ -120,14 +120,14 @@ def _parse_expr_tree(text: str) -> Tree:
 
 
 def parse_affine(text: str) -> AffExpr:
-    """An affine expression over free variable names, e.g. `2*p + r - 1` (used by `#loop.aff`)."""
+    """An affine expression over free variable names, e.g. `2*p + r - 1` (tests, tools)."""
     b = _KernelBuilder("<affine>")
     b.free_vars = True
     return b.affine(_parse_expr_tree(text), "expression")
 
 
 def parse_conds(text: str) -> list[AffCond]:
-    """A conjunction of affine constraints, e.g. `i >= j and p + r >= 1` (used by `#loop.cond`)."""
+    """A conjunction of affine constraints, e.g. `i >= j and p + r >= 1` (tests, tools)."""
     b = _KernelBuilder("<affine>")
     b.free_vars = True
     return b.guard(_parse_expr_tree(text))
