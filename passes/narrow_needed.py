@@ -30,11 +30,11 @@ from solar_compiler.analysis.program import (
     program_ops,
     seed_programs,
 )
+from solar_compiler.dialects.convert import kernel_to_op
 from solar_compiler.dialects.einsum import GraphOp
+from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.dialects.solar import AsWrittenOp
-from solar_compiler.loopir.convert import kernel_to_op
-from solar_compiler.loopir.graph_convert import lift_kernel
 from solar_compiler.records import program_info
 
 

@@ -26,9 +26,9 @@ from solar_compiler.analysis.chain_rewrite import rewrite_tree
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.dialects.einsum import GraphOp
+from solar_compiler.dialects.graph_convert import graph_to_kernel
 from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.errors import PassError
-from solar_compiler.loopir.graph_convert import graph_to_kernel
 from solar_compiler.records import ChainsRecord
 
 

@@ -17,10 +17,10 @@ from solar_compiler.analysis import chain_check
 from solar_compiler.analysis.chain_order import emit, module_chain_plans, plan_program, step_tree
 from solar_compiler.analysis.costs import module_costs, program_costs
 from solar_compiler.analysis.program import module_programs, program_from_kernel
+from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.driver import main, with_reorder_chains
 from solar_compiler.errors import SolarError
-from solar_compiler.loopir.convert import kernels_to_module
 from solar_compiler.passes.lift_einsum import LiftEinsumPass
 from solar_compiler.passes.reorder_chains import ReorderChainsPass
 from solar_compiler.records import ChainsRecord, ProgramInfo

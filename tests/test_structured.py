@@ -29,10 +29,10 @@ from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.costs import GraphCosts, graph_costs
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.vector_work import literal_ops
+from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.dialects.einsum import GraphOp, NodeOp
+from solar_compiler.dialects.graph_convert import graph_to_kernel, lift_kernel
 from solar_compiler.loopir.ast import Kernel
-from solar_compiler.loopir.convert import kernels_to_module
-from solar_compiler.loopir.graph_convert import graph_to_kernel, lift_kernel
 from solar_compiler.records import load_report
 from solar_compiler.text.parser import parse_kernels
 

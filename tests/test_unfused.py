@@ -21,11 +21,11 @@ from solar_compiler.analysis.narrowing import narrow
 from solar_compiler.analysis.program import program_from_kernel
 from solar_compiler.analysis.summary import build_report, module_validation
 from solar_compiler.analysis.unfused import source_kernels
+from solar_compiler.dialects.convert import kernels_to_module, module_kernels
 from solar_compiler.driver import main
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import load_target
 from solar_compiler.loopir.ast import Kernel, statements
-from solar_compiler.loopir.convert import kernels_to_module, module_kernels
 from solar_compiler.passes.narrow_needed import NarrowNeededPass
 from solar_compiler.passes.roofline import RooflinePass
 from solar_compiler.passes.translate import stamp_origins

@@ -15,7 +15,7 @@ from xdsl.dialects.builtin import DenseArrayBase, StringAttr, i64
 
 from solar_compiler.analysis.chain_order import ChainPlan
 from solar_compiler.dialects.einsum import GraphOp, NodeOp
-from solar_compiler.loopir.graph_convert import fresh_scope_number, kernel_to_graph
+from solar_compiler.dialects.graph_convert import fresh_scope_number, kernel_to_graph
 
 _SCOPE_KEYS = ("scopes", "guard_scopes", "init_guard_scopes")
 
