@@ -8,7 +8,7 @@ scope numbers; the root step keeps the root node's name, origin and position, th
 just before it), and the tree's nodes, the zero fills of its intermediates and those intermediates
 are erased. Every later pass, the bounds and `-t mlir` see the reordered program. With `validate`
 (the default) the original and the rewritten graphs are executed on the same random inputs and
-compared (`analysis/chain_check.py`); the record `solar.chains` keeps every tree's figures as written
+compared (`transforms/chain_check.py`); the record `solar.chains` keeps every tree's figures as written
 and in the best order, and the outcome of that check.
 """
 
@@ -21,7 +21,6 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from solar_compiler.analysis.chain_check import validate_reorder
 from solar_compiler.analysis.chain_order import listed, module_chain_plans
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.program import module_programs
@@ -30,6 +29,7 @@ from solar_compiler.dialects.graph_convert import graph_to_kernel
 from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.errors import PassError
 from solar_compiler.records import ChainsRecord
+from solar_compiler.transforms.chain_check import validate_reorder
 from solar_compiler.transforms.reorder_chain import reorder_chains
 
 

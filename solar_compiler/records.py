@@ -187,7 +187,7 @@ class ProgramInfo(Record):
 class ChainsRecord(Record):
     """Left by `reorder-chains`: one row per contraction tree (`analysis/chain_order.ChainPlan.row`:
     figures as written and in the best order, whether it was applied) and the execution check of
-    the rewritten graph (`analysis/chain_check.validate_reorder`; None when nothing was rewritten)."""
+    the rewritten graph (`transforms/chain_check.validate_reorder`; None when nothing was rewritten)."""
 
     ATTR: ClassVar[str] = CHAINS_ATTR
     applied: bool
