@@ -32,11 +32,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from solar_compiler.analysis.costs import kernel_costs
-from solar_compiler.analysis.narrowing import narrow
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends import FrontendOptions
 from solar_compiler.frontends.model_file import load_model_file
 from solar_compiler.frontends.torch.frontend import translate_job
+from solar_compiler.transforms.narrow import narrow
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = {"big_elementwise_6gb.py"}  # inputs too large to allocate: count on fake tensors

@@ -17,8 +17,8 @@ import time
 
 from xdsl.context import Context
 
+from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.loopir.ast import statements
-from solar_compiler.loopir.convert import kernels_to_module
 from solar_compiler.text.parser import parse_kernel
 
 S, D = 512, 256  # sequence length, model width

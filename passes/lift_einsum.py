@@ -15,8 +15,8 @@ from xdsl.rewriter import Rewriter
 
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.program import as_lifted, module_programs, program_ops, seed_programs
+from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.dialects.loop import KernelOp
-from solar_compiler.loopir.graph_convert import lift_kernel
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """`narrow-needed`: restrict every statement of every `loop.kernel` to the points whose result can
-reach an output (`analysis/narrowing.py`): masked scores of causal attention, the upper triangle
+reach an output (the analysis: `analysis/narrowing.py`; the rewrite, the `NarrowNeeded` pattern:
+`transforms/narrow.py`): masked scores of causal attention, the upper triangle
 of `tril(A @ B)`, the unused rows of a sliced result, taps on a zero padding. Run it before
 `lift-einsum`, so that costs and bounds count needed work only (an einsum graph is lowered to its
 kernel, narrowed, and lifted again).
@@ -19,10 +20,8 @@ from typing import ClassVar
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.rewriter import Rewriter
 
 from solar_compiler.analysis.manager import invalidate_analyses
-from solar_compiler.analysis.narrowing import narrow
 from solar_compiler.analysis.program import (
     as_lifted,
     module_programs,
@@ -31,11 +30,9 @@ from solar_compiler.analysis.program import (
     seed_programs,
 )
 from solar_compiler.dialects.einsum import GraphOp
-from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.dialects.solar import AsWrittenOp
-from solar_compiler.loopir.convert import kernel_to_op
-from solar_compiler.loopir.graph_convert import lift_kernel
 from solar_compiler.records import program_info
+from solar_compiler.transforms.narrow import narrow_module
 
 
 @dataclass(frozen=True)
@@ -49,33 +46,24 @@ class NarrowNeededPass(ModulePass):
         top = list(op.body.block.ops)
         progs = program_ops(op)
         programs = list(module_programs(op))  # replaced entry by entry below: a copy
-        kernels = [p.kernel for p in programs]
         snapshot = next((o for o in top if isinstance(o, AsWrittenOp)), None)
         if snapshot is None and progs:
             snapshot = AsWrittenOp()
             op.body.block.insert_op_before(snapshot, progs[0])
         keep = snapshot is not None and not snapshot.body.block.ops  # a second run keeps the first
+        kinds = {o.sym_name.data: isinstance(o, GraphOp) for o in progs}
+        results = narrow_module(op, {p.name: p.kernel for p in programs},
+                                seconds=self.seconds if self.seconds > 0 else None,
+                                snapshot=snapshot if keep else None)
         gave_up: list[str] = []
-        for i, (o, k) in enumerate(zip(progs, kernels, strict=True)):
-            res = narrow(k, seconds=self.seconds if self.seconds > 0 else None)
+        for i, p in enumerate(programs):
+            res = results[p.name]
             if res.gave_up:
                 gave_up.append(res.gave_up)
-            if not res.changed:  # nothing to narrow: the program stays as it is (and is its own as-written)
-                continue
-            narrowed = res.kernel
-            new = kernel_to_op(narrowed) if isinstance(o, KernelOp) else lift_kernel(narrowed)
-            new.verify()
-            programs[i] = program_from_kernel(narrowed)
-            if isinstance(o, GraphOp):
-                programs[i] = as_lifted(programs[i])
-            if keep and isinstance(o, KernelOp):
-                op.body.block.insert_op_before(new, o)  # the narrowed kernel takes its place and
-                o.detach()                              # the kernel as written moves to the snapshot
-                snapshot.body.block.add_op(o)
-            else:
-                if keep:
-                    snapshot.body.block.add_op(kernel_to_op(k))
-                Rewriter.replace_op(o, new)
+            if res.changed:
+                programs[i] = program_from_kernel(res.kernel)
+                if kinds[p.name]:
+                    programs[i] = as_lifted(programs[i])
         if gave_up:  # said in the report's notes: these counts include work no output may need
             info = program_info(op)
             info.notes.extend(gave_up)

@@ -2,13 +2,14 @@
 strictly fewer FLOPs is rewritten to it (docs/reorder-chains.md).
 
 The analysis finds the trees and prices their orders (`analysis/chains.py`, `chain_order.py`); this
-pass only rewrites: per tree, the new intermediates are declared as `einsum.tensor`s, the new steps
-become `einsum.node`s (fresh scope numbers; the root step keeps the root node's name, origin and
-position, the other steps come just before it), and the tree's nodes, the zero fills of its
-intermediates and those intermediates are erased. Every later pass, the bounds and `-t mlir` see the
-reordered program. With `validate` (the default) the original and the rewritten graphs are executed
-on the same random inputs and compared (`analysis/chain_check.py`); the record `solar.chains` keeps
-every tree's figures as written and in the best order, and the outcome of that check.
+pass only rewrites, through the `ReorderChains` pattern (`transforms/reorder_chain.py`): per tree,
+the new intermediates are declared as `einsum.tensor`s, the new steps become `einsum.node`s (fresh
+scope numbers; the root step keeps the root node's name, origin and position, the other steps come
+just before it), and the tree's nodes, the zero fills of its intermediates and those intermediates
+are erased. Every later pass, the bounds and `-t mlir` see the reordered program. With `validate`
+(the default) the original and the rewritten graphs are executed on the same random inputs and
+compared (`transforms/chain_check.py`); the record `solar.chains` keeps every tree's figures as written
+and in the best order, and the outcome of that check.
 """
 
 from __future__ import annotations
@@ -20,16 +21,16 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from solar_compiler.analysis.chain_check import validate_reorder
 from solar_compiler.analysis.chain_order import listed, module_chain_plans
-from solar_compiler.analysis.chain_rewrite import rewrite_tree
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.dialects.einsum import GraphOp
+from solar_compiler.dialects.graph_convert import graph_to_kernel
 from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.errors import PassError
-from solar_compiler.loopir.graph_convert import graph_to_kernel
 from solar_compiler.records import ChainsRecord
+from solar_compiler.transforms.chain_check import validate_reorder
+from solar_compiler.transforms.reorder_chain import reorder_chains
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class ReorderChainsPass(ModulePass):
         touched = list(dict.fromkeys(p.tree.kernel for p in todo))
         before = [graph_to_kernel(graphs[k])[0] for k in touched]
         programs = module_programs(op)
-        new_nodes = {id(p): rewrite_tree(graphs[p.tree.kernel], p) for p in todo}
+        new_nodes = reorder_chains(op, todo)
         for k in touched:
             graphs[k].verify()
         invalidate_analyses(op)

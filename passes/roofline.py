@@ -18,7 +18,7 @@ The unfused bound is priced per source op where the statements carry origins, el
 per fidelity (`analysis/measured.py`).
 The contraction trees are listed with their best orders (`reorder-chains` applies them when it ran).
 `algorithms` is the model of computation (docs/bounds.md, section 0): `default` prices the program
-after the catalogue of rewrites (`analysis/catalogue.py`: on a copy, the IR is unchanged) and says
+after the catalogue of rewrites (`transforms/catalogue.py`: on a copy, the IR is unchanged) and says
 which it used (`rewrites`); `classical` prices the products as written (SOLAR's model). The report
 carries both figures: `classical` holds the bounds and totals as written. The unfused fidelity is
 eager execution under both: one kernel per source op as written, taking only the rewrites inside
@@ -35,7 +35,6 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.bounds import CACHE_STATES, FIDELITIES
-from solar_compiler.analysis.catalogue import Rewrite, catalogue_module, check_algorithms, deduplicated
 from solar_compiler.analysis.chain_order import chains_section
 from solar_compiler.analysis.costs import INDIRECT, GraphCosts, distinct_costs, module_costs
 from solar_compiler.analysis.measured import parse_measured
@@ -52,6 +51,7 @@ from solar_compiler.errors import PassError
 from solar_compiler.hw import PRECISIONS, parse_hw_list
 from solar_compiler.options import parse_latency, parse_size
 from solar_compiler.records import program_info
+from solar_compiler.transforms.catalogue import Rewrite, catalogue_module, check_algorithms, deduplicated
 
 
 def parse_fidelity(text: str) -> tuple[str, ...]:

@@ -71,8 +71,8 @@ class TranslatePass(ModulePass):
                              f"(known: {', '.join(frontend_names())})")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from solar_compiler.dialects.convert import kernels_to_module
         from solar_compiler.frontends import LLM_FRONTEND, FrontendOptions, get_frontend
-        from solar_compiler.loopir.convert import kernels_to_module
 
         info = ProgramInfo.load(op)
         if info is None:

@@ -309,7 +309,7 @@ class ProgramInfo(Record):
 class ChainsRecord(Record):
     """Left by `reorder-chains`: one `ChainTree` per contraction tree (figures as written and in the
     best order, whether it was applied) and the execution check of the rewritten graph
-    (`analysis/chain_check.validate_reorder`; None when nothing was rewritten)."""
+    (`transforms/chain_check.validate_reorder`; None when nothing was rewritten)."""
 
     ATTR: ClassVar[str] = CHAINS_ATTR
     applied: bool

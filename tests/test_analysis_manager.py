@@ -14,7 +14,7 @@ from passes.lift_einsum import LiftEinsumPass
 from passes.narrow_needed import NarrowNeededPass
 from solar_compiler.analysis import program as program_analysis
 from solar_compiler.analysis.manager import get_analysis, invalidate_analyses, renew_analyses, seed_analysis
-from solar_compiler.loopir.convert import kernels_to_module
+from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.text.parser import parse_kernels
 
 ROOT = Path(__file__).resolve().parent.parent

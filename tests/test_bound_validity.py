@@ -529,9 +529,9 @@ def test_traced_footprints_survive_the_ir():
     from xdsl.printer import Printer
 
     from solar_compiler.analysis.program import module_programs
+    from solar_compiler.dialects.convert import kernels_to_module
     from solar_compiler.dialects.einsum import Einsum
     from solar_compiler.dialects.loop import Loop
-    from solar_compiler.loopir.convert import kernels_to_module
     from solar_compiler.passes.lift_einsum import LiftEinsumPass
 
     m = kernels_to_module([_traced_embedding(7 * 64)])

@@ -1,4 +1,4 @@
-"""Issue 21: the model of computation and the catalogue of rewrites (`analysis/catalogue.py`). Each
+"""Issue 21: the model of computation and the catalogue of rewrites (`transforms/catalogue.py`). Each
 program is a row of the issue's table; each test failed before the catalogue (the printed fused bound
 was the classical one) and asserts the default bound at or below the issue's hand-derived lower bound,
 with exact FLOPs and bytes where they are derivable, and `--algorithms classical` unchanged.

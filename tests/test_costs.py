@@ -13,10 +13,10 @@ from xdsl.rewriter import Rewriter
 
 from solar_compiler.analysis.costs import GraphCosts, OpCost, graph_costs, kernel_costs, module_costs
 from solar_compiler.analysis.manager import invalidate_analyses
+from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.dialects.einsum import GraphOp, link_edges
 from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.loopir.ast import LoopIRError
-from solar_compiler.loopir.convert import kernels_to_module
 from solar_compiler.passes.lift_einsum import LiftEinsumPass
 from solar_compiler.text.parser import parse_kernel
 

@@ -12,6 +12,7 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
+from solar_compiler.dialects.convert import kernels_to_module, module_kernels
 from solar_compiler.dialects.loop import (
     ConstOp,
     ForOp,
@@ -29,7 +30,6 @@ from solar_compiler.dialects.loop import (
 )
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import statements
-from solar_compiler.loopir.convert import kernels_to_module, module_kernels
 from solar_compiler.text.parser import parse_kernel, parse_kernels
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,14 +15,14 @@ from xdsl.utils.exceptions import VerifyException
 
 from solar_compiler.analysis.polyhedral import iteration_count
 from solar_compiler.analysis.program import program_of
+from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.dialects.einsum import Einsum, GatherOp, GraphOp, NodeOp
+from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.dialects.loop import BinaryOp, KernelOp, Loop, location_text
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.affine_map import from_map, from_set
 from solar_compiler.loopir.ast import Assign, For, Kernel, Read, TensorDecl, statements
-from solar_compiler.loopir.convert import kernels_to_module
-from solar_compiler.loopir.graph_convert import lift_kernel
 from solar_compiler.passes.lift_einsum import LiftEinsumPass
 from solar_compiler.text.equation import equation
 from solar_compiler.text.parser import parse_kernel

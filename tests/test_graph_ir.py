@@ -14,9 +14,9 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 
 from solar_compiler.dialects.einsum import Einsum, GraphOp
+from solar_compiler.dialects.graph_convert import graph_to_kernel, kernel_to_graph
 from solar_compiler.dialects.loop import Loop
 from solar_compiler.loopir.ast import typecheck
-from solar_compiler.loopir.graph_convert import graph_to_kernel, kernel_to_graph
 from solar_compiler.loopir.grouping import group_statements
 from solar_compiler.text.parser import parse_kernels
 

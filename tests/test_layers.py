@@ -1,4 +1,5 @@
-"""The layer contract (docs/architecture.md): ir -> analysis -> frontends -> passes -> driver/report -> bench.
+"""The layer contract (docs/architecture.md): ir -> executor -> analysis -> transforms -> frontends -> passes
+-> driver/report -> bench.
 
 A module may import its own layer and the layers below it, never one above; no pass imports another
 pass. (import-linter would check this, but its import graph is built from the package directory on
@@ -19,7 +20,9 @@ LAYERS = [  # lowest first; a module belongs to the first layer with a prefix of
     ["solar_compiler.errors", "solar_compiler.lifetime", "solar_compiler.progress",
      "solar_compiler.gc_policy", "solar_compiler.options"],
     ["solar_compiler.dialects", "solar_compiler.loopir", "solar_compiler.text", "solar_compiler.records"],
-    ["solar_compiler.analysis", "solar_compiler.executor", "solar_compiler.hw", "solar_compiler.mutate"],
+    ["solar_compiler.executor"],  # runs loop IR; the analyses use it (narrowing's constants)
+    ["solar_compiler.analysis", "solar_compiler.hw", "solar_compiler.mutate"],
+    ["solar_compiler.transforms"],  # the rewrite patterns: they apply what an analysis decided
     ["solar_compiler.frontends"],
     ["solar_compiler.passes"],
     ["solar_compiler.driver", "solar_compiler.report", "solar_compiler.render", "solar_compiler.plot",
@@ -122,3 +125,69 @@ def test_every_import_of_the_package_resolves():
     bad = [f"{name} imports {t}" for name, path in mods.items() for t in imported_modules(name, path)
            if t not in mods]
     assert bad == []
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to for the cycle check: `solar_compiler.X` (a subpackage, with
+    everything under it, or a top-level module), `solar_compiler.dialects`, `solar_compiler.passes`."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(mods: dict[str, Path]) -> dict[str, dict[str, tuple[str, str]]]:
+    """package -> imported package -> one (importer, imported) module pair that makes the edge."""
+    graph: dict[str, dict[str, tuple[str, str]]] = {}
+    for name, path in sorted(mods.items()):
+        for target in sorted(imported_modules(name, path)):
+            a, b = package_of(name), package_of(target)
+            if a != b and b != "solar_compiler":
+                graph.setdefault(a, {}).setdefault(b, (name, target))
+    return graph
+
+
+def find_cycle(graph: dict[str, dict[str, tuple[str, str]]]) -> list[str] | None:
+    """One cycle of the graph as its packages in order (first == last), or None for a DAG."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(v: str) -> list[str] | None:
+        state[v] = 1
+        path.append(v)
+        for w in graph.get(v, {}):
+            if state.get(w) == 1:
+                return [*path[path.index(w):], w]
+            if w not in state and (found := visit(w)):
+                return found
+        path.pop()
+        state[v] = 2
+        return None
+
+    for v in sorted(graph):
+        if v not in state and (found := visit(v)):
+            return found
+    return None
+
+
+def describe_cycle(cycle: list[str], graph: dict[str, dict[str, tuple[str, str]]]) -> str:
+    steps = [f"{a} -> {b} ({graph[a][b][0]} imports {graph[a][b][1]})"
+             for a, b in zip(cycle, cycle[1:], strict=False)]
+    return "import cycle between packages: " + "; ".join(steps)
+
+
+def test_the_package_import_graph_is_a_dag():
+    """No two packages import each other, directly or around a loop: a cycle means neither can be
+    understood, tested or moved without the other (issue 20 broke analysis <-> executor and
+    loopir <-> dialects <-> text)."""
+    graph = package_graph(modules())
+    cycle = find_cycle(graph)
+    assert cycle is None, describe_cycle(cycle, graph)
+
+
+def test_the_cycle_check_names_the_cycle():
+    """The check is not vacuous: a back edge from the executor into analysis/ is reported by name."""
+    graph = package_graph(modules())
+    graph.setdefault("solar_compiler.executor", {})["solar_compiler.analysis"] = (
+        "solar_compiler.executor.legality", "solar_compiler.analysis.polyhedral")
+    cycle = find_cycle(graph)
+    assert cycle is not None and "solar_compiler.executor" in cycle and "solar_compiler.analysis" in cycle
+    assert "solar_compiler.executor.legality imports solar_compiler.analysis.polyhedral" in \
+        describe_cycle(cycle, graph)

@@ -12,17 +12,17 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.costs import kernel_costs, module_costs
-from solar_compiler.analysis.narrowing import narrow
 from solar_compiler.analysis.polyhedral import iteration_count
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.analysis.summary import as_written_record
+from solar_compiler.dialects.convert import kernels_to_module, op_to_kernel
 from solar_compiler.dialects.solar import AsWrittenOp
 from solar_compiler.executor.run import execute
 from solar_compiler.loopir.ast import Kernel, LoopIRError, statements
-from solar_compiler.loopir.convert import kernels_to_module, op_to_kernel
 from solar_compiler.passes import all_passes
 from solar_compiler.text.parser import parse_kernel
 from solar_compiler.text.printer import print_assign, print_kernel
+from solar_compiler.transforms.narrow import narrow
 
 # masked_fill style: a bool mask filled from the loop indices, scores replaced by -inf where it is
 # False, then max / exp / sum / P @ V over all 8 keys as written.
@@ -341,7 +341,7 @@ def test_cpu_budget_holds_inside_one_long_library_call(monkeypatch):
     (RLIMIT_CPU): here one C call that never returns to Python (an endless `sum`) stands in for the
     isl call, and the kernel comes back as written, with the reason. (A kernel of div/mod
     arithmetic: only such a kernel's isl calls can stall, so only such a kernel narrows in a child.)"""
-    from solar_compiler.analysis import narrowing
+    from solar_compiler.transforms import narrow as narrowing
 
     def stuck(k):
         return sum(range(10**15))
@@ -359,7 +359,7 @@ def test_narrowing_in_the_child_gives_the_same_kernel_and_raises_its_errors(monk
     """With a budget, a kernel of div/mod arithmetic is narrowed in a forked child and pickled back:
     the same narrowed kernel, notes and origins as without one; an error in the child is raised in
     the caller."""
-    from solar_compiler.analysis import narrowing
+    from solar_compiler.transforms import narrow as narrowing
 
     forks = []
     fork = narrowing.call_with_cpu_limit
@@ -382,7 +382,7 @@ def test_plain_affine_kernels_narrow_in_this_process(monkeypatch):
     """Only div/mod index arithmetic or a strided loop gives isl sets existential variables, where
     one isl call can run for minutes; any other kernel narrows in this process with its budget
     checked between isl calls (no fork of a large process), with the same result."""
-    from solar_compiler.analysis import narrowing
+    from solar_compiler.transforms import narrow as narrowing
 
     def no_fork(fn, seconds):
         raise AssertionError("forked")

@@ -13,19 +13,19 @@ from translated import UNSUPPORTED_TORCH_EXAMPLES, driver_options, ensure_transl
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
-from solar_compiler.analysis import chain_check
 from solar_compiler.analysis.chain_order import emit, module_chain_plans, plan_program, step_tree
 from solar_compiler.analysis.costs import module_costs, program_costs
 from solar_compiler.analysis.program import module_programs, program_from_kernel
+from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.driver import main, with_reorder_chains
 from solar_compiler.errors import SolarError
-from solar_compiler.loopir.convert import kernels_to_module
 from solar_compiler.passes.lift_einsum import LiftEinsumPass
 from solar_compiler.passes.reorder_chains import ReorderChainsPass
 from solar_compiler.records import ChainsRecord, ProgramInfo
 from solar_compiler.text.parser import parse_kernels
 from solar_compiler.text.printer import print_kernel
+from solar_compiler.transforms import chain_check
 
 ROOT = Path(__file__).resolve().parent.parent
 CTX = Context()

@@ -15,7 +15,7 @@ from xdsl.context import Context
 
 from solar_compiler.analysis import costs
 from solar_compiler.analysis.summary import module_report
-from solar_compiler.loopir.convert import kernels_to_module
+from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.passes import all_passes
 from solar_compiler.text.parser import parse_kernel
 

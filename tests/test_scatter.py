@@ -16,10 +16,11 @@ from xdsl.utils.exceptions import VerifyException
 
 from solar_compiler.analysis.costs import kernel_costs
 from solar_compiler.analysis.io_bounds import view
-from solar_compiler.analysis.narrowing import narrow
 from solar_compiler.analysis.polyhedral import check_bounds
 from solar_compiler.analysis.program import program_of
+from solar_compiler.dialects.convert import kernels_to_module, module_kernels
 from solar_compiler.dialects.einsum import Einsum
+from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.dialects.loop import Loop, StmtOp
 from solar_compiler.executor import execute
 from solar_compiler.loopir.affine import AffExpr
@@ -36,12 +37,11 @@ from solar_compiler.loopir.ast import (
     stmt_reads,
     typecheck,
 )
-from solar_compiler.loopir.convert import kernels_to_module, module_kernels
-from solar_compiler.loopir.graph_convert import lift_kernel
 from solar_compiler.mutate import mutants
 from solar_compiler.text.equation import equation
 from solar_compiler.text.parser import parse_kernel
 from solar_compiler.text.printer import print_kernel
+from solar_compiler.transforms.narrow import narrow
 
 v = AffExpr.var
 

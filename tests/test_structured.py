@@ -30,10 +30,12 @@ from solar_compiler.analysis.costs import GraphCosts, graph_costs
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.summary import module_report
 from solar_compiler.analysis.vector_work import literal_ops
+from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.dialects.einsum import GraphOp, NodeOp
+from solar_compiler.dialects.graph_convert import graph_to_kernel, lift_kernel
 from solar_compiler.loopir.ast import Kernel
-from solar_compiler.loopir.convert import kernels_to_module
-from solar_compiler.loopir.graph_convert import graph_to_kernel, lift_kernel
+from solar_compiler.dialects.convert import kernels_to_module
+from solar_compiler.dialects.graph_convert import graph_to_kernel, lift_kernel
 from solar_compiler.text.parser import parse_kernels
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -155,8 +155,8 @@ def test_frontend_registry_errors():
 
 # ---- the pass ------------------------------------------------------------------------------------------
 def test_translate_pass_sets_the_module_attributes(tmp_path, cache):
+    from solar_compiler.dialects.convert import module_kernels
     from solar_compiler.loopir.ast import statements
-    from solar_compiler.loopir.convert import module_kernels
     from solar_compiler.passes.translate import TranslatePass
     from solar_compiler.records import ProgramInfo
 

@@ -17,21 +17,21 @@ from xdsl.context import Context
 
 from solar_compiler.analysis.bounds import graph_bounds
 from solar_compiler.analysis.costs import kernel_costs
-from solar_compiler.analysis.narrowing import narrow
 from solar_compiler.analysis.program import program_from_kernel
 from solar_compiler.analysis.summary import build_report, module_report, module_validation
 from solar_compiler.analysis.unfused import source_kernels
+from solar_compiler.dialects.convert import kernels_to_module, module_kernels
 from solar_compiler.driver import main
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import load_target
 from solar_compiler.loopir.ast import Kernel, statements
-from solar_compiler.loopir.convert import kernels_to_module, module_kernels
 from solar_compiler.passes.narrow_needed import NarrowNeededPass
 from solar_compiler.passes.roofline import RooflinePass
 from solar_compiler.passes.translate import stamp_origins
 from solar_compiler.records import ProgramInfo
 from solar_compiler.report import render_text
 from solar_compiler.text.parser import parse_kernel
+from solar_compiler.transforms.narrow import narrow
 
 ROOT = Path(__file__).resolve().parent.parent
 BW, VEC_F32, TF32 = 3.35e12, 66.9e12, 494.7e12  # H100 SXM: DRAM B/s, f32 vector and TF32 FLOP/s

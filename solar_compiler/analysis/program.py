@@ -16,12 +16,12 @@ from typing import TypeVar
 from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.manager import get_analysis, seed_analysis
+from solar_compiler.dialects.convert import op_to_kernel
 from solar_compiler.dialects.einsum import GraphOp, NodeOp
+from solar_compiler.dialects.graph_convert import graph_to_kernel, lift_kernel
 from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.ast import Kernel, typecheck
-from solar_compiler.loopir.convert import op_to_kernel
-from solar_compiler.loopir.graph_convert import graph_to_kernel, lift_kernel
 from solar_compiler.loopir.grouping import NodeGroup, group_statements
 
 T = TypeVar("T")

@@ -32,7 +32,8 @@ import numpy as np
 
 from solar_compiler.analysis.narrowing import _conds, _live, _Stmt, _tensor_box, _Values, backward
 from solar_compiler.analysis.polyhedral import domain
-from solar_compiler.loopir.affine import AffCond, solo_vars
+from solar_compiler.executor.pieces import Piece
+from solar_compiler.loopir.affine import solo_vars
 from solar_compiler.loopir.ast import Kernel, statements, typecheck
 
 MAX_PIECES = 512   # disjoint pieces per statement before a kept set is coarsened
@@ -40,18 +41,6 @@ MAX_PIECES = 512   # disjoint pieces per statement before a kept set is coarsene
 
 class SliceTooCostly(Exception):
     """The slice was not computed within the time allowed (`backward_slice(deadline=...)`)."""
-
-
-@dataclass(frozen=True)
-class Piece:
-    """A box of loop values (variable -> inclusive (lo, hi)) and the conditions that cut the piece
-    out of it (empty when the piece is the box, within the statement's own domain)."""
-
-    box: tuple[tuple[str, int, int], ...]
-    conds: tuple[AffCond, ...] = ()
-
-    def volume(self) -> int:
-        return math.prod(hi - lo + 1 for _, lo, hi in self.box)
 
 
 @dataclass(frozen=True)

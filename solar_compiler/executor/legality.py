@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 import islpy as isl
 
-from solar_compiler.analysis.polyhedral import domain_constraints
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import For, Index, Kernel, LoopIRError, StmtContext, statements, stmt_reads
+from solar_compiler.loopir.domain import domain_constraints
 
 Access = tuple[str, tuple[Index, ...], bool]  # tensor, indices, is_write
 

@@ -22,7 +22,7 @@ from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import Assign, For, Kernel, LoopIRError, Node, statements, typecheck
 
 if TYPE_CHECKING:
-    from solar_compiler.analysis.slicing import Piece
+    from solar_compiler.executor.pieces import Piece
 
 DEFAULT_BUDGET = 512 * 2**20
 

@@ -27,9 +27,9 @@ from solar_compiler.frontends import FrontendOptions, Translation
 SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py",
                   "frontends/captured_program.py", "frontends/builder/*.py", "frontends/model_file.py",
                   "frontends/validation.py", "executor/compare.py", "analysis/slicing.py",
-                  # a cached translation's ops were verified (`job._ops_verify`) by this converter,
-                  # these rules and these dialects' verifiers
-                  "loopir/ast.py", "loopir/rules.py", "loopir/convert.py", "frontends/__init__.py",
+                  # a cached translation's ops were verified (`job._ops_verify`) by the converter
+                  # (dialects/convert.py, in SHARED_PACKAGES), these rules and these dialects' verifiers
+                  "loopir/ast.py", "loopir/rules.py", "frontends/__init__.py",
                   # what a model spec's file runs, and the configurations from_pretrained resolves to
                   "frontends/zoo/*.py", "frontends/zoo/configs/*.json")
 # packages laid out elsewhere in a source checkout (`package-dir`), found by import

@@ -126,8 +126,8 @@ def _ops_verify(result: Translation) -> bool:
     verified again: ~16k ops of a large network take a second to verify."""
     from xdsl.utils.exceptions import VerifyException
 
+    from solar_compiler.dialects.convert import kernels_to_module
     from solar_compiler.loopir.ast import LoopIRError
-    from solar_compiler.loopir.convert import kernels_to_module
 
     try:
         kernels_to_module(result.kernels).verify()

@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
+from solar_compiler.dialects.convert import expr_ops, value_expr
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, TensorOp, YieldOp, link_edges
 from solar_compiler.dialects.loop import dtype_type, location_of, location_text, traced_of
 from solar_compiler.loopir.affine import AffCond, AffExpr
@@ -43,7 +44,6 @@ from solar_compiler.loopir.ast import (
     statements,
     typecheck,
 )
-from solar_compiler.loopir.convert import expr_ops, value_expr
 from solar_compiler.loopir.grouping import NodeGroup, Scope, group_statements, scope_paths
 
 REDUCE_OF_KIND = {"=": "none", "+=": "add", "*=": "mul", "max=": "max", "min=": "min"}

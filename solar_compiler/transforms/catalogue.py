@@ -3,16 +3,16 @@
 A bound covers every implementation a production library, a compiler or a kernel writer would
 produce, not only the arithmetic as written: the roofline prices the program after every rewrite of
 the catalogue that needs strictly less work, and keeps the program as written for `--algorithms
-classical` (SOLAR's "same products as written" model) beside it. The rewrites are applied to a copy
-of the module, so the IR the user sees (and `-t mlir`) stays as written; `reorder-chains` remains the
-pass that rewrites the IR itself.
+classical` (SOLAR's "same products as written" model) beside it. The rewrites (patterns of this
+layer) are applied to a copy of the module, so the IR the user sees (and `-t mlir`) stays as
+written; `reorder-chains` remains the pass that rewrites the IR itself.
 
 Entries (each a general rule on the einsum graph, with its proof in the cited section):
 
 * **association** of contraction trees (chains of products and the sums over them, a sum being a
   contraction with ones): every tree whose cheapest association order (`chain_order.py`, priced
   exactly as emitted) needs strictly fewer FLOPs than the tree as written is rewritten to it
-  (`chain_rewrite.py`; proof in docs/reorder-chains.md).
+  (`transforms/reorder_chain.py`; proof in docs/reorder-chains.md).
 * **deduplication**: repeated products of broadcast, `repeat`ed and `expand`ed operands, symmetric
   products (SYRK) and identical nodes (CSE) are priced once (`distinct.py`, applied by the costs
   when asked for `distinct` costs).
@@ -36,7 +36,6 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.chain_order import ChainPlan, module_chain_plans
-from solar_compiler.analysis.chain_rewrite import rewrite_tree
 from solar_compiler.analysis.costs import GraphCosts
 from solar_compiler.analysis.distinct import SELECT
 from solar_compiler.analysis.fast_conv import WINOGRAD
@@ -44,6 +43,7 @@ from solar_compiler.analysis.program import module_programs
 from solar_compiler.analysis.vector_work import FOLDED
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.errors import SolarError
+from solar_compiler.transforms.reorder_chain import reorder_chains
 
 ALGORITHMS = ("default", "classical")
 
@@ -102,10 +102,10 @@ def catalogue_module(module: ModuleOp, within_source_ops: bool = False) -> tuple
                          "price the program as written with --algorithms classical")
     copy = module.clone()
     graphs = {g.kernel_name: g for g in copy.body.block.ops if isinstance(g, GraphOp)}
+    reorder_chains(copy, lifted)
     done = []
     for p in lifted:
         assert p.best is not None
-        rewrite_tree(graphs[p.tree.kernel], p)
         loc = p.tree.locs[0] if p.tree.locs else ""
         done.append(Rewrite("reassociated", p.tree.kernel, loc, p.best.words, p.written.flops,
                             p.best.cost.flops))

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from solar_compiler.analysis.chain_order import ChainPlan
-from solar_compiler.analysis.chain_sample import probed, to_f64
 from solar_compiler.analysis.costs import contraction_dtype
 from solar_compiler.analysis.polyhedral import iteration_count
 from solar_compiler.analysis.program import Program
@@ -44,6 +43,7 @@ from solar_compiler.loopir.ast import (
     Node,
     statements,
 )
+from solar_compiler.transforms.chain_sample import probed, to_f64
 
 BUDGET_S = 20.0          # estimated executor seconds for all runs of one check
 MATRIX_RATE = 2e9        # points per second of a contraction statement (BLAS)
