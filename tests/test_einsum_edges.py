@@ -14,8 +14,8 @@ from xdsl.parser import Parser
 
 from solar_compiler.analysis.structured import consumers, init_producer, producer
 from solar_compiler.dialects.einsum import Einsum, GraphOp, NodeOp, ReturnOp, TensorOp, link_edges
-from solar_compiler.dialects.loop import Loop
 from solar_compiler.dialects.graph_convert import lift_kernel
+from solar_compiler.dialects.loop import Loop
 from solar_compiler.text.parser import parse_kernel
 
 REPO = Path(__file__).resolve().parents[1]

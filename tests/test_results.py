@@ -18,9 +18,9 @@ from passes.roofline import RooflinePass
 from solar_compiler.analysis import costs
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.summary import module_report
+from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.driver import run_pipeline
 from solar_compiler.errors import SolarError
-from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.records import Alias, ChainsRecord, ChainTree, ProgramInfo, Validation
 from solar_compiler.report import JsonReportTarget, TextReportTarget
 from solar_compiler.text.parser import parse_kernels

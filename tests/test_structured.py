@@ -34,8 +34,6 @@ from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.dialects.einsum import GraphOp, NodeOp
 from solar_compiler.dialects.graph_convert import graph_to_kernel, lift_kernel
 from solar_compiler.loopir.ast import Kernel
-from solar_compiler.dialects.convert import kernels_to_module
-from solar_compiler.dialects.graph_convert import graph_to_kernel, lift_kernel
 from solar_compiler.text.parser import parse_kernels
 
 ROOT = Path(__file__).resolve().parent.parent

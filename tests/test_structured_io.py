@@ -13,8 +13,8 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 from solar_compiler.analysis import io_bounds as io
 from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.program import program_from_kernel, program_of
-from solar_compiler.loopir.ast import typecheck
 from solar_compiler.dialects.graph_convert import lift_kernel
+from solar_compiler.loopir.ast import typecheck
 from solar_compiler.text.parser import parse_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
