@@ -8,7 +8,7 @@ Per tree, the new intermediates are declared as `einsum.tensor`s, the new steps 
 `einsum.node`s (fresh scope numbers; the root step replaces the root node, keeping its name, origin
 and position, the other steps come just before it, with the root's origin where they have none),
 and the tree's other nodes, the zero fills of its intermediates and those intermediates are erased;
-the edges are then relinked by name (`link_edges`).
+the edges are then relinked by name (`link_edges`, after the walk).
 Every change goes through the `PatternRewriter`, so a listener (the walker's worklist) sees it.
 """
 
@@ -58,6 +58,9 @@ def reorder_chains(module: ModuleOp, plans: Sequence[ChainPlan]) -> dict[int, li
                              "better order to rewrite to")
     pattern = ReorderChains(plans)
     PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+    for g in module.body.block.ops:  # the edges by name, once the walker is done with the graph's ops
+        if isinstance(g, GraphOp):
+            link_edges(g)
     return pattern.new_nodes
 
 
@@ -102,8 +105,7 @@ def rewrite_tree(graph: GraphOp, plan: ChainPlan, rewriter: PatternRewriter) -> 
     tensors = graph.tensor_ops()
     for name in t.intermediates:
         rewriter.erase(tensors[name], safe_erase=False)
-    link_edges(graph)  # the new steps still name the scratch graph's values: the edges by name, once
-    return names
+    return names  # the new steps still use the scratch graph's values: `reorder_chains` relinks
 
 
 def _separate_init(root: NodeOp, output: str) -> NodeOp | None:
