@@ -46,6 +46,7 @@ from xdsl.ir.affine import (
     AffineSymExpr,
 )
 from xdsl.ir.affine.affine_set import AffineConstraintKind
+from xdsl.utils.disjoint_set import DisjointSet
 
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp, YieldOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, SelectOp, UnaryOp
@@ -181,22 +182,16 @@ def domain(node: NodeOp) -> isl.Set:
 
 
 def _groups(n: int, cons: Sequence[Constraint], extra: Iterable[frozenset[int]] = ()) -> list[list[int]]:
-    """Dims split into classes no constraint (or `extra` set) couples (union-find)."""
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    """Dims split into classes no constraint (or `extra` set) couples (xDSL's `DisjointSet`), in the
+    order of their first dim."""
+    sets = DisjointSet(range(n))
     for ds in [c.dims for c in cons] + list(extra):
         ds = sorted(ds)
         for d in ds[1:]:
-            parent[find(d)] = find(ds[0])
+            sets.union(ds[0], d)
     out: dict[int, list[int]] = {}
     for d in range(n):
-        out.setdefault(find(d), []).append(d)
+        out.setdefault(sets.find(d), []).append(d)
     return list(out.values())
 
 
