@@ -70,8 +70,10 @@ def run_once(text: str) -> float:
 
     passes = all_passes()
     from solar_compiler.analysis import costs, io_bounds, polyhedral, structured
+    from solar_compiler.loopir import domain
 
-    for module in (costs, polyhedral, io_bounds, structured):  # cold caches: each run counts every domain
+    # cold caches: each run counts every domain
+    for module in (costs, polyhedral, domain, io_bounds, structured):
         for obj in vars(module).values():
             if hasattr(obj, "cache_clear"):
                 obj.cache_clear()

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from solar_compiler.analysis.polyhedral import check_bounds
 from solar_compiler.executor import compare, execute
 from solar_compiler.executor.compare import TOLERANCE, output_dtypes, summation_tolerances
 from solar_compiler.executor.numeric import USER, quantize
 from solar_compiler.loopir.ast import FLOAT_DTYPES, Assign, Kernel, LoopIRError, SExpr, statements, typecheck
+from solar_compiler.loopir.domain import check_bounds
 from solar_compiler.mutate import mutants
 from solar_compiler.text.parser import parse_kernels
 

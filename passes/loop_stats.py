@@ -10,9 +10,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from solar_compiler.analysis.polyhedral import iteration_count
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.loopir.ast import statements
+from solar_compiler.loopir.domain import iteration_count
 from solar_compiler.text.printer import print_assign
 
 

@@ -51,8 +51,8 @@ class LoopTextFrontend(Frontend):
     name: ClassVar[str] = "loop"
 
     def parse(self, ctx: Context, input: IO[bytes], input_name: str = "input") -> ModuleOp:
-        from solar_compiler.analysis.polyhedral import check_bounds
         from solar_compiler.dialects.convert import kernels_to_module
+        from solar_compiler.loopir.domain import check_bounds
         from solar_compiler.text.parser import parse_kernels
 
         kernels = parse_kernels(input.read().decode(), input_name)

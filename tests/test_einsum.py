@@ -13,7 +13,6 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from solar_compiler.analysis.polyhedral import iteration_count
 from solar_compiler.analysis.program import program_of
 from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.dialects.einsum import Einsum, GatherOp, GraphOp, NodeOp
@@ -23,6 +22,7 @@ from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.affine_map import from_map, from_set
 from solar_compiler.loopir.ast import Assign, For, Kernel, Read, TensorDecl, statements
+from solar_compiler.loopir.domain import iteration_count
 from solar_compiler.passes.lift_einsum import LiftEinsumPass
 from solar_compiler.text.equation import equation
 from solar_compiler.text.parser import parse_kernel

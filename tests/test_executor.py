@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from executor_reference import interpret
 
-from solar_compiler.analysis.polyhedral import check_bounds
 from solar_compiler.executor import compare, execute
 from solar_compiler.executor.compare import output_dtypes
 from solar_compiler.executor.numeric import erf, quantize
 from solar_compiler.loopir.ast import LoopIRError, typecheck
+from solar_compiler.loopir.domain import check_bounds
 from solar_compiler.mutate import mutants
 from solar_compiler.text.parser import parse_kernel
 

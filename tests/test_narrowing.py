@@ -12,13 +12,13 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.costs import kernel_costs, module_costs
-from solar_compiler.analysis.polyhedral import iteration_count
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.analysis.summary import as_written_record
 from solar_compiler.dialects.convert import kernels_to_module, op_to_kernel
 from solar_compiler.dialects.solar import AsWrittenOp
 from solar_compiler.executor.run import execute
 from solar_compiler.loopir.ast import Kernel, LoopIRError, statements
+from solar_compiler.loopir.domain import iteration_count
 from solar_compiler.passes import all_passes
 from solar_compiler.text.parser import parse_kernel
 from solar_compiler.text.printer import print_assign, print_kernel

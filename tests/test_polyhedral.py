@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solar_compiler.analysis.polyhedral import access_map, check_bounds, domain, footprint, iteration_count
+from solar_compiler.analysis.polyhedral import access_map, domain, footprint
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
@@ -22,6 +22,7 @@ from solar_compiler.loopir.ast import (
     TensorDecl,
     statements,
 )
+from solar_compiler.loopir.domain import check_bounds, iteration_count
 from solar_compiler.text.parser import parse_kernel
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,7 +16,6 @@ from xdsl.utils.exceptions import VerifyException
 
 from solar_compiler.analysis.costs import kernel_costs
 from solar_compiler.analysis.io_bounds import view
-from solar_compiler.analysis.polyhedral import check_bounds
 from solar_compiler.analysis.program import program_of
 from solar_compiler.dialects.convert import kernels_to_module, module_kernels
 from solar_compiler.dialects.einsum import Einsum
@@ -37,6 +36,7 @@ from solar_compiler.loopir.ast import (
     stmt_reads,
     typecheck,
 )
+from solar_compiler.loopir.domain import check_bounds
 from solar_compiler.mutate import mutants
 from solar_compiler.text.equation import equation
 from solar_compiler.text.parser import parse_kernel

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from executor_reference import interpret
 
-from solar_compiler.analysis.polyhedral import iteration_count
 from solar_compiler.executor import compare, execute, statement
 from solar_compiler.executor.compare import output_dtypes
 from solar_compiler.executor.grid import Axis, Grid, build_grid
@@ -21,6 +20,7 @@ from solar_compiler.executor.numeric import quantize
 from solar_compiler.frontends import validation
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import LoopIRError, statements
+from solar_compiler.loopir.domain import iteration_count
 from solar_compiler.text.parser import parse_kernel
 
 torch = pytest.importorskip("torch")

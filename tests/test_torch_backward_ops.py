@@ -13,7 +13,7 @@ F = torch.nn.functional
 from test_torch_translate import check, model, stmts, write  # noqa: E402
 
 from solar_compiler.analysis.costs import kernel_costs  # noqa: E402
-from solar_compiler.analysis.polyhedral import iteration_count  # noqa: E402
+from solar_compiler.loopir.domain import iteration_count  # noqa: E402
 
 A = "torch.ops.aten"
 SDPA_BWD = "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"

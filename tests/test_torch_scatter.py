@@ -14,7 +14,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from solar_compiler.analysis.polyhedral import check_bounds, iteration_count  # noqa: E402
 from solar_compiler.errors import SolarError  # noqa: E402
 from solar_compiler.executor import execute  # noqa: E402
 from solar_compiler.frontends.model_file import load_model_file  # noqa: E402
@@ -28,6 +27,7 @@ from solar_compiler.frontends.torch.capture import (  # noqa: E402
 from solar_compiler.frontends.torch.translate import translate_program  # noqa: E402
 from solar_compiler.frontends.torch.validation import run_samples  # noqa: E402
 from solar_compiler.loopir.ast import statements, typecheck  # noqa: E402
+from solar_compiler.loopir.domain import check_bounds, iteration_count  # noqa: E402
 from solar_compiler.text.parser import parse_kernel  # noqa: E402
 from solar_compiler.text.printer import print_assign, print_kernel  # noqa: E402
 

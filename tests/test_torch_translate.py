@@ -11,7 +11,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from solar_compiler.analysis.polyhedral import check_bounds, iteration_count  # noqa: E402
 from solar_compiler.errors import SolarError  # noqa: E402
 from solar_compiler.frontends.builder.index_maps import reshape_map  # noqa: E402
 from solar_compiler.frontends.model_file import load_model_file  # noqa: E402
@@ -20,6 +19,7 @@ from solar_compiler.frontends.torch.translate import translate_program  # noqa: 
 from solar_compiler.frontends.torch.validation import run_samples  # noqa: E402
 from solar_compiler.loopir.affine import AffExpr  # noqa: E402
 from solar_compiler.loopir.ast import Assign, Read, reads, statements, typecheck  # noqa: E402
+from solar_compiler.loopir.domain import check_bounds, iteration_count  # noqa: E402
 from solar_compiler.loopir.same_program import same_program  # noqa: E402
 from solar_compiler.loopir.simplify import simplify_affine  # noqa: E402
 from solar_compiler.text.parser import parse_kernel  # noqa: E402

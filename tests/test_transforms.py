@@ -12,13 +12,13 @@ from xdsl.context import Context
 from solar_compiler.analysis.chain_order import module_chain_plans
 from solar_compiler.analysis.costs import module_costs
 from solar_compiler.analysis.manager import invalidate_analyses
-from solar_compiler.analysis.polyhedral import iteration_count
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.dialects.convert import kernels_to_module, op_to_kernel
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.dialects.solar import AsWrittenOp
 from solar_compiler.loopir.ast import statements
+from solar_compiler.loopir.domain import iteration_count
 from solar_compiler.passes.lift_einsum import LiftEinsumPass
 from solar_compiler.text.parser import parse_kernels
 from solar_compiler.transforms.narrow import narrow_module

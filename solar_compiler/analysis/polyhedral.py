@@ -1,49 +1,39 @@
-"""Loop-IR statements as islpy objects: iteration domains, access relations, exact counts.
+"""Loop-IR statements as islpy objects: access relations and footprints, on the domains and counts
+of `loopir/domain.py`.
 
-`count_val()` enumerates in the worst case: a 7-deep conv domain did not finish in 120 s, the
-same count split into independent groups of dimensions took 2 ms. So every count here first
-splits the dimensions into groups that no constraint couples (union-find over the variables of
-each constraint), counts each group alone, and multiplies. A group whose only constraints are
-constant bounds of one variable is counted arithmetically.
+The statement-level domain code (constraints, the isl domain, exact counts, loop ranges) lives in
+`solar_compiler/loopir/domain.py`, beside the AST it reads, where the frontends, the executor and
+the `einsum.node` verifier reach it too; the names below re-export it for the analyses that still
+read statements (issue 20: each goes with its last caller as the analyses move to
+`analysis/structured.py`). Footprints split the dimensions into groups no constraint or index
+couples, as the counts do (`count_val()` of a 7-deep convolution domain does not finish).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import TypeVar
 
 import islpy as isl
-from xdsl.utils.disjoint_set import DisjointSet
 
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import Kernel, LoopIRError, Read, StmtContext, statements, stmt_reads
-from solar_compiler.loopir.domain import Constraint, domain_constraints
+from solar_compiler.loopir.ast import StmtContext
+from solar_compiler.loopir.domain import (
+    Constraint,
+    count_group,
+    count_points,
+    domain,
+    domain_constraints,
+    groups,
+    isl_set,
+    iteration_count,
+    loop_ranges,
+    partition,
+)
 
-T = TypeVar("T")
-
-
-def _isl_set(name: str, ivs: Sequence[str], conds: Sequence[AffCond]) -> isl.Set:
-    body = " and ".join(c.to_isl() for c in conds) or "true"
-    return isl.Set(f"{{ {name}[{', '.join(ivs)}] : {body} }}")
-
-
-def domain(ctx: StmtContext) -> isl.Set:
-    """The statement's iteration domain as an isl set named `S<index>` (built once per context)."""
-    memo = ctx.__dict__.get("_isl_domain")
-    if memo is None:
-        ivs, cons, _ = domain_constraints(ctx)
-        memo = _unnamed_domain(ivs, tuple(c.cond for c in cons)).set_tuple_name(f"S{ctx.index}")
-        object.__setattr__(ctx, "_isl_domain", memo)
-    return memo
-
-
-# isl parses a set in ~100 us and renames one in ~1 us; a network's statements share few domains and
-# accesses (DenseNet201: 400 distinct domains among 3,487), so each is parsed once and renamed.
-@lru_cache(maxsize=16384)
-def _unnamed_domain(ivs: tuple[str, ...], conds: tuple[AffCond, ...]) -> isl.Set:
-    return _isl_set("S", ivs, conds)
+__all__ = ["Constraint", "access_map", "count_points", "domain", "domain_constraints", "footprint",
+           "iteration_count", "loop_ranges", "partition", "unnamed_access"]
 
 
 @lru_cache(maxsize=65536)
@@ -56,73 +46,6 @@ def access_map(ctx: StmtContext, tensor: str, indices: Sequence[AffExpr]) -> isl
     """`{ S[ivs] -> tensor[indices] }` restricted to the statement's domain."""
     m = unnamed_access(tuple(ctx.ivs), tensor, tuple(indices))
     return m.set_tuple_name(isl.dim_type.in_, f"S{ctx.index}").intersect_domain(domain(ctx))
-
-
-def partition(items: Sequence[T], links: Iterable[Iterable[T]]) -> list[list[T]]:
-    """The classes of `items` when the members of every link are joined (xDSL's `DisjointSet`; a
-    link's members outside `items` are ignored). Classes in the order of their first member in
-    `items`, members in `items` order: counts are products over independent classes, and the
-    order keeps the cache keys built from the classes stable."""
-    known = list(dict.fromkeys(items))
-    sets = DisjointSet(known)
-    members_of = set(known)
-    for link in links:
-        members = [m for m in link if m in members_of]
-        for m in members[1:]:
-            sets.union(members[0], m)
-    classes: dict[T, list[T]] = {}
-    for x in items:
-        classes.setdefault(sets.find(x), []).append(x)
-    return list(classes.values())
-
-
-def _groups(vars_: Sequence[str], cons: Sequence[Constraint], extra: Sequence[frozenset[str]] = ()) \
-        -> list[list[str]]:
-    """Loop variables in classes that no constraint (nor `extra` set) links: counted independently."""
-    return partition(vars_, [c.vars for c in cons] + list(extra))
-
-
-@lru_cache(maxsize=4096)
-def _count_group(ivs: tuple[str, ...], conds: tuple[AffCond, ...]) -> int:
-    if len(ivs) == 1 and all(not c.expr.is_quasi() for c in conds):
-        (v,) = ivs
-        lo, hi = -math.inf, math.inf
-        for c in conds:
-            a, k = c.expr.coeff(v), c.expr.const
-            if c.op == "==":
-                val = -k / a
-                lo, hi = max(lo, math.ceil(val)), min(hi, math.floor(val))
-                if val != int(val):
-                    return 0
-            elif a > 0:
-                lo = max(lo, math.ceil(-k / a))
-            else:
-                hi = min(hi, math.floor(k / -a))
-        if math.isinf(lo) or math.isinf(hi):
-            raise LoopIRError(f"unbounded loop variable '{v}'")
-        return max(0, int(hi - lo + 1))
-    return _isl_set("G", ivs, conds).count_val().to_python()
-
-
-def count_points(ivs: Sequence[str], cons: Sequence[Constraint]) -> int:
-    """Exact number of integer points, factored into independent groups of variables."""
-    total = 1
-    for g in _groups(ivs, cons):
-        gs = set(g)
-        conds = tuple(c.cond for c in cons if c.vars and c.vars <= gs)
-        total *= _count_group(tuple(g), conds)
-        if total == 0:
-            return 0
-    # constraints without variables (constant guards) either hold or empty the domain
-    for c in cons:
-        if not c.vars and not c.cond.evaluate({}):
-            return 0
-    return total
-
-
-def iteration_count(ctx: StmtContext) -> int:
-    ivs, cons, _ = domain_constraints(ctx)
-    return count_points(ivs, cons)
 
 
 def _box(ctx: StmtContext) -> dict[str, int] | None:
@@ -148,12 +71,12 @@ def footprint(ctx: StmtContext, indices: Sequence[AffExpr]) -> int:
     used = set().union(*idx_vars) if idx_vars else set()
     # Variables no index uses only matter through emptiness and through coupling constraints.
     total = 1
-    for g in _groups(ivs, cons, idx_vars):
+    for g in groups(ivs, cons, idx_vars):
         gs = set(g)
         conds = tuple(c.cond for c in cons if c.vars and c.vars <= gs)
         dims = [i for i, vs in zip(indices, idx_vars, strict=True) if vs and vs <= gs]
         if not gs & used:
-            if _count_group(tuple(g), conds) == 0:
+            if count_group(tuple(g), conds) == 0:
                 return 0
             continue
         total *= _image_count(tuple(g), conds, tuple(dims))
@@ -171,23 +94,23 @@ def _variables_footprint(ctx: StmtContext, names: set[str]) -> int:
     box = _box(ctx)
     if box is not None:
         return 0 if 0 in box.values() else math.prod(box[v] for v in names)
-    groups = ctx.__dict__.get("_var_groups")
-    if groups is None:
+    classes = ctx.__dict__.get("_var_groups")
+    if classes is None:
         ivs, cons, _ = domain_constraints(ctx)
-        groups = []
-        for g in _groups(ivs, cons):
+        classes = []
+        for g in groups(ivs, cons):
             gs = set(g)
-            groups.append((tuple(g), gs, tuple(c.cond for c in cons if c.vars and c.vars <= gs)))
+            classes.append((tuple(g), gs, tuple(c.cond for c in cons if c.vars and c.vars <= gs)))
         if any(not c.vars and not c.cond.evaluate({}) for c in cons):  # a false constant guard
-            groups = False
-        object.__setattr__(ctx, "_var_groups", groups)
-    if groups is False:
+            classes = False
+        object.__setattr__(ctx, "_var_groups", classes)
+    if classes is False:
         return 0
     total = 1
-    for g, gs, conds in groups:
+    for g, gs, conds in classes:
         if gs & names:
             total *= _image_count(g, conds, tuple(AffExpr.var(v) for v in g if v in names))
-        elif _count_group(g, conds) == 0:
+        elif count_group(g, conds) == 0:
             return 0
     return total
 
@@ -195,54 +118,7 @@ def _variables_footprint(ctx: StmtContext, names: set[str]) -> int:
 @lru_cache(maxsize=4096)
 def _image_count(ivs: tuple[str, ...], conds: tuple[AffCond, ...], dims: tuple[AffExpr, ...]) -> int:
     if len(ivs) == 1 and len(dims) == 1 and not dims[0].is_quasi() and abs(dims[0].coeff(ivs[0])) == 1:
-        return _count_group(ivs, conds)  # a unit-stride image of one variable is a bijection
-    s = _isl_set("G", ivs, conds)
+        return count_group(ivs, conds)  # a unit-stride image of one variable is a bijection
+    s = isl_set("G", ivs, conds)
     m = isl.Map(f"{{ G[{', '.join(ivs)}] -> T[{', '.join(d.to_isl() for d in dims)}] }}")
     return m.intersect_domain(s).range().count_val().to_python()
-
-
-def check_bounds(kernel: Kernel) -> None:
-    """Every affine access stays inside its tensor on the (guarded) iteration domain.
-    Raises LoopIRError naming the statement, tensor and dimension otherwise. A dynamic (loaded)
-    index position of a read or write is data: the executor checks it on every point it runs."""
-    for ctx in statements(kernel):
-        accesses: list[tuple[str, tuple]] = [(ctx.stmt.target, ctx.stmt.indices)]
-        accesses += [(r.tensor, r.indices) for r in _reads(ctx)]
-        dom = None
-        for tensor, idx in accesses:
-            shape = kernel.tensor(tensor).shape
-            for d, (e, n) in enumerate(zip(idx, shape, strict=True)):
-                if not isinstance(e, AffExpr):
-                    continue
-                ranges = loop_ranges(ctx)
-                lo, hi = e.bounds(ranges) if ranges is not None else (-1, n)
-                if 0 <= lo and hi < n:
-                    continue
-                if dom is None:
-                    dom = domain(ctx)
-                if dom.is_empty():
-                    break
-                vals = isl.Map(f"{{ S{ctx.index}[{', '.join(ctx.ivs)}] -> X[{e.to_isl()}] }}") \
-                    .intersect_domain(dom).range()
-                box = isl.Set(f"{{ X[x] : 0 <= x < {n} }}")
-                if not vals.is_subset(box):
-                    where = f" (from {ctx.stmt.loc})" if ctx.stmt.loc else ""
-                    raise LoopIRError(f"index {d} of '{tensor}' ({e}) leaves the range [0, {n}) in the "
-                                      f"statement writing '{ctx.stmt.target}'{where}", ctx.stmt.pos)
-
-
-def _reads(ctx: StmtContext) -> list[Read]:
-    return stmt_reads(ctx.stmt)
-
-
-def loop_ranges(ctx: StmtContext) -> dict[str, tuple[int, int]] | None:
-    """Interval of every loop variable from constant-evaluable bounds (guards ignored)."""
-    out: dict[str, tuple[int, int]] = {}
-    for f in ctx.loops:
-        try:
-            lo = f.lb.bounds(out)[0]
-            hi = f.ub.bounds(out)[1] - 1
-        except KeyError:
-            return None
-        out[f.iv] = (lo, hi)
-    return out

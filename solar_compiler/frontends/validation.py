@@ -148,9 +148,9 @@ def statement_seconds(ctx, points: int, runs: int = 1) -> float:
 
 def estimate(kernel: Kernel) -> Cost:
     """The expected cost of one validation sample of `kernel` (`Cost`)."""
-    from solar_compiler.analysis.polyhedral import iteration_count
     from solar_compiler.executor.compare import loop_extents
     from solar_compiler.loopir.ast import statements, stmt_reads
+    from solar_compiler.loopir.domain import iteration_count
 
     secs = fsecs = 0.0
     ctxs = statements(kernel)
@@ -248,8 +248,8 @@ def has_indirect(kernel) -> bool:
 def traced_records(kernel, trace) -> list[dict[str, Any]]:
     """The trace as `Translation.traced` records: per statement and tensor, the distinct elements its
     indirect accesses touched, its domain's points and how many such accesses it has."""
-    from solar_compiler.analysis.polyhedral import iteration_count
     from solar_compiler.loopir.ast import statements, stmt_reads
+    from solar_compiler.loopir.domain import iteration_count
 
     ctxs = statements(kernel)
     out = []

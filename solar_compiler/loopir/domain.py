@@ -1,14 +1,33 @@
-"""A statement's iteration domain as affine constraints (loop bounds, steps, guards): the common
-ground of the polyhedral counts (`analysis/polyhedral.py`) and the executor's legality check
-(`executor/legality.py`). It lives below both so that the executor needs nothing from analysis/
-(the package import graph is a DAG: tests/test_layers.py)."""
+"""A statement's iteration domain (loop bounds, steps, guards): its affine constraints, its isl set,
+its exact point count, and the check that its affine accesses stay inside their tensors. The common
+ground of the polyhedral counts (`analysis/polyhedral.py`), the executor's legality check
+(`executor/legality.py`), the frontends' checks of what they built (`check_bounds`,
+`iteration_count`) and the `einsum.node` verifier (`index_in_range`). It lives below all of them so
+that neither the executor nor the dialects need anything from analysis/ (the package import graph
+is a DAG: tests/test_layers.py).
+
+`count_val()` enumerates in the worst case: a 7-deep conv domain did not finish in 120 s, the
+same count split into independent groups of dimensions took 2 ms. So every count here first
+splits the dimensions into groups that no constraint couples (xDSL's `DisjointSet` over the
+variables of each constraint), counts each group alone, and multiplies. A group whose only
+constraints are constant bounds of one variable is counted arithmetically.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import TypeVar
+
+import islpy as isl
+from xdsl.utils.disjoint_set import DisjointSet
 
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import StmtContext
+from solar_compiler.loopir.ast import Kernel, LoopIRError, StmtContext, statements, stmt_reads
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -31,17 +50,168 @@ def domain_constraints(ctx: StmtContext) -> tuple[tuple[str, ...], list[Constrai
     return ivs, list(cons), dict(steps)
 
 
+def loop_conds(iv: str, lb: AffExpr, ub: AffExpr, step: int) -> list[AffCond]:
+    """The constraints one loop puts on its variable: `lb <= iv < ub`, and `(iv - lb) % step == 0`
+    for a step other than 1 (a statement's loops, or an `einsum.node`'s bounds and steps)."""
+    v = AffExpr.var(iv)
+    out = [AffCond.compare(v, ">=", lb), AffCond.compare(v, "<", ub)]
+    if step != 1:
+        out.append(AffCond((v - lb) % step, "=="))
+    return out
+
+
 def _domain_constraints(ctx: StmtContext) -> tuple[tuple[str, ...], tuple[Constraint, ...], dict[str, int]]:
     cons: list[Constraint] = []
     steps: dict[str, int] = {}
     for f in ctx.loops:
-        v = AffExpr.var(f.iv)
-        for c in (AffCond.compare(v, ">=", f.lb), AffCond.compare(v, "<", f.ub)):
-            cons.append(Constraint(c, frozenset(c.vars())))
         if f.step != 1:
             steps[f.iv] = f.step
-            c = AffCond((v - f.lb) % f.step, "==")
-            cons.append(Constraint(c, frozenset(c.vars())))
+        cons += [Constraint(c, frozenset(c.vars())) for c in loop_conds(f.iv, f.lb, f.ub, f.step)]
     for g in ctx.guards:
         cons.append(Constraint(g, frozenset(g.vars())))
     return ctx.ivs, tuple(cons), steps
+
+
+def loop_ranges(ctx: StmtContext) -> dict[str, tuple[int, int]] | None:
+    """Interval of every loop variable from constant-evaluable bounds (guards ignored)."""
+    out: dict[str, tuple[int, int]] = {}
+    for f in ctx.loops:
+        try:
+            lo = f.lb.bounds(out)[0]
+            hi = f.ub.bounds(out)[1] - 1
+        except KeyError:
+            return None
+        out[f.iv] = (lo, hi)
+    return out
+
+
+# ---- the domain as an isl set ----------------------------------------------------------------------
+def isl_set(name: str, ivs: Sequence[str], conds: Sequence[AffCond]) -> isl.Set:
+    body = " and ".join(c.to_isl() for c in conds) or "true"
+    return isl.Set(f"{{ {name}[{', '.join(ivs)}] : {body} }}")
+
+
+def domain(ctx: StmtContext) -> isl.Set:
+    """The statement's iteration domain as an isl set named `S<index>` (built once per context)."""
+    memo = ctx.__dict__.get("_isl_domain")
+    if memo is None:
+        ivs, cons, _ = domain_constraints(ctx)
+        memo = unnamed_domain(ivs, tuple(c.cond for c in cons)).set_tuple_name(f"S{ctx.index}")
+        object.__setattr__(ctx, "_isl_domain", memo)
+    return memo
+
+
+# isl parses a set in ~100 us and renames one in ~1 us; a network's statements share few domains and
+# accesses (DenseNet201: 400 distinct domains among 3,487), so each is parsed once and renamed.
+@lru_cache(maxsize=16384)
+def unnamed_domain(ivs: tuple[str, ...], conds: tuple[AffCond, ...]) -> isl.Set:
+    """`{ S[ivs] : conds }`, parsed once per distinct domain (name it with `set_tuple_name`)."""
+    return isl_set("S", ivs, conds)
+
+
+# ---- exact counts ----------------------------------------------------------------------------------
+def partition(items: Sequence[T], links: Iterable[Iterable[T]]) -> list[list[T]]:
+    """The classes of `items` when the members of every link are joined (xDSL's `DisjointSet`; a
+    link's members outside `items` are ignored). Classes in the order of their first member in
+    `items`, members in `items` order: counts are products over independent classes, and the
+    order keeps the cache keys built from the classes stable."""
+    known = list(dict.fromkeys(items))
+    sets = DisjointSet(known)
+    members_of = set(known)
+    for link in links:
+        members = [m for m in link if m in members_of]
+        for m in members[1:]:
+            sets.union(members[0], m)
+    classes: dict[T, list[T]] = {}
+    for x in items:
+        classes.setdefault(sets.find(x), []).append(x)
+    return list(classes.values())
+
+
+def groups(vars_: Sequence[str], cons: Sequence[Constraint], extra: Sequence[frozenset[str]] = ()) \
+        -> list[list[str]]:
+    """Loop variables in classes that no constraint (nor `extra` set) links: counted independently."""
+    return partition(vars_, [c.vars for c in cons] + list(extra))
+
+
+@lru_cache(maxsize=4096)
+def count_group(ivs: tuple[str, ...], conds: tuple[AffCond, ...]) -> int:
+    """Points of `{ ivs : conds }` (one class of `groups`): arithmetic for one variable under
+    constant bounds, else isl's count."""
+    if len(ivs) == 1 and all(not c.expr.is_quasi() for c in conds):
+        (v,) = ivs
+        lo, hi = -math.inf, math.inf
+        for c in conds:
+            a, k = c.expr.coeff(v), c.expr.const
+            if c.op == "==":
+                val = -k / a
+                lo, hi = max(lo, math.ceil(val)), min(hi, math.floor(val))
+                if val != int(val):
+                    return 0
+            elif a > 0:
+                lo = max(lo, math.ceil(-k / a))
+            else:
+                hi = min(hi, math.floor(k / -a))
+        if math.isinf(lo) or math.isinf(hi):
+            raise LoopIRError(f"unbounded loop variable '{v}'")
+        return max(0, int(hi - lo + 1))
+    return isl_set("G", ivs, conds).count_val().to_python()
+
+
+def count_points(ivs: Sequence[str], cons: Sequence[Constraint]) -> int:
+    """Exact number of integer points, factored into independent groups of variables."""
+    total = 1
+    for g in groups(ivs, cons):
+        gs = set(g)
+        conds = tuple(c.cond for c in cons if c.vars and c.vars <= gs)
+        total *= count_group(tuple(g), conds)
+        if total == 0:
+            return 0
+    # constraints without variables (constant guards) either hold or empty the domain
+    for c in cons:
+        if not c.vars and not c.cond.evaluate({}):
+            return 0
+    return total
+
+
+def iteration_count(ctx: StmtContext) -> int:
+    """Exact number of points of the statement's iteration domain."""
+    ivs, cons, _ = domain_constraints(ctx)
+    return count_points(ivs, cons)
+
+
+# ---- accesses inside their tensors -----------------------------------------------------------------
+def index_in_range(dom: isl.Set, ivs: Sequence[str], e: AffExpr, n: int) -> bool:
+    """Whether the affine index `e` over the domain `dom` (a set over `ivs`, any tuple name) takes
+    only values in [0, n): exact, as isl's image of the domain (an empty domain touches nothing)."""
+    name = dom.get_tuple_name()
+    vals = isl.Map(f"{{ {name}[{', '.join(ivs)}] -> X[{e.to_isl()}] }}").intersect_domain(dom).range()
+    return vals.is_subset(isl.Set(f"{{ X[x] : 0 <= x < {n} }}"))
+
+
+def check_bounds(kernel: Kernel) -> None:
+    """Every affine access stays inside its tensor on the (guarded) iteration domain.
+    Raises LoopIRError naming the statement, tensor and dimension otherwise. A dynamic (loaded)
+    index position of a read or write is data: the executor checks it on every point it runs.
+    Intervals of the loop variables decide most indices; the rest are decided exactly by isl."""
+    for ctx in statements(kernel):
+        accesses: list[tuple[str, tuple]] = [(ctx.stmt.target, ctx.stmt.indices)]
+        accesses += [(r.tensor, r.indices) for r in stmt_reads(ctx.stmt)]
+        dom = None
+        for tensor, idx in accesses:
+            shape = kernel.tensor(tensor).shape
+            for d, (e, n) in enumerate(zip(idx, shape, strict=True)):
+                if not isinstance(e, AffExpr):
+                    continue
+                ranges = loop_ranges(ctx)
+                lo, hi = e.bounds(ranges) if ranges is not None else (-1, n)
+                if 0 <= lo and hi < n:
+                    continue
+                if dom is None:
+                    dom = domain(ctx)
+                if dom.is_empty():
+                    break
+                if not index_in_range(dom, ctx.ivs, e, n):
+                    where = f" (from {ctx.stmt.loc})" if ctx.stmt.loc else ""
+                    raise LoopIRError(f"index {d} of '{tensor}' ({e}) leaves the range [0, {n}) in the "
+                                      f"statement writing '{ctx.stmt.target}'{where}", ctx.stmt.pos)

@@ -26,7 +26,6 @@ import numpy as np
 
 from solar_compiler.analysis.chain_order import ChainPlan
 from solar_compiler.analysis.costs import contraction_dtype
-from solar_compiler.analysis.polyhedral import iteration_count
 from solar_compiler.analysis.program import Program
 from solar_compiler.errors import SolarError
 from solar_compiler.executor import compare, execute
@@ -43,6 +42,7 @@ from solar_compiler.loopir.ast import (
     Node,
     statements,
 )
+from solar_compiler.loopir.domain import iteration_count
 from solar_compiler.transforms.chain_sample import probed, to_f64
 
 BUDGET_S = 20.0          # estimated executor seconds for all runs of one check

@@ -16,7 +16,6 @@ os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"),
 
 import jax  # noqa: E402
 
-from solar_compiler.analysis.polyhedral import check_bounds
 from solar_compiler.errors import SolarError
 from solar_compiler.executor.trace import IndirectTrace
 from solar_compiler.frontends import FrontendOptions, Translation
@@ -29,6 +28,7 @@ from solar_compiler.frontends.validation import (
     traced_records,
     validate_sized,
 )
+from solar_compiler.loopir.domain import check_bounds
 
 from .capture import JaxModel, capture, load_model
 from .reference import feed, file_inputs, fresh_inputs, real_params, reference

@@ -94,10 +94,10 @@ def check_signature(kernel: Kernel, params: Sequence[Param]) -> None:
 def verify(kernel: Kernel) -> None:
     """What a `.loop` file gets when it is read (affine bounds with islpy, the dialect verifier), and
     the executor's legality check (a dependence carried by a non-scan loop)."""
-    from solar_compiler.analysis.polyhedral import check_bounds
     from solar_compiler.dialects.convert import kernels_to_module
     from solar_compiler.executor.legality import check_distributable
     from solar_compiler.loopir.ast import typecheck
+    from solar_compiler.loopir.domain import check_bounds
 
     try:
         check_bounds(kernel)

@@ -41,8 +41,8 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
 
 def _captured(path: str, options: FrontendOptions) -> dict[str, Any]:
     """Capture and translate `path` (no validation yet): spec, prog, tt, filler and the times."""
-    from solar_compiler.analysis.polyhedral import check_bounds
     from solar_compiler.frontends.model_file import ModelFileError, load_model_file
+    from solar_compiler.loopir.domain import check_bounds
 
     from .capture import CaptureError, capture
     from .translate import translate_program
