@@ -81,7 +81,7 @@ the users of the result).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from xdsl.dialects.builtin import (
@@ -185,6 +185,9 @@ class GraphOp(LocatedOp):
                 raise OpVerifyError(f"node {n.sym_name.data}: block argument types must be the element "
                                     "types of its inputs", n)
         self._verify_edges(decls)
+        shapes = {t: d.dims for t, d in decls.items()}
+        for n in self.nodes():
+            n.verify_in_bounds(shapes)
 
     def _verify_edges(self, decls: dict[str, TensorDeclOp]) -> None:
         """Every operand is the latest value of the tensor it names (the value `link_edges` would
@@ -514,6 +517,67 @@ class NodeOp(LocatedOp, TensorUser):
                 raise bad("init_guard_scopes and init_guard_depths must place each guard of the init")
         elif self.init_depth is not None or self.init_origin is not None:
             raise bad("init_depth and init_origin need an init")
+
+    def verify_in_bounds(self, shapes: Mapping[str, Sequence[int]]) -> None:
+        """Every direct access stays inside its tensor (`shapes`: the graph's declarations) on the
+        node's domain, and the folded init's write on the init's domain; a loaded (symbol) position
+        is data, checked by the executor as it runs. The loop box decides most indices by interval
+        arithmetic; an index that leaves it is decided exactly on the domain with its steps and
+        guards (isl, `loopir/domain.py`, as `check_bounds` decides a statement), so a valid graph is
+        never rejected."""
+        maps = [m.data for m in self.indexing_maps.data]
+        accesses = [*zip(self.input_names, maps[:-1], strict=True), (self.output_name, maps[-1])]
+        accesses += [(g.tensor_name, g.map.data) for g in self.gathers()]
+        box = self.get_static_loop_intervals()
+        n_guards = 0 if self.guards is None else len(self.guards.data.constraints)
+        init = self.ints(self.init_depth) if self.init is not None else None
+        for k, (tensor, m) in enumerate(accesses):
+            for d, (r, size) in enumerate(zip(m.results, shapes[tensor], strict=True)):
+                if _has_symbol(r):
+                    continue
+                lo, hi = interval(r, box)
+                if 0 <= lo and hi < size:
+                    continue
+                where = ((len(box), n_guards, "the node's domain"),)
+                if k == len(maps) - 1 and init is not None and max(_dims_used(r), default=-1) < init[0]:
+                    where += ((init[0], init[1], "the domain of its init"),)
+                for depth, guards, what in where:
+                    if not _exact_in_range(self, depth, guards, r, size):
+                        raise OpVerifyError(f"node {self.sym_name.data}: index {d} of '{tensor}' "
+                                            f"({_named(r, self.iv_names)}) leaves the range [0, {size}) "
+                                            f"on {what}", self)
+
+
+def _exact_in_range(node: NodeOp, depth: int, n_guards: int, r: object, size: int) -> bool:
+    """Whether `r` stays in [0, size) on the node's outer `depth` loops (bounds, steps) under its
+    first `n_guards` guard constraints, exactly (isl; an empty domain reads nothing)."""
+    from solar_compiler.loopir.affine_map import from_affine_expr, from_set
+    from solar_compiler.loopir.domain import index_in_range, loop_conds, unnamed_domain
+
+    dims = [f"d{i}" for i in range(node.get_num_loops())]
+    bounds = zip(node.lower_bounds.data.results, node.upper_bounds.data.results, node.ints(node.steps),
+                 strict=True)
+    conds = [c for i, (lb, ub, st) in zip(range(depth), bounds, strict=False)
+             for c in loop_conds(dims[i], from_affine_expr(lb, dims), from_affine_expr(ub, dims), st)]
+    if node.guards is not None:
+        conds += from_set(node.guards.data, dims)[:n_guards]
+    dom = unnamed_domain(tuple(dims[:depth]), tuple(conds))
+    return index_in_range(dom, dims[:depth], from_affine_expr(r, dims), size)  # type: ignore[arg-type]
+
+
+def _named(r: object, ivs: Sequence[str]) -> str:
+    """An index in the loop variables' names, for a message."""
+    from solar_compiler.loopir.affine_map import from_affine_expr
+
+    return str(from_affine_expr(r, ivs))  # type: ignore[arg-type]
+
+
+def _has_symbol(e: object) -> bool:
+    from xdsl.ir.affine import AffineBinaryOpExpr, AffineSymExpr
+
+    if isinstance(e, AffineSymExpr):
+        return True
+    return isinstance(e, AffineBinaryOpExpr) and (_has_symbol(e.lhs) or _has_symbol(e.rhs))
 
 
 def _dims_used(e: object) -> set[int]:
