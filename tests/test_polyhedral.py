@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from xdsl.utils.exceptions import VerifyException
 
 from solar_compiler.analysis.polyhedral import access_map, domain, footprint
+from solar_compiler.dialects.graph_convert import kernel_to_graph
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
@@ -140,6 +142,49 @@ def test_check_bounds_matches_enumeration(data) -> None:
     else:
         with pytest.raises(LoopIRError, match=r"^t\.loop:9:9: index \d of 'T' .* leaves the range \[0, \d\)"):
             check_bounds(k)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_node_verifier_matches_enumeration(data) -> None:
+    """The `einsum.node` verifier decides the same as enumeration on the same random nests (intervals
+    where they suffice, isl on the exact domain where they do not): it never rejects a valid graph."""
+    ctx = data.draw(nest())
+    idx = data.draw(indices(ctx.ivs))
+    shape = tuple(data.draw(st.integers(1, 8)) for _ in idx)
+    body: list = [If(ctx.guards, [Assign("T", idx, "=", Const(0.0, "f32"))])] if ctx.guards else \
+        [Assign("T", idx, "=", Const(0.0, "f32"))]
+    for f in reversed(ctx.loops):
+        body = [For(f.iv, f.lb, f.ub, f.step, False, body)]
+    graph = kernel_to_graph(Kernel("k", [TensorDecl("T", shape, "f32", "output")], body))
+    inside = all(0 <= e.evaluate(p) < n for p in points(ctx) for e, n in zip(idx, shape, strict=True))
+    if inside:
+        graph.verify()
+    else:
+        pattern = r"node S0: index \d of 'T' .* leaves the range \[0, \d\) on the node's domain"
+        with pytest.raises(VerifyException, match=pattern):
+            graph.verify()
+
+
+def test_node_verifier_checks_a_folded_init_on_its_own_domain() -> None:
+    """The init runs outside the guard that keeps the reduction inside C: its write of C[8], C[9] is
+    out of bounds although every point of the node's own domain is in. Under the guard it is valid."""
+    text = """kernel k(A: f32[10, 4] input, C: f32[8] output):
+    for i in range(10):
+{init}
+        for j in range(4):
+            if i <= 7:
+                C[i] += A[i, j]
+"""
+    outside = parse_kernel(text.format(init="        C[i] = 0.0"))
+    with pytest.raises(LoopIRError, match=r"index 0 of 'C' \(i\) leaves the range \[0, 8\)"):
+        check_bounds(outside)
+    with pytest.raises(VerifyException, match=r"node S1: index 0 of 'C' \(i\) leaves the range \[0, 8\) on "
+                                              r"the domain of its init"):
+        kernel_to_graph(outside).verify()
+    inside = parse_kernel(text.format(init="        if i <= 7:\n            C[i] = 0.0"))
+    check_bounds(inside)
+    kernel_to_graph(inside).verify()
 
 
 # ---- the examples, by hand and by enumeration ------------------------------------------------------
