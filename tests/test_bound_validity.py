@@ -331,7 +331,7 @@ def test_fp8_policy_streams_one_byte_operands(hw):
 
     k = parse_kernel((ROOT / "examples/loop/bounds/matmul_f32_4096.loop").read_text(), "m.loop")
     t = load_target(hw)
-    b = graph_bounds(kernel_costs(k), t, "fp8", [program_from_kernel(k).kernel])
+    b = graph_bounds(kernel_costs(k), t, "fp8", [program_from_kernel(k)])
     assert b.fused_s == pytest.approx(2 * 4096**3 / t.matrix_peak("f32", "fp8"), rel=1e-12)
     assert b.cache_aware_s == b.fused_s
     sm = next(lv for lv in b.cache_aware.levels if lv.name == "sm")
@@ -362,7 +362,7 @@ def _bounds(text: str, hw, cache_state: str, precision: str = "auto"):
     from solar_compiler.analysis.program import program_from_kernel
 
     k = parse_kernel(text, "t.loop")
-    return graph_bounds(kernel_costs(k), hw, precision, [program_from_kernel(k).kernel],
+    return graph_bounds(kernel_costs(k), hw, precision, [program_from_kernel(k)],
                         cache_state=cache_state)
 
 

@@ -240,11 +240,12 @@ def mlp_text(b: int, d: int, h: int, e: int, dt: str = "f32") -> str:
 
 def with_kernels(*texts: str, hw=None, precision: str = "auto", cache_size: int | None = None):
     from solar_compiler.analysis.costs import kernel_costs
+    from solar_compiler.analysis.program import program_from_kernel
     from solar_compiler.text.parser import parse_kernel
 
-    ks = [parse_kernel(t, "t.loop") for t in texts]
-    gs = [kernel_costs(k) for k in ks]
-    return graph_bounds(gs, hw or _TARGETS["H100_SXM"], precision, ks, cache_size), gs
+    ps = [program_from_kernel(parse_kernel(t, "t.loop")) for t in texts]
+    gs = [kernel_costs(p.kernel) for p in ps]
+    return graph_bounds(gs, hw or _TARGETS["H100_SXM"], precision, ps, cache_size), gs
 
 
 def theorem_r(work: float, s: float, w: float = 1 / 64, delta: int = 4, units: int = 1) -> float:
@@ -333,13 +334,14 @@ def test_cache_aware_errors(h100):
     from dataclasses import replace
 
     from solar_compiler.analysis.costs import kernel_costs
+    from solar_compiler.analysis.program import program_from_kernel
     from solar_compiler.text.parser import parse_kernel
 
-    k = parse_kernel(mm_text(64, 64, 64), "t.loop")
-    g = kernel_costs(k)
+    k = program_from_kernel(parse_kernel(mm_text(64, 64, 64), "t.loop"))
+    g = kernel_costs(k.kernel)
     with pytest.raises(SolarError, match="H100_SXM: the target defines no memory levels"):
         graph_bounds(g, replace(h100, levels=()), "auto", [k])
-    other = parse_kernel(mm_text(64, 64, 64).replace("kernel mm", "kernel nn"), "t.loop")
+    other = program_from_kernel(parse_kernel(mm_text(64, 64, 64).replace("kernel mm", "kernel nn"), "t.loop"))
     with pytest.raises(SolarError, match=r"kernels \['nn'\] do not match the costed kernels \['mm'\]"):
         graph_bounds(g, h100, "auto", [other])
     with pytest.raises(SolarError, match="a cache size override needs the kernels"):

@@ -46,7 +46,7 @@ from solar_compiler.errors import SolarError
 from solar_compiler.hw import HwTarget, MemoryLevel
 
 if TYPE_CHECKING:
-    from solar_compiler.loopir.ast import Kernel
+    from solar_compiler.analysis.program import Program
 
 RESOURCES = ("matrix", "vector", "memory")
 FIDELITIES = ("unfused", "fused", "cache-aware")
@@ -254,11 +254,12 @@ def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto", cache_state: str
 
 
 def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precision: str = "auto",
-                 kernels: Sequence[Kernel] | None = None, cache_size: int | None = None,
+                 kernels: Sequence[Program] | None = None, cache_size: int | None = None,
                  unfused: Sequence[Sequence[UnfusedKernel]] | None = None, *,
                  empty_ok: bool = False, cache_state: str = "cold") -> GraphBounds:
     """Unfused and fused bounds of one or more kernels (priced as one program, see module doc), and
-    the cache-aware bound when the kernels the costs were computed from are given (same order).
+    the cache-aware bound when the programs the costs were computed from are given (same order: their
+    einsum nodes give the contractions the traffic bounds reason about).
     `cache_size` overrides the capacity of the target's outermost (DRAM) level, in bytes.
     `unfused` gives, per graph, the kernels of the unfused bound (`solar_compiler.analysis.unfused`);
     None: every op is a kernel with its own traffic. `empty_ok`: a program without ops (all its
@@ -328,7 +329,7 @@ def target_levels(hw: HwTarget, cache_size: int | None = None) -> list[MemoryLev
     return levels
 
 
-def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Sequence[Kernel], hw: HwTarget,
+def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Sequence[Program], hw: HwTarget,
                        cache_size: int | None = None) -> CacheAwareBounds:
     """Per level, the program's traffic is summed over kernels (see the module doc); the time is the
     max of the FUSED terms and every level's traffic / bandwidth, the DRAM level's term never below
