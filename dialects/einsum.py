@@ -61,6 +61,9 @@ Loaded (indirect) indices: `einsum.gather @E(%E : tensor<...>) affine_map<(d0, d
 element whose dimensions at the map's symbols come from body values (an embedding lookup); an
 output map with symbols is an indirect write (a scatter), its symbols bound by the extra values of
 `einsum.yield`. `einsum.index` is the value of an affine function of the loop variables (iota).
+The graph verifier checks every direct (affine) index of every node inside its tensor's shape on
+the node's domain (`NodeOp.verify_in_bounds`, what `check_bounds` asks of a loop-IR statement); a
+loaded position is data, which the executor checks as it runs.
 
 `scopes` and `guard_scopes` number the loops and `if` blocks of the original loop nest (with
 `guard_depths`, how many loops enclose each guard constraint), so that nodes that shared a loop in
