@@ -576,6 +576,7 @@ def _named(r: object, ivs: Sequence[str]) -> str:
 
 
 def _has_symbol(e: object) -> bool:
+    """Whether an index uses a map symbol (a loaded position: data, not checked statically)."""
     from xdsl.ir.affine import AffineBinaryOpExpr, AffineSymExpr
 
     if isinstance(e, AffineSymExpr):
