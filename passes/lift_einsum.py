@@ -15,7 +15,6 @@ from xdsl.rewriter import Rewriter
 
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.program import as_lifted, module_programs, program_ops, seed_programs
-from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.dialects.loop import KernelOp
 
 
@@ -29,8 +28,9 @@ class LiftEinsumPass(ModulePass):
         lifted = []
         for o, p in zip(program_ops(op), progs, strict=True):
             if isinstance(o, KernelOp):
-                Rewriter.replace_op(o, lift_kernel(p.kernel))
-                p = as_lifted(p)
+                graph = p.graph  # `lift_kernel(p.kernel)`, built once: an analysis may have asked already
+                Rewriter.replace_op(o, graph)
+                p = as_lifted(p, graph)
             lifted.append(p)
         invalidate_analyses(op)
         seed_programs(op, lifted)  # what the analyses would read back from the graphs

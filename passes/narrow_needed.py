@@ -56,6 +56,7 @@ class NarrowNeededPass(ModulePass):
                                 seconds=self.seconds if self.seconds > 0 else None,
                                 snapshot=snapshot if keep else None)
         gave_up: list[str] = []
+        now = program_ops(op)  # each op replaced in place: the same order
         for i, p in enumerate(programs):
             res = results[p.name]
             if res.gave_up:
@@ -63,7 +64,9 @@ class NarrowNeededPass(ModulePass):
             if res.changed:
                 programs[i] = program_from_kernel(res.kernel)
                 if kinds[p.name]:
-                    programs[i] = as_lifted(programs[i])
+                    graph = now[i]
+                    assert isinstance(graph, GraphOp) and graph.sym_name.data == p.name
+                    programs[i] = as_lifted(programs[i], graph)
         if gave_up:  # said in the report's notes: these counts include work no output may need
             info = program_info(op)
             info.notes.extend(gave_up)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -49,7 +49,7 @@ from solar_compiler.analysis.structured import (
     set_points,
 )
 from solar_compiler.analysis.value_dtypes import ValueDtypes
-from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp, YieldOp
+from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp, TensorOp, YieldOp
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import MemoryLevel, operand_bits
 from solar_compiler.loopir.affine_map import from_map
@@ -134,7 +134,8 @@ def operand_bytes(values: ValueDtypes, ctx: StmtContext, r: Read, matrix_dtype: 
 
 
 def recognise(node: NodeOp, index: int, kernel: Kernel, ctx: StmtContext, precision: str = "auto",
-              values: ValueDtypes | None = None) -> Contraction | None:
+              values: ValueDtypes | None = None,
+              tensors: Mapping[str, TensorOp] | None = None) -> Contraction | None:
     """The contraction view of an einsum node (the `index`-th of its program), or None when no reuse
     theorem applies to it. `kernel` and `ctx` (the node's main statement) serve the dtype analysis
     only (`value_dtypes.py`, `costs.contraction_dtype` still read the loop AST).
@@ -159,7 +160,8 @@ def recognise(node: NodeOp, index: int, kernel: Kernel, ctx: StmtContext, precis
     if len(cands) < 2:
         return None
     maps = [m.data for m in node.get_indexing_maps().data]
-    tensors = _graph(node).tensor_ops()
+    if tensors is None:  # the graph's tensors, when the caller has not looked them up once for all nodes
+        tensors = _graph(node).tensor_ops()
     ivs = tuple(node.iv_names)
 
     def stored(t: str) -> int:
@@ -472,7 +474,7 @@ def _view(p: Program, direct_conv: bool, precision: str) -> KernelView:
     out: dict[str, Contraction] = {}
     values = ValueDtypes(p.kernel)
     for i, (g, n) in enumerate(zip(p.nodes, nodes, strict=True)):
-        c = recognise(n, i, p.kernel, g.main, precision, values)
+        c = recognise(n, i, p.kernel, g.main, precision, values, tensors)
         if c is not None:
             out[c.name] = c
     slow = {t for t, d in tensors.items() if d.role.data in ("input", "weight") and t not in written}

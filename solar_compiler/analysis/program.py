@@ -98,8 +98,9 @@ def seed_programs(module: ModuleOp, programs: list[Program]) -> None:
     seed_analysis(module, _module_programs, list(programs))
 
 
-def as_lifted(p: Program) -> Program:
-    """`p` as `program_of` reads it back from `lift_kernel(p.kernel)`: the same kernel and groups,
-    each node named after its main statement as `lift-einsum` names it."""
-    return Program(p.kernel, tuple(NodeGroup(g.stmts, g.name) for g in p.nodes))
+def as_lifted(p: Program, graph: GraphOp) -> Program:
+    """`p` as `program_of` reads it back from `graph`, its lifted form (`lift_kernel(p.kernel)`, now
+    in the module): the same kernel and groups, each node named after its main statement as
+    `lift-einsum` names it, read from that graph (not lifted a second time: seconds on a network)."""
+    return Program(p.kernel, tuple(NodeGroup(g.stmts, g.name) for g in p.nodes), graph_op=graph)
 

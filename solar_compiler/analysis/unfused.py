@@ -30,7 +30,7 @@ cover the compulsory traffic: unfused >= fused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import FusedLoc
@@ -41,7 +41,7 @@ from solar_compiler.analysis.costs import Access, GraphCosts, Site, accesses
 from solar_compiler.analysis.polyhedral import Constraint
 from solar_compiler.analysis.program import Program
 from solar_compiler.analysis.structured import points
-from solar_compiler.dialects.einsum import GatherOp, IndexOp, NodeOp, YieldOp
+from solar_compiler.dialects.einsum import GatherOp, IndexOp, NodeOp, TensorOp, YieldOp
 from solar_compiler.dialects.loop import location_text, traced_of
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr
@@ -270,12 +270,12 @@ def produced_in(written: set[str], tensor: str) -> bool:
     return tensor in written
 
 
-def _external_reads(p: Program, sites: _Sites, slots: Sequence[_Slot]) -> dict[str, list[Site]]:
+def _external_reads(decls: Mapping[str, TensorOp], sites: _Sites,
+                    slots: Sequence[_Slot]) -> dict[str, list[Site]]:
     """Read sites of tensors the statements `slots` (one kernel, in order) did not produce first:
     a tensor an earlier statement of the kernel wrote, or that a statement of the kernel writes
     inside a scan loop (a `sequential` iterator) around the read (an earlier step wrote what the
-    read sees), is on chip."""
-    decls = p.graph.tensor_ops()
+    read sees), is on chip. `decls`: the graph's tensors (looked up once per graph, not per kernel)."""
     nodes = sites.nodes
     carried: dict[int, set[str]] = {}  # scope number of a scan loop -> tensors the kernel writes in it
     for s in slots:
@@ -307,8 +307,9 @@ def _external_reads(p: Program, sites: _Sites, slots: Sequence[_Slot]) -> dict[s
 def _with_traffic(p: Program, nodes: Sequence[NodeOp], slots: Sequence[_Slot],
                   groups: Sequence[_Group], indirect: str) -> list[UnfusedKernel]:
     sites = _Sites(nodes, indirect)
-    reads = [_external_reads(p, sites, [slots[i] for i in stmts]) for _, _, stmts, _, _, _ in groups]
-    outputs = {name for name, t in p.graph.tensor_ops().items() if t.role.data == "output"}
+    decls = p.graph.tensor_ops()
+    reads = [_external_reads(decls, sites, [slots[i] for i in stmts]) for _, _, stmts, _, _, _ in groups]
+    outputs = {name for name, t in decls.items() if t.role.data == "output"}
     last_read: dict[str, int] = {}  # tensor -> the last kernel that reads it from memory
     for gi, r in enumerate(reads):
         for t in r:
