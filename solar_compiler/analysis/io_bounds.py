@@ -27,7 +27,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import islpy as isl
 import numpy as np
@@ -72,7 +72,7 @@ class Operand:
         if not self.stored:
             object.__setattr__(self, "stored", math.ceil(self.nbytes))
 
-    @property
+    @cached_property  # read per slice choice and dim by the bounds: computed once per operand
     def forms(self) -> tuple[tuple[dict[int, int], int], ...]:
         """Each index's linear form (coefficient per dim, constant); a contraction's accesses are
         linear (`recognise` refuses quasi-affine ones)."""
