@@ -17,7 +17,10 @@ from translated import cached_translations, roofline_json
 
 from solar_compiler.analysis.bounds import graph_bounds
 from solar_compiler.analysis.costs import kernel_costs
+from solar_compiler.analysis.program import program_from_kernel
+from solar_compiler.analysis.structured import stored_value
 from solar_compiler.analysis.value_dtypes import HOLDS, ValueDtypes, const_dtype, join, widens
+from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.driver import main
 from solar_compiler.hw import load_target
 from solar_compiler.loopir.ast import statements, typecheck
@@ -179,9 +182,9 @@ kernel k(A: bf16[4] input, Y: f32[4] output):
     for i in range(4):
         Y[i] = -R[i]
 """, "t.loop"))
-    v = ValueDtypes(k)
-    last = statements(k)[-1]
-    assert v.of(last, last.stmt.value) == "bf16"
+    g = lift_kernel(k)
+    last = g.nodes()[-1]
+    assert ValueDtypes(g).of(last, stored_value(last)) == "bf16"
 
 
 # ---- torch programs, translated in-process into a private cache ------------------------------------------
@@ -346,10 +349,10 @@ def test_operand_bytes_follow_the_policy():
     assert (operand_bits("bf16", "fp8"), operand_bits("i8"), operand_bits("f64", "fp8")) == (16, 8, 64)
     k = parse_kernel(_upcast("bf16", "f32", inline=False).replace(str(N), "64"), "t.loop")
     for precision, want in (("fp32", 2.0), ("fp8", 2.0)):  # the upcast local holds bf16 values
-        (c,) = io.view(k, precision=precision).contractions.values()
+        (c,) = io.view(program_from_kernel(k), precision=precision).contractions.values()
         assert (c.a.nbytes, c.b.nbytes, c.c.nbytes, c.a.stored) == (want, want, 4, 4)
     f32 = parse_kernel(_upcast("f32", "f32", inline=True).replace(str(N), "64"), "t.loop")
-    got = {p: next(iter(io.view(f32, precision=p).contractions.values())).a.nbytes
+    got = {p: next(iter(io.view(program_from_kernel(f32), precision=p).contractions.values())).a.nbytes
            for p in ("fp32", "auto", "fp8")}
     assert got == {"fp32": 4.0, "auto": 19 / 8, "fp8": 1.0}
 

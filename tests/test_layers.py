@@ -112,13 +112,11 @@ READS_THE_LOOP_AST = {
     "solar_compiler.analysis.costs",
     "solar_compiler.analysis.distinct",
     "solar_compiler.analysis.fast_conv",
-    "solar_compiler.analysis.io_bounds",
     "solar_compiler.analysis.narrowing",
     "solar_compiler.analysis.polyhedral",
     "solar_compiler.analysis.program",
     "solar_compiler.analysis.slicing",
     "solar_compiler.analysis.unfused",
-    "solar_compiler.analysis.value_dtypes",
     "solar_compiler.analysis.vector_work",
 }
 

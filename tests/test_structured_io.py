@@ -99,6 +99,6 @@ def test_sunk_is_read_from_the_later_nodes(after: str, sunk: bool):
         for j in range(4):
             {after}
 """
-    v = io.view(parse_kernel(text, "mm.loop"), precision="fp32")
+    v = io.view(program_from_kernel(parse_kernel(text, "mm.loop")), precision="fp32")
     (name,) = v.contractions
     assert v.sunk == {name: sunk}

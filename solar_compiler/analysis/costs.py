@@ -63,7 +63,7 @@ from solar_compiler.analysis.polyhedral import (
     partition,
 )
 from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
-from solar_compiler.analysis.value_dtypes import ValueDtypes, is_block_scale, join, operand_factors
+from solar_compiler.analysis.value_dtypes import ValueDtypes, is_block_scale, join
 from solar_compiler.analysis.vector_work import FOLDED, VectorWork
 from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
 from solar_compiler.loopir.ast import (
@@ -83,6 +83,7 @@ from solar_compiler.text.printer import print_assign
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
+    from xdsl.ir import SSAValue
 
     from solar_compiler.dialects.einsum import GraphOp, NodeOp
 
@@ -430,26 +431,25 @@ def _box_union(boxes: Sequence[tuple[tuple[int, int], ...]], steps: list[int]) -
 
 
 # ---- FLOPs of one statement ---------------------------------------------------------------------------
-def contraction_dtype(ctx: StmtContext, values: ValueDtypes | None = None) -> str | None:
-    """The matrix dtype when the statement is a contraction (see the module rules), else None: the
-    narrowest dtype holding every value of both reduced factors (`value_dtypes.py`: through pure widening
-    casts in the statement and, given `values`, in the statements that wrote a local it reads)."""
-    s = ctx.stmt
-    if s.kind != "+=":
+def contraction_dtype(node: NodeOp, values: ValueDtypes | None = None) -> str | None:
+    """The matrix dtype when the node is a contraction (see the module rules), else None: the
+    narrowest dtype holding every value of both reduced factors (`value_dtypes.py`: through pure
+    widening casts in the body and, given `values`, in the nodes that wrote a local it reads)."""
+    if node.reduce.data != "add":
         return None
-    reduced = frozenset(set(ctx.ivs) - s.target_vars)
-    factors = operand_factors(s.value)
-    dep = [f for f in factors if expr_vars(f) & reduced]
+    reduced = st.reduced_dims(node)
+    memo: dict = {}
+    dep = [f for f in st.operand_factors(st.stored_value(node)) if node.value_dims(f, memo) & reduced]
     if len(dep) < 2:
         return None
     # a block scale (`s[i, k // 128]`) is applied per block in the accumulator, not on the matrix unit
-    data = [f for f in dep if not is_block_scale(f, reduced)]
+    data = [f for f in dep if not is_block_scale(node, f, reduced)]
     if len(data) > 2:
         # more factors than the unit's two operands (an elementwise multiply folded into the tree by the
         # catalogue): the rest are multiplied into an operand, whose values then need the widest
         # factor's dtype; their join holds every factor (low, never high, when narrow products round)
-        return join(_value_dtype(ctx, f, values, reduced) for f in data)
-    return pair_dtype(_value_dtype(ctx, f, values, reduced) for f in (data if len(data) >= 2 else dep)[:2])
+        return join(_value_dtype(node, f, values, reduced) for f in data)
+    return pair_dtype(_value_dtype(node, f, values, reduced) for f in (data if len(data) >= 2 else dep)[:2])
 
 
 def pair_dtype(dtypes: Iterable[str]) -> str:
@@ -462,8 +462,8 @@ def pair_dtype(dtypes: Iterable[str]) -> str:
     return j if len(ds) < 2 or j in ds else "*".join(ds)
 
 
-def _value_dtype(ctx: StmtContext, e: SExpr, values: ValueDtypes | None, reduced: frozenset[str]) -> str:
-    return (values or ValueDtypes(None)).stored(ctx, e, reduced)
+def _value_dtype(node: NodeOp, f: SSAValue, values: ValueDtypes | None, reduced: frozenset[int]) -> str:
+    return (values or ValueDtypes(None)).stored(node, f, reduced)
 
 
 def _reduced_factors(ctx: StmtContext) -> list[SExpr]:
@@ -526,7 +526,7 @@ def _op_cost(kernel: Kernel, group: NodeGroup, node: NodeOp, doms: _Domains, val
     s = ctx.stmt
     c = st.node_counts(node)
     it = c.points
-    mdt = contraction_dtype(ctx, values)
+    mdt = contraction_dtype(node, values)
     if (mdt is not None) != (c.unit == "matrix"):
         raise LoopIRError(f"node {group.name}: its statement and its einsum node disagree on whether "
                           "it is a contraction")
@@ -652,7 +652,7 @@ def _program_costs(p: Program, indirect: str) -> GraphCosts:
     k = p.kernel
     doms = _Domains(indirect)
     groups = p.nodes
-    values = ValueDtypes(k)
+    values = ValueDtypes(p.graph)
     work = VectorWork(k)
     ops = [_op_cost(k, g, n, doms, values, work) for g, n in zip(groups, p.node_ops, strict=True)]
     read_sites: dict[str, list[Site]] = {}

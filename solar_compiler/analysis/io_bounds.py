@@ -31,12 +31,12 @@ from functools import cached_property, lru_cache
 
 import islpy as isl
 import numpy as np
-from xdsl.ir import BlockArgument
+from xdsl.ir import BlockArgument, SSAValue
 from xdsl.ir.affine import AffineMap
 
 from solar_compiler.analysis import structured
 from solar_compiler.analysis.costs import GraphCosts, contraction_dtype
-from solar_compiler.analysis.program import Program, program_from_kernel
+from solar_compiler.analysis.program import Program
 from solar_compiler.analysis.structured import (
     Constraint,
     body_ops,
@@ -52,8 +52,7 @@ from solar_compiler.analysis.value_dtypes import ValueDtypes
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp, TensorOp, YieldOp
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import MemoryLevel, operand_bits
-from solar_compiler.loopir.affine_map import from_map
-from solar_compiler.loopir.ast import DTYPES, Kernel, Read, StmtContext
+from solar_compiler.loopir.rules import DTYPES
 
 H_GRID = 2.0 ** (np.arange(0, 8 * 64) / 8)  # segment sizes (bytes) every bound is evaluated at
 
@@ -121,24 +120,24 @@ class Contraction:
         return self.rho / (self.a.nbytes * self.b.nbytes * self.c.nbytes)
 
 
-def operand_bytes(values: ValueDtypes, ctx: StmtContext, r: Read, matrix_dtype: str | None,
+def operand_bytes(values: ValueDtypes, node: NodeOp, v: SSAValue, matrix_dtype: str | None,
                   precision: str) -> float:
-    """Bytes per element of operand `r` that any implementation must move: the narrowest of the
-    dtype its values need (`value_dtypes.py`: an upcast local holds bf16 values) and the narrowest format
-    the precision policy lets the contraction use (an fp8 implementation of an f32 matmul under
-    `--precision fp8` streams 1-byte operands; TF32 under `auto` carries 19 bits)."""
-    own = DTYPES[values.of(ctx, r)]
+    """Bytes per element of operand `v` (a body value of `node`) that any implementation must move:
+    the narrowest of the dtype its values need (`value_dtypes.py`: an upcast local holds bf16
+    values) and the narrowest format the precision policy lets the contraction use (an fp8
+    implementation of an f32 matmul under `--precision fp8` streams 1-byte operands; TF32 under
+    `auto` carries 19 bits)."""
+    own = DTYPES[values.of(node, v)]
     if matrix_dtype is None:
         return float(own)
     return min(float(own), operand_bits(matrix_dtype, precision) / 8)
 
 
-def recognise(node: NodeOp, index: int, kernel: Kernel, ctx: StmtContext, precision: str = "auto",
-              values: ValueDtypes | None = None,
+def recognise(node: NodeOp, index: int, precision: str = "auto", values: ValueDtypes | None = None,
               tensors: Mapping[str, TensorOp] | None = None) -> Contraction | None:
     """The contraction view of an einsum node (the `index`-th of its program), or None when no reuse
-    theorem applies to it. `kernel` and `ctx` (the node's main statement) serve the dtype analysis
-    only (`value_dtypes.py`, `costs.contraction_dtype` still read the loop AST).
+    theorem applies to it. `values`: the value-dtype analysis of its graph (built for this node's
+    graph when not given).
 
     Operand bytes follow the precision policy and the operands' value dtypes (`operand_bytes`); the
     output keeps its own dtype (partial sums stay at the contraction's precision).
@@ -170,10 +169,10 @@ def recognise(node: NodeOp, index: int, kernel: Kernel, ctx: StmtContext, precis
     c = Operand(out, maps[-1], stored(out), stored(out))
     best: tuple[int, int, tuple[int, ...], Operand, Operand] | None = None
     ranges = node.get_static_loop_ranges()
-    values = values or ValueDtypes(kernel)
-    mdt = contraction_dtype(ctx, values)
+    values = values or ValueDtypes(_graph(node))
+    mdt = contraction_dtype(node, values)
     for fa, fb in itertools.combinations(cands, 2):
-        a, b = (_operand(node, f.index, maps, ivs, tensors, values, ctx, mdt, precision) for f in (fa, fb))
+        a, b = (_operand(node, f, maps, tensors, values, mdt, precision) for f in (fa, fb))
         if a.tensor == b.tensor or not _determines(len(ivs), (a, b)):
             continue
         for z in _slice_choices(len(ivs), (a, b, c)):
@@ -194,14 +193,12 @@ def _graph(node: NodeOp) -> GraphOp:
     return g
 
 
-def _operand(node: NodeOp, i: int, maps: Sequence[AffineMap], ivs: Sequence[str], tensors: dict,
-             values: ValueDtypes, ctx: StmtContext, mdt: str | None, precision: str) -> Operand:
-    """Input `i` of the node as an operand; its bytes from the dtype analysis, which reads the loop
-    AST: the input is the statement's read of that tensor at these indices."""
-    t = node.input_names[i]
+def _operand(node: NodeOp, arg: BlockArgument, maps: Sequence[AffineMap], tensors: Mapping[str, TensorOp],
+             values: ValueDtypes, mdt: str | None, precision: str) -> Operand:
+    """Input `arg` (a block argument) of the node as an operand; its bytes from the dtype analysis."""
+    t = node.input_names[arg.index]
     dtype = tensors[t].dtype
-    r = Read(t, from_map(maps[i], ivs), dtype)
-    return Operand(t, maps[i], operand_bytes(values, ctx, r, mdt, precision), DTYPES[dtype])
+    return Operand(t, maps[arg.index], operand_bytes(values, node, arg, mdt, precision), DTYPES[dtype])
 
 
 def _determines(n: int, accs: Sequence[Operand]) -> bool:
@@ -445,9 +442,9 @@ def single(op: Contraction) -> Family:
 # ---- kernels ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class KernelView:
-    """The contractions of a typed kernel, keyed by op name, and which of them the fused bound uses."""
+    """The contractions of a program, keyed by op name, and which of them the fused bound uses."""
 
-    kernel: Kernel
+    kernel: str                        # the program's name
     contractions: dict[str, Contraction]
     eligible: tuple[str, ...]          # operands are kernel inputs/weights never written
     sunk: dict[str, bool]
@@ -460,10 +457,9 @@ class KernelView:
         return c if c is not None and (self.direct_conv or not c.window) else None
 
 
-def view(program: Program | Kernel, direct_conv: bool = False, precision: str = "auto") -> KernelView:
+def view(p: Program, direct_conv: bool = False, precision: str = "auto") -> KernelView:
     """The contraction view of a program (computed once per program, `direct_conv` and precision
     policy: operand bytes follow the policy)."""
-    p = program if isinstance(program, Program) else program_from_kernel(program)
     return p.cached(("io_bounds.view", direct_conv, precision), lambda: _view(p, direct_conv, precision))
 
 
@@ -472,15 +468,15 @@ def _view(p: Program, direct_conv: bool, precision: str) -> KernelView:
     tensors = p.graph.tensor_ops()
     written = {n.output_name for n in nodes}
     out: dict[str, Contraction] = {}
-    values = ValueDtypes(p.kernel)
-    for i, (g, n) in enumerate(zip(p.nodes, nodes, strict=True)):
-        c = recognise(n, i, p.kernel, g.main, precision, values, tensors)
+    values = ValueDtypes(p.graph)
+    for i, n in enumerate(nodes):
+        c = recognise(n, i, precision, values, tensors)
         if c is not None:
             out[c.name] = c
     slow = {t for t, d in tensors.items() if d.role.data in ("input", "weight") and t not in written}
     eligible = tuple(n for n, c in out.items() if c.a.tensor in slow and c.b.tensor in slow)
     sunk = {n: tensors[c.c.tensor].role.data == "output" and _is_sunk(nodes[c.index]) for n, c in out.items()}
-    return KernelView(p.kernel, out, eligible, sunk, direct_conv, precision)
+    return KernelView(p.name, out, eligible, sunk, direct_conv, precision)
 
 
 def _is_sunk(node: NodeOp) -> bool:
@@ -534,7 +530,7 @@ class CacheAwareResult:
     binding_level: str                                # level (or "compute") that sets time_s
 
 
-def cache_aware(kernel: Program | Kernel, costs: GraphCosts, levels: Sequence[MemoryLevel], compute_s: float,
+def cache_aware(kernel: Program, costs: GraphCosts, levels: Sequence[MemoryLevel], compute_s: float,
                 direct_conv: bool = False, precision: str = "auto") -> CacheAwareResult:
     """Cache-aware bound: time = max(compute_s, max over levels of Q_level / bandwidth), where
     Q_level = max(compulsory bytes, best proven reuse bound at that level's capacity per unit, over

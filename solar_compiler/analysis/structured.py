@@ -485,6 +485,11 @@ def _yield(node: NodeOp) -> YieldOp:
     return y
 
 
+def stored_value(node: NodeOp) -> SSAValue:
+    """The body value the node stores at each point (what its yield gives)."""
+    return _yield(node).stored
+
+
 def body_ops(node: NodeOp) -> list[Operation]:
     """The scalar ops of the node's body that its yield uses, operands first."""
     y = _yield(node)
@@ -708,6 +713,29 @@ def access_map(node: NodeOp, access: Access) -> isl.Map:
         raise ValueError(f"node '{node.sym_name.data}': the access of '{access.tensor}' is indirect "
                          "(loaded index positions have no affine access relation)")
     return _access(node.get_num_loops(), access.tensor, access.map).intersect_domain(domain(node))
+
+
+def init_domain(node: NodeOp) -> isl.Set:
+    """The domain of the node's folded init: its outer `init_depth[0]` loops under its first
+    `init_depth[1]` guard constraints (the dialect docstring)."""
+    assert node.init is not None and node.init_depth is not None, f"{node.sym_name.data}: no folded init"
+    return _init_domain(domain_key(node), NodeOp.ints(node.init_depth))
+
+
+@lru_cache(maxsize=16384)
+def _init_domain(key: DomainKey, depth: tuple[int, ...]) -> isl.Set:
+    loops, guards = depth
+    n_bounds = sum(2 + (st != 1) for st in NodeOp.ints(key[3]))
+    cons = _constraints(key)
+    bounds = [c for c in cons[:n_bounds] if max(c.dims) < loops]
+    return _isl_set(range(loops), [*bounds, *cons[n_bounds:n_bounds + guards]])
+
+
+def init_access_map(node: NodeOp, access: Access) -> isl.Map:
+    """`access_map` of the folded init's write (the output map, which uses only the init's loops),
+    restricted to the init's domain."""
+    loops = NodeOp.ints(node.init_depth)[0]
+    return _access(loops, access.tensor, access.map).intersect_domain(init_domain(node))
 
 
 @lru_cache(maxsize=65536)

@@ -8,12 +8,17 @@ precision. A bound must assume it may. So an operand's dtype is looked through a
 widening* casts (every value of the source dtype is exact in the destination, `HOLDS`), wherever
 the cast is:
 
-* in the contraction's own statement (`cast(A[i, k]) * cast(B[k, j])`);
-* in earlier statements that write a local the contraction reads: the program's dataflow is
-  followed back through every statement that can have written the elements the contraction reads
-  (writers before it, and writers inside a scan loop that encloses it; a writer whose footprint
-  misses the read footprint is left out). The local holds narrow values when every such writer
-  stores one (`=`, or a `max=`/`min=` that picks one of its operands).
+* in the contraction node's own body (`cast(A[i, k]) * cast(B[k, j])`);
+* in the nodes that write a local the contraction reads: the graph's dataflow is followed back
+  through every statement that can have written the elements the contraction reads (a node's
+  folded init and its main statement; writers before it in node order, and writers inside a scan
+  loop that encloses it: a loop of the same `scopes` number whose iterator is `sequential`; a
+  writer whose footprint misses the read footprint is left out). The local holds narrow values
+  when every such writer stores one (`=`, or a `max=`/`min=` that picks one of its operands).
+
+Everything is read from `einsum.node` ops: the body's scalar ops (casts' result types, literals),
+the inputs' indexing maps and the nodes' domains (`structured.py`), the tensors' roles and dtypes
+from the graph's `einsum.tensor` ops.
 
 Exact operations keep a value's dtype: negation and absolute value, selects, max and min pick or
 flip operands; a literal holds in the narrowest dtype that represents it (0 and 1 in any). Every
@@ -29,27 +34,25 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import islpy as isl
 import numpy as np
-
-from solar_compiler.analysis.polyhedral import access_map
-from solar_compiler.loopir.affine import AffExpr, FloorDiv
-from solar_compiler.loopir.ast import (
-    DTYPES,
-    Binary,
-    Cast,
-    Const,
-    Kernel,
-    Read,
-    Select,
-    SExpr,
-    StmtContext,
-    Unary,
-    reads,
-    statements,
+from xdsl.dialects.builtin import FloatAttr
+from xdsl.ir import BlockArgument, SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
 )
+
+from solar_compiler.analysis import structured as st
+from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp
+from solar_compiler.dialects.loop import BinaryOp, CastOp, ConstOp, SelectOp, UnaryOp, type_dtype
+from solar_compiler.loopir.rules import DTYPES
 
 #: dtype -> the dtypes that represent EVERY value of it exactly (itself included). bf16 and f16 hold
 #: every f8 value (e4m3: 4-bit exponent, 3-bit mantissa; e5m2 is a truncated f16); f16 holds integers
@@ -74,27 +77,6 @@ _PICKING_KINDS = ("=", "max=", "min=")   # a reduction whose result is one of it
 #: The shortest run of consecutive reduced-index values a scale must stay constant over to be applied
 #: outside the matrix unit: the K of the smallest MMA instruction (m16n8k16 on 16-bit operands).
 MIN_SCALE_BLOCK = 16
-
-
-def operand_factors(e: SExpr) -> list[SExpr]:
-    """The factors a product multiplies (through multiplication, negation, the numerator of a
-    division, and casts of a product), each with the casts applied to it: `cast(A[i, k]) *
-    B[k, j]` gives `cast(A[i, k])` and `B[k, j]` (so `ValueDtypes.of` sees what the cast does)."""
-    if isinstance(e, Cast) and _is_product(e.x):
-        return operand_factors(e.x)
-    if isinstance(e, Unary) and e.fn == "neg":
-        return operand_factors(e.x)
-    if isinstance(e, Binary) and e.fn == "mul":
-        return operand_factors(e.a) + operand_factors(e.b)
-    if isinstance(e, Binary) and e.fn == "div":
-        return operand_factors(e.a)
-    return [e]
-
-
-def _is_product(e: SExpr) -> bool:
-    while isinstance(e, Cast):
-        e = e.x
-    return (isinstance(e, Unary) and e.fn == "neg") or (isinstance(e, Binary) and e.fn in ("mul", "div"))
 
 
 def widens(src: str, dst: str) -> bool:
@@ -144,169 +126,264 @@ def _represents(d: str, v: float) -> bool:
     return False  # f8: literals are never assumed to fit (no reference rounding here)
 
 
+@dataclass(frozen=True)
+class _Writer:
+    """One statement that writes a tensor: a node's folded init (`init`) or its main statement."""
+
+    node: NodeOp
+    position: int  # the node's position in the graph
+    init: bool
+
+    @property
+    def order(self) -> int:
+        """Program order of the statement (a folded init runs just before its node's main one)."""
+        return 2 * self.position + (0 if self.init else 1)
+
+    @property
+    def kind(self) -> str:
+        return "=" if self.init else _KIND_OF_REDUCE[self.node.reduce.data]
+
+
+_KIND_OF_REDUCE = {"none": "=", "add": "+=", "mul": "*=", "max": "max=", "min": "min="}
+
+
 class ValueDtypes:
-    """Per kernel: `of(ctx, e)` is the narrowest dtype holding every value `e` takes in statement
-    `ctx` (module doc). Results are memoised per (statement, tensor) read. Without a kernel, a
-    local reads as its declared dtype (the statement alone is looked through)."""
+    """Per einsum graph: `of(node, v)` is the narrowest dtype holding every value the body value `v`
+    takes in `node` (module doc). Results are memoised per (node, tensor, access) read. Without a
+    graph, a local reads as its declared dtype (the node alone is looked through)."""
 
-    def __init__(self, kernel: Kernel | None):
-        self.kernel = kernel
-        self.ctxs = statements(kernel) if kernel is not None else []
-        self.writers: dict[str, list[StmtContext]] = {}
-        for c in self.ctxs:
-            self.writers.setdefault(c.stmt.target, []).append(c)
-        self.roles = {t.name: t.role for t in kernel.tensors} if kernel is not None else {}
-        self._memo: dict[tuple[int, str, tuple], str] = {}
-        self._active: set[tuple[int, str, tuple]] = set()
+    def __init__(self, graph: GraphOp | None):
+        nodes = graph.nodes() if graph is not None else []
+        self.position = {n: i for i, n in enumerate(nodes)}
+        self.writers: dict[str, list[_Writer]] = {}
+        for i, n in enumerate(nodes):
+            ws = self.writers.setdefault(n.output_name, [])
+            if n.init is not None:
+                ws.append(_Writer(n, i, True))
+            ws.append(_Writer(n, i, False))
+        self.roles = {t: d.role.data for t, d in graph.tensor_ops().items()} if graph is not None else {}
+        self._memo: dict[tuple, str] = {}
+        self._active: set[tuple] = set()
 
-    def of(self, ctx: StmtContext, e: SExpr) -> str:
-        if isinstance(e, Cast):
-            inner = self.of(ctx, e.x)
-            return inner if widens(inner, e.typed()) else e.typed()
-        if isinstance(e, Unary) and e.fn in _EXACT_OPS_UNARY:
-            return self.of(ctx, e.x)
-        if isinstance(e, Binary) and e.fn in _EXACT_OPS_BINARY:
-            return join((self.of(ctx, e.a), self.of(ctx, e.b)))
-        if isinstance(e, Select):
-            return join((self.of(ctx, e.a), self.of(ctx, e.b)))
-        if isinstance(e, Const):
-            return const_dtype(e.value, e.typed())
-        if isinstance(e, Read) and self.roles.get(e.tensor) == "local":
-            return self._read(ctx, e)
-        return e.typed()
+    def of(self, node: NodeOp, v: SSAValue) -> str:
+        if isinstance(v, BlockArgument):
+            t = node.input_names[v.index]
+            if self.roles.get(t) == "local":
+                return self._read(node, t, node.get_indexing_maps().data[v.index].data, type_dtype(v.type))
+            return type_dtype(v.type)
+        o = v.owner
+        if isinstance(o, CastOp):
+            inner = self.of(node, o.x)
+            out = type_dtype(v.type)
+            return inner if widens(inner, out) else out
+        if isinstance(o, UnaryOp) and o.fn.data in _EXACT_OPS_UNARY:
+            return self.of(node, o.x)
+        if isinstance(o, BinaryOp) and o.fn.data in _EXACT_OPS_BINARY:
+            return join((self.of(node, o.lhs), self.of(node, o.rhs)))
+        if isinstance(o, SelectOp):
+            return join((self.of(node, o.a), self.of(node, o.b)))
+        if isinstance(o, ConstOp):
+            return const_dtype(_literal(o), type_dtype(v.type))
+        if isinstance(o, GatherOp) and self.roles.get(o.tensor_name) == "local":
+            return self._read(node, o.tensor_name, None, type_dtype(v.type), o)
+        return type_dtype(v.type)
 
-    def stored(self, ctx: StmtContext, e: SExpr, reduced: frozenset[str]) -> str:
-        """The dtype a contraction factor `e` of statement `ctx` may be priced at: `of`, looking also
-        through block scales (`is_block_scale`) applied in the statements that wrote a local it
-        reads, as `(a.float() * 2.0) @ b.float()` and dequantised fp8 operands are written."""
-        if isinstance(e, Read) and self.roles.get(e.tensor) == "local" and not e.indirect:
-            found = self._scaled_writers(ctx, e, reduced)
+    def stored(self, node: NodeOp, v: SSAValue, reduced: frozenset[int]) -> str:
+        """The dtype a contraction factor `v` of `node` may be priced at: `of`, looking also through
+        block scales (`is_block_scale`) applied in the nodes that wrote a local it reads, as
+        `(a.float() * 2.0) @ b.float()` and dequantised fp8 operands are written."""
+        if isinstance(v, BlockArgument) and self.roles.get(node.input_names[v.index]) == "local":
+            found = self._scaled_writers(node, v.index, reduced)
             if found is not None:
                 return found
-        return self.of(ctx, e)
+        return self.of(node, v)
 
-    def _scaled_writers(self, ctx: StmtContext, r: Read, reduced: frozenset[str]) -> str | None:
-        """The join over the writers that can reach read `r` of the dtype of their one data factor,
-        when each stores (`=`) a product of it with block scales; else None."""
-        if not reduced & set().union(*(i.vars() for i in r.indices if isinstance(i, AffExpr))):
+    def _scaled_writers(self, node: NodeOp, arg: int, reduced: frozenset[int]) -> str | None:
+        """The join over the writers that can reach input `arg` of `node` of the dtype of their one
+        data factor, when each stores (`=`) a product of it with block scales; else None."""
+        t = node.input_names[arg]
+        rmap = node.get_indexing_maps().data[arg].data
+        if not reduced & set().union(*(st.dims_of(r) for r in rmap.results)):
             return None
-        seen = _read_region(ctx, r)
+        seen = _read_region(node, t, rmap)
         out: list[str] = []
-        for w in self.writers.get(r.tensor, []):
-            if not _may_precede(w, ctx) or (seen is not None and not _meets(w, seen)):
+        for w in self.writers.get(t, []):
+            if not self._may_precede(w, node) or (seen is not None and not _meets(w, seen)):
                 continue
-            s = w.stmt
-            names = [i.terms[0][0] for i in s.indices if isinstance(i, AffExpr) and i.is_var()]
-            if s.kind != "=" or len(names) != len(s.indices) or len(set(names)) != len(names):
+            if w.init:  # a literal stored: no data factor
                 return None
-            env = {str(v): i for v, i in zip(names, r.indices, strict=True) if isinstance(i, AffExpr)}
-            if len(env) != len(names):
+            wmap = w.node.get_indexing_maps().data[-1].data
+            names = [r.position for r in wmap.results if isinstance(r, AffineDimExpr)]
+            if w.kind != "=" or w.node.dynamic_positions or len(names) != len(wmap.results) \
+                    or len(set(names)) != len(names):
                 return None
-            parts = scale_factors(s.value)
-            data = [(f, divides) for f, divides in parts if not is_block_scale(f, reduced, env)]
+            env = dict(zip(names, rmap.results, strict=True))
+            parts = scale_factors(st.stored_value(w.node))
+            data = [(f, divides) for f, divides in parts if not is_block_scale(w.node, f, reduced, env)]
             if len(data) != 1 or data[0][1]:
                 return None
-            out.append(self.of(w, data[0][0]))
+            out.append(self.of(w.node, data[0][0]))
         return join(out) if out else None
 
-    def _read(self, ctx: StmtContext, r: Read) -> str:
-        declared = r.typed()
-        key = (ctx.index, r.tensor, tuple(str(i) for i in r.indices))
+    def _read(self, node: NodeOp, tensor: str, amap: object, declared: str, gather: object = None) -> str:
+        """A read of local `tensor` by `node` at `amap` (None: a gather, which may touch any element)."""
+        key = (self.position.get(node, id(node)), tensor, amap if gather is None else id(gather))
         if key in self._memo:
             return self._memo[key]
         if key in self._active:  # a cycle (a value fed back through a scan): its declared dtype
             return declared
         self._active.add(key)
         try:
-            found = self._writers_dtype(ctx, r)
+            found = self._writers_dtype(node, tensor, amap)
         finally:
             self._active.discard(key)
         out = declared if found is None or not widens(found, declared) else found
         self._memo[key] = out
         return out
 
-    def _writers_dtype(self, ctx: StmtContext, r: Read) -> str | None:
+    def _writers_dtype(self, node: NodeOp, tensor: str, amap: object) -> str | None:
         """The join of what every writer that can reach the read stores, or None when one of them
         stores computed (non-exact) values or none can reach it."""
-        reach = [w for w in self.writers.get(r.tensor, []) if _may_precede(w, ctx)]
-        seen = _read_region(ctx, r)
+        reach = [w for w in self.writers.get(tensor, []) if self._may_precede(w, node)]
+        seen = _read_region(node, tensor, amap) if amap is not None else None
         out: list[str] = []
         for w in reach:
             if seen is not None and not _meets(w, seen):
                 continue
-            if w.stmt.kind not in _PICKING_KINDS:
+            if w.kind not in _PICKING_KINDS:
                 return None
-            out.append(self.of(w, w.stmt.value))
+            if w.init:
+                out.append(const_dtype(_literal_attr(w.node.init), type_dtype(st.stored_value(w.node).type)))
+            else:
+                out.append(self.of(w.node, st.stored_value(w.node)))
         return join(out) if out else None
 
+    def _may_precede(self, w: _Writer, node: NodeOp) -> bool:
+        """Whether writer `w` can run before `node`'s main statement reads: earlier in program order,
+        or in a scan loop around both (an earlier step)."""
+        if w.order < 2 * self.position.get(node, -1) + 1:
+            return True
+        kinds = [k.data for k in node.get_iterator_types().data]
+        around = {sc for d, sc in enumerate(NodeOp.ints(node.scopes)) if kinds[d] == "sequential"}
+        wscopes = NodeOp.ints(w.node.scopes)
+        if w.init:
+            wscopes = wscopes[:NodeOp.ints(w.node.init_depth)[0]]
+        return bool(around & set(wscopes))
 
-def _may_precede(w: StmtContext, ctx: StmtContext) -> bool:
-    """Whether writer `w` can run before statement `ctx` reads: earlier in program order, or in a
-    scan loop around both (an earlier step)."""
-    if w.index < ctx.index:
-        return True
-    return any(f.sequential and any(g is f for g in w.loops) for f in ctx.loops)
+
+def _literal(o: ConstOp) -> float | int | bool:
+    return _literal_attr(o.value)
 
 
-def _read_region(ctx: StmtContext, r: Read) -> isl.Set | None:
-    """The elements an affine read touches (None for a gather: it may touch any)."""
-    if r.indirect or any(i.is_quasi() for i in r.indices if isinstance(i, AffExpr)):
+def _literal_attr(a: object) -> float | int:
+    v = a.value.data  # type: ignore[attr-defined]
+    return float(v) if isinstance(a, FloatAttr) else int(v)
+
+
+def _quasi(m: object) -> bool:
+    return any(st.linear_form(r) is None for r in m.results)  # type: ignore[attr-defined]
+
+
+def _read_region(node: NodeOp, tensor: str, amap: object) -> isl.Set | None:
+    """The elements an affine read touches (None for a quasi-affine one: it is not narrowed)."""
+    if _quasi(amap):
         return None
-    return access_map(ctx, r.tensor, [i for i in r.indices if isinstance(i, AffExpr)]).range()
+    return st.access_map(node, st.Access(tensor, amap, False, False, "input")).range()  # type: ignore[arg-type]
 
 
-def _meets(w: StmtContext, region: isl.Set) -> bool:
-    s = w.stmt
-    if s.indirect or any(i.is_quasi() for i in s.indices if isinstance(i, AffExpr)):
+def _meets(w: _Writer, region: isl.Set) -> bool:
+    n = w.node
+    wmap = n.get_indexing_maps().data[-1].data
+    if n.dynamic_positions or _quasi(wmap):
         return True
-    written = access_map(w, s.target, [i for i in s.indices if isinstance(i, AffExpr)]).range()
+    acc = st.Access(n.output_name, wmap, True, False, "output")
+    written = (st.init_access_map(n, acc) if w.init else st.access_map(n, acc)).range()
     return not written.intersect(region).is_empty()
 
 
-def scale_factors(e: SExpr) -> list[tuple[SExpr, bool]]:
+def scale_factors(v: SSAValue) -> list[tuple[SSAValue, bool]]:
     """The factors of a product (`a * b`, `a / b`, `-a`), each with whether it divides."""
-    if isinstance(e, Unary) and e.fn == "neg":
-        return scale_factors(e.x)
-    if isinstance(e, Binary) and e.fn == "mul":
-        return scale_factors(e.a) + scale_factors(e.b)
-    if isinstance(e, Binary) and e.fn == "div":
-        return scale_factors(e.a) + [(e.b, True)]
-    return [(e, False)]
+    o = v.owner
+    if isinstance(o, UnaryOp) and o.fn.data == "neg":
+        return scale_factors(o.x)
+    if isinstance(o, BinaryOp) and o.fn.data == "mul":
+        return scale_factors(o.lhs) + scale_factors(o.rhs)
+    if isinstance(o, BinaryOp) and o.fn.data == "div":
+        return scale_factors(o.lhs) + [(o.rhs, True)]
+    return [(v, False)]
 
 
-def is_block_scale(f: SExpr, reduced: frozenset[str], env: dict[str, AffExpr] | None = None) -> bool:
-    """Whether factor `f` of a contraction's operand is constant along each reduced variable over runs
-    of at least MIN_SCALE_BLOCK consecutive values: a literal, or reads whose indices use a reduced
-    variable only as `k // B` (B >= MIN_SCALE_BLOCK). Then `sum_k s(k // B) a_k b_k` is `sum_kb s(kb)
-    * (sum_{k in kb} a_k b_k)`: the inner sums run on the operands' own dtype, the scale is applied
-    per block in the accumulator (block-scaled fp8 GEMMs; `(a.float() * 2.0) @ b.float()`). `env`
-    maps a writer's loop variables to the reader's index expressions (a scale applied in the
-    statement that wrote the operand local); a variable it does not map makes `f` no scale."""
-    for r in reads(f):
-        if r.indirect:
-            return False
-        for i in r.indices:
-            assert isinstance(i, AffExpr)
+def _reads(v: SSAValue) -> list[SSAValue]:
+    """The tensor reads `v` is computed from: block arguments (direct) and gathers (indirect)."""
+    out: list[SSAValue] = []
+    seen: set[SSAValue] = set()
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if isinstance(x, BlockArgument) or isinstance(x.owner, GatherOp):
+            out.append(x)
+            continue
+        stack.extend(x.owner.operands)  # type: ignore[union-attr]
+    return out
+
+
+def is_block_scale(node: NodeOp, f: SSAValue, reduced: frozenset[int],
+                   env: Mapping[int, AffineExpr] | None = None) -> bool:
+    """Whether factor `f` (a value of `node`'s body) of a contraction's operand is constant along each
+    reduced dim over runs of at least MIN_SCALE_BLOCK consecutive values: a literal, or reads whose
+    indices use a reduced dim only as `d // B` (B >= MIN_SCALE_BLOCK). Then `sum_k s(k // B) a_k b_k`
+    is `sum_kb s(kb) * (sum_{k in kb} a_k b_k)`: the inner sums run on the operands' own dtype, the
+    scale is applied per block in the accumulator (block-scaled fp8 GEMMs; `(a.float() * 2.0) @
+    b.float()`). `reduced` are dims of the contraction node; `env` maps the dims of `node` (a writer
+    of the operand local) to the contraction's index expressions, and a dim it does not map makes
+    `f` no scale."""
+    maps = node.get_indexing_maps().data
+    for r in _reads(f):
+        if not isinstance(r, BlockArgument):
+            return False  # a gather: loaded positions
+        for i in maps[r.index].data.results:
             if env is not None:
-                if not i.vars() <= set(env):
+                if not st.dims_of(i) <= set(env):
                     return False
-                i = i.substitute(env)
+                n = node.get_num_loops()
+                i = i.replace_dims_and_symbols([env.get(d, AffineExpr.dimension(d)) for d in range(n)], [])
             if not _blockwise(i, reduced):
                 return False
     return True
 
 
-def _blockwise(i: AffExpr, reduced: frozenset[str]) -> bool:
-    for atom, _ in i.terms:
-        if isinstance(atom, str):
-            if atom in reduced:
+def _terms(e: AffineExpr, coeff: int = 1) -> list[tuple[AffineExpr, int]]:
+    """`e` as a sum of atoms (dims, floordiv/mod/ceildiv expressions) with their coefficients."""
+    if isinstance(e, AffineConstantExpr):
+        return []
+    if isinstance(e, AffineBinaryOpExpr) and e.kind == AffineBinaryOpKind.Add:
+        return _terms(e.lhs, coeff) + _terms(e.rhs, coeff)
+    if isinstance(e, AffineBinaryOpExpr) and e.kind == AffineBinaryOpKind.Mul:
+        if isinstance(e.rhs, AffineConstantExpr):
+            return _terms(e.lhs, coeff * e.rhs.value)
+        if isinstance(e.lhs, AffineConstantExpr):
+            return _terms(e.rhs, coeff * e.lhs.value)
+    return [(e, coeff)]
+
+
+def _blockwise(i: AffineExpr, reduced: frozenset[int]) -> bool:
+    for atom, _ in _terms(i):
+        if isinstance(atom, AffineDimExpr):
+            if atom.position in reduced:
                 return False
             continue
-        hit = atom.num.vars() & reduced
+        if not isinstance(atom, AffineBinaryOpExpr):
+            continue  # a symbol
+        hit = st.dims_of(atom.lhs) & reduced
         if not hit:
             continue
-        if not isinstance(atom, FloorDiv) or atom.num.is_quasi():
+        form = st.linear_form(atom.lhs)
+        if atom.kind != AffineBinaryOpKind.FloorDiv or form is None or \
+                not isinstance(atom.rhs, AffineConstantExpr):
             return False
-        if any(atom.den < MIN_SCALE_BLOCK * abs(atom.num.coeff(v)) for v in hit):
+        if any(atom.rhs.value < MIN_SCALE_BLOCK * abs(form[0].get(v, 0)) for v in hit):
             return False
     return True

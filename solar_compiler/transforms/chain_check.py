@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from solar_compiler.analysis.chain_order import ChainPlan
-from solar_compiler.analysis.costs import contraction_dtype
 from solar_compiler.analysis.program import Program
 from solar_compiler.errors import SolarError
 from solar_compiler.executor import compare, execute
@@ -40,6 +39,9 @@ from solar_compiler.loopir.ast import (
     Kernel,
     LoopIRError,
     Node,
+    StmtContext,
+    expr_vars,
+    product_factors,
     statements,
 )
 from solar_compiler.loopir.domain import iteration_count
@@ -116,9 +118,17 @@ def _fits(kernels: Sequence[Kernel]) -> bool:
     secs = 0.0
     for k in kernels:
         for ctx in statements(k):
-            secs += iteration_count(ctx) / (MATRIX_RATE if contraction_dtype(ctx) else VECTOR_RATE)
+            secs += iteration_count(ctx) / (MATRIX_RATE if _is_contraction(ctx) else VECTOR_RATE)
     nbytes = sum(8 * math.prod(t.shape) for k in kernels for t in k.tensors)
     return secs * 2 * len(SEEDS) <= BUDGET_S and nbytes <= MEMORY_BYTES
+
+
+def _is_contraction(ctx: StmtContext) -> bool:
+    """A `+=` of a product with two or more factors that vary along a reduced loop (a multiply-add per
+    point: the matrix rate of the execution-time estimate)."""
+    s = ctx.stmt
+    reduced = set(ctx.ivs) - s.target_vars
+    return s.kind == "+=" and sum(bool(expr_vars(f) & reduced) for f in product_factors(s.value)) >= 2
 
 
 def random_inputs(k: Kernel, seed: int) -> dict[str, np.ndarray]:
