@@ -16,10 +16,10 @@ import pytest
 from translated import cached_translations, roofline_json
 
 from solar_compiler.analysis.bounds import graph_bounds
-from solar_compiler.analysis.costs import kernel_costs
+from solar_compiler.analysis.costs import contraction_dtype, kernel_costs
 from solar_compiler.analysis.program import program_from_kernel
-from solar_compiler.analysis.structured import stored_value
-from solar_compiler.analysis.value_dtypes import HOLDS, ValueDtypes, const_dtype, join, widens
+from solar_compiler.analysis.structured import operand_factors, reduced_dims, stored_value
+from solar_compiler.analysis.value_dtypes import HOLDS, ValueDtypes, const_dtype, is_block_scale, join, widens
 from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.driver import main
 from solar_compiler.hw import load_target
@@ -186,6 +186,40 @@ kernel k(A: bf16[4] input, Y: f32[4] output):
     last = g.nodes()[-1]
     assert ValueDtypes(g).of(last, stored_value(last)) == "bf16"
 
+
+
+def _block_scaled(index: str, inline: bool) -> str:
+    """An fp8 matmul whose A factor is scaled by S[i, index], in the contraction or in the node that
+    writes the dequantised local D."""
+    a = f"f32(A[i, k]) * S[i, {index}]" if inline else "D[i, k]"
+    return f"""
+kernel k(A: f8e4m3[16, 256] input, S: f32[16, 32] input, B: f8e4m3[256, 16] input, Y: f32[16, 16] output):
+    local D: f32[16, 256]
+    for i in range(16):
+        for k in range(256):
+            D[i, k] = f32(A[i, k]) * S[i, {index}]
+    for i in range(16):
+        for j in range(16):
+            Y[i, j] = 0.0
+            for k in range(256):
+                Y[i, j] += {a} * f32(B[k, j])
+"""
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_block_scales_are_read_from_the_operand_maps(inline: bool):
+    """`k // 128` is constant over runs of 128 >= MIN_SCALE_BLOCK reduced values: the scale applies per
+    block in the accumulator and the pair is fp8, inline or in the writer of the local (which only
+    the graph's writers show: without them the local reads as its declared f32). `k // 8` is no block
+    scale: three f32 factors join to f32."""
+    for index, want in (("k // 128", "f8e4m3"), ("k // 8", "f32")):
+        g = lift_kernel(typecheck(parse_kernel(_block_scaled(index, inline), "t.loop")))
+        n = g.nodes()[-1]
+        assert contraction_dtype(n, ValueDtypes(g)) == want
+        assert contraction_dtype(n) == (want if inline else "f32")
+        if inline:  # factors f32(A[i, k]), S[i, index], f32(B[k, j]): only S can be a block scale
+            factors = operand_factors(stored_value(n))
+            assert [is_block_scale(n, f, reduced_dims(n)) for f in factors] == [False, want != "f32", False]
 
 # ---- torch programs, translated in-process into a private cache ------------------------------------------
 ROOT = Path(__file__).resolve().parent.parent
