@@ -10,11 +10,13 @@ the cast is:
 
 * in the contraction node's own body (`cast(A[i, k]) * cast(B[k, j])`);
 * in the nodes that write a local the contraction reads: the graph's dataflow is followed back
-  through every statement that can have written the elements the contraction reads (a node's
-  folded init and its main statement; writers before it in node order, and writers inside a scan
-  loop that encloses it: a loop of the same `scopes` number whose iterator is `sequential`; a
-  writer whose footprint misses the read footprint is left out). The local holds narrow values
-  when every such writer stores one (`=`, or a `max=`/`min=` that picks one of its operands).
+  through every writer that can have written the elements the contraction reads (a node's folded
+  init and its yielded value): the node that produced the SSA operand read and, through each
+  writer's init operand (`dest`), every earlier one; and writers inside a scan loop that encloses
+  the reader (a loop of the same `scopes` number whose iterator is `sequential`), whose values a
+  later step reads back. A writer whose written range misses the read range is left out. The
+  local holds narrow values when every such writer stores one (`=`, or a `max=`/`min=` that picks
+  one of its operands).
 
 Everything is read from `einsum.node` ops: the body's scalar ops (casts' result types, literals),
 the inputs' indexing maps and the nodes' domains (`structured.py`), the tensors' roles and dtypes
@@ -169,7 +171,8 @@ class ValueDtypes:
         if isinstance(v, BlockArgument):
             t = node.input_names[v.index]
             if self.roles.get(t) == "local":
-                return self._read(node, t, node.get_indexing_maps().data[v.index].data, type_dtype(v.type))
+                return self._read(node, t, node.ins[v.index], node.get_indexing_maps().data[v.index].data,
+                                  type_dtype(v.type))
             return type_dtype(v.type)
         o = v.owner
         if isinstance(o, CastOp):
@@ -185,7 +188,7 @@ class ValueDtypes:
         if isinstance(o, ConstOp):
             return const_dtype(_literal(o), type_dtype(v.type))
         if isinstance(o, GatherOp) and self.roles.get(o.tensor_name) == "local":
-            return self._read(node, o.tensor_name, None, type_dtype(v.type), o)
+            return self._read(node, o.tensor_name, o.source, None, type_dtype(v.type), o)
         return type_dtype(v.type)
 
     def stored(self, node: NodeOp, v: SSAValue, reduced: frozenset[int]) -> str:
@@ -207,8 +210,8 @@ class ValueDtypes:
             return None
         seen = _read_region(node, t, rmap)
         out: list[str] = []
-        for w in self.writers.get(t, []):
-            if not self._may_precede(w, node) or (seen is not None and not _meets(w, seen)):
+        for w in self._reaching(node, t, node.ins[arg]):
+            if seen is not None and not _meets(w, seen):
                 continue
             if w.init:  # a literal stored: no data factor
                 return None
@@ -225,8 +228,10 @@ class ValueDtypes:
             out.append(self.of(w.node, data[0][0]))
         return join(out) if out else None
 
-    def _read(self, node: NodeOp, tensor: str, amap: object, declared: str, gather: object = None) -> str:
-        """A read of local `tensor` by `node` at `amap` (None: a gather, which may touch any element)."""
+    def _read(self, node: NodeOp, tensor: str, value: SSAValue | None, amap: object, declared: str,
+              gather: object = None) -> str:
+        """A read of local `tensor` (its SSA `value`) by `node` at `amap` (None: a gather, which may touch
+        any element)."""
         key = (self.position.get(node, id(node)), tensor, amap if gather is None else id(gather))
         if key in self._memo:
             return self._memo[key]
@@ -234,17 +239,17 @@ class ValueDtypes:
             return declared
         self._active.add(key)
         try:
-            found = self._writers_dtype(node, tensor, amap)
+            found = self._writers_dtype(node, tensor, value, amap)
         finally:
             self._active.discard(key)
         out = declared if found is None or not widens(found, declared) else found
         self._memo[key] = out
         return out
 
-    def _writers_dtype(self, node: NodeOp, tensor: str, amap: object) -> str | None:
+    def _writers_dtype(self, node: NodeOp, tensor: str, value: SSAValue | None, amap: object) -> str | None:
         """The join of what every writer that can reach the read stores, or None when one of them
         stores computed (non-exact) values or none can reach it."""
-        reach = [w for w in self.writers.get(tensor, []) if self._may_precede(w, node)]
+        reach = self._reaching(node, tensor, value)
         seen = _read_region(node, tensor, amap) if amap is not None else None
         out: list[str] = []
         for w in reach:
@@ -257,6 +262,23 @@ class ValueDtypes:
             else:
                 out.append(self.of(w.node, st.stored_value(w.node)))
         return join(out) if out else None
+
+    def _reaching(self, node: NodeOp, tensor: str, value: SSAValue | None) -> list[_Writer]:
+        """The writers of `tensor` whose values a read of its SSA `value` by `node` can see: the node
+        that produced `value` and, through each one's init (`dest`: the tensor's value before it ran),
+        every earlier writer (their folded inits included); then, from the graph, the reader's own
+        folded init and the writers at or after it in a scan loop around both (a value fed back to a
+        later step, which no SSA operand of the reader shows)."""
+        out: list[_Writer] = []
+        while value is not None and isinstance(value.owner, NodeOp):
+            w = value.owner
+            if w.init is not None:
+                out.append(_Writer(w, self.position.get(w, -1), True))
+            out.append(_Writer(w, self.position.get(w, -1), False))
+            value = w.dest
+        here = self.position.get(node, -1)
+        out += [w for w in self.writers.get(tensor, []) if w.position >= here and self._may_precede(w, node)]
+        return out
 
     def _may_precede(self, w: _Writer, node: NodeOp) -> bool:
         """Whether writer `w` can run before `node`'s main statement reads: earlier in program order,
