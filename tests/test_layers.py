@@ -119,7 +119,6 @@ READS_THE_LOOP_AST = {
     "solar_compiler.analysis.slicing",
     "solar_compiler.analysis.unfused",
     "solar_compiler.analysis.value_dtypes",
-    "solar_compiler.analysis.vector_work",
 }
 
 
