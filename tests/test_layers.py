@@ -117,7 +117,6 @@ READS_THE_LOOP_AST = {
     "solar_compiler.analysis.program",
     "solar_compiler.analysis.slicing",
     "solar_compiler.analysis.unfused",
-    "solar_compiler.analysis.vector_work",
 }
 
 

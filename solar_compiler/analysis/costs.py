@@ -519,9 +519,9 @@ def accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, 
 def _op_cost(kernel: Kernel, group: NodeGroup, node: NodeOp, doms: _Domains, values: ValueDtypes,
              work: VectorWork) -> OpCost:
     """The costs of one node, read from its `einsum.node` through the structured interface
-    (`structured.py`: points, FLOPs by class, unit, accesses and their footprints); the minimal
-    vector work (`vector_work.py`), the contraction's operand dtype (`value_dtypes.py`) and the
-    label are still read from its statements."""
+    (`structured.py`: points, FLOPs by class, unit, accesses and their footprints), the minimal
+    vector work (`vector_work.py`) and the contraction's operand dtype (`value_dtypes.py`) from its
+    body; the label is still printed from its statements."""
     ctx = group.main
     s = ctx.stmt
     c = st.node_counts(node)
@@ -533,10 +533,9 @@ def _op_cost(kernel: Kernel, group: NodeGroup, node: NodeOp, doms: _Domains, val
     literal = c.flops_vector_literal
     if c.unit == "matrix":
         fm, fv, tr = c.flops_matrix, literal, c.flops_transcendental_literal
-        work.skip(ctx)
+        work.skip(node)
     else:
-        fm, (fv, tr) = 0, work.statement(ctx, (s.value, *s.dynamic_indices))
-        fv += (node.reduce.data != "none") * it
+        fm, (fv, tr) = 0, work.node(node)
     fps = st.footprints(node, doms.indirect == "traced")
     dts = {f.tensor: kernel.tensor(f.tensor).dtype for f in fps}
     rd, wr = ([Access(f.tensor, dts[f.tensor], f.elements, f.elements * DTYPES[dts[f.tensor]], f.indirect,
@@ -633,16 +632,13 @@ def _fold_through_contractions(p: Program, ops: list[OpCost]) -> None:
     """Re-count the vector work of `p`'s non-contraction nodes with factors folded through
     contractions (`vector_work.py`), in `ops` where that is cheaper. Not for the eager unfused bound
     (`kernel_of`): a fold moves work between source ops, so between eager kernels."""
-    work = VectorWork(p.kernel, fold=True)
-    for pos, (node, o) in enumerate(zip(p.nodes, ops, strict=True)):
-        ctx = node.main
+    work = VectorWork(p.graph, fold=True)
+    for pos, (node, o) in enumerate(zip(p.node_ops, ops, strict=True)):
         if o.matrix_dtype is not None:
-            work.skip(ctx)
+            work.skip(node)
             continue
-        s = ctx.stmt
-        fv, tr = work.statement(ctx, (s.value, *s.dynamic_indices))
+        fv, tr = work.node(node)
         if work.folded:
-            fv += (s.kind != "=") * o.iterations
             if fv <= o.flops_vector and tr <= o.flops_transcendental and \
                     (fv, tr) != (o.flops_vector, o.flops_transcendental):
                 ops[pos] = replace(o, flops_vector=fv, flops_transcendental=tr, algorithm=FOLDED)
@@ -653,7 +649,7 @@ def _program_costs(p: Program, indirect: str) -> GraphCosts:
     doms = _Domains(indirect)
     groups = p.nodes
     values = ValueDtypes(p.graph)
-    work = VectorWork(k)
+    work = VectorWork(p.graph)
     ops = [_op_cost(k, g, n, doms, values, work) for g, n in zip(groups, p.node_ops, strict=True)]
     read_sites: dict[str, list[Site]] = {}
     write_sites: dict[str, list[Site]] = {}

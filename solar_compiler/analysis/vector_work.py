@@ -34,6 +34,16 @@ What stays literal: the accumulation of a reduction (one operation per point), c
 own rules in `costs.contraction_flops`), and, conservatively, everything inside a scan loop whose
 values may change from step to step (a read of a tensor the scan writes depends on the scan
 variable) and any subexpression that reads the statement's own target.
+
+How it reads the IR: one `einsum.node` at a time (`VectorWork.node`, nodes in program order), its
+scalar body walked from its yield (`structured.py`). A subexpression's loop variables are the
+node's dims it depends on (`NodeOp.value_dims`), its distinct values `structured.footprint`. An
+expression of a later node equals one of an earlier node "after renaming loop variables" when their
+keys are equal: each node's dims renamed in order of first occurrence in the expression (the
+indexing maps composed with the permutation between the two nodes' loops), and a read's key holds
+the SSA value of the tensor it reads, so "no write in between" is the same SSA operand (a write
+makes a new value). The contraction folds still ask, by tensor name and node position, which nodes
+write or read a local (`_writers`, `_readers_of`).
 """
 
 from __future__ import annotations
@@ -41,363 +51,402 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import islpy as isl
+from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineBinaryOpExpr, AffineConstantExpr, AffineDimExpr, AffineExpr, AffineSymExpr
 
-from solar_compiler.analysis.polyhedral import domain, footprint
-from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import (
-    TRANSCENDENTAL,
-    Binary,
-    Cast,
-    Cmp,
-    Const,
-    IndexValue,
-    Kernel,
-    Read,
-    Select,
-    SExpr,
-    StmtContext,
-    Unary,
-    expr_vars,
-    product_factors,
-    reads,
-    statements,
-)
+from solar_compiler.analysis import structured as st
+from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, YieldOp
+from solar_compiler.dialects.loop import BinaryOp, CmpOp, ConstOp, SelectOp, UnaryOp
 
-_OPS = (Unary, Binary, Cmp, Select)
+_OPS = (UnaryOp, BinaryOp, CmpOp, SelectOp)
 _EXACT_FACTORS = 8  # product chains up to this many factors get the exact cheapest association order
-#: `OpCost.algorithm` of a statement whose vector work folds a factor through a contraction
+#: `OpCost.algorithm` of a node whose vector work folds a factor through a contraction
 FOLDED = "folded through a contraction"
-
-
-def is_transcendental(e: SExpr) -> bool:
-    return (isinstance(e, Unary) and e.fn in TRANSCENDENTAL) or (isinstance(e, Binary) and e.fn == "pow")
-
-
-def literal_ops(e: SExpr) -> tuple[int, int]:
-    """(scalar ops, transcendental ops) of one evaluation of `e` as written: a subexpression object
-    reached twice (an SSA value used twice in MLIR) is computed once."""
-    n = t = 0
-    seen: set[int] = set()
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        if isinstance(x, _OPS):
-            n += 1
-            t += is_transcendental(x)
-        stack.extend(x.children)
-    return n, t
 
 
 @dataclass
 class _Computed:
-    """A subexpression some statement computed: where, over which of its loop variables (in the
-    canonical order of the key), and which tensors its value depends on."""
+    """A subexpression some node computed: where, and over which of its dims (in the canonical
+    order of the key)."""
 
-    ctx: StmtContext
-    order: tuple[str, ...]
-    tensors: frozenset[str]
+    node: NodeOp
+    order: tuple[int, ...]
     _points: isl.Set | None = field(default=None, repr=False)
 
     def points(self) -> isl.Set:
         if self._points is None:
-            self._points = _projected(self.ctx, self.order)
+            self._points = _projected(self.node, self.order)
         return self._points
 
 
 class VectorWork:
-    """Minimal vector operations per statement of one kernel, statements visited in program order
-    (`statement` must be called in that order: common subexpressions of earlier statements are
-    remembered until a statement writes a tensor they read)."""
+    """Minimal vector operations per node of one einsum graph, nodes visited in program order
+    (`node` / `skip` must be called in that order: the common subexpressions of earlier nodes are
+    remembered, keyed on the SSA values they read, so a later write makes them unreachable)."""
 
-    def __init__(self, kernel: Kernel, fold: bool = False):
-        self.kernel = kernel
+    def __init__(self, graph: GraphOp, fold: bool = False):
+        self.graph = graph
         self.fold = fold  # factors folded through contractions (the default model's catalogue)
-        ctxs = statements(kernel)
-        # tensors written inside each scan loop (by id): reads of them vary along its variable
+        self._decls = graph.tensor_ops()
+        self._nodes = graph.nodes()
+        self._pos = {id(n): k for k, n in enumerate(self._nodes)}
+        # tensors written inside each scan loop (by its `scopes` number): reads of them vary along it
         self._scan_writes: dict[int, set[str]] = {}
-        for c in ctxs:
-            for f in c.loops:
-                if f.sequential:
-                    self._scan_writes.setdefault(id(f), set()).add(c.stmt.target)
-        self.folded = False  # whether the last statement counted folded a factor through a contraction
-        self._ctxs = ctxs
-        self._writers: dict[str, list[StmtContext]] = {}
-        self._readers_of: dict[str, list[StmtContext]] = {}
-        for c in ctxs:
-            self._writers.setdefault(c.stmt.target, []).append(c)
-            for r in reads(c.stmt.value):
-                self._readers_of.setdefault(r.tensor, []).append(c)
-        self._computed: dict[SExpr, list[_Computed]] = {}
-        # tensor -> keys of `_computed` whose values read it (may hold stale or repeated keys): a
-        # write visits only those (an expression's hash walks its whole tree, so no full scan)
-        self._readers: dict[str, list[SExpr]] = {}
+        self._writers: dict[str, list[NodeOp]] = {}
+        self._readers_of: dict[str, list[NodeOp]] = {}
+        for n in self._nodes:
+            if len(n.ins) != len(n.inputs.data) or n.dest is None:
+                raise ValueError(f"VectorWork: node {n.sym_name.data} of graph {graph.kernel_name}: "
+                                 "edges not linked (einsum.link_edges)")
+            scopes = n.ints(n.scopes)
+            for d, k in enumerate(n.get_iterator_types().data):
+                if k.data == "sequential":
+                    self._scan_writes.setdefault(scopes[d], set()).add(n.output_name)
+            self._writers.setdefault(n.output_name, []).append(n)
+            for t in _read_names(n):
+                self._readers_of.setdefault(t, []).append(n)
+        self.folded = False  # whether the last node counted folded a factor through a contraction
+        self._computed: dict[object, list[_Computed]] = {}
         self._last = -1
 
-    # ---- per statement ----------------------------------------------------------------------------
-    def statement(self, ctx: StmtContext, exprs: tuple[SExpr, ...]) -> tuple[int, int]:
-        """(vector ops, transcendental ops) the expressions `exprs` of statement `ctx` (its value and
-        dynamic target indices) need at least, over the statement's domain."""
-        if ctx.index <= self._last:
-            raise ValueError("VectorWork.statement: statements must be visited in program order")
-        self._last = ctx.index
-        run = _Statement(self, ctx)
+    # ---- per node -----------------------------------------------------------------------------------
+    def node(self, node: NodeOp) -> tuple[int, int]:
+        """(vector ops, transcendental ops) node `node` needs at least over its domain: its body's
+        value and dynamic output indices by the module's rules, plus one accumulation per point of a
+        reduction."""
+        self._visit(node, "node")
+        y = _yield(node)
+        run = _Node(self, node)
         total = [0, 0]
-        for e in exprs:
-            n, t = run.count(e)
+        for v in (y.stored, *y.dyn_indices):
+            n, t = run.count(v)
             total[0] += n
             total[1] += t
         if not run.in_scan:
             for key, comp in run.new:
                 self._computed.setdefault(key, []).append(comp)
-                for t in comp.tensors:
-                    self._readers.setdefault(t, []).append(key)
-        self._forget(ctx.stmt.target)
         self.folded = run.folded
-        return total[0], total[1]
+        return total[0] + (node.reduce.data != "none") * st.points(node), total[1]
 
-    def skip(self, ctx: StmtContext) -> None:
-        """A statement counted by other rules (a contraction): only its write is noted."""
-        if ctx.index <= self._last:
-            raise ValueError("VectorWork.skip: statements must be visited in program order")
-        self._last = ctx.index
-        self._forget(ctx.stmt.target)
+    def skip(self, node: NodeOp) -> None:
+        """A node counted by other rules (a contraction): its write makes a new SSA value, so
+        nothing to forget; only the program order is checked."""
+        self._visit(node, "skip")
 
-    def _forget(self, tensor: str) -> None:
-        """A statement wrote `tensor`: values computed from it earlier are stale."""
-        for key in self._readers.pop(tensor, ()):
-            comps = self._computed.get(key)
-            if comps is None:
-                continue
-            kept = [c for c in comps if tensor not in c.tensors]
-            if not kept:
-                del self._computed[key]
-            elif len(kept) < len(comps):
-                self._computed[key] = kept
+    def _visit(self, node: NodeOp, what: str) -> None:
+        pos = self._pos.get(id(node))
+        if pos is None:
+            raise ValueError(f"VectorWork.{what}: node {node.sym_name.data} is not of graph "
+                             f"{self.graph.kernel_name}")
+        if pos <= self._last:
+            raise ValueError(f"VectorWork.{what}: nodes must be visited in program order")
+        self._last = pos
 
-    def _not_computed(self, key: SExpr, ctx: StmtContext, order: tuple[str, ...], total: int) -> int:
-        """How many of the points (of its variables) at which `ctx` needs `key` no earlier statement
-        computed it at (`total` when none did)."""
+    def _not_computed(self, key: object, node: NodeOp, order: tuple[int, ...], total: int) -> int:
+        """How many of the points (of its dims) at which `node` needs `key` no earlier node computed
+        it at (`total` when none did)."""
         found = [c for c in self._computed.get(key, ()) if len(c.order) == len(order)]
         if not found:
             return total
-        need = _projected(ctx, order)
+        need = _projected(node, order)
         for c in found:
             need = need.subtract(c.points())
         return need.count_val().to_python()
 
-
     # ---- factors folded through contractions ---------------------------------------------------------
     def _local(self, name: str) -> bool:
-        return self.kernel.tensor(name).role == "local"
+        return self._decls[name].role.data == "local"
 
-    def _contractions_writing(self, tensor: str) -> list[StmtContext] | None:
-        """The contractions that write local `tensor`, when nothing else does but zero fills."""
+    def _contractions_writing(self, tensor: str) -> list[NodeOp] | None:
+        """The contractions that write local `tensor`, when nothing else does but zero fills (a
+        folded zero init included)."""
         if not self._local(tensor):
             return None
         out = []
-        for c in self._writers.get(tensor, []):
-            s = c.stmt
-            if s.kind == "=" and isinstance(s.value, Const) and s.value.value == 0:
+        for w in self._writers.get(tensor, []):
+            if _zero_fill(w):
                 continue
-            if s.kind != "+=" or _operands(c) is None or not _bare(s.indices):
+            if not _zero_init(w) or w.reduce.data != "add" or _operands(w) is None or not _bare_output(w):
                 return None
-            out.append(c)
+            out.append(w)
         return out or None
 
-    def folds(self, ctx: StmtContext, factors: list[SExpr]) -> tuple[set[int], int] | None:
-        """Factors of a product chain of statement `ctx` that are cheaper applied on the other side
-        of a contraction (module rules), and what applying them there costs; None: none is."""
+    def folds(self, node: NodeOp, factors: list[SSAValue]) -> tuple[set[int], int] | None:
+        """Factors of a product chain of `node` that are cheaper applied on the other side of a
+        contraction (module rules), and what applying them there costs; None: none is."""
         gone: set[int] = set()
         cost = 0
         for i, g in enumerate(factors):
-            tensors = frozenset(r.tensor for r in reads(g))
-            if ctx.stmt.target in tensors:
+            tensors = _reads(node, g)
+            if node.output_name in tensors:
                 continue
-            gv = expr_vars(g)
-            best = self._fold_forward(i, factors, gv, tensors)
-            back = self._fold_back(ctx, gv, tensors)
+            gv = node.value_dims(g)
+            best = self._fold_forward(node, i, factors, gv, tensors)
+            back = self._fold_back(node, gv, tensors)
             options = [x for x in (best, back) if x is not None]
             if options:
                 gone.add(i)
                 cost += min(options)
         return (gone, cost) if gone and len(gone) < len(factors) else None
 
-    def _fold_forward(self, i: int, factors: list[SExpr], gv: set[str],
+    def _fold_forward(self, node: NodeOp, i: int, factors: list[SSAValue], gv: frozenset[int],
                       tensors: frozenset[str]) -> int | None:
         """`g` (factor i, reading `tensors`) multiplies a read of a local only contractions write:
         the fewest operations of applying it to one of each such contraction's operands instead
         (when nothing `g` reads is written from the first of them on)."""
         best = None
         for j, r in enumerate(factors):
-            if j == i or not isinstance(r, Read) or not _bare(r.indices):
+            if j == i or not isinstance(r, BlockArgument):
                 continue
-            writers = self._contractions_writing(r.tensor)
-            if writers is None or not gv <= expr_vars(r):
+            rmap = node.get_indexing_maps().data[r.index].data
+            if not _bare(rmap.results):
                 continue
-            first = min(c.index for c in self._writers[r.tensor])
-            if any(c.index >= first for t in tensors for c in self._writers.get(t, [])):
+            name = node.input_names[r.index]
+            writers = self._contractions_writing(name)
+            if writers is None or not gv <= node.value_dims(r):
                 continue
-            pos = {str(x.terms[0][0]): k for k, x in enumerate(r.indices)}  # type: ignore[union-attr]
-            total = 0
+            first = min(self._pos[id(w)] for w in self._writers[name])
+            if any(self._pos[id(w)] >= first for t in tensors for w in self._writers.get(t, [])):
+                continue
+            pos = {x.position: k for k, x in enumerate(rmap.results)}  # type: ignore[union-attr]
+            total: int | None = 0
             for c in writers:
-                out = [str(x.terms[0][0]) for x in c.stmt.indices]  # type: ignore[union-attr]
+                out = [x.position for x in c.get_indexing_maps().data[-1].data.results]  # type: ignore[union-attr]
                 need = {out[pos[v]] for v in gv}
-                fits = [footprint(c, [AffExpr.var(v) for v in sorted(expr_vars(x))])
-                        for x in _operands(c) or () if need <= expr_vars(x)]
+                memo: dict[SSAValue, frozenset[int]] = {}
+                fits = [st.footprint(c, c.value_dims(x, memo)) for x in _operands(c) or ()
+                        if need <= c.value_dims(x, memo)]
                 if not fits:
                     total = None
                     break
-                total += min(fits)
+                total += min(fits)  # type: ignore[operator]
             if total is not None and (best is None or total < best):
                 best = total
         return best
 
-    def _fold_back(self, ctx: StmtContext, gv: set[str], tensors: frozenset[str]) -> int | None:
+    def _fold_back(self, node: NodeOp, gv: frozenset[int], tensors: frozenset[str]) -> int | None:
         """`g` multiplies the value of a local that only contractions read, where `g` is constant
         along their reduced variables: the fewest operations of applying it to their outputs (or
         an operand) instead."""
-        s = ctx.stmt
-        if s.kind != "=" or not self._local(s.target) or not _bare(s.indices) or \
-                len(self._writers.get(s.target, [])) != 1:
+        out_name = node.output_name
+        writes = sum(1 + (w.init is not None) for w in self._writers.get(out_name, []))
+        if node.reduce.data != "none" or not self._local(out_name) or not _bare_output(node) or writes != 1:
             return None
-        if not gv <= s.target_vars:
+        omap = node.get_indexing_maps().data[-1].data
+        if not gv <= node.output_dims():
             return None
-        pos = {str(x.terms[0][0]): k for k, x in enumerate(s.indices)}  # type: ignore[union-attr]
+        pos = {x.position: k for k, x in enumerate(omap.results)}  # type: ignore[union-attr]
+        here = self._pos[id(node)]
         total = 0
-        for c in self._readers_of.get(s.target, []):
+        readers = self._readers_of.get(out_name, [])
+        for c in readers:
             ops = _operands(c)
-            mine = [x for x in ops or () if isinstance(x, Read) and x.tensor == s.target]
-            if ops is None or len(mine) != 1 or not _bare(mine[0].indices) or c.index < ctx.index:
+            mine = [x for x in ops or () if _read_name(c, x) == out_name]
+            there = self._pos[id(c)]
+            if ops is None or len(mine) != 1 or not isinstance(mine[0], BlockArgument) or there < here:
                 return None
-            between = {w.stmt.target for w in self._ctxs[ctx.index + 1:c.index]}
-            if between & tensors or self._contractions_writing(c.stmt.target) is None and \
-                    self._local(c.stmt.target):
+            mmap = c.get_indexing_maps().data[mine[0].index].data
+            if not _bare(mmap.results):
+                return None
+            between = {w.output_name for w in self._nodes[here + 1:there]}
+            if c.init is not None:  # its folded init runs before it, after `node`
+                between.add(c.output_name)
+            if between & tensors or self._contractions_writing(c.output_name) is None and \
+                    self._local(c.output_name):
                 return None
             if not self._zero_initialised(c):
                 return None
-            need = {str(mine[0].indices[pos[v]].terms[0][0]) for v in gv}  # type: ignore[union-attr]
-            if not need <= c.stmt.target_vars:
+            need = {mmap.results[pos[v]].position for v in gv}  # type: ignore[union-attr]
+            if not need <= c.output_dims():
                 return None
-            fits = [footprint(c, [AffExpr.var(v) for v in sorted(c.stmt.target_vars)])]
-            fits += [footprint(c, [AffExpr.var(v) for v in sorted(expr_vars(x))])
-                     for x in ops if x is not mine[0] and need <= expr_vars(x)]
+            memo: dict[SSAValue, frozenset[int]] = {}
+            fits = [st.footprint(c, c.output_dims())]
+            fits += [st.footprint(c, c.value_dims(x, memo)) for x in ops
+                     if x is not mine[0] and need <= c.value_dims(x, memo)]
             total += min(fits)
-        return total if self._readers_of.get(s.target) else None
+        return total if readers else None
 
-    def _zero_initialised(self, c: StmtContext) -> bool:
-        """Contraction `c`'s target holds only its sum: every other write of it is a zero fill."""
-        for w in self._writers.get(c.stmt.target, []):
-            if w is c:
-                continue
-            if not (w.stmt.kind == "=" and isinstance(w.stmt.value, Const) and w.stmt.value.value == 0):
-                return False
-        return True
+    def _zero_initialised(self, c: NodeOp) -> bool:
+        """Contraction `c`'s output holds only its sum: every other write of it is a zero fill."""
+        return _zero_init(c) and all(w is c or _zero_fill(w) for w in self._writers.get(c.output_name, []))
 
 
-def _bare(indices: tuple) -> bool:
-    return all(isinstance(x, AffExpr) and x.is_var() for x in indices)
+def _yield(node: NodeOp) -> YieldOp:
+    y = node.body.block.last_op
+    assert isinstance(y, YieldOp)
+    return y
 
 
-def _operands(c: StmtContext) -> list[SExpr] | None:
-    """The factors of contraction `c` that vary along its reduced variables (at least two), else None."""
-    if c.stmt.kind != "+=":
+def _body_ops(node: NodeOp, values: tuple[SSAValue, ...]) -> list[Operation]:
+    """The ops of the node's body the values are computed from (a gather's source, a tensor value
+    of the graph, is not followed)."""
+    block = node.body.block
+    seen: set[Operation] = set()
+    stack = list(values)
+    while stack:
+        o = stack.pop().owner
+        if isinstance(o, Operation) and o not in seen and o.parent_block() is block:
+            seen.add(o)
+            stack.extend(o.operands)
+    return list(seen)
+
+
+def _bare(results: tuple[AffineExpr, ...]) -> bool:
+    return all(isinstance(x, AffineDimExpr) for x in results)
+
+
+def _bare_output(node: NodeOp) -> bool:
+    return not node.dynamic_positions and _bare(node.get_indexing_maps().data[-1].data.results)
+
+
+def _zero_init(node: NodeOp) -> bool:
+    """No folded init, or a folded zero."""
+    return node.init is None or node.init.value.data == 0
+
+
+def _zero_fill(node: NodeOp) -> bool:
+    """A node that stores the literal 0 (an unfolded zero init)."""
+    o = _yield(node).stored.owner
+    return node.reduce.data == "none" and node.init is None and isinstance(o, ConstOp) and \
+        o.value.value.data == 0
+
+
+def _operands(c: NodeOp) -> list[SSAValue] | None:
+    """The factors of an `add` reduction that vary along its reduced dims (at least two), else None."""
+    if c.reduce.data != "add":
         return None
-    reduced = set(c.ivs) - c.stmt.target_vars
-    dep = [f for f in product_factors(c.stmt.value) if expr_vars(f) & reduced]
+    reduced = st.reduced_dims(c)
+    memo: dict[SSAValue, frozenset[int]] = {}
+    dep = [f for f in st.product_factors(_yield(c).stored) if c.value_dims(f, memo) & reduced]
     return dep if len(dep) >= 2 else None
 
 
-class _Statement:
-    def __init__(self, work: VectorWork, ctx: StmtContext):
-        self.work, self.ctx = work, ctx
-        self.in_scan = any(f.sequential for f in ctx.loops)
-        self.seen: set[SExpr] = set()
-        self.folded = False  # a factor was cheaper folded through a contraction
-        self.new: list[tuple[SExpr, _Computed]] = []
-        self._fp: dict[frozenset[str], int] = {}
+def _read_name(node: NodeOp, v: SSAValue) -> str | None:
+    """The tensor a body value reads directly (a block argument or a gather), else None."""
+    if isinstance(v, BlockArgument):
+        return node.input_names[v.index]
+    return v.owner.tensor_name if isinstance(v.owner, GatherOp) else None
 
-    # variables a subexpression's value depends on, and how many distinct values they take
-    def evars(self, e: SExpr) -> frozenset[str]:
-        s = self.ctx.stmt
-        rd = {r.tensor for r in reads(e)}
-        if s.target in rd:
-            return frozenset(self.ctx.ivs)
-        vs = set(expr_vars(e))
-        for f in self.ctx.loops:
-            if f.sequential and rd & self.work._scan_writes.get(id(f), set()):
-                vs.add(f.iv)
+
+def _reads(node: NodeOp, v: SSAValue) -> frozenset[str]:
+    """Tensors a body value reads."""
+    out = {_read_name(node, v)}
+    for o in _body_ops(node, (v,)):
+        if isinstance(o, GatherOp):
+            out.add(o.tensor_name)
+        out.update(_read_name(node, x) for x in o.operands if isinstance(x, BlockArgument))
+    out.discard(None)
+    return frozenset(out)  # type: ignore[arg-type]
+
+
+def _read_names(node: NodeOp) -> list[str]:
+    """One entry per tensor read of the body the yield uses (a tensor read at two places twice)."""
+    y = _yield(node)
+    args: set[BlockArgument] = {x for x in (y.stored, *y.dyn_indices) if isinstance(x, BlockArgument)}
+    out = []
+    for o in _body_ops(node, (y.stored, *y.dyn_indices)):
+        if isinstance(o, GatherOp):
+            out.append(o.tensor_name)
+        args.update(x for x in o.operands if isinstance(x, BlockArgument))
+    out += [node.input_names[a.index] for a in sorted(args, key=lambda a: a.index)]
+    return out
+
+
+class _Node:
+    def __init__(self, work: VectorWork, node: NodeOp):
+        self.work, self.node = work, node
+        kinds = node.get_iterator_types().data
+        self.in_scan = any(k.data == "sequential" for k in kinds)
+        scopes = node.ints(node.scopes)
+        self._scans = [(d, work._scan_writes.get(scopes[d], set())) for d, k in enumerate(kinds)
+                       if k.data == "sequential"]
+        self.seen: set[object] = set()
+        self.folded = False  # a factor was cheaper folded through a contraction
+        self.new: list[tuple[object, _Computed]] = []
+        self._fp: dict[frozenset[int], int] = {}
+        self._dims: dict[SSAValue, frozenset[int]] = {}
+
+    # dims a subexpression's value depends on, and how many distinct values they take
+    def evars(self, v: SSAValue) -> frozenset[int]:
+        rd = _reads(self.node, v)
+        if self.node.output_name in rd:
+            return frozenset(range(self.node.get_num_loops()))
+        vs = set(self.node.value_dims(v, self._dims))
+        for d, written in self._scans:
+            if rd & written:
+                vs.add(d)
         return frozenset(vs)
 
-    def points(self, vs: frozenset[str]) -> int:
+    def points(self, vs: frozenset[int]) -> int:
         if vs not in self._fp:
-            self._fp[vs] = footprint(self.ctx, [AffExpr.var(v) for v in sorted(vs)]) if vs else 1
+            self._fp[vs] = st.footprint(self.node, vs) if vs else 1
         return self._fp[vs]
 
     # ---- counting -------------------------------------------------------------------------------
-    def count(self, e: SExpr) -> tuple[int, int]:
-        if not isinstance(e, _OPS):
+    def count(self, v: SSAValue) -> tuple[int, int]:
+        o = v.owner
+        if isinstance(v, BlockArgument) or not isinstance(o, Operation):
+            return 0, 0
+        if not isinstance(o, _OPS):
             n = t = 0
-            for c in e.children:  # a gather's index arithmetic, a cast's operand
+            # a gather's index arithmetic (not its source, a tensor value), a cast's operand
+            for c in (o.indices if isinstance(o, GatherOp) else o.operands):
                 a, b = self.count(c)
                 n, t = n + a, t + b
             return n, t
-        if e in self.seen:
+        key, order = _canonical(self.node, v)
+        if (key, order) in self.seen:
             return 0, 0
-        self.seen.add(e)
-        points = self._new_points(e)
-        if points == 0:  # computed by earlier statements at every point needed, children included
+        self.seen.add((key, order))
+        points = self._new_points(v, key, order)
+        if points == 0:  # computed by earlier nodes at every point needed, operands included
             return 0, 0
-        if isinstance(e, Binary) and e.fn in ("mul", "div"):
-            return self._chain(e)
+        if isinstance(o, BinaryOp) and o.fn.data in ("mul", "div"):
+            return self._chain(v)
         n, t = points, 0
-        if is_transcendental(e):
+        if st.is_transcendental(o):
             t = n
-        for c in e.children:
+        for c in o.operands:
             a, b = self.count(c)
             n, t = n + a, t + b
         return n, t
 
-    def _new_points(self, e: SExpr) -> int:
-        """The points (of its variables) at which `e` is needed here and no earlier statement
-        computed it; this statement's computation is remembered for later ones."""
-        vs = self.evars(e)
+    def _new_points(self, v: SSAValue, key: object, order: tuple[int, ...]) -> int:
+        """The points (of its dims) at which `v` is needed here and no earlier node computed it;
+        this node's computation is remembered for later ones."""
+        vs = self.evars(v)
         total = self.points(vs)
         if self.in_scan:
             return total
-        key, order = _canonical(e)
-        if set(order) != set(vs):  # a value depending on more than its indices (own target)
+        if set(order) != set(vs):  # a value depending on more than its indices (own output)
             return total
-        new = self.work._not_computed(key, self.ctx, order, total)
-        self.new.append((key, _Computed(self.ctx, order, frozenset(r.tensor for r in reads(e)))))
+        new = self.work._not_computed(key, self.node, order, total)
+        self.new.append((key, _Computed(self.node, order)))
         return new
 
-    def _chain(self, e: Binary) -> tuple[int, int]:
+    def _chain(self, v: SSAValue) -> tuple[int, int]:
         """A product chain: its multiplications and divisions at the cheapest association order
         (`_cheapest_product`; the written one is among them), plus its factors."""
-        factors: list[tuple[SExpr, bool]] = []
-        nodes: list[SExpr] = []
-        _split(e, True, factors, nodes)
-        sets = [self.evars(f) for f, _ in factors]
+        factors: list[SSAValue] = []
+        _split(v, factors)
+        sets = [self.evars(f) for f in factors]
         n, t = self._cheapest_product(sets), 0
-        moved = self.work.folds(self.ctx, [f for f, _ in factors]) if self.work.fold else None
+        moved = self.work.folds(self.node, factors) if self.work.fold else None
         if moved is not None:
             gone, cost = moved
             folded = self._cheapest_product([x for i, x in enumerate(sets) if i not in gone]) + cost
             if folded < n:
                 n, self.folded = folded, True
-        for f, _ in factors:
+        for f in factors:
             a, b = self.count(f)
             n, t = n + a, t + b
         return n, t
 
-    def _cheapest_product(self, sets: list[frozenset[str]]) -> int:
-        """The fewest operations of any association order of a product of factors with these variable
+    def _cheapest_product(self, sets: list[frozenset[int]]) -> int:
+        """The fewest operations of any association order of a product of factors with these dim
         sets (a division is a multiplication by the reciprocal of the divisor, whose product is
         divided out in one operation): every binary combination costs one operation per distinct
-        value of the union of its operands' variables. Exact by dynamic programming over subsets up
+        value of the union of its operands' dims. Exact by dynamic programming over subsets up
         to `_EXACT_FACTORS` factors; beyond, the root alone (one operation per point of the whole
         product), which no order beats."""
         k = len(sets)
@@ -405,7 +454,7 @@ class _Statement:
         if k > _EXACT_FACTORS:
             return self.points(full)
         best: dict[int, int] = {1 << i: 0 for i in range(k)}
-        union: dict[int, frozenset[str]] = {1 << i: s for i, s in enumerate(sets)}
+        union: dict[int, frozenset[int]] = {1 << i: s for i, s in enumerate(sets)}
         for mask in range(1, 1 << k):
             if mask in best:
                 continue
@@ -427,59 +476,65 @@ class _Statement:
         return best[(1 << k) - 1]
 
 
-def _split(e: SExpr, num: bool, factors: list[tuple[SExpr, bool]], nodes: list[SExpr]) -> None:
-    """The factors of a multiplication/division chain (numerator or not) and its operation nodes."""
-    if isinstance(e, Binary) and e.fn in ("mul", "div"):
-        nodes.append(e)
-        _split(e.a, num, factors, nodes)
-        _split(e.b, num if e.fn == "mul" else not num, factors, nodes)
+def _split(v: SSAValue, factors: list[SSAValue]) -> None:
+    """The factors of a multiplication/division chain (a divisor is a factor too)."""
+    o = v.owner
+    if isinstance(o, BinaryOp) and o.fn.data in ("mul", "div"):
+        _split(o.lhs, factors)
+        _split(o.rhs, factors)
         return
-    factors.append((e, num))
+    factors.append(v)
 
 
-def _canonical(e: SExpr) -> tuple[SExpr, tuple[str, ...]]:
-    """`e` with its loop variables renamed in order of first occurrence, and that order."""
-    order: list[str] = []
+def _canonical(node: NodeOp, v: SSAValue) -> tuple[object, tuple[int, ...]]:
+    """A key of `v` with the node's dims renamed in order of first occurrence (equal keys: the same
+    expression up to renaming loop variables, reading the same tensor values), and that order."""
+    order: list[int] = []
+    env: dict[int, int] = {}
+    memo: dict[SSAValue, object] = {}
+    maps = node.get_indexing_maps().data
 
-    def note(a: AffExpr) -> None:
-        for v in sorted(a.vars(), key=str):
-            if v not in order:
-                order.append(v)
+    def aff(e: AffineExpr) -> object:
+        if isinstance(e, AffineDimExpr):
+            if e.position not in env:
+                env[e.position] = len(order)
+                order.append(e.position)
+            return ("d", env[e.position])
+        if isinstance(e, AffineSymExpr):
+            return ("s", e.position)
+        if isinstance(e, AffineConstantExpr):
+            return ("c", e.value)
+        assert isinstance(e, AffineBinaryOpExpr)
+        return (e.kind, aff(e.lhs), aff(e.rhs))
 
-    for x in e.walk():
-        if isinstance(x, Read):
-            for i in x.indices:
-                if isinstance(i, AffExpr):
-                    note(i)
-        elif isinstance(x, IndexValue):
-            note(x.expr)
-    env = {v: AffExpr.var(f"_c{k}") for k, v in enumerate(order)}
-    return _rename(e, env), tuple(order)
+    def key(x: SSAValue) -> object:
+        if x in memo:
+            return memo[x]
+        if isinstance(x, BlockArgument):
+            got: object = ("in", node.ins[x.index], tuple(aff(r) for r in maps[x.index].data.results))
+        else:
+            o = x.owner
+            assert isinstance(o, Operation)
+            if isinstance(o, GatherOp):
+                got = ("gather", o.source, tuple(aff(r) for r in o.map.data.results),
+                       tuple(key(i) for i in o.indices), x.type)
+            elif isinstance(o, IndexOp):
+                got = ("index", tuple(aff(r) for r in o.map.data.results))
+            else:
+                got = (o.name, tuple(sorted((k, str(a)) for k, a in o.properties.items())), x.type,
+                       tuple(key(i) for i in o.operands))
+        memo[x] = got
+        return got
+
+    k = key(v)
+    return k, tuple(order)
 
 
-def _rename(e: SExpr, env: dict[str, AffExpr]) -> SExpr:
-    from dataclasses import replace
-
-    if isinstance(e, Read):
-        return replace(e, indices=tuple(i.substitute(env) if isinstance(i, AffExpr) else _rename(i, env)
-                                        for i in e.indices))
-    if isinstance(e, IndexValue):
-        return replace(e, expr=e.expr.substitute(env))
-    if isinstance(e, Unary):
-        return replace(e, x=_rename(e.x, env))
-    if isinstance(e, Cast):
-        return replace(e, x=_rename(e.x, env))
-    if isinstance(e, Binary | Cmp):
-        return replace(e, a=_rename(e.a, env), b=_rename(e.b, env))
-    if isinstance(e, Select):
-        return replace(e, cond=_rename(e.cond, env), a=_rename(e.a, env), b=_rename(e.b, env))
-    return e
-
-
-def _projected(ctx: StmtContext, order: tuple[str, ...]) -> isl.Set:
-    """The distinct values of the variables `order` over the statement's domain, as a set P[...]."""
-    dom = domain(ctx)
+def _projected(node: NodeOp, order: tuple[int, ...]) -> isl.Set:
+    """The distinct values of the dims `order` over the node's domain, as a set P[...]."""
+    dom = st.domain(node)
+    dims = ", ".join(f"d{i}" for i in range(node.get_num_loops()))
     names = ", ".join(f"_c{k}" for k in range(len(order)))
-    m = isl.Map(f"{{ S{ctx.index}[{', '.join(ctx.ivs)}] -> P[{names}] : "
-                f"{' and '.join(f'_c{k} = {v}' for k, v in enumerate(order)) or 'true'} }}")
+    m = isl.Map(f"{{ S[{dims}] -> P[{names}] : "
+                f"{' and '.join(f'_c{k} = d{d}' for k, d in enumerate(order)) or 'true'} }}")
     return m.intersect_domain(dom).range()
