@@ -116,7 +116,6 @@ READS_THE_LOOP_AST = {
     "solar_compiler.analysis.narrowing",
     "solar_compiler.analysis.polyhedral",
     "solar_compiler.analysis.program",
-    "solar_compiler.analysis.slicing",
     "solar_compiler.analysis.unfused",
     "solar_compiler.analysis.value_dtypes",
     "solar_compiler.analysis.vector_work",
