@@ -23,6 +23,10 @@ is taken to touch every element along its dynamic dimensions: it ends every know
 neither kills nor is killed, and a scattered reduction needs all those elements (its accumulators).
 Value-dependent masks (a mask tensor that is an input) are not narrowed. Regions become `if` guards
 (one copy of the statement per disjoint convex piece); an empty loop or `if` is removed.
+
+Here: the two walks over the program (the forward known values, the kills). The statement records,
+the known-value folding, the live reads and the backward fixpoint are statement-level machinery on
+the loop AST that the backward slice of sampled validation runs too: `executor/needed.py`.
 """
 
 from __future__ import annotations
