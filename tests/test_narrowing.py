@@ -421,11 +421,11 @@ def test_a_view_read_of_a_whole_tensor_needs_the_whole_tensor_as_a_box(monkeypat
     inclusion tests run for minutes on Swin Transformer V2; everything is kept. z = t[i // 4]
     reads t[0] and t[1] only (16 elements, 8 points): not the whole tensor, so t is computed for
     i < 2 only (2 of 16 points), and the outputs are unchanged."""
-    from solar_compiler.analysis import narrowing
+    from solar_compiler.executor import needed
 
     seen = []
-    reads_all = narrowing._reads_all
-    monkeypatch.setattr(narrowing, "_reads_all",
+    reads_all = needed._reads_all
+    monkeypatch.setattr(needed, "_reads_all",
                         lambda k, st, r, pts: seen.append((r.tensor, got := reads_all(k, st, r, pts))) or got)
     k, n = run_both(WINDOWS, exact=True)
     assert ("w", True) in seen and ("t", False) in seen and ("x", True) in seen

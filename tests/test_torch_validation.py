@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from solar_compiler.analysis.slicing import backward_slice, sample_points  # noqa: E402
 from solar_compiler.errors import SolarError  # noqa: E402
 from solar_compiler.executor import execute  # noqa: E402
 from solar_compiler.executor.compare import summation_lengths, summation_tolerances  # noqa: E402
+from solar_compiler.executor.slicing import backward_slice, sample_points  # noqa: E402
 from solar_compiler.frontends import FrontendOptions  # noqa: E402
 from solar_compiler.frontends import validation as shared_validation  # noqa: E402
 from solar_compiler.frontends.model_file import find_size_sites, load_model_file  # noqa: E402

@@ -30,16 +30,11 @@ from solar_compiler.loopir.domain import (
     iteration_count,
     loop_ranges,
     partition,
+    unnamed_access,
 )
 
 __all__ = ["Constraint", "access_map", "count_points", "domain", "domain_constraints", "footprint",
            "iteration_count", "loop_ranges", "partition", "unnamed_access"]
-
-
-@lru_cache(maxsize=65536)
-def unnamed_access(ivs: tuple[str, ...], tensor: str, indices: tuple[AffExpr, ...]) -> isl.Map:
-    """`{ S[ivs] -> tensor[indices] }`, to be named for its statement (`isl.Map.set_tuple_name`)."""
-    return isl.Map(f"{{ S[{', '.join(ivs)}] -> {tensor}[{', '.join(i.to_isl() for i in indices)}] }}")
 
 
 def access_map(ctx: StmtContext, tensor: str, indices: Sequence[AffExpr]) -> isl.Map:

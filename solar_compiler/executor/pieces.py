@@ -1,7 +1,7 @@
 """A piece of a statement's domain that the executor runs instead of the whole domain
 (`execute(..., pieces=...)`); the backward slice of sampled validation computes them
-(`analysis/slicing.py`). Defined here, in the executor, so that the executor imports nothing
-from analysis/ (the package import graph is a DAG: tests/test_layers.py)."""
+(`executor/slicing.py`). Defined in its own module, so that the runner (`executor/run.py`) reads
+pieces without importing the slice's islpy code."""
 
 from __future__ import annotations
 

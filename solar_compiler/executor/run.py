@@ -38,7 +38,7 @@ def execute(kernel: Kernel, inputs: Mapping[str, np.ndarray], *, budget: int = D
     records the distinct elements each statement's indirect accesses touch, by the statement's
     position in program order (`executor/trace.py`).
 
-    `pieces` (statement index in program order -> pieces, from `analysis.slicing.backward_slice`)
+    `pieces` (statement index in program order -> pieces, from `executor.slicing.backward_slice`)
     runs each statement only on its pieces (a statement without any is skipped): the backward slice
     of sampled output elements, which are then the only meaningful ones of the outputs."""
     kernel = typecheck(kernel)

@@ -26,7 +26,8 @@ from solar_compiler.frontends import FrontendOptions, Translation
 # its tolerances, and the backward slice of sampled validation
 SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py",
                   "frontends/captured_program.py", "frontends/builder/*.py", "frontends/model_file.py",
-                  "frontends/validation.py", "executor/compare.py", "analysis/slicing.py",
+                  "frontends/validation.py", "executor/compare.py", "executor/slicing.py",
+                  "executor/needed.py",
                   # a cached translation's ops were verified (`job._ops_verify`) by the converter
                   # (dialects/convert.py, in SHARED_PACKAGES), these rules and these dialects' verifiers
                   "loopir/ast.py", "loopir/rules.py", "frontends/__init__.py",

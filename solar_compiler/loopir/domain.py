@@ -110,6 +110,12 @@ def unnamed_domain(ivs: tuple[str, ...], conds: tuple[AffCond, ...]) -> isl.Set:
 
 
 # ---- exact counts ----------------------------------------------------------------------------------
+@lru_cache(maxsize=65536)
+def unnamed_access(ivs: tuple[str, ...], tensor: str, indices: tuple[AffExpr, ...]) -> isl.Map:
+    """`{ S[ivs] -> tensor[indices] }`, to be named for its statement (`isl.Map.set_tuple_name`)."""
+    return isl.Map(f"{{ S[{', '.join(ivs)}] -> {tensor}[{', '.join(i.to_isl() for i in indices)}] }}")
+
+
 def partition(items: Sequence[T], links: Iterable[Iterable[T]]) -> list[list[T]]:
     """The classes of `items` when the members of every link are joined (xDSL's `DisjointSet`; a
     link's members outside `items` are ignored). Classes in the order of their first member in

@@ -27,7 +27,14 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from solar_compiler.analysis.narrowing import (
+from solar_compiler.analysis.narrowing import needed_points
+from solar_compiler.dialects.convert import kernel_to_op
+from solar_compiler.dialects.einsum import GraphOp
+from solar_compiler.dialects.graph_convert import lift_kernel
+from solar_compiler.dialects.loop import KernelOp
+from solar_compiler.dialects.solar import AsWrittenOp
+from solar_compiler.executor.legality import check_distributable
+from solar_compiler.executor.needed import (
     _DEADLINE,
     NarrowingTooCostly,
     _check_deadline,
@@ -35,14 +42,7 @@ from solar_compiler.analysis.narrowing import (
     _nonempty,
     _Stmt,
     _union,
-    needed_points,
 )
-from solar_compiler.dialects.convert import kernel_to_op
-from solar_compiler.dialects.einsum import GraphOp
-from solar_compiler.dialects.graph_convert import lift_kernel
-from solar_compiler.dialects.loop import KernelOp
-from solar_compiler.dialects.solar import AsWrittenOp
-from solar_compiler.executor.legality import check_distributable
 from solar_compiler.lifetime import CpuLimitExceeded, call_with_cpu_limit
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import (

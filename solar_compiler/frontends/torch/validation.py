@@ -6,7 +6,7 @@ Three methods, tried in this order (docs/torch-frontend.md, "Validation"):
    expected time fits `time_budget` and every kernel tensor fits `memory_budget_gb`;
 2. **sampled**: the framework runs at full size (natively) when its own memory and time fit the
    budgets, and the loop IR computes only a random sample of output elements (a few hundred per
-   output, plus corners and edges) by executing their backward slice (`analysis.slicing`),
+   output, plus corners and edges) by executing their backward slice (`executor.slicing`),
    compared element by element;
 3. **reduced**: the module-level size definitions are scaled down (`ModelSpec.with_sizes`), the
    reduced file is re-captured, re-translated and validated (full or sampled), and the full-size
@@ -195,9 +195,9 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace
 
 def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[str, Any] | str:
     """Sampled validation (module doc), or why it does not fit the budgets."""
-    from solar_compiler.analysis.slicing import SliceTooCostly
     from solar_compiler.executor import compare, execute
     from solar_compiler.executor.compare import summation_tolerances
+    from solar_compiler.executor.slicing import SliceTooCostly
 
     from .capture import fresh_inputs, run_reference
 
@@ -242,7 +242,7 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
 
 def plan_sampled(kernel, cost: Cost, deadline: float | None = None):
     """(sampled output elements, their backward slice, expected seconds and bytes of one sample)."""
-    from solar_compiler.analysis.slicing import backward_slice, sample_points
+    from solar_compiler.executor.slicing import backward_slice, sample_points
 
     rng = np.random.default_rng(0)
     samples = {t.name: sample_points(t.shape, SAMPLE_POINTS, rng) for t in kernel.by_role("output")}

@@ -2,9 +2,9 @@
 
 Sampled validation checks a program too large to execute whole: the framework runs at full size
 (natively, fast), and the loop IR computes only a random sample of output elements. Which points
-of which statements those elements need is the needed-set fixpoint of narrowing
-(`narrowing.backward`), seeded with the sampled elements instead of whole outputs: a point is kept
-iff it writes a needed element (every contribution of a reduction into a needed element, the
+of which statements those elements need is the needed-set fixpoint that narrowing runs too
+(`executor/needed.py`: `backward`), seeded with the sampled elements instead of whole outputs: a
+point is kept iff it writes a needed element (every contribution of a reduction into a needed element, the
 initialisation it accumulates into, every iteration of a scan that leads to it), and the reads of
 kept points are needed. The result is a set of pieces per statement, each a box of loop values plus
 the affine conditions that carve the piece out of its box, which the executor runs instead of the
@@ -30,11 +30,11 @@ from dataclasses import dataclass
 import islpy as isl
 import numpy as np
 
-from solar_compiler.analysis.narrowing import _conds, _live, _Stmt, _tensor_box, _Values, backward
-from solar_compiler.analysis.polyhedral import domain
+from solar_compiler.executor.needed import _conds, _live, _Stmt, _tensor_box, _Values, backward
 from solar_compiler.executor.pieces import Piece
 from solar_compiler.loopir.affine import solo_vars
 from solar_compiler.loopir.ast import Kernel, statements, typecheck
+from solar_compiler.loopir.domain import domain
 
 MAX_PIECES = 512   # disjoint pieces per statement before a kept set is coarsened
 
