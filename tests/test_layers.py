@@ -115,7 +115,6 @@ READS_THE_LOOP_AST = {
     "solar_compiler.analysis.narrowing",
     "solar_compiler.analysis.polyhedral",
     "solar_compiler.analysis.program",
-    "solar_compiler.analysis.unfused",
 }
 
 

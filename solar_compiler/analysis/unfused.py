@@ -42,11 +42,10 @@ from solar_compiler.analysis.polyhedral import Constraint
 from solar_compiler.analysis.program import Program
 from solar_compiler.analysis.structured import points
 from solar_compiler.dialects.einsum import GatherOp, IndexOp, NodeOp, TensorOp, YieldOp
-from solar_compiler.dialects.loop import location_text, traced_of
+from solar_compiler.dialects.loop import OriginAttr, location_text, traced_of
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.affine_map import from_map, from_set
-from solar_compiler.loopir.ast import Origin
 
 # op, loc, stmts, nodes, module, phase
 _Group = tuple[str, str | None, tuple[int, ...], tuple[int, ...], str | None, str | None]
@@ -64,7 +63,7 @@ class UnfusedKernel:
     reads: tuple[Access, ...]   # external reads
     writes: tuple[Access, ...]  # external writes
     module: str | None = None   # the module path of the source op (`attn.c_attn`)
-    phase: str | None = None    # training step: forward, backward or optimizer (Origin.phase)
+    phase: str | None = None    # training step: forward, backward or optimizer (the origin's phase)
 
     @property
     def bytes(self) -> int:
@@ -101,9 +100,8 @@ def _slots(nodes: Sequence[NodeOp]) -> list[_Slot]:
             for s in ((_Slot(i, True),) if n.init is not None else ()) + (_Slot(i, False),)]
 
 
-def _origin(n: NodeOp, init: bool) -> Origin | None:
-    a = n.init_origin if init else n.origin
-    return a.origin if a is not None else None
+def _origin(n: NodeOp, init: bool) -> OriginAttr | None:
+    return n.init_origin if init else n.origin
 
 
 def source_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[UnfusedKernel]:
@@ -119,7 +117,7 @@ def source_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[
     run_of: list[int] = []
     for i, o in enumerate(origins):
         prev = origins[i - 1] if i else None
-        same = i > 0 and o is not None and prev is not None and o.id == prev.id
+        same = i > 0 and o is not None and prev is not None and o.instance == prev.instance
         run_of.append(run_of[-1] if same else (run_of[-1] + 1 if run_of else 0))
     nruns = run_of[-1] + 1 if run_of else 0
     # a node in two runs joins them (runs stay contiguous: a node's statements are consecutive)
@@ -134,13 +132,13 @@ def source_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[
     for runs in members.values():
         stmts = tuple(i for i in range(len(slots)) if run_of[i] in runs)
         os_ = [origins[i] for i in stmts]
-        names = list(dict.fromkeys(o.op for o in os_ if o is not None))
+        names = list(dict.fromkeys(o.op.data for o in os_ if o is not None))
         ops = tuple(dict.fromkeys(slots[i].node for i in stmts if not slots[i].init))
         if not names:  # no origin: the node's own name
             names = [p.nodes[ops[0]].name] if ops else ["?"]
         locs = list(dict.fromkeys(x for i in stmts if (x := _loc(nodes[slots[i].node], slots[i].init))))
-        mods = list(dict.fromkeys(o.module for o in os_ if o is not None and o.module))
-        phases = list(dict.fromkeys(o.phase for o in os_ if o is not None and o.phase))
+        mods = list(dict.fromkeys(o.module.data for o in os_ if o is not None and o.module.data))
+        phases = list(dict.fromkeys(o.phase.data for o in os_ if o is not None and o.phase.data))
         groups.append((" + ".join(names), locs[0] if locs else None, stmts, ops, mods[0] if mods else None,
                        phases[0] if phases else None))
     return _with_traffic(p, nodes, slots, groups, indirect)
