@@ -10,7 +10,7 @@ lifted kernel lowers to the same kernel: `graph_to_kernel(kernel_to_graph(k)) ==
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.dialects.builtin import (
     AffineMapAttr,
@@ -45,6 +45,8 @@ from solar_compiler.loopir.ast import (
     typecheck,
 )
 from solar_compiler.loopir.grouping import NodeGroup, Scope, group_statements, scope_paths
+from solar_compiler.text.equation import assign_equation
+from solar_compiler.text.printer import print_assign
 
 REDUCE_OF_KIND = {"=": "none", "+=": "add", "*=": "mul", "max=": "max", "min=": "min"}
 KIND_OF_REDUCE = {v: k for k, v in REDUCE_OF_KIND.items()}
@@ -216,6 +218,30 @@ def graph_to_kernel(graph: GraphOp) -> tuple[Kernel, list[NodeGroup]]:
         groups.append(NodeGroup(tuple(ctxs[at:at + size]), name))
         at += size
     return kernel, groups
+
+
+class NodeText:
+    """The text form of a graph's nodes, for reports: each node's statements (its folded init, then
+    its main statement) as `graph_to_kernel` gives them, printed by the text form's printer. An
+    explicit conversion, so that the analyses that label their records read only einsum ops."""
+
+    def __init__(self, graph: GraphOp):
+        self.decls = graph.tensor_ops()
+        tensors = [TensorDecl(t.sym_name.data, t.dims, t.dtype, t.role.data) for t in self.decls.values()]
+        self.kernel = Kernel(graph.kernel_name, tensors)  # the tensors' dtypes, for the printer
+
+    def statements(self, n: NodeOp) -> list[Assign]:
+        main = _main_assign(n, self.decls)
+        return [_init_assign(n, main), main] if n.init is not None else [main]
+
+    def describe(self, n: NodeOp) -> tuple[str, str, str | None]:
+        """(label, equation, source position): the statements in text form without their
+        positions, the main statement's extended einsum equation, and the main statement's position
+        (else the init's)."""
+        stmts = self.statements(n)
+        label = "; ".join(print_assign(self.kernel, replace(a, loc=None)) for a in stmts)
+        locs = [a.loc for a in reversed(stmts) if a.loc]
+        return label, assign_equation(self.kernel, stmts[-1]), locs[0] if locs else None
 
 
 def _path(n: NodeOp) -> list[_Entry]:

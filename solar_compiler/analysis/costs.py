@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -52,6 +52,8 @@ from itertools import combinations
 from typing import TYPE_CHECKING
 
 import islpy as isl
+from xdsl.ir import BlockArgument, SSAValue
+from xdsl.ir.affine import AffineMap
 
 from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.distinct import CSE, SELECT, distinct_matrix_flops, duplicates, select_branches
@@ -59,33 +61,30 @@ from solar_compiler.analysis.fast_conv import winograd_flops
 from solar_compiler.analysis.polyhedral import (
     Constraint,
     count_points,
-    domain_constraints,
     partition,
 )
 from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
 from solar_compiler.analysis.value_dtypes import ValueDtypes, is_block_scale, join
 from solar_compiler.analysis.vector_work import FOLDED, VectorWork
+from solar_compiler.dialects.einsum import GatherOp, IndexOp, NodeOp, TensorOp, YieldOp
+from solar_compiler.dialects.graph_convert import NodeText
+from solar_compiler.dialects.loop import OriginAttr, traced_of
 from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
+from solar_compiler.loopir.affine_map import from_map, from_set
 from solar_compiler.loopir.ast import (
-    DTYPES,
     Kernel,
     LoopIRError,
-    Origin,
     SExpr,
     StmtContext,
     expr_vars,
     product_factors,
-    stmt_reads,
 )
-from solar_compiler.loopir.grouping import NodeGroup
-from solar_compiler.text.equation import equation
-from solar_compiler.text.printer import print_assign
+from solar_compiler.loopir.rules import DTYPES
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
-    from xdsl.ir import SSAValue
 
-    from solar_compiler.dialects.einsum import GraphOp, NodeOp
+    from solar_compiler.dialects.einsum import GraphOp
 
 
 @dataclass(frozen=True)
@@ -214,21 +213,6 @@ def distinct_elements(sites: Sequence[Site]) -> int:
 
 
 INDIRECT = ("traced", "min")  # how indirect accesses are counted (module rules)
-
-
-def traced_elements(ctx: StmtContext, tensor: str, write: bool, iterations: int, indirect: str) -> int | None:
-    """The traced sample's distinct elements of `tensor` for the statement's indirect reads (or its
-    indirect write), when `indirect` is "traced" and the statement still has the domain (`iterations`
-    points) and the accesses the trace was taken on; else None (the all-inputs minimum applies)."""
-    if indirect != "traced" or not ctx.stmt.traced:
-        return None
-    s = ctx.stmt
-    n = int(s.indirect and s.target == tensor) if write else \
-        sum(r.indirect and r.tensor == tensor for r in stmt_reads(s))
-    for t in s.traced:
-        if t.tensor == tensor and t.write == write:
-            return t.elements if (t.points, t.accesses) == (iterations, n) and n else None
-    return None
 
 
 @lru_cache(maxsize=65536)
@@ -430,6 +414,123 @@ def _box_union(boxes: Sequence[tuple[tuple[int, int], ...]], steps: list[int]) -
     return total
 
 
+# ---- a node's statements and their sites, read from the node ------------------------------------------
+# A node runs as one or two statements ("slots"): its folded init (if any), then its main statement.
+# The slots, numbered in node order, are the statement indices of the compulsory traffic and of an
+# `UnfusedKernel` (`unfused.py`).
+@dataclass(frozen=True)
+class Slot:
+    node: int
+    init: bool
+
+
+def node_slots(nodes: Sequence[NodeOp]) -> list[Slot]:
+    return [s for i, n in enumerate(nodes)
+            for s in ((Slot(i, True),) if n.init is not None else ()) + (Slot(i, False),)]
+
+
+Leaf = tuple[str, AffineMap, bool]  # tensor, map (symbols: loaded positions), indirect
+
+
+def node_leaves(n: NodeOp) -> dict[Leaf, int]:
+    """The reads of the node's main statement, each with how often its value tree reads it: block
+    arguments at their indexing maps, gathers (then the reads in their indices), in the order a
+    walk of the stored value, then of the scatter's indices, meets them."""
+    maps = [m.data for m in n.get_indexing_maps().data]
+    names = n.input_names
+    memo: dict[SSAValue, dict[Leaf, int]] = {}
+
+    def of(v: SSAValue) -> dict[Leaf, int]:
+        if v in memo:
+            return memo[v]
+        out: dict[Leaf, int] = {}
+        if isinstance(v, BlockArgument):
+            out[(names[v.index], maps[v.index], False)] = 1
+        else:
+            o = v.owner
+            if isinstance(o, GatherOp):
+                out[(o.tensor_name, o.map.data, True)] = 1
+            if not isinstance(o, IndexOp):
+                for x in o.operands:
+                    for k, c in of(x).items():
+                        out[k] = out.get(k, 0) + c
+        memo[v] = out
+        return out
+
+    y = n.body.block.last_op
+    assert isinstance(y, YieldOp)
+    total: dict[Leaf, int] = {}
+    for v in (y.stored, *y.dyn_indices):
+        for k, c in of(v).items():
+            total[k] = total.get(k, 0) + c
+    return total
+
+
+class NodeSites:
+    """Sites (`costs.Site`) of the statements of a program's nodes, by the node's domain: its loops'
+    bounds and steps, then its guards (the init: its outer loops and first guards)."""
+
+    def __init__(self, nodes: Sequence[NodeOp], indirect: str):
+        self.nodes = nodes
+        self.indirect = indirect
+        self._dom: dict[tuple[int, bool], tuple[tuple[str, ...], tuple[Constraint, ...]]] = {}
+        self._leaves: dict[int, dict[Leaf, int]] = {}
+
+    def domain(self, s: Slot) -> tuple[tuple[str, ...], tuple[Constraint, ...]]:
+        key = (s.node, s.init)
+        if key not in self._dom:
+            n = self.nodes[s.node]
+            ivs = n.iv_names
+            if s.init:
+                nloops, _ = NodeOp.ints(n.init_depth)
+                nguards = len(NodeOp.ints(n.init_guard_scopes))
+            else:
+                nloops, nguards = len(ivs), len(NodeOp.ints(n.guard_scopes))
+            lbs, ubs = from_map(n.lower_bounds.data, ivs), from_map(n.upper_bounds.data, ivs)
+            cons: list[Constraint] = []
+            for d, st in zip(range(nloops), NodeOp.ints(n.steps), strict=False):
+                v = AffExpr.var(ivs[d])
+                for c in (AffCond.compare(v, ">=", lbs[d]), AffCond.compare(v, "<", ubs[d])):
+                    cons.append(Constraint(c, frozenset(c.vars())))
+                if st != 1:
+                    c = AffCond((v - lbs[d]) % st, "==")
+                    cons.append(Constraint(c, frozenset(c.vars())))
+            guards = from_set(n.guards.data, ivs)[:nguards] if n.guards is not None else ()
+            cons += [Constraint(c, frozenset(c.vars())) for c in guards]
+            self._dom[key] = (tuple(ivs[:nloops]), tuple(cons))
+        return self._dom[key]
+
+    def leaves(self, i: int) -> dict[Leaf, int]:
+        if i not in self._leaves:
+            self._leaves[i] = node_leaves(self.nodes[i])
+        return self._leaves[i]
+
+    def site(self, s: Slot, m: AffineMap, tensor: str, write: bool) -> Site:
+        """The site of an access of `tensor` at map `m` by statement `s`; a loaded position (a bare
+        symbol of the map) is None, and an indirect access takes the traced count when it applies."""
+        n = self.nodes[s.node]
+        ivs, cons = self.domain(s)
+        syms = [f"_s{k}" for k in range(m.num_symbols)]
+        idx = tuple(None if str(e) in syms else e for e in from_map(m, n.iv_names, syms))
+        traced = None
+        if None in idx and not s.init:
+            traced = self._traced(n, s.node, tensor, write)
+        return Site(ivs, cons, idx, traced)
+
+    def _traced(self, n: NodeOp, i: int, tensor: str, write: bool) -> int | None:
+        """The traced sample's distinct elements of `tensor` for the node's indirect reads (or its
+        scatter), while the node keeps the domain (points) and the accesses the trace was taken on."""
+        traced = traced_of(n.traced)
+        if self.indirect != "traced" or not traced:
+            return None
+        k = int(bool(n.dynamic_positions) and n.output_name == tensor) if write else \
+            sum(c for (t, _, ind), c in self.leaves(i).items() if ind and t == tensor)
+        for t in traced:
+            if t.tensor == tensor and t.write == write:
+                return t.elements if (t.points, t.accesses) == (st.points(n), k) and k else None
+        return None
+
+
 # ---- FLOPs of one statement ---------------------------------------------------------------------------
 def contraction_dtype(node: NodeOp, values: ValueDtypes | None = None) -> str | None:
     """The matrix dtype when the node is a contraction (see the module rules), else None: the
@@ -474,91 +575,57 @@ def _reduced_factors(ctx: StmtContext) -> list[SExpr]:
 
 
 # ---- per node and per graph --------------------------------------------------------------------------
-class _Domains:
-    """Domain constraints per statement, computed once per kernel. `indirect` says how indirect
-    accesses are counted (`INDIRECT`)."""
-
-    def __init__(self, indirect: str = "traced") -> None:
-        if indirect not in INDIRECT:
-            raise LoopIRError(f"unknown indirect counting {indirect!r}; expected traced or min")
-        self.indirect = indirect
-        self._by_index: dict[int, tuple[tuple[str, ...], tuple[Constraint, ...]]] = {}
-        self._points: dict[int, int] = {}
-
-    def site(self, ctx: StmtContext, indices: Sequence[AffExpr | SExpr], tensor: str | None = None,
-             write: bool = False) -> Site:
-        """The access `tensor[indices]` of statement `ctx` (a write of its target when `write`)."""
-        if ctx.index not in self._by_index:
-            ivs, cons, _ = domain_constraints(ctx)
-            self._by_index[ctx.index] = (ivs, tuple(cons))
-        ivs, cons = self._by_index[ctx.index]
-        idx = tuple(i if isinstance(i, AffExpr) else None for i in indices)
-        traced = None
-        if tensor is not None and None in idx:
-            traced = traced_elements(ctx, tensor, write, self.iterations(ctx), self.indirect)
-        return Site(ivs, cons, idx, traced)
-
-    def iterations(self, ctx: StmtContext) -> int:
-        if ctx.index not in self._points:
-            s = self.site(ctx, ())
-            self._points[ctx.index] = count_points(s.ivs, s.cons)
-        return self._points[ctx.index]
-
-
-def accesses(kernel: Kernel, by_tensor: dict[str, list[Site]]) -> tuple[Access, ...]:
+def accesses(tensors: Mapping[str, TensorOp], by_tensor: dict[str, list[Site]]) -> tuple[Access, ...]:
     """One access per tensor: the distinct elements of the union of its sites, at its dtype."""
     out = []
     for name, sites in by_tensor.items():
-        dt = kernel.tensor(name).dtype
+        dt = tensors[name].dtype
         n = distinct_elements(sites)
         out.append(Access(name, dt, n, n * DTYPES[dt], any(s.indirect for s in sites),
                           any(s.traced is not None for s in sites)))
     return tuple(out)
 
 
-def _op_cost(kernel: Kernel, group: NodeGroup, node: NodeOp, doms: _Domains, values: ValueDtypes,
-             work: VectorWork) -> OpCost:
+def _op_cost(text: NodeText, tensors: Mapping[str, TensorOp], node: NodeOp, indirect: str,
+             values: ValueDtypes, work: VectorWork) -> OpCost:
     """The costs of one node, read from its `einsum.node` through the structured interface
     (`structured.py`: points, FLOPs by class, unit, accesses and their footprints), the minimal
     vector work (`vector_work.py`) and the contraction's operand dtype (`value_dtypes.py`) from its
-    body; the label is still printed from its statements."""
-    ctx = group.main
-    s = ctx.stmt
+    body; the label and equation are its statements' text form (`graph_convert.NodeText`)."""
     c = st.node_counts(node)
     it = c.points
     mdt = contraction_dtype(node, values)
     if (mdt is not None) != (c.unit == "matrix"):
-        raise LoopIRError(f"node {group.name}: its statement and its einsum node disagree on whether "
-                          "it is a contraction")
+        raise LoopIRError(f"node {node.sym_name.data}: its counts and its operand dtypes disagree on "
+                          "whether it is a contraction")
     literal = c.flops_vector_literal
     if c.unit == "matrix":
         fm, fv, tr = c.flops_matrix, literal, c.flops_transcendental_literal
         work.skip(node)
     else:
         fm, (fv, tr) = 0, work.node(node)
-    fps = st.footprints(node, doms.indirect == "traced")
-    dts = {f.tensor: kernel.tensor(f.tensor).dtype for f in fps}
+    fps = st.footprints(node, indirect == "traced")
+    dts = {f.tensor: tensors[f.tensor].dtype for f in fps}
     rd, wr = ([Access(f.tensor, dts[f.tensor], f.elements, f.elements * DTYPES[dts[f.tensor]], f.indirect,
                       f.traced) for f in fps if f.write == w] for w in (False, True))
-    locs = [c.stmt.loc for c in reversed(group.stmts) if c.stmt.loc]
-    label = "; ".join(print_assign(kernel, replace(c.stmt, loc=None)) for c in group.stmts)
+    label, eq, loc = text.describe(node)
     return OpCost(
-        name=group.name, label=label,
-        equation=equation(kernel, ctx), loc=locs[0] if locs else None, unit=c.unit,
+        name=node.sym_name.data, label=label, equation=eq, loc=loc, unit=c.unit,
         flops_matrix=fm, flops_vector=fv, flops_transcendental=tr, matrix_dtype=mdt,
-        vector_dtype=kernel.tensor(s.target).dtype, iterations=it, reads=tuple(rd),
+        vector_dtype=tensors[node.output_name].dtype, iterations=it, reads=tuple(rd),
         writes=tuple(wr), sequential=c.sequential, indirect=c.indirect, flops_vector_literal=literal,
-        algorithm=None, source=_source(s.origin))
+        algorithm=None, source=_source(node.origin))
 
 
-def _source(origin: Origin | None) -> str | None:
+def _source(origin: OriginAttr | None) -> str | None:
     """How the report names a source op: its module path, else the op (`aten.mm.default`: mm)."""
     if origin is None:
         return None
-    if origin.module:
-        return origin.module
-    parts = origin.op.split(".")
-    return parts[1] if len(parts) >= 2 and parts[0] in ("aten", "jax") else origin.op
+    if origin.module.data:
+        return origin.module.data
+    op = origin.op.data
+    parts = op.split(".")
+    return parts[1] if len(parts) >= 2 and parts[0] in ("aten", "jax") else op
 
 
 @contextmanager
@@ -645,31 +712,34 @@ def _fold_through_contractions(p: Program, ops: list[OpCost]) -> None:
 
 
 def _program_costs(p: Program, indirect: str) -> GraphCosts:
-    k = p.kernel
-    doms = _Domains(indirect)
-    groups = p.nodes
-    values = ValueDtypes(p.graph)
-    work = VectorWork(p.graph)
-    ops = [_op_cost(k, g, n, doms, values, work) for g, n in zip(groups, p.node_ops, strict=True)]
+    if indirect not in INDIRECT:
+        raise LoopIRError(f"unknown indirect counting {indirect!r}; expected traced or min")
+    graph, nodes = p.graph, p.node_ops
+    tensors = graph.tensor_ops()
+    text, values, work = NodeText(graph), ValueDtypes(graph), VectorWork(graph)
+    ops = [_op_cost(text, tensors, n, indirect, values, work) for n in nodes]
+    sites = NodeSites(nodes, indirect)
     read_sites: dict[str, list[Site]] = {}
     write_sites: dict[str, list[Site]] = {}
-    for g in groups:
-        for c in g.stmts:
-            s = c.stmt
-            write_sites.setdefault(s.target, []).append(doms.site(c, s.indices, s.target, True))
-            for r in stmt_reads(c.stmt):
-                read_sites.setdefault(r.tensor, []).append(doms.site(c, r.indices, r.tensor))
+    for s in node_slots(nodes):
+        n = nodes[s.node]
+        write_sites.setdefault(n.output_name, []).append(
+            sites.site(s, n.get_indexing_maps().data[-1].data, n.output_name, True))
+        if not s.init:  # an init stores a literal: it reads nothing
+            for t, m, _ in sites.leaves(s.node):
+                read_sites.setdefault(t, []).append(sites.site(s, m, t, False))
     compulsory: dict[str, int] = {}
     written = 0
-    for t in k.tensors:
-        if t.role in ("input", "weight"):
-            compulsory[t.name] = distinct_elements(read_sites.get(t.name, [])) * DTYPES[t.dtype]
-        elif t.role == "output":
-            if t.name not in write_sites:
-                raise LoopIRError(f"output tensor '{t.name}' of kernel '{k.name}' is never written")
-            compulsory[t.name] = distinct_elements(write_sites[t.name]) * DTYPES[t.dtype]
-            written += compulsory[t.name]
-    return GraphCosts(k.name, ops, sum(compulsory.values()), compulsory, written)
+    for name, t in tensors.items():
+        role, size = t.role.data, DTYPES[t.dtype]
+        if role in ("input", "weight"):
+            compulsory[name] = distinct_elements(read_sites.get(name, [])) * size
+        elif role == "output":
+            if name not in write_sites:
+                raise LoopIRError(f"output tensor '{name}' of kernel '{graph.kernel_name}' is never written")
+            compulsory[name] = distinct_elements(write_sites[name]) * size
+            written += compulsory[name]
+    return GraphCosts(graph.kernel_name, ops, sum(compulsory.values()), compulsory, written)
 
 
 def _module_costs(module: ModuleOp) -> list[GraphCosts]:

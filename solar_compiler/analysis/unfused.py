@@ -34,18 +34,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import FusedLoc
-from xdsl.ir import BlockArgument, SSAValue
 from xdsl.ir.affine import AffineMap
 
-from solar_compiler.analysis.costs import Access, GraphCosts, Site, accesses
-from solar_compiler.analysis.polyhedral import Constraint
+from solar_compiler.analysis.costs import Access, GraphCosts, NodeSites, Site, Slot, accesses, node_slots
 from solar_compiler.analysis.program import Program
-from solar_compiler.analysis.structured import points
-from solar_compiler.dialects.einsum import GatherOp, IndexOp, NodeOp, TensorOp, YieldOp
-from solar_compiler.dialects.loop import OriginAttr, location_text, traced_of
+from solar_compiler.dialects.einsum import NodeOp, TensorOp
+from solar_compiler.dialects.loop import OriginAttr, location_text
 from solar_compiler.errors import SolarError
-from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.affine_map import from_map, from_set
 
 # op, loc, stmts, nodes, module, phase
 _Group = tuple[str, str | None, tuple[int, ...], tuple[int, ...], str | None, str | None]
@@ -87,19 +82,6 @@ def unfused_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list
 
 
 # ---- grouping and traffic -----------------------------------------------------------------------------
-# A node runs as one or two statements ("slots"): its folded init (if any), then its main statement.
-# The slots, numbered in node order, are the statement indices an `UnfusedKernel` records.
-@dataclass(frozen=True)
-class _Slot:
-    node: int
-    init: bool
-
-
-def _slots(nodes: Sequence[NodeOp]) -> list[_Slot]:
-    return [s for i, n in enumerate(nodes)
-            for s in ((_Slot(i, True),) if n.init is not None else ()) + (_Slot(i, False),)]
-
-
 def _origin(n: NodeOp, init: bool) -> OriginAttr | None:
     return n.init_origin if init else n.origin
 
@@ -111,7 +93,7 @@ def source_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[
     if g.kernel != p.name or [n.name for n in p.nodes] != [o.name for o in g.ops]:
         raise SolarError(f"unfused kernels: costs of {g.kernel} do not belong to program {p.name}")
     nodes = p.node_ops
-    slots = _slots(nodes)
+    slots = node_slots(nodes)
     origins = [_origin(nodes[s.node], s.init) for s in slots]
     # runs of statements with the same origin id, in program order
     run_of: list[int] = []
@@ -152,110 +134,7 @@ def _loc(n: NodeOp, init: bool) -> str | None:
     return location_text(loc)
 
 
-# ---- a statement's accesses, read from the node ---------------------------------------------------------
-Leaf = tuple[str, AffineMap, bool]  # tensor, map (symbols: loaded positions), indirect
-
-
-def _leaves(n: NodeOp) -> dict[Leaf, int]:
-    """The reads of the node's main statement, each with how often its value tree reads it: block
-    arguments at their indexing maps, gathers (then the reads in their indices), in the order a
-    walk of the stored value, then of the scatter's indices, meets them."""
-    maps = [m.data for m in n.get_indexing_maps().data]
-    names = n.input_names
-    memo: dict[SSAValue, dict[Leaf, int]] = {}
-
-    def of(v: SSAValue) -> dict[Leaf, int]:
-        if v in memo:
-            return memo[v]
-        out: dict[Leaf, int] = {}
-        if isinstance(v, BlockArgument):
-            out[(names[v.index], maps[v.index], False)] = 1
-        else:
-            o = v.owner
-            if isinstance(o, GatherOp):
-                out[(o.tensor_name, o.map.data, True)] = 1
-            if not isinstance(o, IndexOp):
-                for x in o.operands:
-                    for k, c in of(x).items():
-                        out[k] = out.get(k, 0) + c
-        memo[v] = out
-        return out
-
-    y = n.body.block.last_op
-    assert isinstance(y, YieldOp)
-    total: dict[Leaf, int] = {}
-    for v in (y.stored, *y.dyn_indices):
-        for k, c in of(v).items():
-            total[k] = total.get(k, 0) + c
-    return total
-
-
-class _Sites:
-    """Sites (`costs.Site`) of the statements of a program's nodes, by the node's domain: its loops'
-    bounds and steps, then its guards (the init: its outer loops and first guards)."""
-
-    def __init__(self, nodes: Sequence[NodeOp], indirect: str):
-        self.nodes = nodes
-        self.indirect = indirect
-        self._dom: dict[tuple[int, bool], tuple[tuple[str, ...], tuple[Constraint, ...]]] = {}
-        self._leaves: dict[int, dict[Leaf, int]] = {}
-
-    def domain(self, s: _Slot) -> tuple[tuple[str, ...], tuple[Constraint, ...]]:
-        key = (s.node, s.init)
-        if key not in self._dom:
-            n = self.nodes[s.node]
-            ivs = n.iv_names
-            if s.init:
-                nloops, _ = NodeOp.ints(n.init_depth)
-                nguards = len(NodeOp.ints(n.init_guard_scopes))
-            else:
-                nloops, nguards = len(ivs), len(NodeOp.ints(n.guard_scopes))
-            lbs, ubs = from_map(n.lower_bounds.data, ivs), from_map(n.upper_bounds.data, ivs)
-            cons: list[Constraint] = []
-            for d, st in zip(range(nloops), NodeOp.ints(n.steps), strict=False):
-                v = AffExpr.var(ivs[d])
-                for c in (AffCond.compare(v, ">=", lbs[d]), AffCond.compare(v, "<", ubs[d])):
-                    cons.append(Constraint(c, frozenset(c.vars())))
-                if st != 1:
-                    c = AffCond((v - lbs[d]) % st, "==")
-                    cons.append(Constraint(c, frozenset(c.vars())))
-            guards = from_set(n.guards.data, ivs)[:nguards] if n.guards is not None else ()
-            cons += [Constraint(c, frozenset(c.vars())) for c in guards]
-            self._dom[key] = (tuple(ivs[:nloops]), tuple(cons))
-        return self._dom[key]
-
-    def leaves(self, i: int) -> dict[Leaf, int]:
-        if i not in self._leaves:
-            self._leaves[i] = _leaves(self.nodes[i])
-        return self._leaves[i]
-
-    def site(self, s: _Slot, m: AffineMap, tensor: str, write: bool) -> Site:
-        """The site of an access of `tensor` at map `m` by statement `s`; a loaded position (a bare
-        symbol of the map) is None, and an indirect access takes the traced count when it applies."""
-        n = self.nodes[s.node]
-        ivs, cons = self.domain(s)
-        syms = [f"_s{k}" for k in range(m.num_symbols)]
-        idx = tuple(None if str(e) in syms else e for e in from_map(m, n.iv_names, syms))
-        traced = None
-        if None in idx and not s.init:
-            traced = self._traced(n, s.node, tensor, write)
-        return Site(ivs, cons, idx, traced)
-
-    def _traced(self, n: NodeOp, i: int, tensor: str, write: bool) -> int | None:
-        """The traced sample's distinct elements of `tensor` for the node's indirect reads (or its
-        scatter), while the node keeps the domain (points) and the accesses the trace was taken on."""
-        traced = traced_of(n.traced)
-        if self.indirect != "traced" or not traced:
-            return None
-        k = int(bool(n.dynamic_positions) and n.output_name == tensor) if write else \
-            sum(c for (t, _, ind), c in self.leaves(i).items() if ind and t == tensor)
-        for t in traced:
-            if t.tensor == tensor and t.write == write:
-                return t.elements if (t.points, t.accesses) == (points(n), k) and k else None
-        return None
-
-
-def _loops(n: NodeOp, s: _Slot) -> list[tuple[int, bool]]:
+def _loops(n: NodeOp, s: Slot) -> list[tuple[int, bool]]:
     """(scope number, sequential) of the loops around statement `s` of node `n`."""
     nloops = NodeOp.ints(n.init_depth)[0] if s.init else n.get_num_loops()
     kinds = [k.data for k in n.get_iterator_types().data]
@@ -268,8 +147,8 @@ def produced_in(written: set[str], tensor: str) -> bool:
     return tensor in written
 
 
-def _external_reads(decls: Mapping[str, TensorOp], sites: _Sites,
-                    slots: Sequence[_Slot]) -> dict[str, list[Site]]:
+def _external_reads(decls: Mapping[str, TensorOp], sites: NodeSites,
+                    slots: Sequence[Slot]) -> dict[str, list[Site]]:
     """Read sites of tensors the statements `slots` (one kernel, in order) did not produce first:
     a tensor an earlier statement of the kernel wrote, or that a statement of the kernel writes
     inside a scan loop (a `sequential` iterator) around the read (an earlier step wrote what the
@@ -302,9 +181,9 @@ def _external_reads(decls: Mapping[str, TensorOp], sites: _Sites,
     return out
 
 
-def _with_traffic(p: Program, nodes: Sequence[NodeOp], slots: Sequence[_Slot],
+def _with_traffic(p: Program, nodes: Sequence[NodeOp], slots: Sequence[Slot],
                   groups: Sequence[_Group], indirect: str) -> list[UnfusedKernel]:
-    sites = _Sites(nodes, indirect)
+    sites = NodeSites(nodes, indirect)
     decls = p.graph.tensor_ops()
     reads = [_external_reads(decls, sites, [slots[i] for i in stmts]) for _, _, stmts, _, _, _ in groups]
     outputs = {name for name, t in decls.items() if t.role.data == "output"}
@@ -322,6 +201,6 @@ def _with_traffic(p: Program, nodes: Sequence[NodeOp], slots: Sequence[_Slot],
                 omap = n.get_indexing_maps().data[-1].data
                 wr.setdefault(t, []).append(sites.site(slots[i], omap, t, True))
         name = f"{op} @ {loc}" if loc else op
-        out.append(UnfusedKernel(name, op, loc, ops, stmts, accesses(p.kernel, reads[gi]),
-                                 accesses(p.kernel, wr), module, phase))
+        out.append(UnfusedKernel(name, op, loc, ops, stmts, accesses(decls, reads[gi]),
+                                 accesses(decls, wr), module, phase))
     return out

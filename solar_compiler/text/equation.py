@@ -9,7 +9,7 @@ right, as in `v k d, token k -> [token[k]] d`).
 from __future__ import annotations
 
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Kernel, LoopIRError, Read, SExpr, StmtContext, reads
+from solar_compiler.loopir.ast import Assign, Kernel, LoopIRError, Read, SExpr, StmtContext, reads
 from solar_compiler.text.printer import expr_str, print_assign
 
 
@@ -29,9 +29,14 @@ def operand_reads(value: SExpr, *indices: SExpr) -> list[Read]:
 
 
 def equation(kernel: Kernel, ctx: StmtContext) -> str:
-    ops = operand_reads(ctx.stmt.value, *ctx.stmt.dynamic_indices)
+    return assign_equation(kernel, ctx.stmt)
+
+
+def assign_equation(kernel: Kernel, stmt: Assign) -> str:
+    """The statement's extended einsum equation: its operands' indices `->` its target's."""
+    ops = operand_reads(stmt.value, *stmt.dynamic_indices)
     lhs = ", ".join(" ".join(_token(kernel, i) for i in r.indices) for r in ops)
-    rhs = " ".join(_token(kernel, i) for i in ctx.stmt.indices)
+    rhs = " ".join(_token(kernel, i) for i in stmt.indices)
     return f"{lhs} -> {rhs}".strip()
 
 
