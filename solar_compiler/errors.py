@@ -53,6 +53,18 @@ class SolarError(DiagnosticException):
         return out
 
 
+class LoopIRError(SolarError, ValueError):
+    """A semantic error in a loop-IR program; `loc` is `file:line:col` where known. (Also a
+    ValueError, as an affine error is: evaluators that fold constants catch both.) Defined here, the
+    lowest layer, so that the analyses, which read einsum ops, raise it without the loop AST;
+    `solar_compiler.loopir.ast` re-exports it."""
+
+    def __init__(self, message: str, loc: str | None = None):
+        super().__init__(f"{loc}: {message}" if loc else message)
+        self.message = message
+        self.loc = loc
+
+
 class PassError(SolarError, PassFailedException):
     """A pass could not do its work on this module or with these options: xDSL's
     `PassFailedException`, so that any xDSL driver reports it as a failed pass."""

@@ -16,8 +16,8 @@ import pytest
 from translated import cached_translations, roofline_json
 
 from solar_compiler.analysis.bounds import graph_bounds
-from solar_compiler.analysis.costs import contraction_dtype, kernel_costs
-from solar_compiler.analysis.program import program_from_kernel
+from solar_compiler.analysis.costs import contraction_dtype
+from solar_compiler.analysis.program import kernel_costs, program_from_kernel
 from solar_compiler.analysis.structured import operand_factors, reduced_dims, stored_value
 from solar_compiler.analysis.value_dtypes import HOLDS, ValueDtypes, const_dtype, is_block_scale, join, widens
 from solar_compiler.dialects.graph_convert import lift_kernel

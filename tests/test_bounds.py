@@ -239,8 +239,7 @@ def mlp_text(b: int, d: int, h: int, e: int, dt: str = "f32") -> str:
 
 
 def with_kernels(*texts: str, hw=None, precision: str = "auto", cache_size: int | None = None):
-    from solar_compiler.analysis.costs import kernel_costs
-    from solar_compiler.analysis.program import program_from_kernel
+    from solar_compiler.analysis.program import kernel_costs, program_from_kernel
     from solar_compiler.text.parser import parse_kernel
 
     ps = [program_from_kernel(parse_kernel(t, "t.loop")) for t in texts]
@@ -333,8 +332,7 @@ def test_cache_aware_sums_kernels(h100):
 def test_cache_aware_errors(h100):
     from dataclasses import replace
 
-    from solar_compiler.analysis.costs import kernel_costs
-    from solar_compiler.analysis.program import program_from_kernel
+    from solar_compiler.analysis.program import kernel_costs, program_from_kernel
     from solar_compiler.text.parser import parse_kernel
 
     k = program_from_kernel(parse_kernel(mm_text(64, 64, 64), "t.loop"))

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from xdsl.context import Context
 from xdsl.rewriter import Rewriter
 
-from solar_compiler.analysis.costs import GraphCosts, OpCost, graph_costs, kernel_costs, module_costs
+from solar_compiler.analysis.costs import GraphCosts, OpCost, graph_costs, module_costs
 from solar_compiler.analysis.manager import invalidate_analyses
+from solar_compiler.analysis.program import kernel_costs
 from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.dialects.einsum import GraphOp, link_edges
 from solar_compiler.dialects.loop import KernelOp

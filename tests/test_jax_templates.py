@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from solar_compiler.analysis.costs import kernel_costs  # noqa: E402
+from solar_compiler.analysis.program import kernel_costs  # noqa: E402
 from solar_compiler.frontends import FrontendOptions  # noqa: E402
 from solar_compiler.frontends.jax.job import translate_job  # noqa: E402
 from solar_compiler.loopir.ast import statements  # noqa: E402

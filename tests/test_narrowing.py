@@ -11,8 +11,8 @@ from programs import TRIL
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
-from solar_compiler.analysis.costs import kernel_costs, module_costs
-from solar_compiler.analysis.program import module_programs
+from solar_compiler.analysis.costs import module_costs
+from solar_compiler.analysis.program import kernel_costs, module_programs
 from solar_compiler.analysis.summary import as_written_record
 from solar_compiler.dialects.convert import kernels_to_module, op_to_kernel
 from solar_compiler.dialects.solar import AsWrittenOp

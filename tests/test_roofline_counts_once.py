@@ -79,10 +79,10 @@ def test_the_classical_model_counts_the_program_once(monkeypatch: pytest.MonkeyP
 
 
 def test_distinct_costs_refuse_costs_of_another_program() -> None:
-    from solar_compiler.analysis.program import program_from_kernel
+    from solar_compiler.analysis.program import kernel_costs, program_from_kernel
 
     p = program_from_kernel(parse_kernel(TEXT.replace(",\n        ", ", "), "t.loop"))
-    other = costs.kernel_costs(parse_kernel("kernel m(a: f32[4] input, b: f32[4] output):\n"
-                                            "    for i in range(4):\n        b[i] = a[i] * 2.0\n", "m.loop"))
+    other = kernel_costs(parse_kernel("kernel m(a: f32[4] input, b: f32[4] output):\n"
+                                      "    for i in range(4):\n        b[i] = a[i] * 2.0\n", "m.loop"))
     with pytest.raises(costs.LoopIRError, match="do not belong to program k"):
         costs.distinct_costs(p, other)

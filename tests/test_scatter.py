@@ -14,9 +14,8 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from solar_compiler.analysis.costs import kernel_costs
 from solar_compiler.analysis.io_bounds import view
-from solar_compiler.analysis.program import program_from_kernel, program_of
+from solar_compiler.analysis.program import kernel_costs, program_from_kernel, program_of
 from solar_compiler.dialects.convert import kernels_to_module, module_kernels
 from solar_compiler.dialects.einsum import Einsum
 from solar_compiler.dialects.graph_convert import lift_kernel

@@ -303,7 +303,7 @@ def test_gathers_read_in_statement_order_and_counted_as_a_tree():
 def test_scatter_traced_footprint_prices_its_write_and_its_accumulator():
     """examples/loop/scatter_add.loop: G[ids[t], d] += dY[t, d]; the trace of the write (7 of the 10
     rows) counts the accumulator read of G as well; without it, one row (64 elements) each way."""
-    from solar_compiler.analysis.costs import kernel_costs
+    from solar_compiler.analysis.program import kernel_costs
     from solar_compiler.loopir.ast import Traced
 
     text = (ROOT / "examples/loop/scatter_add.loop").read_text()

@@ -12,7 +12,7 @@ F = torch.nn.functional
 
 from test_torch_translate import check, model, stmts, write  # noqa: E402
 
-from solar_compiler.analysis.costs import kernel_costs  # noqa: E402
+from solar_compiler.analysis.program import kernel_costs  # noqa: E402
 from solar_compiler.loopir.domain import iteration_count  # noqa: E402
 
 A = "torch.ops.aten"

@@ -15,7 +15,7 @@ from translated import cached_translations, driver_options
 
 pytest.importorskip("torch")
 
-from solar_compiler.analysis.costs import kernel_costs  # noqa: E402
+from solar_compiler.analysis.program import kernel_costs  # noqa: E402
 from solar_compiler.driver import main  # noqa: E402
 from solar_compiler.frontends import Translation  # noqa: E402
 from solar_compiler.frontends.cache import cache_load  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from solar_compiler.analysis.costs import kernel_costs  # noqa: E402
+from solar_compiler.analysis.program import kernel_costs  # noqa: E402
 from solar_compiler.errors import SolarError  # noqa: E402
 from solar_compiler.frontends.model_file import load_model_file  # noqa: E402
 from solar_compiler.frontends.torch.capture import capture  # noqa: E402

@@ -16,8 +16,7 @@ from translated import cached_translations, roofline_json
 from xdsl.context import Context
 
 from solar_compiler.analysis.bounds import graph_bounds
-from solar_compiler.analysis.costs import kernel_costs
-from solar_compiler.analysis.program import program_from_kernel
+from solar_compiler.analysis.program import kernel_costs, program_from_kernel
 from solar_compiler.analysis.summary import build_report, module_report, module_validation
 from solar_compiler.analysis.unfused import source_kernels
 from solar_compiler.dialects.convert import kernels_to_module, module_kernels

@@ -22,9 +22,9 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.chains import Factor, Tree, program_trees
-from solar_compiler.analysis.costs import GraphCosts, kernel_costs, module_costs
+from solar_compiler.analysis.costs import GraphCosts, module_costs
 from solar_compiler.analysis.manager import get_analysis
-from solar_compiler.analysis.program import Program, module_programs
+from solar_compiler.analysis.program import Program, kernel_costs, module_programs
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (

@@ -2,7 +2,7 @@
 
 Interface shared by the cost-annotation pass, the roofline bounds and the reports. Entry points:
 `program_costs(program)` (`analysis/program.py`: read from an einsum graph, or from a loop kernel
-before `lift-einsum`), `module_costs(module)`, `kernel_costs(kernel)` for a loop AST, and
+before `lift-einsum`), `module_costs(module)` (`program.kernel_costs(kernel)` for a loop AST), and
 `distinct_elements(sites)` for footprints.
 
 Rules (the numbers the tests derive by hand):
@@ -63,17 +63,16 @@ from solar_compiler.analysis.polyhedral import (
     count_points,
     partition,
 )
-from solar_compiler.analysis.program import Program, module_programs, program_from_kernel
+from solar_compiler.analysis.program import Program, module_programs
 from solar_compiler.analysis.value_dtypes import ValueDtypes, is_block_scale, join
 from solar_compiler.analysis.vector_work import FOLDED, VectorWork
 from solar_compiler.dialects.einsum import GatherOp, IndexOp, NodeOp, TensorOp, YieldOp
 from solar_compiler.dialects.graph_convert import NodeText
 from solar_compiler.dialects.loop import OriginAttr, traced_of
+from solar_compiler.errors import LoopIRError
 from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
 from solar_compiler.loopir.affine_map import from_map, from_set
 from solar_compiler.loopir.ast import (
-    Kernel,
-    LoopIRError,
     SExpr,
     StmtContext,
     expr_vars,
@@ -640,11 +639,6 @@ def paused_gc() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
-
-
-def kernel_costs(kernel: Kernel, indirect: str = "traced", distinct: bool = False) -> GraphCosts:
-    """Exact per-node costs and compulsory traffic of a loop AST (nodes as `lift-einsum` groups them)."""
-    return program_costs(program_from_kernel(kernel), indirect, distinct)
 
 
 def program_costs(p: Program, indirect: str = "traced", distinct: bool = False) -> GraphCosts:

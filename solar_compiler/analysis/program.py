@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from xdsl.dialects.builtin import ModuleOp
 
@@ -23,6 +23,9 @@ from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.ast import Kernel, typecheck
 from solar_compiler.loopir.grouping import NodeGroup, group_statements
+
+if TYPE_CHECKING:
+    from solar_compiler.analysis.costs import GraphCosts
 
 T = TypeVar("T")
 
@@ -71,6 +74,14 @@ def program_of(op: KernelOp | GraphOp) -> Program:
         k, groups = graph_to_kernel(op)
         return Program(k, tuple(groups), graph_op=op)
     return program_from_kernel(op_to_kernel(op))
+
+
+def kernel_costs(kernel: Kernel, indirect: str = "traced", distinct: bool = False) -> GraphCosts:
+    """`costs.program_costs` of a loop AST (its nodes as `lift-einsum` groups them): the entry for
+    callers that hold a kernel (tests, benchmarks, a chain's candidate orders)."""
+    from solar_compiler.analysis.costs import program_costs
+
+    return program_costs(program_from_kernel(kernel), indirect, distinct)
 
 
 def program_ops(module: ModuleOp) -> list[KernelOp | GraphOp]:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from solar_compiler.errors import SolarError
+from solar_compiler.errors import LoopIRError, SolarError  # noqa: F401  (LoopIRError: re-exported)
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.rules import (  # noqa: F401  (re-exported: the IR's vocabulary)
     BINARY_FNS,
@@ -33,16 +33,6 @@ from solar_compiler.loopir.rules import (  # noqa: F401  (re-exported: the IR's 
 
 ROLES = ("input", "weight", "output", "local")
 REDUCTIONS = ("=", "+=", "*=", "max=", "min=")
-
-
-class LoopIRError(SolarError, ValueError):
-    """A semantic error in a loop-IR program; `loc` is `file:line:col` where known. (Also a
-    ValueError, as an affine error is: evaluators that fold constants catch both.)"""
-
-    def __init__(self, message: str, loc: str | None = None):
-        super().__init__(f"{loc}: {message}" if loc else message)
-        self.message = message
-        self.loc = loc
 
 
 # ---- scalar expressions ---------------------------------------------------------------------
