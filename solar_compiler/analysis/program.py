@@ -30,14 +30,23 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Program:
-    """One kernel (typed) and its nodes in program order."""
+    """One program: its einsum graph, which the analyses read (`graph`, `node_ops`), and its kernel
+    (typed loop AST) with the nodes as statement groups (`kernel`, `nodes`), for what still reads the
+    AST (narrowing, the transforms that run the executor). A program read from a graph converts to
+    the AST only when something asks for it (`graph_to_kernel`, once); one read from a kernel not yet
+    lifted has its kernel and lifts it when an analysis asks for the graph (`lift_kernel`, once)."""
 
-    kernel: Kernel
-    nodes: tuple[NodeGroup, ...]
-    memo: dict = field(default_factory=dict, compare=False, repr=False)  # analyses of this program
-    graph_op: GraphOp | None = field(default=None, compare=False, repr=False)  # the graph it was read from
+    loop_kernel: Kernel | None = None
+    groups: tuple[NodeGroup, ...] | None = None
+    memo: dict = field(default_factory=dict, repr=False)  # analyses of this program
+    graph_op: GraphOp | None = field(default=None, repr=False)  # the graph it was read from
+
+    def __post_init__(self) -> None:
+        if (self.loop_kernel is None) != (self.groups is None) or \
+                (self.loop_kernel is None and self.graph_op is None):
+            raise SolarError("a program is a kernel and its groups, or a graph")
 
     def cached(self, key: object, fn: Callable[[], T]) -> T:
         """`fn()` computed once per program (a view several analyses share)."""
@@ -47,13 +56,31 @@ class Program:
 
     @property
     def name(self) -> str:
-        return self.kernel.name
+        return self.graph_op.kernel_name if self.graph_op is not None else self.kernel.name
+
+    def _lowered(self) -> tuple[Kernel, tuple[NodeGroup, ...]]:
+        if self.loop_kernel is not None:
+            return self.loop_kernel, self.groups  # type: ignore[return-value]
+
+        def lower() -> tuple[Kernel, tuple[NodeGroup, ...]]:
+            k, groups = graph_to_kernel(self.graph_op)  # type: ignore[arg-type]
+            return k, tuple(groups)
+        return self.cached("lowered", lower)
+
+    @property
+    def kernel(self) -> Kernel:
+        """The typed kernel (for a graph: `graph_to_kernel` of it, converted on first use)."""
+        return self._lowered()[0]
+
+    @property
+    def nodes(self) -> tuple[NodeGroup, ...]:
+        """The nodes as statement groups, in program order (aligned with `node_ops`)."""
+        return self._lowered()[1]
 
     @property
     def graph(self) -> GraphOp:
         """The program as einsum nodes: the graph it was read from, or, for a kernel not yet lifted,
-        `lift_kernel` of it (built once). Its nodes are `nodes`, one per group, in the same order:
-        the view the analyses move to as they leave the loop AST (issue 20)."""
+        `lift_kernel` of it (built once). Its nodes are `nodes`, one per group, in the same order."""
         if self.graph_op is not None:
             return self.graph_op
         return self.cached("graph", lambda: lift_kernel(self.kernel))
@@ -70,9 +97,8 @@ def program_from_kernel(kernel: Kernel) -> Program:
 
 
 def program_of(op: KernelOp | GraphOp) -> Program:
-    if isinstance(op, GraphOp):  # a verified graph lowers to a typed kernel (types are the SSA types)
-        k, groups = graph_to_kernel(op)
-        return Program(k, tuple(groups), graph_op=op)
+    if isinstance(op, GraphOp):  # the graph is the program; its kernel is converted on demand
+        return Program(graph_op=op)
     return program_from_kernel(op_to_kernel(op))
 
 

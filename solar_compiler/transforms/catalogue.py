@@ -41,7 +41,7 @@ from solar_compiler.analysis.distinct import SELECT
 from solar_compiler.analysis.fast_conv import WINOGRAD
 from solar_compiler.analysis.program import module_programs
 from solar_compiler.analysis.vector_work import FOLDED
-from solar_compiler.dialects.einsum import GraphOp
+from solar_compiler.dialects.einsum import GraphOp, NodeOp
 from solar_compiler.errors import SolarError
 from solar_compiler.transforms.reorder_chain import reorder_chains
 
@@ -88,8 +88,8 @@ def catalogue_module(module: ModuleOp, within_source_ops: bool = False) -> tuple
     kernel, which may evaluate its own output in any order): the unfused fidelity's program."""
     plans = [p for p in module_chain_plans(module) if p.better]
     if within_source_ops:
-        origins = {p.name: {g.name: {c.stmt.origin.id if c.stmt.origin else None for c in g.stmts}
-                            for g in p.nodes} for p in module_programs(module)}
+        origins = {p.name: {n.sym_name.data: _source_ops(n) for n in p.node_ops}
+                   for p in module_programs(module)}
         plans = [p for p in plans if _one_source_op(origins.get(p.tree.kernel, {}), p)]
     if not plans:
         return module, []
@@ -112,6 +112,12 @@ def catalogue_module(module: ModuleOp, within_source_ops: bool = False) -> tuple
     for g in graphs.values():
         g.verify()
     return copy, done
+
+
+def _source_ops(n: NodeOp) -> set[int | None]:
+    """The source-op instances of the node's statements (its folded init's, its main statement's)."""
+    attrs = (n.init_origin, n.origin) if n.init is not None else (n.origin,)
+    return {a.instance.data if a is not None else None for a in attrs}
 
 
 def _one_source_op(origins: dict[str, set[int | None]], plan: ChainPlan) -> bool:
