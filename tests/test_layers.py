@@ -109,9 +109,6 @@ LOOP_AST = "solar_compiler.loopir.ast"
 READS_THE_LOOP_AST = {
     "solar_compiler.analysis.chain_order",
     "solar_compiler.analysis.chains",
-    "solar_compiler.analysis.costs",
-    "solar_compiler.analysis.distinct",
-    "solar_compiler.analysis.fast_conv",
     "solar_compiler.analysis.narrowing",
     "solar_compiler.analysis.polyhedral",
     "solar_compiler.analysis.program",

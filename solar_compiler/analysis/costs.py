@@ -61,6 +61,7 @@ from solar_compiler.analysis.fast_conv import winograd_flops
 from solar_compiler.analysis.polyhedral import (
     Constraint,
     count_points,
+    node_domain,
     partition,
 )
 from solar_compiler.analysis.program import Program, module_programs
@@ -71,13 +72,7 @@ from solar_compiler.dialects.graph_convert import NodeText
 from solar_compiler.dialects.loop import OriginAttr, traced_of
 from solar_compiler.errors import LoopIRError
 from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
-from solar_compiler.loopir.affine_map import from_map, from_set
-from solar_compiler.loopir.ast import (
-    SExpr,
-    StmtContext,
-    expr_vars,
-    product_factors,
-)
+from solar_compiler.loopir.affine_map import from_map
 from solar_compiler.loopir.rules import DTYPES
 
 if TYPE_CHECKING:
@@ -478,25 +473,7 @@ class NodeSites:
     def domain(self, s: Slot) -> tuple[tuple[str, ...], tuple[Constraint, ...]]:
         key = (s.node, s.init)
         if key not in self._dom:
-            n = self.nodes[s.node]
-            ivs = n.iv_names
-            if s.init:
-                nloops, _ = NodeOp.ints(n.init_depth)
-                nguards = len(NodeOp.ints(n.init_guard_scopes))
-            else:
-                nloops, nguards = len(ivs), len(NodeOp.ints(n.guard_scopes))
-            lbs, ubs = from_map(n.lower_bounds.data, ivs), from_map(n.upper_bounds.data, ivs)
-            cons: list[Constraint] = []
-            for d, st in zip(range(nloops), NodeOp.ints(n.steps), strict=False):
-                v = AffExpr.var(ivs[d])
-                for c in (AffCond.compare(v, ">=", lbs[d]), AffCond.compare(v, "<", ubs[d])):
-                    cons.append(Constraint(c, frozenset(c.vars())))
-                if st != 1:
-                    c = AffCond((v - lbs[d]) % st, "==")
-                    cons.append(Constraint(c, frozenset(c.vars())))
-            guards = from_set(n.guards.data, ivs)[:nguards] if n.guards is not None else ()
-            cons += [Constraint(c, frozenset(c.vars())) for c in guards]
-            self._dom[key] = (tuple(ivs[:nloops]), tuple(cons))
+            self._dom[key] = node_domain(self.nodes[s.node], s.init)
         return self._dom[key]
 
     def leaves(self, i: int) -> dict[Leaf, int]:
@@ -564,13 +541,6 @@ def pair_dtype(dtypes: Iterable[str]) -> str:
 
 def _value_dtype(node: NodeOp, f: SSAValue, values: ValueDtypes | None, reduced: frozenset[int]) -> str:
     return (values or ValueDtypes(None)).stored(node, f, reduced)
-
-
-def _reduced_factors(ctx: StmtContext) -> list[SExpr]:
-    """The factors of a contraction's product that vary along its reduced loops (the operands)."""
-    s = ctx.stmt
-    reduced = set(ctx.ivs) - s.target_vars
-    return [f for f in dict.fromkeys(product_factors(s.value)) if expr_vars(f) & reduced]
 
 
 # ---- per node and per graph --------------------------------------------------------------------------
@@ -659,26 +629,26 @@ def distinct_costs(p: Program, g: GraphCosts, kernel_of: Sequence[int] | None = 
     figures, instead of counting it twice (a second count cost as much as the first). `kernel_of`
     (node position -> kernel of the unfused bound): a duplicated node is free only when its twin runs
     in the same kernel (eager execution runs every source op; None: always free)."""
-    if g.kernel != p.kernel.name or len(g.ops) != len(p.nodes):
-        raise LoopIRError(f"distinct costs: costs of {g.kernel} do not belong to program {p.kernel.name}")
+    if g.kernel != p.name or len(g.ops) != len(p.node_ops):
+        raise LoopIRError(f"distinct costs: costs of {g.kernel} do not belong to program {p.name}")
     ops = list(g.ops)
-    for pos, (node, o) in enumerate(zip(p.nodes, g.ops, strict=True)):
+    nodes = p.node_ops
+    for pos, (node, o) in enumerate(zip(nodes, g.ops, strict=True)):
         if o.matrix_dtype is None:  # not a contraction: nothing of distinct.py applies
             continue
-        dep = _reduced_factors(node.main)
-        fm, how = distinct_matrix_flops(node.main, dep, o.flops_matrix)
-        fast, winograd = winograd_flops(node.main, dep, fm, o.matrix_dtype)  # inside the conv's own op
+        fm, how = distinct_matrix_flops(node, o.flops_matrix)
+        fast, winograd = winograd_flops(node, fm, o.matrix_dtype)  # inside the conv's own op
         if winograd is not None and fast < fm:
             fm, how = fast, winograd
         if how is not None:
             ops[pos] = replace(o, flops_matrix=fm, algorithm=how)
     if kernel_of is None and any(o.matrix_dtype for o in g.ops):
         _fold_through_contractions(p, ops)
-    for pos, twin in duplicates(p.nodes).items():  # its twin's result holds its values: no arithmetic
+    for pos, twin in duplicates(nodes).items():  # its twin's result holds its values: no arithmetic
         if kernel_of is None or kernel_of[pos] == kernel_of[twin]:
             ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0,
                                algorithm=CSE)
-    for drop, keep in select_branches(p.kernel, p.nodes):  # one branch's sum per element suffices
+    for drop, keep in select_branches(p.graph, nodes):  # one branch's sum per element suffices
         if kernel_of is not None and kernel_of[drop] != kernel_of[keep]:
             continue  # eager execution runs both branches' kernels
         a, b = ops[drop], ops[keep]

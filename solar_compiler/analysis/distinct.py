@@ -26,125 +26,185 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from solar_compiler.analysis.polyhedral import footprint, loop_ranges
+from xdsl.ir import BlockArgument, SSAValue
+
+from solar_compiler.analysis import structured as st
+from solar_compiler.analysis.polyhedral import contraction_reads, node_indices, node_loop_ranges
+from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp
+from solar_compiler.dialects.loop import ConstOp, SelectOp
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Const, Kernel, Read, Select, SExpr, StmtContext, reads, stmt_reads
-from solar_compiler.loopir.grouping import NodeGroup
 
 #: `OpCost.algorithm` of a node priced by an entry here
 BROADCAST, SYMMETRIC, CSE = "distinct products", "symmetric product", "common subexpression"
 SELECT = "value-dependent select computes one branch"
 
 
-def distinct_matrix_flops(ctx: StmtContext, dep: Sequence[SExpr], flops: int) -> tuple[int, str | None]:
+def distinct_matrix_flops(node: NodeOp, flops: int) -> tuple[int, str | None]:
     """The contraction's matrix FLOPs (`flops` as written) with repeated and symmetric products
     counted once, and the entry that lowered them (None: none did)."""
-    reads = [f for f in dep if isinstance(f, Read)]
-    if len(reads) != len(dep) or len(reads) < 2 or any(r.indirect for r in reads):
+    reads = contraction_reads(node)
+    if reads is None or len(reads) < 2:
         return flops, None
-    indices: list[AffExpr] = [i for r in reads for i in r.indices]  # type: ignore[misc]
+    indices = [i for _, idx, _ in reads for i in idx]
     bare = {i.terms[0][0] for i in indices if i.is_var()}
     how = None
-    if not set(ctx.ivs) <= bare:  # some variable is not an index of its own: maybe repeated
-        products = footprint(ctx, indices)
+    if not set(node.iv_names) <= bare:  # some variable is not an index of its own: maybe repeated
+        maps = node.get_indexing_maps().data
+        products = st.image_count(node, [r for _, _, a in reads for r in maps[a].data.results])
         if 2 * products < flops:
             flops, how = 2 * products, BROADCAST
-    half = _symmetric_share(ctx, reads)
+    half = _symmetric_share(node, reads)
     if half is not None:
         num, den = half
         flops, how = -(-flops * num // den), SYMMETRIC
     return flops, how
 
 
-def _symmetric_share(ctx: StmtContext, reads: Sequence[Read]) -> tuple[int, int] | None:
+def _symmetric_share(node: NodeOp, reads: Sequence[tuple[str, tuple[AffExpr, ...], int]]) \
+        -> tuple[int, int] | None:
     """(n + 1, 2 n) when the two reads are one tensor with indices that swap under exchanging two
     output variables of equal extent n, over a box domain; else None."""
-    if len(reads) != 2 or reads[0].tensor != reads[1].tensor:
+    if len(reads) != 2 or reads[0][0] != reads[1][0] or _main_guards(node):
         return None
-    ranges = loop_ranges(ctx)
-    if ranges is None or ctx.guards:
-        return None
-    out = [v for v in ctx.ivs if v in ctx.stmt.target_vars]
+    ranges = node_loop_ranges(node)
+    target = set().union(*(i.vars() for i in node_indices(node, len(node.get_indexing_maps().data) - 1)))
+    out = [v for v in node.iv_names if v in target]
     for i, a in enumerate(out):
         for b in out[i + 1:]:
             if ranges[a] != ranges[b]:
                 continue
             swap = {a: AffExpr.var(b), b: AffExpr.var(a)}
-            swapped = tuple(x.substitute(swap) for x in reads[0].indices)  # type: ignore[union-attr]
-            if swapped == reads[1].indices and swapped != reads[0].indices:
+            swapped = tuple(x.substitute(swap) for x in reads[0][1])
+            if swapped == reads[1][1] and swapped != reads[0][1]:
                 n = ranges[a][1] - ranges[a][0] + 1
                 return n + 1, 2 * n
     return None
 
 
-def duplicates(groups: Sequence[NodeGroup]) -> dict[int, int]:
+def _main_guards(node: NodeOp) -> int:
+    """How many guards enclose the node's main statement."""
+    return len(NodeOp.ints(node.guard_scopes))
+
+
+def _read_tensors(node: NodeOp) -> set[str]:
+    """The tensors the node's statements read (its inputs and its gathers' sources)."""
+    return set(node.input_names) | {g.tensor_name for g in st.body_ops(node) if isinstance(g, GatherOp)}
+
+
+def _body_key(node: NodeOp) -> object:
+    """The node's body as a value: its ops, attributes and types, reads named by tensor and map."""
+    maps = node.get_indexing_maps().data
+    memo: dict[SSAValue, object] = {}
+
+    def key(v: SSAValue) -> object:
+        if v not in memo:
+            if isinstance(v, BlockArgument):
+                memo[v] = ("read", node.input_names[v.index], maps[v.index])
+            else:
+                o = v.owner
+                props = tuple(sorted((k, a) for k, a in o.properties.items()  # type: ignore[union-attr]
+                                     if k != "source"))
+                memo[v] = (o.name, props, v.type, tuple(key(x) for x in o.operands  # type: ignore[union-attr]
+                                                        if not isinstance(o, GatherOp) or x is not o.source))
+        return memo[v]
+
+    y = node.body.block.last_op
+    return tuple(key(v) for v in y.operands)  # type: ignore[union-attr]
+
+
+def duplicates(nodes: Sequence[NodeOp]) -> dict[int, int]:
     """Node position -> the earlier node it duplicates (same statements, loops and guards, only the
-    target differs), where no statement between them writes an operand or the earlier result."""
-    seen: dict[str, int] = {}
+    target differs), where no node between them writes an operand or the earlier result."""
+    seen: dict[object, int] = {}
     out: dict[int, int] = {}
-    for pos, g in enumerate(groups):
-        if any(s.stmt.indirect for s in g.stmts):
+    for pos, n in enumerate(nodes):
+        if n.dynamic_positions:
             continue
-        key = repr([(tuple((f.iv, f.lb, f.ub, f.step) for f in c.loops), c.guards,
-                     c.stmt.indices, c.stmt.kind, c.stmt.value) for c in g.stmts])
+        key = (tuple(n.iv_names), n.lower_bounds, n.upper_bounds, n.steps, n.guards, n.reduce, n.init,
+               n.init_depth, n.get_indexing_maps().data[-1], _body_key(n))
         first = seen.get(key)
         if first is None:
             seen[key] = pos
             continue
-        read = {r.tensor for c in g.stmts for r in stmt_reads(c.stmt)} | {groups[first].main.stmt.target}
-        if g.main.stmt.target in read:
+        read = _read_tensors(n) | {nodes[first].output_name}
+        if n.output_name in read:
             continue
-        between = {c.stmt.target for h in groups[first + 1:pos] for c in h.stmts}
+        between = {h.output_name for h in nodes[first + 1:pos]}
         if not between & read:
             out[pos] = first
     return out
 
 
-def select_branches(kernel: Kernel, groups: Sequence[NodeGroup]) -> list[tuple[int, int]]:
+def select_branches(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[int, int]]:
     """(contraction node, the other branch's contraction node) for each element-wise select whose
     condition reads tensor values and whose branches are locals only it reads, each written by one
     contraction and zero fills (module rules); the caller keeps one when the two cost the same."""
+    roles = {t: d.role.data for t, d in graph.tensor_ops().items()}
     writers: dict[str, list[int]] = {}
     readers: dict[str, set[int]] = {}
-    for pos, g in enumerate(groups):
-        for c in g.stmts:
-            writers.setdefault(c.stmt.target, []).append(pos)
-            for r in stmt_reads(c.stmt):
-                readers.setdefault(r.tensor, set()).add(pos)
+    for pos, n in enumerate(nodes):
+        writers.setdefault(n.output_name, []).append(pos)
+        for t in _read_tensors(n):
+            readers.setdefault(t, set()).add(pos)
     out = []
-    for pos, g in enumerate(groups):
-        s = g.main.stmt
-        v = s.value
-        if s.kind != "=" or not isinstance(v, Select) or not isinstance(v.a, Read) or \
-                not isinstance(v.b, Read) or g.main.guards or not reads(v.cond):
+    for pos, n in enumerate(nodes):
+        v = st.stored_value(n)
+        sel = v.owner
+        if n.reduce.data != "none" or n.dynamic_positions or not isinstance(sel, SelectOp) or \
+                not isinstance(sel.a, BlockArgument) or not isinstance(sel.b, BlockArgument) or \
+                _main_guards(n) or not _reads(sel.cond, n):
             continue
-        if v.a.tensor == v.b.tensor or v.a.indices != s.indices or v.b.indices != s.indices or \
-                not all(isinstance(i, AffExpr) and i.is_var() for i in s.indices):
+        maps = n.get_indexing_maps().data
+        a, b = n.input_names[sel.a.index], n.input_names[sel.b.index]
+        out_map = maps[-1].data
+        if a == b or maps[sel.a.index].data != out_map or maps[sel.b.index].data != out_map or \
+                not all(i.is_var() for i in node_indices(n, len(maps) - 1)):
             continue
-        branches = [_sum_of_one_contraction(kernel, groups, writers, t) for t in (v.a.tensor, v.b.tensor)]
-        if None in branches or any(readers.get(t) != {pos} for t in (v.a.tensor, v.b.tensor)) or \
-                {r.tensor for r in reads(v.cond)} & {v.a.tensor, v.b.tensor}:
+        branches = [_sum_of_one_contraction(roles, nodes, writers, t) for t in (a, b)]
+        cond = {t for t, _ in _reads(sel.cond, n)}
+        if None in branches or any(readers.get(t) != {pos} for t in (a, b)) or cond & {a, b}:
             continue
-        a, b = branches
-        assert a is not None and b is not None
-        out.append((b, a))
+        ka, kb = branches
+        assert ka is not None and kb is not None
+        out.append((kb, ka))
     return out
 
 
-def _sum_of_one_contraction(kernel: Kernel, groups: Sequence[NodeGroup], writers: dict[str, list[int]],
+def _reads(v: SSAValue, node: NodeOp) -> list[tuple[str, object]]:
+    """The tensor reads `v` is computed from: (tensor, map) of block arguments and gathers."""
+    out: list[tuple[str, object]] = []
+    stack, seen = [v], set()
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if isinstance(x, BlockArgument):
+            out.append((node.input_names[x.index], None))
+            continue
+        o = x.owner
+        if isinstance(o, GatherOp):
+            out.append((o.tensor_name, o.map))
+            stack.extend(o.indices)
+            continue
+        stack.extend(o.operands)  # type: ignore[union-attr]
+    return out
+
+
+def _sum_of_one_contraction(roles: dict[str, str], nodes: Sequence[NodeOp], writers: dict[str, list[int]],
                             tensor: str) -> int | None:
     """The node of the one contraction that writes local `tensor` (all else zero fills), else None."""
-    if kernel.tensor(tensor).role != "local":
+    if roles.get(tensor) != "local":
         return None
     sums = []
     for pos in dict.fromkeys(writers.get(tensor, [])):
-        for c in groups[pos].stmts:
-            s = c.stmt
-            if s.target != tensor:
-                continue
-            if s.kind == "=" and isinstance(s.value, Const) and s.value.value == 0:
-                continue
-            if s.kind != "+=" or c.guards:
-                return None
-            sums.append(pos)
+        n = nodes[pos]
+        if n.init is not None and n.init.value.data != 0:  # a folded init that is no zero fill
+            return None
+        stored = st.stored_value(n).owner
+        if n.reduce.data == "none" and isinstance(stored, ConstOp) and stored.value.value.data == 0:
+            continue
+        if n.reduce.data != "add" or _main_guards(n):
+            return None
+        sums.append(pos)
     return sums[0] if len(sums) == 1 else None

@@ -31,9 +31,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solar_compiler.analysis.polyhedral import Constraint, count_points, domain_constraints, loop_ranges
+from solar_compiler.analysis.polyhedral import (
+    Constraint,
+    contraction_reads,
+    count_points,
+    node_domain,
+    node_indices,
+    node_loop_ranges,
+)
+from solar_compiler.dialects.einsum import NodeOp
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Read, SExpr, StmtContext
 
 #: value dtypes of contractions cuDNN ships Winograd for (module docstring)
 WINOGRAD_DTYPES = frozenset({"f32", "f16"})
@@ -60,14 +67,13 @@ def winograd_name(m: int) -> str:
     return f"Winograd F({m}x{m},3x3)"
 
 
-def winograd_flops(ctx: StmtContext, dep: Sequence[SExpr], flops: int, dtype: str | None) \
-        -> tuple[int, str | None]:
+def winograd_flops(node: NodeOp, flops: int, dtype: str | None) -> tuple[int, str | None]:
     """The contraction's matrix FLOPs (`flops` as counted) under the cheapest Winograd F(m x m, 3 x 3)
     when it is a 3 x 3 stride-1 convolution of a dtype cuDNN ships it for, with the algorithm's name;
     else (`flops`, None)."""
     if dtype not in WINOGRAD_DTYPES:
         return flops, None
-    conv = conv_axes(ctx, dep)
+    conv = conv_axes(node)
     if conv is None:
         return flops, None
     axes, rest = conv
@@ -87,19 +93,22 @@ def _tile_products(axes: Sequence[_Axis], m: int) -> int:
     return sum(min(x * y, full) for x in a for y in b)
 
 
-def conv_axes(ctx: StmtContext, dep: Sequence[SExpr]) -> tuple[list[_Axis], int] | None:
+def conv_axes(node: NodeOp) -> tuple[list[_Axis], int] | None:
     """The two spatial axes of a 3 x 3 stride-1 convolution and the points of the other variables
-    (channels, batch), or None when the contraction is not one (module docstring)."""
-    if len(dep) != 2 or not all(isinstance(f, Read) and not f.indirect for f in dep):
+    (channels, batch), or None when the node is not one (module docstring)."""
+    reads = contraction_reads(node)
+    if reads is None or len(reads) != 2:
         return None
-    ranges = loop_ranges(ctx)
-    ivs, cons, steps = domain_constraints(ctx)
-    if ranges is None or steps:
+    dep = [idx for _, idx, _ in reads]
+    if any(st != 1 for st in NodeOp.ints(node.steps)):
         return None
-    out_vars = {i.terms[0][0] for i in ctx.stmt.indices if isinstance(i, AffExpr) and i.is_var()}
-    reduced = set(ivs) - ctx.stmt.target_vars
+    ranges = node_loop_ranges(node)
+    ivs, cons = node_domain(node)
+    outs = node_indices(node, len(node.get_indexing_maps().data) - 1)
+    out_vars = {i.terms[0][0] for i in outs if i.is_var()}
+    reduced = set(ivs) - set().union(*(i.vars() for i in outs))
     for x, w in ((dep[0], dep[1]), (dep[1], dep[0])):
-        pairs = _pairs(x, w, out_vars, reduced, ranges)  # type: ignore[arg-type]
+        pairs = _pairs(x, w, out_vars, reduced, ranges)
         if pairs is None or len(pairs) != 2:
             continue
         got = _separable(ivs, cons, pairs, ranges)
@@ -108,13 +117,12 @@ def conv_axes(ctx: StmtContext, dep: Sequence[SExpr]) -> tuple[list[_Axis], int]
     return None
 
 
-def _pairs(x: Read, w: Read, out_vars: set[str], reduced: set[str],
+def _pairs(x: tuple[AffExpr, ...], w: tuple[AffExpr, ...], out_vars: set[str], reduced: set[str],
            ranges: dict[str, tuple[int, int]]) -> list[tuple[str, str]] | None:
     """(output variable, tap variable) of every index `o +- k + c` of `x` that is a stride-1 3-tap
     window; None when `x` or `w` reads a window variable any other way."""
     pairs = []
-    for e in x.indices:
-        assert isinstance(e, AffExpr)
+    for e in x:
         if e.is_quasi() or len(e.terms) != 2:
             continue
         (u, _), (v, _) = e.terms
@@ -125,15 +133,15 @@ def _pairs(x: Read, w: Read, out_vars: set[str], reduced: set[str],
     used = {v for p in pairs for v in p}
     if len(used) != 2 * len(pairs):
         return None
-    for e in x.indices:
-        vs = e.vars() if isinstance(e, AffExpr) else used
+    for e in x:
+        vs = e.vars()
         if vs & used and not any(vs == set(p) for p in pairs):
             return None
-    if any(sum(isinstance(e, AffExpr) and e.vars() == set(p) for e in x.indices) != 1 for p in pairs):
+    if any(sum(e.vars() == set(p) for e in x) != 1 for p in pairs):
         return None
     for o, k in pairs:
-        w_k = [e for e in w.indices if isinstance(e, AffExpr) and k in e.vars()]
-        if any(o in e.vars() for e in w.indices if isinstance(e, AffExpr)) or len(w_k) != 1 or \
+        w_k = [e for e in w if k in e.vars()]
+        if any(o in e.vars() for e in w) or len(w_k) != 1 or \
                 w_k[0].vars() != {k} or w_k[0].is_quasi() or abs(w_k[0].coeff(k)) != 1:
             return None
     return pairs

@@ -16,8 +16,12 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import islpy as isl
+from xdsl.ir import BlockArgument
 
+from solar_compiler.analysis import structured as st
+from solar_compiler.dialects.einsum import NodeOp
 from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.affine_map import from_map, from_set
 from solar_compiler.loopir.ast import StmtContext
 from solar_compiler.loopir.domain import (
     Constraint,
@@ -28,13 +32,71 @@ from solar_compiler.loopir.domain import (
     groups,
     isl_set,
     iteration_count,
+    loop_conds,
     loop_ranges,
     partition,
     unnamed_access,
 )
 
-__all__ = ["Constraint", "access_map", "count_points", "domain", "domain_constraints", "footprint",
-           "iteration_count", "loop_ranges", "partition", "unnamed_access"]
+__all__ = ["Constraint", "access_map", "contraction_reads", "count_points", "domain", "domain_constraints",
+           "footprint", "iteration_count", "loop_ranges", "node_domain", "node_indices", "node_loop_ranges",
+           "partition", "unnamed_access"]
+
+
+def node_domain(n: NodeOp, init: bool = False) -> tuple[tuple[str, ...], tuple[Constraint, ...]]:
+    """(loop variables, constraints) of one statement of an `einsum.node`, over its `iv_names`: its
+    loops' bounds and steps, then its guards (the folded init's: its outer `init_depth` loops and
+    first guards), in the form the statement-level counts take (`loopir/domain.py`)."""
+    ivs = n.iv_names
+    if init:
+        nloops, _ = NodeOp.ints(n.init_depth)
+        nguards = len(NodeOp.ints(n.init_guard_scopes))
+    else:
+        nloops, nguards = len(ivs), len(NodeOp.ints(n.guard_scopes))
+    lbs, ubs = from_map(n.lower_bounds.data, ivs), from_map(n.upper_bounds.data, ivs)
+    steps = NodeOp.ints(n.steps)
+    cons = [Constraint(c, frozenset(c.vars())) for d in range(nloops)
+            for c in loop_conds(ivs[d], lbs[d], ubs[d], steps[d])]
+    guards = from_set(n.guards.data, ivs)[:nguards] if n.guards is not None else ()
+    cons += [Constraint(c, frozenset(c.vars())) for c in guards]
+    return tuple(ivs[:nloops]), tuple(cons)
+
+
+def node_indices(node: NodeOp, i: int) -> tuple[AffExpr, ...]:
+    """The indices of the node's `i`-th indexing map over its loop variables (a loaded position, a
+    symbol of the map, reads as a variable of its own: `_s<k>`)."""
+    m = node.get_indexing_maps().data[i].data
+    return tuple(from_map(m, node.iv_names, [f"_s{k}" for k in range(m.num_symbols)]))
+
+
+def contraction_reads(node: NodeOp) -> list[tuple[str, tuple[AffExpr, ...], int]] | None:
+    """(tensor, indices, block argument) of each distinct factor of an `add` reduction's product
+    (through casts) that varies along a reduced dim, in order of first occurrence; None when one is
+    not a direct read (a gather, an expression) or the node is no `add` reduction."""
+    if node.reduce.data != "add":
+        return None
+    reduced = st.reduced_dims(node)
+    memo: dict = {}
+    seen: dict[tuple, tuple[str, tuple[AffExpr, ...], int]] = {}
+    for f in st.product_factors(st.stored_value(node)):
+        if not node.value_dims(f, memo) & reduced:
+            continue
+        if not isinstance(f, BlockArgument):
+            return None
+        t, m = node.input_names[f.index], node.get_indexing_maps().data[f.index]
+        seen.setdefault((t, m), (t, node_indices(node, f.index), f.index))
+    return list(seen.values())
+
+
+def node_loop_ranges(n: NodeOp) -> dict[str, tuple[int, int]]:
+    """Interval of every loop variable of the node from its bounds (guards ignored), as
+    `loop_ranges` gives a statement's."""
+    ivs = n.iv_names
+    out: dict[str, tuple[int, int]] = {}
+    for iv, lb, ub in zip(ivs, from_map(n.lower_bounds.data, ivs), from_map(n.upper_bounds.data, ivs),
+                          strict=True):
+        out[iv] = (lb.bounds(out)[0], ub.bounds(out)[1] - 1)
+    return out
 
 
 def access_map(ctx: StmtContext, tensor: str, indices: Sequence[AffExpr]) -> isl.Map:
