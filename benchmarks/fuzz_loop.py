@@ -29,13 +29,12 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError, VerifyException
 
-from solar_compiler.analysis.polyhedral import footprint
 from solar_compiler.dialects.convert import kernels_to_module, module_kernels
 from solar_compiler.dialects.loop import Loop
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import LoopIRError, statements
-from solar_compiler.loopir.domain import check_bounds, iteration_count
+from solar_compiler.loopir.domain import check_bounds, footprint, iteration_count
 from solar_compiler.text.parser import parse_kernels
 from solar_compiler.text.printer import print_kernels
 

@@ -110,7 +110,6 @@ READS_THE_LOOP_AST = {
     "solar_compiler.analysis.chain_order",
     "solar_compiler.analysis.chains",
     "solar_compiler.analysis.narrowing",
-    "solar_compiler.analysis.polyhedral",
     "solar_compiler.analysis.program",
 }
 

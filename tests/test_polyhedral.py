@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from xdsl.utils.exceptions import VerifyException
 
-from solar_compiler.analysis.polyhedral import access_map, domain, footprint
 from solar_compiler.dialects.graph_convert import kernel_to_graph
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
@@ -24,7 +23,7 @@ from solar_compiler.loopir.ast import (
     TensorDecl,
     statements,
 )
-from solar_compiler.loopir.domain import check_bounds, iteration_count
+from solar_compiler.loopir.domain import access_map, check_bounds, domain, footprint, iteration_count
 from solar_compiler.text.parser import parse_kernel
 
 REPO = Path(__file__).resolve().parent.parent

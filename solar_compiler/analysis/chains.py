@@ -24,10 +24,10 @@ from functools import partial
 
 import islpy as isl
 
-from solar_compiler.analysis.polyhedral import access_map, domain_constraints, loop_ranges
 from solar_compiler.analysis.program import Program
 from solar_compiler.loopir.affine import AffCond, AffExpr, FloorDiv, Mod
 from solar_compiler.loopir.ast import FLOAT_DTYPES, Binary, Const, Origin, Read, SExpr, Unary, stmt_reads
+from solar_compiler.loopir.domain import access_map, domain_constraints, loop_ranges
 from solar_compiler.loopir.grouping import NodeGroup
 from solar_compiler.loopir.simplify import simplify_affine
 

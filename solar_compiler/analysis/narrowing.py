@@ -35,7 +35,6 @@ import bisect
 
 import islpy as isl
 
-from solar_compiler.analysis.polyhedral import domain, footprint, iteration_count, loop_ranges
 from solar_compiler.executor.needed import (
     Known,
     _access,
@@ -55,6 +54,7 @@ from solar_compiler.executor.needed import (
 from solar_compiler.executor.numeric import identity
 from solar_compiler.loopir.affine import solo_vars
 from solar_compiler.loopir.ast import Assign, Const, For, Kernel, Node, statements, stmt_reads
+from solar_compiler.loopir.domain import domain, footprint, iteration_count, loop_ranges
 
 
 def needed_points(k: Kernel) -> list[_Stmt]:

@@ -1,46 +1,24 @@
-"""Loop-IR statements as islpy objects: access relations and footprints, on the domains and counts
-of `loopir/domain.py`.
-
-The statement-level domain code (constraints, the isl domain, exact counts, loop ranges) lives in
-`solar_compiler/loopir/domain.py`, beside the AST it reads, where the frontends, the executor and
-the `einsum.node` verifier reach it too; the names below re-export it for the analyses that still
-read statements (issue 20: each goes with its last caller as the analyses move to
-`analysis/structured.py`). Footprints split the dimensions into groups no constraint or index
-couples, as the counts do (`count_val()` of a 7-deep convolution domain does not finish).
+"""The statement view of an `einsum.node`, for the analyses that count with canonical affine
+expressions (`loopir/affine.py`): a node's statements' domains as constraints over its `iv_names`
+(`node_domain`: its main statement's, or its folded init's), its maps' indices (`node_indices`), its
+loop ranges, and a contraction's direct operands (`contraction_reads`). The counts themselves
+(`count_points`, `partition`) and the statement-level code of the loop AST (isl domains, access maps,
+footprints, `check_bounds`) live in `solar_compiler/loopir/domain.py`, beside the AST, where the
+frontends, the executor and narrowing reach them.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from functools import lru_cache
-
-import islpy as isl
 from xdsl.ir import BlockArgument
 
 from solar_compiler.analysis import structured as st
 from solar_compiler.dialects.einsum import NodeOp
-from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.affine_map import from_map, from_set
-from solar_compiler.loopir.ast import StmtContext
-from solar_compiler.loopir.domain import (
-    Constraint,
-    count_group,
-    count_points,
-    domain,
-    domain_constraints,
-    groups,
-    isl_set,
-    iteration_count,
-    loop_conds,
-    loop_ranges,
-    partition,
-    unnamed_access,
-)
+from solar_compiler.loopir.domain import Constraint, count_points, loop_conds, partition
 
-__all__ = ["Constraint", "access_map", "contraction_reads", "count_points", "domain", "domain_constraints",
-           "footprint", "iteration_count", "loop_ranges", "node_domain", "node_indices", "node_loop_ranges",
-           "partition", "unnamed_access"]
+__all__ = ["Constraint", "contraction_reads", "count_points", "node_domain", "node_indices",
+           "node_loop_ranges", "partition"]
 
 
 def node_domain(n: NodeOp, init: bool = False) -> tuple[tuple[str, ...], tuple[Constraint, ...]]:
@@ -97,85 +75,3 @@ def node_loop_ranges(n: NodeOp) -> dict[str, tuple[int, int]]:
                           strict=True):
         out[iv] = (lb.bounds(out)[0], ub.bounds(out)[1] - 1)
     return out
-
-
-def access_map(ctx: StmtContext, tensor: str, indices: Sequence[AffExpr]) -> isl.Map:
-    """`{ S[ivs] -> tensor[indices] }` restricted to the statement's domain."""
-    m = unnamed_access(tuple(ctx.ivs), tensor, tuple(indices))
-    return m.set_tuple_name(isl.dim_type.in_, f"S{ctx.index}").intersect_domain(domain(ctx))
-
-
-def _box(ctx: StmtContext) -> dict[str, int] | None:
-    """Trip count per loop variable when the domain is a box (unguarded unit-step loops with constant
-    bounds), else None. Kept on the context, as its domain is."""
-    memo = ctx.__dict__.get("_box", False)
-    if memo is False:
-        memo = None
-        if not ctx.guards and all(f.step == 1 and f.lb.is_const() and f.ub.is_const() for f in ctx.loops):
-            memo = {f.iv: max(f.ub.const - f.lb.const, 0) for f in ctx.loops}
-        object.__setattr__(ctx, "_box", memo)
-    return memo
-
-
-def footprint(ctx: StmtContext, indices: Sequence[AffExpr]) -> int:
-    """Distinct elements touched by an access with these (affine) indices over the domain."""
-    if all(i.is_var() for i in indices):
-        names = [i.terms[0][0] for i in indices]
-        if len(set(names)) == len(names):
-            return _variables_footprint(ctx, set(names))
-    ivs, cons, _ = domain_constraints(ctx)
-    idx_vars = [frozenset(i.vars()) for i in indices]
-    used = set().union(*idx_vars) if idx_vars else set()
-    # Variables no index uses only matter through emptiness and through coupling constraints.
-    total = 1
-    for g in groups(ivs, cons, idx_vars):
-        gs = set(g)
-        conds = tuple(c.cond for c in cons if c.vars and c.vars <= gs)
-        dims = [i for i, vs in zip(indices, idx_vars, strict=True) if vs and vs <= gs]
-        if not gs & used:
-            if count_group(tuple(g), conds) == 0:
-                return 0
-            continue
-        total *= _image_count(tuple(g), conds, tuple(dims))
-    for c in cons:
-        if not c.vars and not c.cond.evaluate({}):
-            return 0
-    return total
-
-
-def _variables_footprint(ctx: StmtContext, names: set[str]) -> int:
-    """`footprint` of distinct plain variables: plain indices couple no variables, so the domain's
-    own groups (kept on the context) are the groups, and the count is a product over them (the reuse
-    bounds ask for it once per subset of a convolution's seven loops). Over a box, the product of
-    the trip counts."""
-    box = _box(ctx)
-    if box is not None:
-        return 0 if 0 in box.values() else math.prod(box[v] for v in names)
-    classes = ctx.__dict__.get("_var_groups")
-    if classes is None:
-        ivs, cons, _ = domain_constraints(ctx)
-        classes = []
-        for g in groups(ivs, cons):
-            gs = set(g)
-            classes.append((tuple(g), gs, tuple(c.cond for c in cons if c.vars and c.vars <= gs)))
-        if any(not c.vars and not c.cond.evaluate({}) for c in cons):  # a false constant guard
-            classes = False
-        object.__setattr__(ctx, "_var_groups", classes)
-    if classes is False:
-        return 0
-    total = 1
-    for g, gs, conds in classes:
-        if gs & names:
-            total *= _image_count(g, conds, tuple(AffExpr.var(v) for v in g if v in names))
-        elif count_group(g, conds) == 0:
-            return 0
-    return total
-
-
-@lru_cache(maxsize=4096)
-def _image_count(ivs: tuple[str, ...], conds: tuple[AffCond, ...], dims: tuple[AffExpr, ...]) -> int:
-    if len(ivs) == 1 and len(dims) == 1 and not dims[0].is_quasi() and abs(dims[0].coeff(ivs[0])) == 1:
-        return count_group(ivs, conds)  # a unit-stride image of one variable is a bijection
-    s = isl_set("G", ivs, conds)
-    m = isl.Map(f"{{ G[{', '.join(ivs)}] -> T[{', '.join(d.to_isl() for d in dims)}] }}")
-    return m.intersect_domain(s).range().count_val().to_python()

@@ -221,3 +221,86 @@ def check_bounds(kernel: Kernel) -> None:
                     where = f" (from {ctx.stmt.loc})" if ctx.stmt.loc else ""
                     raise LoopIRError(f"index {d} of '{tensor}' ({e}) leaves the range [0, {n}) in the "
                                       f"statement writing '{ctx.stmt.target}'{where}", ctx.stmt.pos)
+
+
+# ---- access relations and footprints of a statement --------------------------------------------------
+def access_map(ctx: StmtContext, tensor: str, indices: Sequence[AffExpr]) -> isl.Map:
+    """`{ S[ivs] -> tensor[indices] }` restricted to the statement's domain."""
+    m = unnamed_access(tuple(ctx.ivs), tensor, tuple(indices))
+    return m.set_tuple_name(isl.dim_type.in_, f"S{ctx.index}").intersect_domain(domain(ctx))
+
+
+def _box(ctx: StmtContext) -> dict[str, int] | None:
+    """Trip count per loop variable when the domain is a box (unguarded unit-step loops with constant
+    bounds), else None. Kept on the context, as its domain is."""
+    memo = ctx.__dict__.get("_box", False)
+    if memo is False:
+        memo = None
+        if not ctx.guards and all(f.step == 1 and f.lb.is_const() and f.ub.is_const() for f in ctx.loops):
+            memo = {f.iv: max(f.ub.const - f.lb.const, 0) for f in ctx.loops}
+        object.__setattr__(ctx, "_box", memo)
+    return memo
+
+
+def footprint(ctx: StmtContext, indices: Sequence[AffExpr]) -> int:
+    """Distinct elements touched by an access with these (affine) indices over the domain."""
+    if all(i.is_var() for i in indices):
+        names = [i.terms[0][0] for i in indices]
+        if len(set(names)) == len(names):
+            return _variables_footprint(ctx, set(names))
+    ivs, cons, _ = domain_constraints(ctx)
+    idx_vars = [frozenset(i.vars()) for i in indices]
+    used = set().union(*idx_vars) if idx_vars else set()
+    # Variables no index uses only matter through emptiness and through coupling constraints.
+    total = 1
+    for g in groups(ivs, cons, idx_vars):
+        gs = set(g)
+        conds = tuple(c.cond for c in cons if c.vars and c.vars <= gs)
+        dims = [i for i, vs in zip(indices, idx_vars, strict=True) if vs and vs <= gs]
+        if not gs & used:
+            if count_group(tuple(g), conds) == 0:
+                return 0
+            continue
+        total *= _image_count(tuple(g), conds, tuple(dims))
+    for c in cons:
+        if not c.vars and not c.cond.evaluate({}):
+            return 0
+    return total
+
+
+def _variables_footprint(ctx: StmtContext, names: set[str]) -> int:
+    """`footprint` of distinct plain variables: plain indices couple no variables, so the domain's
+    own groups (kept on the context) are the groups, and the count is a product over them (the reuse
+    bounds ask for it once per subset of a convolution's seven loops). Over a box, the product of
+    the trip counts."""
+    box = _box(ctx)
+    if box is not None:
+        return 0 if 0 in box.values() else math.prod(box[v] for v in names)
+    classes = ctx.__dict__.get("_var_groups")
+    if classes is None:
+        ivs, cons, _ = domain_constraints(ctx)
+        classes = []
+        for g in groups(ivs, cons):
+            gs = set(g)
+            classes.append((tuple(g), gs, tuple(c.cond for c in cons if c.vars and c.vars <= gs)))
+        if any(not c.vars and not c.cond.evaluate({}) for c in cons):  # a false constant guard
+            classes = False
+        object.__setattr__(ctx, "_var_groups", classes)
+    if classes is False:
+        return 0
+    total = 1
+    for g, gs, conds in classes:
+        if gs & names:
+            total *= _image_count(g, conds, tuple(AffExpr.var(v) for v in g if v in names))
+        elif count_group(g, conds) == 0:
+            return 0
+    return total
+
+
+@lru_cache(maxsize=4096)
+def _image_count(ivs: tuple[str, ...], conds: tuple[AffCond, ...], dims: tuple[AffExpr, ...]) -> int:
+    if len(ivs) == 1 and len(dims) == 1 and not dims[0].is_quasi() and abs(dims[0].coeff(ivs[0])) == 1:
+        return count_group(ivs, conds)  # a unit-stride image of one variable is a bijection
+    s = isl_set("G", ivs, conds)
+    m = isl.Map(f"{{ G[{', '.join(ivs)}] -> T[{', '.join(d.to_isl() for d in dims)}] }}")
+    return m.intersect_domain(s).range().count_val().to_python()

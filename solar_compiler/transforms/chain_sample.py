@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from solar_compiler.analysis.polyhedral import access_map, domain, domain_constraints
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import (
     FLOAT_DTYPES,
@@ -35,6 +34,7 @@ from solar_compiler.loopir.ast import (
     statements,
     stmt_reads,
 )
+from solar_compiler.loopir.domain import access_map, domain, domain_constraints
 from solar_compiler.transforms.narrow import narrow
 
 Index = Callable[[str, tuple], tuple]   # tensor, indices -> new indices
