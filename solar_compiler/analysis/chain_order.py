@@ -123,7 +123,7 @@ def plan_program(p: Program, costs: GraphCosts) -> list[ChainPlan]:
     by_name = {o.name: o for o in costs.ops}
     taken = {t.name for t in p.kernel.tensors}
     plans = []
-    for t in program_trees(p):
+    for t in program_trees(p.graph):
         if not worth_pricing(t):
             continue
         ops = [by_name[n] for n in (*t.nodes, *t.fills)]
