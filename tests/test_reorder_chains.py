@@ -38,7 +38,7 @@ def kernel(text: str):
 
 def plans_of(text: str):
     p = program_from_kernel(kernel(text))
-    return plan_program(p, program_costs(p))
+    return plan_program(p.graph, program_costs(p))
 
 
 def lifted(text: str) -> ModuleOp:
@@ -167,15 +167,16 @@ def test_a_mask_no_step_can_hold_is_not_emitted():
         """
     k = kernel(text)
     p = program_from_kernel(k)
-    (plan,) = plan_program(p, program_costs(p))
+    (plan,) = plan_program(p.graph, program_costs(p))
     t = plan.tree
+    decls = p.graph.tensor_ops()
     assert [f.tensor for f in t.tensor_factors] == ["A", "B", "C"]
     assert [str(c) for c in t.constraints] == ["b >= a"]
     # (A * C) first holds a and b together; (A * B) first sums a away before C brings b, and (B * C)
     # sums b away before A brings a: neither can apply the mask, so neither is emitted
-    assert emit(t, step_tree([(0, 2), (0, 1)], 3), "test", k, set()) is not None
-    assert emit(t, step_tree([(0, 1), (0, 1)], 3), "test", k, set()) is None
-    assert emit(t, step_tree([(1, 2), (0, 1)], 3), "test", k, set()) is None
+    assert emit(t, step_tree([(0, 2), (0, 1)], 3), "test", decls, set()) is not None
+    assert emit(t, step_tree([(0, 1), (0, 1)], 3), "test", decls, set()) is None
+    assert emit(t, step_tree([(1, 2), (0, 1)], 3), "test", decls, set()) is None
 
 
 def test_written_order_already_best_is_left_alone():
@@ -500,7 +501,7 @@ def test_mla_prefill_absorbed_order_priced_with_the_causal_guards(cache, capsys,
     plan = next(x for x in module_chain_plans(m) if x.tree.output == "einsum_2")
     facs = [f.tensor for f in plan.tree.tensor_factors]
     q, w = facs.index("linear"), facs.index("wkv_b_weight")
-    absorbed = emit(plan.tree, step_tree([(q, w), (0, 1)], 3), "test", p.kernel, set())
+    absorbed = emit(plan.tree, step_tree([(q, w), (0, 1)], 3), "test", p.graph.tensor_ops(), set())
     assert absorbed.words == "(mul_5 * (linear * wkv_b_weight))"       # q W_UK first, then against c_kv
     assert absorbed.cost.flops == 2 * s * H * DH * DC + 2 * H * DC * pairs == 1_075_838_976
 
