@@ -558,3 +558,37 @@ def test_example_changes_only_where_a_better_order_exists(name, translations):
     assert _total_flops(m) == flops - sum(r.flops_as_written - r.flops_best for r in better)
     assert rec.validation["validated"], rec.validation
     assert rec.validation["max_rel_err"] <= 1e-10
+
+
+def _trees(text: str):
+    from solar_compiler.analysis.chains import program_trees
+
+    return program_trees(program_from_kernel(kernel(text)).graph)
+
+
+SMALL_CHAIN = CHAIN.replace("f32", "F").replace("256", "8").replace("32", "4").replace("16", "2") \
+    .replace("F", "f32").rstrip(" ")
+
+
+def test_private_intermediates_follow_the_use_def_chains():
+    """T is private to the chain while `A @ B` is its only writer after the fill and `T @ C` its only
+    reader; a second reader, a later writer of T, or a write of a leaf before the root undoes it."""
+    (t,) = [x for x in _trees(SMALL_CHAIN) if x.output == "Y"]
+    assert t.intermediates == ("T",) and len(t.nodes) == 2 and len(t.fills) == 1
+    assert t.equation() == "Y[i, l] = sum(j, k) A[i, k] * B[k, j] * C[j, l]"
+    copy = "        for i in range(8):\n            for j in range(8):\n                Z[i, j] = T[i, j]\n"
+    z = SMALL_CHAIN.replace("Y: f32[8, 2] output):", "Y: f32[8, 2] output, Z: f32[8, 8] output):")
+    assert all(not x.intermediates for x in _trees(z + copy))
+    written_again = SMALL_CHAIN + "        for i in range(8):\n            for j in range(8):\n" \
+                                  "                T[i, j] = 1.0\n"
+    assert all(not x.intermediates for x in _trees(written_again))
+    leaf_written = SMALL_CHAIN.replace("B: f32[4, 8] input", "B0: f32[4, 8] input").replace(
+        "        local T: f32[8, 8]\n",
+        "        local T: f32[8, 8]\n        local B: f32[4, 8]\n        for k in range(4):\n"
+        "            for j in range(8):\n                B[k, j] = B0[k, j]\n").replace(
+        "        for i in range(8):\n            for l in range(2):\n                Y[i, l] = 0.0\n",
+        "        for k in range(4):\n            for j in range(8):\n                B[k, j] = 0.0\n"
+        "        for i in range(8):\n            for l in range(2):\n                Y[i, l] = 0.0\n")
+    assert "B[k, j] = 0.0" in leaf_written
+    trees = _trees(leaf_written)
+    assert trees and all(x.output != "Y" and not x.intermediates for x in trees)
