@@ -23,7 +23,7 @@ from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.chain_order import listed, module_chain_plans
 from solar_compiler.analysis.manager import invalidate_analyses
-from solar_compiler.analysis.program import module_programs
+from solar_compiler.analysis.program import Program
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.dialects.graph_convert import graph_to_kernel
 from solar_compiler.dialects.loop import KernelOp
@@ -51,8 +51,10 @@ class ReorderChainsPass(ModulePass):
         todo = [p for p in plans if p.better]
         graphs = {g.kernel_name: g for g in op.body.block.ops if isinstance(g, GraphOp)}
         touched = list(dict.fromkeys(p.tree.kernel for p in todo))
-        before = [graph_to_kernel(graphs[k])[0] for k in touched]
-        programs = module_programs(op)
+        # the touched graphs as written, converted before the rewrite changes them (the check runs them)
+        lowered = {k: graph_to_kernel(graphs[k]) for k in touched}
+        before = [kernel for kernel, _ in lowered.values()]
+        programs = [Program(kernel, tuple(groups)) for kernel, groups in lowered.values()]
         new_nodes = reorder_chains(op, todo)
         for k in touched:
             graphs[k].verify()

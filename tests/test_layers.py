@@ -108,7 +108,6 @@ def test_the_checker_sees_a_violation(tmp_path):
 LOOP_AST = "solar_compiler.loopir.ast"
 READS_THE_LOOP_AST = {
     "solar_compiler.analysis.chain_order",
-    "solar_compiler.analysis.chains",
     "solar_compiler.analysis.narrowing",
     "solar_compiler.analysis.program",
 }

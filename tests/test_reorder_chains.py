@@ -38,7 +38,7 @@ def kernel(text: str):
 
 def plans_of(text: str):
     p = program_from_kernel(kernel(text))
-    return plan_program(p, program_costs(p))
+    return plan_program(p.graph, program_costs(p))
 
 
 def lifted(text: str) -> ModuleOp:
@@ -167,15 +167,16 @@ def test_a_mask_no_step_can_hold_is_not_emitted():
         """
     k = kernel(text)
     p = program_from_kernel(k)
-    (plan,) = plan_program(p, program_costs(p))
+    (plan,) = plan_program(p.graph, program_costs(p))
     t = plan.tree
+    decls = p.graph.tensor_ops()
     assert [f.tensor for f in t.tensor_factors] == ["A", "B", "C"]
     assert [str(c) for c in t.constraints] == ["b >= a"]
     # (A * C) first holds a and b together; (A * B) first sums a away before C brings b, and (B * C)
     # sums b away before A brings a: neither can apply the mask, so neither is emitted
-    assert emit(t, step_tree([(0, 2), (0, 1)], 3), "test", k, set()) is not None
-    assert emit(t, step_tree([(0, 1), (0, 1)], 3), "test", k, set()) is None
-    assert emit(t, step_tree([(1, 2), (0, 1)], 3), "test", k, set()) is None
+    assert emit(t, step_tree([(0, 2), (0, 1)], 3), "test", decls, set()) is not None
+    assert emit(t, step_tree([(0, 1), (0, 1)], 3), "test", decls, set()) is None
+    assert emit(t, step_tree([(1, 2), (0, 1)], 3), "test", decls, set()) is None
 
 
 def test_written_order_already_best_is_left_alone():
@@ -500,7 +501,7 @@ def test_mla_prefill_absorbed_order_priced_with_the_causal_guards(cache, capsys,
     plan = next(x for x in module_chain_plans(m) if x.tree.output == "einsum_2")
     facs = [f.tensor for f in plan.tree.tensor_factors]
     q, w = facs.index("linear"), facs.index("wkv_b_weight")
-    absorbed = emit(plan.tree, step_tree([(q, w), (0, 1)], 3), "test", p.kernel, set())
+    absorbed = emit(plan.tree, step_tree([(q, w), (0, 1)], 3), "test", p.graph.tensor_ops(), set())
     assert absorbed.words == "(mul_5 * (linear * wkv_b_weight))"       # q W_UK first, then against c_kv
     assert absorbed.cost.flops == 2 * s * H * DH * DC + 2 * H * DC * pairs == 1_075_838_976
 
@@ -557,3 +558,37 @@ def test_example_changes_only_where_a_better_order_exists(name, translations):
     assert _total_flops(m) == flops - sum(r.flops_as_written - r.flops_best for r in better)
     assert rec.validation["validated"], rec.validation
     assert rec.validation["max_rel_err"] <= 1e-10
+
+
+def _trees(text: str):
+    from solar_compiler.analysis.chains import program_trees
+
+    return program_trees(program_from_kernel(kernel(text)).graph)
+
+
+SMALL_CHAIN = CHAIN.replace("f32", "F").replace("256", "8").replace("32", "4").replace("16", "2") \
+    .replace("F", "f32").rstrip(" ")
+
+
+def test_private_intermediates_follow_the_use_def_chains():
+    """T is private to the chain while `A @ B` is its only writer after the fill and `T @ C` its only
+    reader; a second reader, a later writer of T, or a write of a leaf before the root undoes it."""
+    (t,) = [x for x in _trees(SMALL_CHAIN) if x.output == "Y"]
+    assert t.intermediates == ("T",) and len(t.nodes) == 2 and len(t.fills) == 1
+    assert t.equation() == "Y[i, l] = sum(j, k) A[i, k] * B[k, j] * C[j, l]"
+    copy = "        for i in range(8):\n            for j in range(8):\n                Z[i, j] = T[i, j]\n"
+    z = SMALL_CHAIN.replace("Y: f32[8, 2] output):", "Y: f32[8, 2] output, Z: f32[8, 8] output):")
+    assert all(not x.intermediates for x in _trees(z + copy))
+    written_again = SMALL_CHAIN + "        for i in range(8):\n            for j in range(8):\n" \
+                                  "                T[i, j] = 1.0\n"
+    assert all(not x.intermediates for x in _trees(written_again))
+    leaf_written = SMALL_CHAIN.replace("B: f32[4, 8] input", "B0: f32[4, 8] input").replace(
+        "        local T: f32[8, 8]\n",
+        "        local T: f32[8, 8]\n        local B: f32[4, 8]\n        for k in range(4):\n"
+        "            for j in range(8):\n                B[k, j] = B0[k, j]\n").replace(
+        "        for i in range(8):\n            for l in range(2):\n                Y[i, l] = 0.0\n",
+        "        for k in range(4):\n            for j in range(8):\n                B[k, j] = 0.0\n"
+        "        for i in range(8):\n            for l in range(2):\n                Y[i, l] = 0.0\n")
+    assert "B[k, j] = 0.0" in leaf_written
+    trees = _trees(leaf_written)
+    assert trees and all(x.output != "Y" and not x.intermediates for x in trees)

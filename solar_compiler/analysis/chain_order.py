@@ -15,7 +15,7 @@ tree's value.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,8 @@ from xdsl.dialects.builtin import ModuleOp
 from solar_compiler.analysis.chains import Factor, Tree, program_trees
 from solar_compiler.analysis.costs import GraphCosts, module_costs
 from solar_compiler.analysis.manager import get_analysis
-from solar_compiler.analysis.program import Program, kernel_costs, module_programs
+from solar_compiler.analysis.program import kernel_costs, module_programs
+from solar_compiler.dialects.einsum import GraphOp, TensorOp
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
@@ -118,19 +119,20 @@ def worth_pricing(t: Tree) -> bool:
     return len(t.nodes) > 1 or len(t.tensor_factors) > 2
 
 
-def plan_program(p: Program, costs: GraphCosts) -> list[ChainPlan]:
-    """A plan for every tree of the program that has more than one order."""
+def plan_program(graph: GraphOp, costs: GraphCosts) -> list[ChainPlan]:
+    """A plan for every tree of the graph that has more than one order (`costs`: the graph's)."""
     by_name = {o.name: o for o in costs.ops}
-    taken = {t.name for t in p.kernel.tensors}
+    tensors = graph.tensor_ops()
+    taken = set(tensors)
     plans = []
-    for t in program_trees(p):
+    for t in program_trees(graph):
         if not worth_pricing(t):
             continue
         ops = [by_name[n] for n in (*t.nodes, *t.fills)]
         written = Cost(sum(o.flops for o in ops), sum(o.flops_matrix for o in ops),
                        sum(o.flops_vector for o in ops), sum(o.bytes for o in ops), len(ops))
         try:
-            best = best_order(t, p.kernel, taken)
+            best = best_order(t, tensors, taken)
         except SolarError as e:  # an order the loop IR cannot express: the tree stays as written, said so
             plans.append(ChainPlan(t, written, None, f"not priced: {' '.join(str(e).split())}"))
             continue
@@ -140,7 +142,7 @@ def plan_program(p: Program, costs: GraphCosts) -> list[ChainPlan]:
     return plans
 
 
-def best_order(t: Tree, kernel: Kernel, taken: set[str]) -> Order | None:
+def best_order(t: Tree, tensors: Mapping[str, TensorOp], taken: set[str]) -> Order | None:
     """The cheapest of the orders opt_einsum proposes, priced exactly (None: none applies). Each
     path comes plain and with its elementwise steps folded, and, where a factor has variables no other
     factor or the output has (a pooling window after a 1x1 convolution), also with those summed
@@ -155,7 +157,7 @@ def best_order(t: Tree, kernel: Kernel, taken: set[str]) -> Order | None:
         for optimizer, path in candidate_paths(t, drop):
             root = step_tree(path, leaves)
             for variant in (root, fold_elementwise(root, t)):
-                o = emit(t, variant, optimizer, kernel, taken)
+                o = emit(t, variant, optimizer, tensors, taken)
                 if o is not None:
                     orders.setdefault(print_kernel(o.kernel), o)
     if not orders:
@@ -222,9 +224,10 @@ def fold_elementwise(root: Step, t: Tree) -> Step:
 
 
 # ---- emitting an order as statements ---------------------------------------------------------------
-def emit(t: Tree, root: Step, optimizer: str, kernel: Kernel, taken: set[str]) -> Order | None:
+def emit(t: Tree, root: Step, optimizer: str, tensors: Mapping[str, TensorOp], taken: set[str]) \
+        -> Order | None:
     """The statements of an order and their exact costs (None when a mask constrains variables that
-    no single step holds together: that order cannot apply it)."""
+    no single step holds together: that order cannot apply it). `tensors`: the graph's declarations."""
     ranges = t.range_of()
     facs = t.tensor_factors
     consts = [f for f in t.factors if f.tensor is None]
@@ -293,8 +296,8 @@ def emit(t: Tree, root: Step, optimizer: str, kernel: Kernel, taken: set[str]) -
             target = (names[id(s)], tuple(AffExpr.var(v) - ranges[v][0] for v in par))
             body += _nest(target, value, par, summed, cons, [c for c in cons if c.vars() <= set(par)],
                           ranges, t.loc, "none" if not summed else "folded")
-    tensors = _leaf_decls(t, kernel) + decls + [_as_output(kernel.tensor(t.output))]
-    mini = typecheck(Kernel(t.kernel, tensors, body))
+    decl_list = _leaf_decls(t, tensors) + decls + [_as_output(tensors[t.output])]
+    mini = typecheck(Kernel(t.kernel, decl_list, body))
     g = kernel_costs(mini)
     cost = Cost(sum(o.flops for o in g.ops), g.flops_matrix, g.flops_vector, sum(o.bytes for o in g.ops),
                 len(g.ops))
@@ -375,17 +378,18 @@ def _root_nest(t: Tree, value: SExpr, par: Sequence[str], summed: Sequence[str],
                  t.loc, "folded", t.origin, t.init_origin or t.origin)
 
 
-def _leaf_decls(t: Tree, kernel: Kernel) -> list[TensorDecl]:
-    names = list(dict.fromkeys(f.tensor for f in t.tensor_factors))
+def _leaf_decls(t: Tree, tensors: Mapping[str, TensorOp]) -> list[TensorDecl]:
+    """The tree's leaves as inputs of the order's kernel (weights stay weights)."""
     out = []
-    for n in names:
-        d = kernel.tensor(str(n))
-        out.append(d if d.role in ("input", "weight") else TensorDecl(d.name, d.shape, d.dtype, "input"))
+    for n in dict.fromkeys(str(f.tensor) for f in t.tensor_factors):
+        d = tensors[n]
+        role = d.role.data if d.role.data in ("input", "weight") else "input"
+        out.append(TensorDecl(n, d.dims, d.dtype, role))
     return out
 
 
-def _as_output(d: TensorDecl) -> TensorDecl:
-    return TensorDecl(d.name, d.shape, d.dtype, "output")
+def _as_output(d: TensorOp) -> TensorDecl:
+    return TensorDecl(d.sym_name.data, d.dims, d.dtype, "output")
 
 
 def _fresh(base: str, used: set[str]) -> str:
@@ -426,5 +430,5 @@ def module_chain_plans(module: ModuleOp) -> list[ChainPlan]:
 def _module_chain_plans(module: ModuleOp) -> list[ChainPlan]:
     out: list[ChainPlan] = []
     for p, g in zip(module_programs(module), module_costs(module), strict=True):
-        out += plan_program(p, g)
+        out += plan_program(p.graph, g)
     return out

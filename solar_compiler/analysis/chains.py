@@ -23,12 +23,22 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 import islpy as isl
+from xdsl.dialects.builtin import FloatAttr, FusedLoc
+from xdsl.ir import Attribute, BlockArgument, SSAValue
 
-from solar_compiler.analysis.program import Program
+from solar_compiler.analysis.structured import init_producer, reduced_dims, value_consumers
+from solar_compiler.dialects.einsum import GraphOp, NodeOp, YieldOp
+from solar_compiler.dialects.loop import (
+    BinaryOp,
+    ConstOp,
+    Origin,
+    UnaryOp,
+    location_text,
+    type_dtype,
+)
 from solar_compiler.loopir.affine import AffCond, AffExpr, FloorDiv, Mod
-from solar_compiler.loopir.ast import FLOAT_DTYPES, Binary, Const, Origin, Read, SExpr, Unary, stmt_reads
-from solar_compiler.loopir.domain import access_map, domain_constraints, loop_ranges
-from solar_compiler.loopir.grouping import NodeGroup
+from solar_compiler.loopir.affine_map import from_map, from_set
+from solar_compiler.loopir.rules import FLOAT_DTYPES
 from solar_compiler.loopir.simplify import simplify_affine
 
 Ranges = dict[str, tuple[int, int]]
@@ -99,96 +109,125 @@ class Tree:
 
 
 # ---- product nodes -----------------------------------------------------------------------------------
-def factors_of(e: SExpr, target: str) -> list[Factor] | None:
-    """The factors of a product expression, or None when `e` is not one (see the module doc)."""
+def body_factors(node: NodeOp) -> tuple[list[Factor], list[SSAValue | None]] | None:
+    """The factors of the product a node yields, and the tensor value each tensor factor reads (None
+    for a literal); None when the body is not a product (see the module doc): a gather, a cast, an
+    index value, any other op, or a read of the node's own output refuses it."""
+    ivs = node.iv_names
+    maps = node.get_indexing_maps().data
+    names = node.input_names
+    target = node.output_name
     out: list[Factor] = []
+    vals: list[SSAValue | None] = []
 
-    def go(x: SExpr, div: bool) -> bool:
-        if isinstance(x, Read):
-            if x.indirect or x.tensor == target:
+    def go(v: SSAValue, div: bool) -> bool:
+        if isinstance(v, BlockArgument):
+            if names[v.index] == target:
                 return False
-            out.append(Factor(x.tensor, tuple(x.indices), divide=div))  # type: ignore[arg-type]
+            out.append(Factor(names[v.index], from_map(maps[v.index].data, ivs), divide=div))
+            vals.append(node.ins[v.index])
             return True
-        if isinstance(x, Const):
-            if isinstance(x.value, bool) or x.dtype not in FLOAT_DTYPES:
+        o = v.owner
+        if isinstance(o, ConstOp):
+            if type_dtype(o.result.type) not in FLOAT_DTYPES or not isinstance(o.value, FloatAttr):
                 return False
-            out.append(Factor(None, value=float(x.value), divide=div))
+            out.append(Factor(None, value=float(o.value.value.data), divide=div))
+            vals.append(None)
             return True
-        if isinstance(x, Binary) and x.fn in ("mul", "div"):
-            return go(x.a, div) and go(x.b, div != (x.fn == "div"))
-        if isinstance(x, Unary) and x.fn == "neg":
+        if isinstance(o, BinaryOp) and o.fn.data in ("mul", "div"):
+            return go(o.lhs, div) and go(o.rhs, div != (o.fn.data == "div"))
+        if isinstance(o, UnaryOp) and o.fn.data == "neg":
             out.append(Factor(None, value=-1.0))
-            return go(x.x, div)
+            vals.append(None)
+            return go(o.x, div)
         return False
 
-    return out if go(e, False) else None
+    y = node.body.block.last_op
+    assert isinstance(y, YieldOp)
+    return (out, vals) if go(y.stored, False) else None
 
 
 @dataclass(frozen=True)
 class _Node:
     pos: int
-    group: NodeGroup
+    op: NodeOp
     factors: tuple[Factor, ...] | None     # None: not a product node
+    values: tuple[SSAValue | None, ...]    # the tensor value each factor reads (None: a literal)
     fill: bool                             # `T[..] = 0` alone
 
     @property
     def name(self) -> str:
-        return self.group.name
+        return self.op.sym_name.data
 
     @property
     def target(self) -> str:
-        return self.group.main.stmt.target
+        return self.op.output_name
 
     @property
     def sums(self) -> bool:
-        s = self.group.main.stmt
-        return s.kind == "+=" and bool(set(self.group.main.ivs) - s.target_vars)
+        return self.op.reduce.data == "add" and bool(reduced_dims(self.op))
 
 
-def _classify(p: Program, pos: int, g: NodeGroup) -> _Node:
-    ctx = g.main
-    s = ctx.stmt
-    k = p.kernel
-    fill = (s.kind == "=" and isinstance(s.value, Const) and s.value.value == 0 and not s.indirect
-            and len(g.stmts) == 1)
-    ok = (s.kind in ("=", "+=") and not s.indirect and k.tensor(s.target).dtype in FLOAT_DTYPES
-          and all(f.step == 1 and not f.sequential for f in ctx.loops))
-    if ok and s.kind == "=" and set(ctx.ivs) - s.target_vars:
+def _is_zero_fill(node: NodeOp) -> bool:
+    y = node.body.block.last_op
+    assert isinstance(y, YieldOp)
+    c = y.stored.owner
+    return (node.reduce.data == "none" and node.init is None and not node.dynamic_positions
+            and isinstance(c, ConstOp) and c.value.value.data == 0)
+
+
+def _classify(graph: GraphOp, pos: int, node: NodeOp) -> _Node:
+    dtypes = {name: t.dtype for name, t in graph.tensor_ops().items()}
+    ok = (node.reduce.data in ("none", "add") and not node.dynamic_positions
+          and dtypes[node.output_name] in FLOAT_DTYPES and all(s == 1 for s in NodeOp.ints(node.steps))
+          and all(k.data != "sequential" for k in node.get_iterator_types().data))
+    if ok and node.reduce.data == "none" and reduced_dims(node):
         ok = False  # `=` over a variable the target does not index keeps the last value: not a sum
-    factors = factors_of(s.value, s.target) if ok else None
-    if factors is not None and not any(f.tensor is not None for f in factors):
-        factors = None  # a literal fill is not a product of tensors
-    return _Node(pos, g, tuple(factors) if factors is not None else None, fill)
+    got = body_factors(node) if ok else None
+    if got is not None and not any(f.tensor is not None for f in got[0]):
+        got = None  # a literal fill is not a product of tensors
+    factors, values = (tuple(got[0]), tuple(got[1])) if got is not None else (None, ())
+    return _Node(pos, node, factors, values, _is_zero_fill(node))
+
+
+def _out_index(node: NodeOp) -> tuple[AffExpr, ...]:
+    return from_map(node.get_indexing_maps().data[-1].data, node.iv_names)
 
 
 def _out_vars(n: _Node) -> list[tuple[str, int]] | None:
     """(variable, offset) per output dimension when each is a distinct variable plus a constant and
     every variable of the target occurs: the write is a bijection onto its image."""
-    s = n.group.main.stmt
+    idx = _out_index(n.op)
+    target_vars = set().union(*(i.vars() for i in idx)) if idx else set()
     out = []
-    for i in s.indices:
-        assert isinstance(i, AffExpr)
+    for i in idx:
         if len(i.terms) != 1 or not isinstance(i.terms[0][0], str) or i.terms[0][1] != 1:
             return None
         out.append((i.terms[0][0], i.const))
     names = [v for v, _ in out]
-    return out if len(set(names)) == len(names) == len(s.target_vars) else None
+    return out if len(set(names)) == len(names) == len(target_vars) else None
+
+
+# ---- use-def helpers ------------------------------------------------------------------------------------
+def _next_writer(v: SSAValue) -> NodeOp | None:
+    """The node that takes tensor value `v` as its init: the next writer of that tensor."""
+    return next((u for u in value_consumers(v) if u.dest is v), None)
+
+
+def _readers(v: SSAValue) -> list[NodeOp]:
+    """The nodes that read tensor value `v` (an input or a gather's source; not as their init)."""
+    return [u for u in value_consumers(v)
+            if any(x is v for x in u.ins) or any(g.source is v for g in u.gathers())]
 
 
 # ---- trees ----------------------------------------------------------------------------------------------
-def program_trees(p: Program) -> list[Tree]:
-    """The maximal trees of product nodes of a program (every one, trivial ones included)."""
-    nodes = [_classify(p, i, g) for i, g in enumerate(p.nodes)]
-    writers: dict[str, list[int]] = {}
-    readers: dict[str, list[int]] = {}
-    for n in nodes:
-        writers.setdefault(n.target, []).append(n.pos)
-        for c in n.group.stmts:
-            for r in stmt_reads(c.stmt):
-                readers.setdefault(r.tensor, []).append(n.pos)
+def program_trees(graph: GraphOp) -> list[Tree]:
+    """The maximal trees of product nodes of a graph (every one, trivial ones included)."""
+    nodes = [_classify(graph, i, op) for i, op in enumerate(graph.nodes())]
+    at = {id(n.op): n for n in nodes}
     producer: dict[str, tuple[int, int | None]] = {}   # intermediate -> (producer, its zero fill)
     for n in nodes:
-        edge = _private(p, nodes, n, writers, readers)
+        edge = _private(graph, at, n)
         if edge is not None:
             producer[n.target] = edge
     child_of = {producer[t][0]: t for t in producer}
@@ -197,46 +236,84 @@ def program_trees(p: Program) -> list[Tree]:
         if n.factors is None or n.pos in child_of:
             continue
         members = _members(nodes, n, producer)
-        if not _leaves_stable(nodes, members, n, producer, writers):
+        if not _leaves_stable(at, members, n, producer):
             continue
-        tree = _joint(p, nodes, n, members, producer)
+        tree = _joint(graph, nodes, n, members, producer)
         if tree is not None:
             trees.append(tree)
     return trees
 
 
-def _reads(e: SExpr) -> list[Read]:
-    return [x for x in e.walk() if isinstance(x, Read)]
-
-
-def _private(p: Program, nodes: Sequence[_Node], n: _Node, writers: dict[str, list[int]],
-             readers: dict[str, list[int]]) -> tuple[int, int | None] | None:
-    """(producer, zero fill) when the output of product node `n` is a private intermediate."""
+def _private(graph: GraphOp, at: dict[int, _Node], n: _Node) -> tuple[int, int | None] | None:
+    """(producer, zero fill) when the output of product node `n` is a private intermediate: its
+    tensor is local, written by `n` alone (after a zero fill where `n` sums onto it), and its only
+    reader is one later product node, which reads it once and reads only elements it defines."""
     t = n.target
-    if n.factors is None or p.kernel.tensor(t).role != "local" or _out_vars(n) is None:
+    if n.factors is None or graph.tensor_ops()[t].role.data != "local" or _out_vars(n) is None:
         return None
-    s = n.group.main.stmt
-    w = writers.get(t, [])
+    op = n.op
+    if _next_writer(op.result) is not None:
+        return None  # written again later
     fill = None
-    if s.kind == "+=" and n.group.init is None:
-        if len(w) != 2 or w[1] != n.pos or not nodes[w[0]].fill:
+    first = op
+    if op.reduce.data == "add" and op.init is None:
+        f = init_producer(op)
+        if f is None or not at[id(f)].fill or init_producer(f) is not None:
             return None
-        fill = w[0]
-    elif w != [n.pos]:
+        fill, first = at[id(f)].pos, f
+    elif init_producer(op) is not None:
         return None
-    r = readers.get(t, [])
-    if len(r) != 1 or r[0] <= n.pos or nodes[r[0]].factors is None:
+    assert first.dest is not None
+    if _readers(first.dest) or (first is not op and _readers(first.result)):
+        return None  # the tensor's earlier values are read
+    r = _readers(op.result)
+    if len(r) != 1 or at[id(r[0])].factors is None:
         return None
-    c = nodes[r[0]]
-    reads = [x for x in _reads(c.group.main.stmt.value) if x.tensor == t]
-    if len(reads) != 1 or any(f.tensor == t and f.divide for f in c.factors or ()):
+    c = at[id(r[0])]
+    uses = [k for k, f in enumerate(c.factors or ()) if f.tensor == t]
+    if len(uses) != 1 or any(f.tensor == t and f.divide for f in c.factors or ()):
         return None  # a sum in a denominator does not distribute
-    defined = nodes[fill].group.main if fill is not None else (n.group.init or n.group.main)
-    read_set = access_map(c.group.main, t, reads[0].indices).range()  # type: ignore[arg-type]
-    def_set = access_map(defined, t, defined.stmt.indices).range()  # type: ignore[arg-type]
+    read = c.factors[uses[0]]  # type: ignore[index]
+    read_set = _image(c.op, t, read.indices, c.op.get_num_loops(), len(_guards(c.op)))
+    if first is not op:
+        def_set = _image(first, t, _out_index(first), first.get_num_loops(), len(_guards(first)))
+    elif op.init is not None:
+        loops, conds = NodeOp.ints(op.init_depth)
+        def_set = _image(op, t, _out_index(op), loops, conds)
+    else:
+        def_set = _image(op, t, _out_index(op), op.get_num_loops(), len(_guards(op)))
     if not _same_space_subset(read_set, def_set):
         return None
     return n.pos, fill
+
+
+def _guards(node: NodeOp) -> tuple[AffCond, ...]:
+    return from_set(node.guards.data, node.iv_names) if node.guards is not None else ()
+
+
+def _conds(node: NodeOp, loops: int, guards: int) -> list[AffCond]:
+    """The constraints of the node's first `loops` loops (bounds, steps) and its first `guards`
+    guards: its domain, or its folded init's."""
+    ivs = node.iv_names
+    lbs = from_map(node.lower_bounds.data, ivs)
+    ubs = from_map(node.upper_bounds.data, ivs)
+    steps = NodeOp.ints(node.steps)
+    out: list[AffCond] = []
+    for d in range(loops):
+        v = AffExpr.var(ivs[d])
+        out += [AffCond.compare(v, ">=", lbs[d]), AffCond.compare(v, "<", ubs[d])]
+        if steps[d] != 1:
+            out.append(AffCond((v - lbs[d]) % steps[d], "=="))
+    return out + list(_guards(node)[:guards])
+
+
+def _image(node: NodeOp, tensor: str, index: Sequence[AffExpr], loops: int, guards: int) -> isl.Set:
+    """The elements of `tensor` that `index` touches over the node's first `loops` loops and
+    `guards` guards."""
+    ivs = node.iv_names[:loops]
+    cons = " and ".join(c.to_isl() for c in _conds(node, loops, guards)) or "true"
+    return isl.Map(f"{{ S[{', '.join(ivs)}] -> {tensor}[{', '.join(i.to_isl() for i in index)}] : {cons} }}"
+                   ).range()
 
 
 def _same_space_subset(a: isl.Set, b: isl.Set) -> bool:
@@ -256,18 +333,24 @@ def _members(nodes: Sequence[_Node], root: _Node, producer: dict[str, tuple[int,
     return sorted(out, key=lambda x: x.pos)
 
 
-def _leaves_stable(nodes: Sequence[_Node], members: Sequence[_Node], root: _Node,
-                   producer: dict[str, tuple[int, int | None]], writers: dict[str, list[int]]) -> bool:
+def _leaves_stable(at: dict[int, _Node], members: Sequence[_Node], root: _Node,
+                   producer: dict[str, tuple[int, int | None]]) -> bool:
     """No leaf a member reads is written again before the root (the tree is computed at the root),
-    and the root's output is not read inside the tree."""
+    and the root's output is not read inside the tree: the writers after the value a member reads
+    are its use-def chain of inits."""
     inside = {m.pos for m in members}
     for m in members:
-        for f in m.factors or ():
+        for f, v in zip(m.factors or (), m.values, strict=True):
             if f.tensor is None or f.tensor in producer:
                 continue
-            if f.tensor == root.target or any(m.pos < w <= root.pos and w not in inside
-                                              for w in writers.get(f.tensor, [])):
+            if f.tensor == root.target:
                 return False
+            assert v is not None
+            w = _next_writer(v)
+            while w is not None and at[id(w)].pos <= root.pos:
+                if at[id(w)].pos > m.pos and at[id(w)].pos not in inside:
+                    return False
+                w = _next_writer(w.result)
     return True
 
 
@@ -288,19 +371,17 @@ class _Builder:
         return name
 
 
-def _joint(p: Program, nodes: Sequence[_Node], root: _Node, members: Sequence[_Node],
+def _joint(graph: GraphOp, nodes: Sequence[_Node], root: _Node, members: Sequence[_Node],
            producer: dict[str, tuple[int, int | None]]) -> Tree | None:
     b = _Builder()
     words: dict[int, str] = {}
 
     def visit(n: _Node, env: dict[str, AffExpr]) -> str:
-        ctx = n.group.main
-        rng = loop_ranges(ctx) or {}  # None only for an unevaluable bound: KeyError below
-        for f in ctx.loops:
-            if f.iv not in env:
-                env[f.iv] = AffExpr.var(b.fresh(f.iv, rng[f.iv]))
-        _, cons, _ = domain_constraints(ctx)
-        b.constraints += [c.cond.substitute(env) for c in cons]
+        op = n.op
+        for iv, rng in zip(op.iv_names, op.get_static_loop_intervals(), strict=True):
+            if iv not in env:
+                env[iv] = AffExpr.var(b.fresh(iv, rng))
+        b.constraints += [c.substitute(env) for c in _conds(op, op.get_num_loops(), len(_guards(op)))]
         parts = []
         for f in n.factors or ():
             if f.tensor is not None and f.tensor in producer:
@@ -317,19 +398,18 @@ def _joint(p: Program, nodes: Sequence[_Node], root: _Node, members: Sequence[_N
         return words[n.pos]
 
     root_env: dict[str, AffExpr] = {}
-    try:
-        written = visit(root, root_env)
-    except KeyError:  # a loop bound that is not constant-evaluable: no hull range
-        return None
-    rs = root.group.main.stmt
-    out_index = [i.substitute(root_env) for i in rs.indices]  # type: ignore[union-attr]
-    if root.group.init is not None:
-        init, own = "folded", root.group.init
+    written = visit(root, root_env)
+    rop = root.op
+    out_index = [i.substitute(root_env) for i in _out_index(rop)]
+    own: list[AffCond] | None = None
+    if rop.init is not None:
+        init = "folded"
+        own = _conds(rop, *NodeOp.ints(rop.init_depth))
+    elif rop.reduce.data == "add":
+        init = "separate"
     else:
-        init, own = ("separate", None) if rs.kind == "+=" else ("none", root.group.main)
-    init_conds: list[AffCond] = []
-    if own is not None:
-        init_conds = [c.cond.substitute(root_env) for c in domain_constraints(own)[1]]
+        init, own = "none", _conds(rop, rop.get_num_loops(), len(_guards(rop)))
+    init_conds = [c.substitute(root_env) for c in own] if own is not None else []
     exprs = _Exprs(b.factors, out_index, b.constraints, init_conds)
     if not _delinearise(b, exprs):
         return None
@@ -345,17 +425,24 @@ def _joint(p: Program, nodes: Sequence[_Node], root: _Node, members: Sequence[_N
         return None  # a variable no factor indexes (a repeated sum, a broadcast): not an einsum
     fills = tuple(nodes[producer[t][1]].name for m in members for t in [m.target]
                   if m is not root and producer[t][1] is not None)
-    locs = tuple(dict.fromkeys(c.stmt.loc for m in members for c in m.group.stmts if c.stmt.loc))
-    main = root.group.main.stmt
+    locs = tuple(dict.fromkeys(loc for m in members for loc in _locs(m.op.location) if loc))
     return Tree(
-        kernel=p.name, root=root.name, nodes=tuple(m.name for m in members), fills=fills,
+        kernel=graph.kernel_name, root=root.name, nodes=tuple(m.name for m in members), fills=fills,
         intermediates=tuple(m.target for m in members if m is not root), output=root.target,
         out_index=tuple(exprs.out_index), vars=tuple(b.vars), ranges=tuple(b.ranges[v] for v in b.vars),
         factors=tuple(exprs.factors), constraints=tuple(cons), init=init,
         init_conds=tuple(_essential(exprs.init_conds, b.ranges) or ()),
-        dtype=p.kernel.tensor(root.target).dtype, written=written, locs=locs, loc=main.loc,
-        origin=main.origin, init_origin=root.group.init.stmt.origin if root.group.init else None,
+        dtype=graph.tensor_ops()[root.target].dtype, written=written, locs=locs,
+        loc=_locs(rop.location)[-1], origin=rop.origin.origin if rop.origin is not None else None,
+        init_origin=rop.init_origin.origin if rop.init is not None and rop.init_origin is not None else None,
         sums=sum(m.sums for m in members))
+
+
+def _locs(loc: Attribute) -> list[str | None]:
+    """(init, main) source positions of a node with a folded init (a fused location), else its one."""
+    if isinstance(loc, FusedLoc) and len(loc.locations.data) == 2:
+        return [location_text(x) for x in loc.locations.data]
+    return [location_text(loc)]
 
 
 @dataclass
