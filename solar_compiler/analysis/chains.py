@@ -13,6 +13,15 @@ domains: 0/1 factors). docs/reorder-chains.md proves each rule; `chain_order.py`
 
 Variables that a view splits (`k // 64`, `k % 64`) are delinearised into two variables, so that each
 factor depends on the variables it really indexes.
+
+Everything is read from the `einsum.graph` (issue 20): a node's factors from its scalar body (block
+arguments at their indexing maps, `loop.const` literals, `loop.binary` mul/div, `loop.unary` neg),
+and the tensor's writers and readers from the use-def chains `link_edges` builds: every writer of a
+tensor takes the previous value as its init (`dest`), so "P is the only writer" is "P's init is the
+tensor's initial value (or a zero fill's result that nothing else reads) and nothing takes P's
+result as init", and "C is the only reader" is "C is the only node with P's result as an input".
+The joint form is still built on named affine expressions (`loopir.affine`, from the maps by
+`from_map`), the form `chain_order.py` emits its orders in.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from xdsl.dialects.builtin import FloatAttr, FusedLoc
 from xdsl.ir import Attribute, BlockArgument, SSAValue
 
 from solar_compiler.analysis.structured import init_producer, reduced_dims, value_consumers
-from solar_compiler.dialects.einsum import GraphOp, NodeOp, YieldOp
+from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp, YieldOp
 from solar_compiler.dialects.loop import (
     BinaryOp,
     ConstOp,
@@ -176,10 +185,9 @@ def _is_zero_fill(node: NodeOp) -> bool:
             and isinstance(c, ConstOp) and c.value.value.data == 0)
 
 
-def _classify(graph: GraphOp, pos: int, node: NodeOp) -> _Node:
-    dtypes = {name: t.dtype for name, t in graph.tensor_ops().items()}
+def _classify(tensors: dict[str, TensorOp], pos: int, node: NodeOp) -> _Node:
     ok = (node.reduce.data in ("none", "add") and not node.dynamic_positions
-          and dtypes[node.output_name] in FLOAT_DTYPES and all(s == 1 for s in NodeOp.ints(node.steps))
+          and tensors[node.output_name].dtype in FLOAT_DTYPES and all(s == 1 for s in NodeOp.ints(node.steps))
           and all(k.data != "sequential" for k in node.get_iterator_types().data))
     if ok and node.reduce.data == "none" and reduced_dims(node):
         ok = False  # `=` over a variable the target does not index keeps the last value: not a sum
@@ -223,11 +231,12 @@ def _readers(v: SSAValue) -> list[NodeOp]:
 # ---- trees ----------------------------------------------------------------------------------------------
 def program_trees(graph: GraphOp) -> list[Tree]:
     """The maximal trees of product nodes of a graph (every one, trivial ones included)."""
-    nodes = [_classify(graph, i, op) for i, op in enumerate(graph.nodes())]
+    tensors = graph.tensor_ops()
+    nodes = [_classify(tensors, i, op) for i, op in enumerate(graph.nodes())]
     at = {id(n.op): n for n in nodes}
     producer: dict[str, tuple[int, int | None]] = {}   # intermediate -> (producer, its zero fill)
     for n in nodes:
-        edge = _private(graph, at, n)
+        edge = _private(tensors, at, n)
         if edge is not None:
             producer[n.target] = edge
     child_of = {producer[t][0]: t for t in producer}
@@ -238,18 +247,18 @@ def program_trees(graph: GraphOp) -> list[Tree]:
         members = _members(nodes, n, producer)
         if not _leaves_stable(at, members, n, producer):
             continue
-        tree = _joint(graph, nodes, n, members, producer)
+        tree = _joint(graph.kernel_name, tensors, nodes, n, members, producer)
         if tree is not None:
             trees.append(tree)
     return trees
 
 
-def _private(graph: GraphOp, at: dict[int, _Node], n: _Node) -> tuple[int, int | None] | None:
+def _private(tensors: dict[str, TensorOp], at: dict[int, _Node], n: _Node) -> tuple[int, int | None] | None:
     """(producer, zero fill) when the output of product node `n` is a private intermediate: its
     tensor is local, written by `n` alone (after a zero fill where `n` sums onto it), and its only
     reader is one later product node, which reads it once and reads only elements it defines."""
     t = n.target
-    if n.factors is None or graph.tensor_ops()[t].role.data != "local" or _out_vars(n) is None:
+    if n.factors is None or tensors[t].role.data != "local" or _out_vars(n) is None:
         return None
     op = n.op
     if _next_writer(op.result) is not None:
@@ -371,8 +380,8 @@ class _Builder:
         return name
 
 
-def _joint(graph: GraphOp, nodes: Sequence[_Node], root: _Node, members: Sequence[_Node],
-           producer: dict[str, tuple[int, int | None]]) -> Tree | None:
+def _joint(kernel: str, tensors: dict[str, TensorOp], nodes: Sequence[_Node], root: _Node,
+           members: Sequence[_Node], producer: dict[str, tuple[int, int | None]]) -> Tree | None:
     b = _Builder()
     words: dict[int, str] = {}
 
@@ -427,12 +436,12 @@ def _joint(graph: GraphOp, nodes: Sequence[_Node], root: _Node, members: Sequenc
                   if m is not root and producer[t][1] is not None)
     locs = tuple(dict.fromkeys(loc for m in members for loc in _locs(m.op.location) if loc))
     return Tree(
-        kernel=graph.kernel_name, root=root.name, nodes=tuple(m.name for m in members), fills=fills,
+        kernel=kernel, root=root.name, nodes=tuple(m.name for m in members), fills=fills,
         intermediates=tuple(m.target for m in members if m is not root), output=root.target,
         out_index=tuple(exprs.out_index), vars=tuple(b.vars), ranges=tuple(b.ranges[v] for v in b.vars),
         factors=tuple(exprs.factors), constraints=tuple(cons), init=init,
         init_conds=tuple(_essential(exprs.init_conds, b.ranges) or ()),
-        dtype=graph.tensor_ops()[root.target].dtype, written=written, locs=locs,
+        dtype=tensors[root.target].dtype, written=written, locs=locs,
         loc=_locs(rop.location)[-1], origin=rop.origin.origin if rop.origin is not None else None,
         init_origin=rop.init_origin.origin if rop.init is not None and rop.init_origin is not None else None,
         sums=sum(m.sums for m in members))

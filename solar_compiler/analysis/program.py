@@ -137,7 +137,8 @@ def seed_programs(module: ModuleOp, programs: list[Program]) -> None:
 
 def as_lifted(p: Program, graph: GraphOp) -> Program:
     """`p` as `program_of` reads it back from `graph`, its lifted form (`lift_kernel(p.kernel)`, now
-    in the module): the same kernel and groups, each node named after its main statement as
-    `lift-einsum` names it, read from that graph (not lifted a second time: seconds on a network)."""
-    return Program(p.kernel, tuple(NodeGroup(g.stmts, g.name) for g in p.nodes), graph_op=graph)
+    in the module): the graph alone, as any graph's program (not lifted a second time: seconds on a
+    network). The loop AST is left behind: after `lift-einsum` the analyses read einsum ops, and
+    whatever still asks for the kernel converts the graph explicitly (`tests/test_no_ast_after_lift.py`)."""
+    return Program(graph_op=graph)
 

@@ -31,7 +31,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cmp_to_key, lru_cache
 
 import islpy as isl
 from xdsl.dialects.builtin import AffineMapAttr, AffineSetAttr, DenseArrayBase
@@ -84,10 +84,9 @@ def value_consumers(v: SSAValue) -> list[NodeOp]:
             found[id(op)] = op
     if len(found) < 2:
         return list(found.values())
-    block = next(iter(found.values())).parent_block()
-    assert block is not None
-    order = {id(o): k for k, o in enumerate(block.ops)}
-    return sorted(found.values(), key=lambda o: order[id(o)])
+    # program order by walking from each to the next (the consumers of a value sit near each other
+    # far more often than the graph is short: numbering the whole block per call was quadratic)
+    return sorted(found.values(), key=cmp_to_key(lambda a, b: -1 if a.is_before_in_block(b) else 1))
 
 
 def consumers(node: NodeOp) -> list[NodeOp]:

@@ -90,7 +90,7 @@ def source_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[
     """The unfused kernels of one costed program (`g` computed from `p`), one per run of its nodes'
     statements (folded init, main) with the same origin; a statement without one is a kernel of
     its own."""
-    if g.kernel != p.name or [n.name for n in p.nodes] != [o.name for o in g.ops]:
+    if g.kernel != p.name or [n.sym_name.data for n in p.node_ops] != [o.name for o in g.ops]:
         raise SolarError(f"unfused kernels: costs of {g.kernel} do not belong to program {p.name}")
     nodes = p.node_ops
     slots = node_slots(nodes)
@@ -117,7 +117,7 @@ def source_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[
         names = list(dict.fromkeys(o.op.data for o in os_ if o is not None))
         ops = tuple(dict.fromkeys(slots[i].node for i in stmts if not slots[i].init))
         if not names:  # no origin: the node's own name
-            names = [p.nodes[ops[0]].name] if ops else ["?"]
+            names = [nodes[ops[0]].sym_name.data] if ops else ["?"]
         locs = list(dict.fromkeys(x for i in stmts if (x := _loc(nodes[slots[i].node], slots[i].init))))
         mods = list(dict.fromkeys(o.module.data for o in os_ if o is not None and o.module.data))
         phases = list(dict.fromkeys(o.phase.data for o in os_ if o is not None and o.phase.data))
