@@ -152,7 +152,7 @@ def select_branches(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[int, 
         sel = v.owner
         if n.reduce.data != "none" or n.dynamic_positions or not isinstance(sel, SelectOp) or \
                 not isinstance(sel.a, BlockArgument) or not isinstance(sel.b, BlockArgument) or \
-                _main_guards(n) or not _reads(sel.cond, n):
+                _main_guards(n) or not st.read_tensors(n, [sel.cond]):
             continue
         maps = n.get_indexing_maps().data
         a, b = n.input_names[sel.a.index], n.input_names[sel.b.index]
@@ -161,33 +161,12 @@ def select_branches(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[int, 
                 not all(i.is_var() for i in node_indices(n, len(maps) - 1)):
             continue
         branches = [_sum_of_one_contraction(roles, nodes, writers, t) for t in (a, b)]
-        cond = {t for t, _ in _reads(sel.cond, n)}
+        cond = set(st.read_tensors(n, [sel.cond]))
         if None in branches or any(readers.get(t) != {pos} for t in (a, b)) or cond & {a, b}:
             continue
         ka, kb = branches
         assert ka is not None and kb is not None
         out.append((kb, ka))
-    return out
-
-
-def _reads(v: SSAValue, node: NodeOp) -> list[tuple[str, object]]:
-    """The tensor reads `v` is computed from: (tensor, map) of block arguments and gathers."""
-    out: list[tuple[str, object]] = []
-    stack, seen = [v], set()
-    while stack:
-        x = stack.pop()
-        if x in seen:
-            continue
-        seen.add(x)
-        if isinstance(x, BlockArgument):
-            out.append((node.input_names[x.index], None))
-            continue
-        o = x.owner
-        if isinstance(o, GatherOp):
-            out.append((o.tensor_name, o.map))
-            stack.extend(o.indices)
-            continue
-        stack.extend(o.operands)  # type: ignore[union-attr]
     return out
 
 

@@ -409,14 +409,16 @@ def traced_elements(node: NodeOp, tensor: str, write: bool) -> int | None:
     return None
 
 
-def read_tensors(node: NodeOp) -> list[str]:
+def read_tensors(node: NodeOp, values: Sequence[SSAValue] | None = None) -> list[str]:
     """The tensors the node's body reads, in the order its expression tree first reads them (value
     then dynamic output indices, each op before its operands): the order of the statement as
-    written; the accumulator, when read, follows."""
+    written; the accumulator, when read, follows. Given `values` (body values, such as a select's
+    condition), the tensors those are computed from, without the accumulator."""
     inputs = node.input_names
     seen: set[SSAValue] = set()
     out: dict[str, None] = {}
-    stack = list(reversed((_yield(node).stored, *_yield(node).dyn_indices)))
+    roots = (_yield(node).stored, *_yield(node).dyn_indices) if values is None else tuple(values)
+    stack = list(reversed(roots))
     while stack:
         v = stack.pop()
         if v in seen:
@@ -430,7 +432,7 @@ def read_tensors(node: NodeOp) -> list[str]:
         if isinstance(o, GatherOp):
             out.setdefault(o.tensor_name)
         stack.extend(reversed(o.operands))
-    if node.reduce.data != "none" and node.init is None:
+    if values is None and node.reduce.data != "none" and node.init is None:
         out.setdefault(node.output_name)
     return list(out)
 
