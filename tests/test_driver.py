@@ -166,7 +166,7 @@ def test_debug_shows_the_traceback() -> None:
     assert r.returncode == 1
     assert r.stderr.startswith("Traceback (most recent call last):")
     assert r.stderr.rstrip().splitlines()[-1] == (
-        f"solar_compiler.loopir.ast.LoopIRError: {bad}:8:9: type mismatch: 'C' is i32 but the value is f32")
+        f"solar_compiler.errors.LoopIRError: {bad}:8:9: type mismatch: 'C' is i32 but the value is f32")
 
 
 def test_start_up_imports_no_heavy_frameworks() -> None:
