@@ -31,11 +31,11 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from solar_compiler.analysis.program import kernel_costs
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends import FrontendOptions
 from solar_compiler.frontends.model_file import load_model_file
 from solar_compiler.frontends.torch.frontend import translate_job
+from solar_compiler.transforms.kernels import kernel_costs
 from solar_compiler.transforms.narrow import narrow
 
 ROOT = Path(__file__).resolve().parent.parent

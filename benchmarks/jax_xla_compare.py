@@ -57,9 +57,9 @@ def conventions(path: str) -> dict[str, int]:
     they go to its "transcendentals"), reduction outputs (ours n combines into an identity-initialised
     accumulator, XLA n - 1), conversions (ours 0, XLA 1), logistic (ours 1, XLA 3 + 1 transcendental)
     and max(-inf, x) (ours 1, XLA simplifies it away): the elements of each, on the needed work."""
-    from solar_compiler.analysis.program import kernel_costs
     from solar_compiler.loopir.ast import Binary, Const, Unary, statements
     from solar_compiler.loopir.domain import footprint, iteration_count
+    from solar_compiler.transforms.kernels import kernel_costs
 
     t = translate_job(path, FrontendOptions(validate=False))
     k = t.kernels[0]

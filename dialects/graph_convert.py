@@ -2,7 +2,8 @@
 
 `kernel_to_graph` is what `lift-einsum` does: one structured node per statement group
 (`grouping.group_statements`). `graph_to_kernel` lowers a graph back to a kernel and the node
-grouping: it is how the analyses read a graph (`analysis/program.py`) and how the executor runs one.
+grouping: it is how the transforms and the executor run a graph (`transforms/kernels.py`); the
+analyses read the graph itself (`analysis/graphs.py`).
 Nodes that shared a loop or an `if` in the loop nest (same scope numbers) share it again, so a
 lifted kernel lowers to the same kernel: `graph_to_kernel(kernel_to_graph(k)) == k` for a typed k.
 """
@@ -25,9 +26,9 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
-from solar_compiler.dialects.convert import expr_ops, value_expr
+from solar_compiler.dialects.convert import expr_ops, op_to_kernel, value_expr
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, TensorOp, YieldOp, link_edges
-from solar_compiler.dialects.loop import dtype_type, location_of, location_text, traced_of
+from solar_compiler.dialects.loop import KernelOp, dtype_type, location_of, location_text, traced_of
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.affine_map import from_map, from_set, to_map, to_set
 from solar_compiler.loopir.ast import (
@@ -335,6 +336,12 @@ def fresh_scope_number(graph: GraphOp) -> int:
     """A scope number no node of `graph` uses (for nodes a rewrite adds in their own loops)."""
     used = [x for n in graph.nodes() for x in (*NodeOp.ints(n.scopes), *NodeOp.ints(n.guard_scopes))]
     return max(used, default=-1) + 1
+
+
+def lift_kernel_op(op: KernelOp) -> GraphOp:
+    """The einsum graph of a `loop.kernel` op, not yet lifted in its module (`lift_kernel` of its
+    AST): how the analyses read a program before `lift-einsum`, or one kept as written."""
+    return lift_kernel(op_to_kernel(op))
 
 
 def lift_kernel(kernel: Kernel) -> GraphOp:

@@ -2,7 +2,7 @@
 
 `solar.as_written` holds the kernels as they were before a transform that changes the work they do
 (`narrow-needed` keeps the program as written here, and the report prices both); its kernels are
-not programs of the module (`analysis/program.py` reads only top-level kernels and graphs).
+not programs of the module (`analysis/graphs.py` reads only top-level kernels and graphs).
 """
 
 from __future__ import annotations

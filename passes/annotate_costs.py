@@ -15,7 +15,6 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.costs import program_costs
-from solar_compiler.analysis.program import program_of
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.errors import PassError
 
@@ -30,7 +29,7 @@ class AnnotateCostsPass(ModulePass):
         if not graphs:
             raise PassError("annotate-costs: no einsum.graph in the module (run lift-einsum first)")
         for g in graphs:
-            costs = program_costs(program_of(g))
+            costs = program_costs(g)
             for node, c in zip(g.nodes(), costs.ops, strict=True):
                 node.attributes["cost.flops_matrix"] = IntegerAttr(c.flops_matrix, i64)
                 node.attributes["cost.flops_vector"] = IntegerAttr(c.flops_vector, i64)

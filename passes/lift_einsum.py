@@ -1,6 +1,6 @@
 """`lift-einsum`: every `loop.kernel` becomes an `einsum.graph` (`dialects/einsum.py`), one
 structured node per statement (an identity init folded into the reduction after it). The graph
-replaces the kernel: from here on the analyses read the graph (`analysis/program.py`), so a pass
+replaces the kernel: from here on the analyses read the graph (`analysis/graphs.py`), so a pass
 that rewrites it changes every figure computed after it."""
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
+from solar_compiler.analysis.graphs import program_ops
 from solar_compiler.analysis.manager import invalidate_analyses
-from solar_compiler.analysis.program import as_lifted, module_programs, program_ops, seed_programs
+from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.dialects.loop import KernelOp
+from solar_compiler.transforms.kernels import module_kernels
 
 
 @dataclass(frozen=True)
@@ -24,13 +26,9 @@ class LiftEinsumPass(ModulePass):
     verifies_output: ClassVar[bool] = True  # lift_kernel verifies every graph it builds
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        progs = module_programs(op)
-        lifted = []
-        for o, p in zip(program_ops(op), progs, strict=True):
-            if isinstance(o, KernelOp):
-                graph = p.graph  # `lift_kernel(p.kernel)`, built once: an analysis may have asked already
-                Rewriter.replace_op(o, graph)
-                p = as_lifted(p, graph)
-            lifted.append(p)
-        invalidate_analyses(op)
-        seed_programs(op, lifted)  # what the analyses would read back from the graphs
+        ops = program_ops(op)
+        if any(isinstance(o, KernelOp) for o in ops):
+            for o, k in zip(ops, module_kernels(op), strict=True):  # the kernels a pass left, if any
+                if isinstance(o, KernelOp):
+                    Rewriter.replace_op(o, lift_kernel(k))
+        invalidate_analyses(op)  # the analyses read the graphs in place from here on

@@ -10,10 +10,10 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from solar_compiler.analysis.program import module_programs
 from solar_compiler.loopir.ast import statements
 from solar_compiler.loopir.domain import iteration_count
 from solar_compiler.text.printer import print_assign
+from solar_compiler.transforms.kernels import module_kernels
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class LoopStatsPass(ModulePass):
     preserves_analyses: ClassVar[bool] = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for k in (p.kernel for p in module_programs(op)):
+        for k in module_kernels(op):
             total = 0
             for s in statements(k):
                 n = iteration_count(s)

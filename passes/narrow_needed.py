@@ -21,17 +21,12 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from solar_compiler.analysis.graphs import program_ops
 from solar_compiler.analysis.manager import invalidate_analyses
-from solar_compiler.analysis.program import (
-    as_lifted,
-    module_programs,
-    program_from_kernel,
-    program_ops,
-    seed_programs,
-)
-from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.dialects.solar import AsWrittenOp
+from solar_compiler.loopir.ast import typecheck
 from solar_compiler.records import program_info
+from solar_compiler.transforms.kernels import module_kernels, seed_kernels
 from solar_compiler.transforms.narrow import narrow_module
 
 
@@ -45,31 +40,25 @@ class NarrowNeededPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         top = list(op.body.block.ops)
         progs = program_ops(op)
-        programs = list(module_programs(op))  # replaced entry by entry below: a copy
+        kernels = list(module_kernels(op))  # replaced entry by entry below: a copy
         snapshot = next((o for o in top if isinstance(o, AsWrittenOp)), None)
         if snapshot is None and progs:
             snapshot = AsWrittenOp()
             op.body.block.insert_op_before(snapshot, progs[0])
         keep = snapshot is not None and not snapshot.body.block.ops  # a second run keeps the first
-        kinds = {o.sym_name.data: isinstance(o, GraphOp) for o in progs}
-        results = narrow_module(op, {p.name: p.kernel for p in programs},
+        results = narrow_module(op, {k.name: k for k in kernels},
                                 seconds=self.seconds if self.seconds > 0 else None,
                                 snapshot=snapshot if keep else None)
         gave_up: list[str] = []
-        now = program_ops(op)  # each op replaced in place: the same order
-        for i, p in enumerate(programs):
-            res = results[p.name]
+        for i, k in enumerate(kernels):  # each op replaced in place: the same order
+            res = results[k.name]
             if res.gave_up:
                 gave_up.append(res.gave_up)
             if res.changed:
-                programs[i] = program_from_kernel(res.kernel)
-                if kinds[p.name]:
-                    graph = now[i]
-                    assert isinstance(graph, GraphOp) and graph.sym_name.data == p.name
-                    programs[i] = as_lifted(programs[i], graph)
+                kernels[i] = typecheck(res.kernel)
         if gave_up:  # said in the report's notes: these counts include work no output may need
             info = program_info(op)
             info.notes.extend(gave_up)
             info.store(op)
         invalidate_analyses(op)
-        seed_programs(op, programs)  # the kernels the ops were just built from
+        seed_kernels(op, kernels)  # the kernels the ops were just built from

@@ -23,7 +23,6 @@ from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.chain_order import listed, module_chain_plans
 from solar_compiler.analysis.manager import invalidate_analyses
-from solar_compiler.analysis.program import Program
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.dialects.graph_convert import graph_to_kernel
 from solar_compiler.dialects.loop import KernelOp
@@ -54,7 +53,6 @@ class ReorderChainsPass(ModulePass):
         # the touched graphs as written, converted before the rewrite changes them (the check runs them)
         lowered = {k: graph_to_kernel(graphs[k]) for k in touched}
         before = [kernel for kernel, _ in lowered.values()]
-        programs = [Program(kernel, tuple(groups)) for kernel, groups in lowered.values()]
         new_nodes = reorder_chains(op, todo)
         for k in touched:
             graphs[k].verify()
@@ -62,6 +60,6 @@ class ReorderChainsPass(ModulePass):
         check = None
         if todo and self.validate:
             after = [graph_to_kernel(graphs[k])[0] for k in touched]
-            check = validate_reorder(before, after, todo, programs)
+            check = validate_reorder(before, after, todo, lowered)
         rows = [p.row(p.better, new_nodes.get(id(p), ())) for p in plans if listed(p)]
         ChainsRecord(applied=True, trees=rows, validation=check).store(op)

@@ -5,7 +5,7 @@ Analysis only: the IR is unchanged. The report (schema `solar-report/1`, built b
 (`summary.register_report`) and the `report` and `json` targets, `--plot` and `--measured` ask for it;
 a module printed as MLIR carries none of it (`annotate-costs` is the pass that writes figures into
 the IR, per node).
-Costs are those of the module's programs as the analyses read them (`analysis/program.py`: the einsum
+Costs are those of the module's programs as the analyses read them (`analysis/graphs.py`: the einsum
 graphs after `lift-einsum`, else the kernels): the needed work when `narrow-needed` ran first; the
 program as written (`solar.as_written`) is priced beside it. `cache-size` (bytes, e.g. 64MB or
 0.5MiB) overrides the outermost (DRAM) level's capacity of cache-aware bounds, for what-if studies.
@@ -37,8 +37,8 @@ from xdsl.passes import ModulePass
 from solar_compiler.analysis.bounds import CACHE_STATES, FIDELITIES
 from solar_compiler.analysis.chain_order import chains_section
 from solar_compiler.analysis.costs import INDIRECT, GraphCosts, distinct_costs, module_costs
+from solar_compiler.analysis.graphs import module_graphs
 from solar_compiler.analysis.measured import parse_measured
-from solar_compiler.analysis.program import Program, module_programs
 from solar_compiler.analysis.summary import (
     as_written_record,
     build_report,
@@ -47,6 +47,7 @@ from solar_compiler.analysis.summary import (
     with_eager_unfused,
 )
 from solar_compiler.analysis.unfused import UnfusedKernel, unfused_kernels
+from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.errors import PassError
 from solar_compiler.hw import PRECISIONS, parse_hw_list
 from solar_compiler.options import parse_latency, parse_size
@@ -101,12 +102,12 @@ class RooflinePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fidelity, cache_size, latency, measured, targets, algorithms = self.check_options()
         source = program_info(op).source
-        if not module_programs(op):
+        if not module_graphs(op):
             raise PassError(f"{source}: roofline: no kernel in the module (is the input translated?)")
         args = dict(targets=targets, fidelity=fidelity, latency=latency, cache_size=cache_size,
                     measured=measured, chains=chains_section(op),
                     as_written=as_written_record(op, self.indirect))  # both models: the module's own
-        programs = module_programs(op)
+        programs = module_graphs(op)
         unfused = [unfused_kernels(p, g, self.indirect)
                    for p, g in zip(programs, module_costs(op, self.indirect), strict=True)]
         classical = self._report(op, op, False, unfused, **args)
@@ -133,7 +134,7 @@ class RooflinePass(ModulePass):
         eager, inside = catalogue_module(op, within_source_ops=True)
         if len(inside) == sum(r.kind == "reassociated" for r in rewrites):
             eager = priced  # every reassociation is inside one source op: the same program, counted
-        programs = module_programs(eager)
+        programs = module_graphs(eager)
         graphs = module_costs(eager, self.indirect)
         unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
         kernel_of = [[next(i for i, k in enumerate(u) if n in k.ops) for n in range(len(g.ops))]
@@ -151,13 +152,13 @@ class RooflinePass(ModulePass):
         records (source, validation, narrowing, aliases) are the module's own. `distinct`: the
         default model's costs (repeated, symmetric and duplicated products once); `unfused`: the
         kernels of the unfused bound when known (None: from `priced`'s programs and costs)."""
-        programs = module_programs(priced)
+        programs = module_graphs(priced)
         graphs = module_costs(priced, self.indirect, distinct)
         if unfused is None:
             unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
         return self._build(op, programs, graphs, unfused, **args)
 
-    def _build(self, op: ModuleOp, programs: list[Program], graphs: list[GraphCosts],  # noqa: ANN001
+    def _build(self, op: ModuleOp, programs: list[GraphOp], graphs: list[GraphCosts],  # noqa: ANN001
                unfused: list[list[UnfusedKernel]], *, targets, fidelity, latency, cache_size, measured,
                chains, as_written) -> dict:
         return build_report(graphs, targets, source=program_info(op).source, validation=module_validation(op),

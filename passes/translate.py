@@ -24,10 +24,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from solar_compiler.analysis.manager import invalidate_analyses
-from solar_compiler.analysis.program import program_from_kernel, seed_programs
 from solar_compiler.errors import PassError
-from solar_compiler.loopir.ast import Kernel, Origin, Traced, statements
+from solar_compiler.loopir.ast import Kernel, Origin, Traced, statements, typecheck
 from solar_compiler.records import ProgramInfo
+from solar_compiler.transforms.kernels import seed_kernels
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class TranslatePass(ModulePass):
         ProgramInfo(path, fe.name, result.validation, list(result.value_dependent),
                     list(result.notes), list(result.aliases)).store(op)
         invalidate_analyses(op)
-        seed_programs(op, [program_from_kernel(k) for k in result.kernels])  # the kernels just built
+        seed_kernels(op, [typecheck(k) for k in result.kernels])  # the kernels just built
 
     def _check_step(self) -> None:
         if self.step not in ("forward", "train"):

@@ -137,10 +137,10 @@ class LoopTextTarget(Target):
     name: ClassVar[str] = "loop"
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from solar_compiler.analysis.program import module_programs
         from solar_compiler.text.printer import print_kernels
+        from solar_compiler.transforms.kernels import module_kernels
 
-        kernels = [p.kernel for p in module_programs(module)]
+        kernels = module_kernels(module)
         if not kernels:
             raise SolarError("no loop.kernel to print (is the input translated?)")
         output.write(print_kernels(kernels))

@@ -17,7 +17,6 @@ from translated import cached_translations, roofline_json
 
 from solar_compiler.analysis.bounds import graph_bounds
 from solar_compiler.analysis.costs import contraction_dtype
-from solar_compiler.analysis.program import kernel_costs, program_from_kernel
 from solar_compiler.analysis.structured import operand_factors, reduced_dims, stored_value
 from solar_compiler.analysis.value_dtypes import HOLDS, ValueDtypes, const_dtype, is_block_scale, join, widens
 from solar_compiler.dialects.graph_convert import lift_kernel
@@ -26,6 +25,7 @@ from solar_compiler.hw import load_target
 from solar_compiler.loopir.ast import statements, typecheck
 from solar_compiler.report import render_text
 from solar_compiler.text.parser import parse_kernel
+from solar_compiler.transforms.kernels import kernel_costs
 
 
 @pytest.fixture(scope="module")
@@ -364,11 +364,11 @@ def test_fp8_policy_streams_one_byte_operands(hw):
     """examples/loop/bounds/matmul_f32_4096.loop under --precision fp8: the sm-level term priced
     4-byte operands (1,321,474,699 B on H100: 14% above fused; 71% on B200). An fp8 implementation
     streams 1-byte tiles: the cache-aware bound is the fused one."""
-    from solar_compiler.analysis.program import program_from_kernel
+    from solar_compiler.dialects.graph_convert import lift_kernel
 
     k = parse_kernel((ROOT / "examples/loop/bounds/matmul_f32_4096.loop").read_text(), "m.loop")
     t = load_target(hw)
-    b = graph_bounds(kernel_costs(k), t, "fp8", [program_from_kernel(k)])
+    b = graph_bounds(kernel_costs(k), t, "fp8", [lift_kernel(k)])
     assert b.fused_s == pytest.approx(2 * 4096**3 / t.matrix_peak("f32", "fp8"), rel=1e-12)
     assert b.cache_aware_s == b.fused_s
     sm = next(lv for lv in b.cache_aware.levels if lv.name == "sm")
@@ -383,10 +383,10 @@ def test_operand_bytes_follow_the_policy():
     assert (operand_bits("bf16", "fp8"), operand_bits("i8"), operand_bits("f64", "fp8")) == (16, 8, 64)
     k = parse_kernel(_upcast("bf16", "f32", inline=False).replace(str(N), "64"), "t.loop")
     for precision, want in (("fp32", 2.0), ("fp8", 2.0)):  # the upcast local holds bf16 values
-        (c,) = io.view(program_from_kernel(k), precision=precision).contractions.values()
+        (c,) = io.view(lift_kernel(k), precision=precision).contractions.values()
         assert (c.a.nbytes, c.b.nbytes, c.c.nbytes, c.a.stored) == (want, want, 4, 4)
     f32 = parse_kernel(_upcast("f32", "f32", inline=True).replace(str(N), "64"), "t.loop")
-    got = {p: next(iter(io.view(program_from_kernel(f32), precision=p).contractions.values())).a.nbytes
+    got = {p: next(iter(io.view(lift_kernel(f32), precision=p).contractions.values())).a.nbytes
            for p in ("fp32", "auto", "fp8")}
     assert got == {"fp32": 4.0, "auto": 19 / 8, "fp8": 1.0}
 
@@ -396,10 +396,10 @@ CHIP_CAP, L2_BW, DRAM_BW = 121_634_816, 16.7e12, 3.35e12  # H100_SXM: on-chip st
 
 
 def _bounds(text: str, hw, cache_state: str, precision: str = "auto"):
-    from solar_compiler.analysis.program import program_from_kernel
+    from solar_compiler.dialects.graph_convert import lift_kernel
 
     k = parse_kernel(text, "t.loop")
-    return graph_bounds(kernel_costs(k), hw, precision, [program_from_kernel(k)],
+    return graph_bounds(kernel_costs(k), hw, precision, [lift_kernel(k)],
                         cache_state=cache_state)
 
 
@@ -565,9 +565,10 @@ def test_traced_footprints_survive_the_ir():
     from xdsl.parser import Parser
     from xdsl.printer import Printer
 
-    from solar_compiler.analysis.program import module_programs
+    from solar_compiler.analysis.graphs import module_graphs
     from solar_compiler.dialects.convert import kernels_to_module
     from solar_compiler.dialects.einsum import Einsum
+    from solar_compiler.dialects.graph_convert import graph_to_kernel
     from solar_compiler.dialects.loop import Loop
     from solar_compiler.passes.lift_einsum import LiftEinsumPass
 
@@ -580,8 +581,9 @@ def test_traced_footprints_survive_the_ir():
     for d in (Builtin, Loop, Einsum):
         ctx.load_dialect(d)
     back = Parser(ctx, out.getvalue()).parse_module()
-    (p,) = module_programs(back)
-    assert p.nodes[0].main.stmt.traced[0].elements == 448
+    (g,) = module_graphs(back)
+    _, groups = graph_to_kernel(g)
+    assert groups[0].main.stmt.traced[0].elements == 448
 
 
 def test_executor_traces_gathers_and_scatters_not_untaken_branches():

@@ -239,11 +239,13 @@ def mlp_text(b: int, d: int, h: int, e: int, dt: str = "f32") -> str:
 
 
 def with_kernels(*texts: str, hw=None, precision: str = "auto", cache_size: int | None = None):
-    from solar_compiler.analysis.program import kernel_costs, program_from_kernel
+    from solar_compiler.dialects.graph_convert import lift_kernel
     from solar_compiler.text.parser import parse_kernel
+    from solar_compiler.transforms.kernels import kernel_costs
 
-    ps = [program_from_kernel(parse_kernel(t, "t.loop")) for t in texts]
-    gs = [kernel_costs(p.kernel) for p in ps]
+    ks = [parse_kernel(t, "t.loop") for t in texts]
+    ps = [lift_kernel(k) for k in ks]
+    gs = [kernel_costs(k) for k in ks]
     return graph_bounds(gs, hw or _TARGETS["H100_SXM"], precision, ps, cache_size), gs
 
 
@@ -332,14 +334,15 @@ def test_cache_aware_sums_kernels(h100):
 def test_cache_aware_errors(h100):
     from dataclasses import replace
 
-    from solar_compiler.analysis.program import kernel_costs, program_from_kernel
+    from solar_compiler.dialects.graph_convert import lift_kernel
     from solar_compiler.text.parser import parse_kernel
+    from solar_compiler.analysis.costs import program_costs
 
-    k = program_from_kernel(parse_kernel(mm_text(64, 64, 64), "t.loop"))
-    g = kernel_costs(k.kernel)
+    k = lift_kernel(parse_kernel(mm_text(64, 64, 64), "t.loop"))
+    g = program_costs(k)
     with pytest.raises(SolarError, match="H100_SXM: the target defines no memory levels"):
         graph_bounds(g, replace(h100, levels=()), "auto", [k])
-    other = program_from_kernel(parse_kernel(mm_text(64, 64, 64).replace("kernel mm", "kernel nn"), "t.loop"))
+    other = lift_kernel(parse_kernel(mm_text(64, 64, 64).replace("kernel mm", "kernel nn"), "t.loop"))
     with pytest.raises(SolarError, match=r"kernels \['nn'\] do not match the costed kernels \['mm'\]"):
         graph_bounds(g, h100, "auto", [other])
     with pytest.raises(SolarError, match="a cache size override needs the kernels"):

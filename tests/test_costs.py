@@ -11,15 +11,15 @@ from hypothesis import strategies as st
 from xdsl.context import Context
 from xdsl.rewriter import Rewriter
 
-from solar_compiler.analysis.costs import GraphCosts, OpCost, graph_costs, module_costs
+from solar_compiler.analysis.costs import GraphCosts, OpCost, module_costs, program_costs
 from solar_compiler.analysis.manager import invalidate_analyses
-from solar_compiler.analysis.program import kernel_costs
 from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.dialects.einsum import GraphOp, link_edges
 from solar_compiler.dialects.loop import KernelOp
 from solar_compiler.loopir.ast import LoopIRError
 from solar_compiler.passes.lift_einsum import LiftEinsumPass
 from solar_compiler.text.parser import parse_kernel
+from solar_compiler.transforms.kernels import kernel_costs
 
 
 def costs(text: str) -> GraphCosts:
@@ -507,7 +507,7 @@ def test_costs_read_the_graph_and_a_rewrite_of_it_changes_them():
     LiftEinsumPass().apply(Context(), m)
     assert not [o for o in m.walk() if isinstance(o, KernelOp)]  # the graph replaced the kernel
     (graph,) = [g for g in m.walk() if isinstance(g, GraphOp)]
-    assert graph_costs(graph) == kernel_costs(k) == before[0] == module_costs(m)[0]
+    assert program_costs(graph) == kernel_costs(k) == before[0] == module_costs(m)[0]
     assert before[0].ops[1].label == "e[i, j] = exp(x[i, j] - m[i])"
     # delete the exp node by a rewrite: the FLOPs drop by exactly its count
     exp_node = graph.nodes()[1]

@@ -13,10 +13,9 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from solar_compiler.analysis.program import program_of
 from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.dialects.einsum import Einsum, GatherOp, GraphOp, NodeOp
-from solar_compiler.dialects.graph_convert import lift_kernel
+from solar_compiler.dialects.graph_convert import graph_to_kernel, lift_kernel
 from solar_compiler.dialects.loop import BinaryOp, KernelOp, Loop, location_text
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffExpr
@@ -69,8 +68,8 @@ def maps(node: NodeOp) -> list[tuple[str, ...]]:
 
 def equations(m: ModuleOp) -> list[str]:
     (graph,) = [g for g in m.walk() if isinstance(g, GraphOp)]
-    p = program_of(graph)
-    return [equation(p.kernel, g.main) for g in p.nodes]
+    kernel, groups = graph_to_kernel(graph)
+    return [equation(kernel, g.main) for g in groups]
 
 
 def test_conv_node():
@@ -119,7 +118,7 @@ def test_every_lifted_domain_counts_exactly(text):
     # a modulo guard, an offset range and a statement outside every loop (1 point).
     m = lifted(text)
     (graph,) = [g for g in m.walk() if isinstance(g, GraphOp)]
-    got = [iteration_count(c) for c in statements(program_of(graph).kernel)]
+    got = [iteration_count(c) for c in statements(graph_to_kernel(graph)[0])]
     assert got == [iteration_count(s) for s in statements(parse_kernel(text))]
     if text is DOMAINS:
         assert got[0] == 136 and got[3:] == [8, 1]  # 1 + 2 + ... + 16; i in 2..9; one point

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from solar_compiler.analysis.program import kernel_costs
 from solar_compiler.text.parser import parse_kernel
+from solar_compiler.transforms.kernels import kernel_costs
 
 CONV = """kernel conv(X: {dt}[1, 2, 6, 6] input, W: {dt}[3, 2, {r}, {r}] weight, Y: {dt}[1, 3, 6, 6] output):
     for n in range(1):

@@ -15,10 +15,12 @@ from hypothesis import strategies as st
 from solar_compiler.analysis import io_bounds as io
 from solar_compiler.analysis import tiling
 from solar_compiler.analysis.costs import program_costs
-from solar_compiler.analysis.program import program_from_kernel
 from solar_compiler.analysis.structured import isl_expr, linear_form
+from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import MemoryLevel
+from solar_compiler.loopir.ast import typecheck
+from solar_compiler.loopir.grouping import group_statements
 from solar_compiler.text.parser import parse_kernel
 
 MIB = 2 ** 20
@@ -97,7 +99,7 @@ def contraction(text: str, precision: str = "fp32") -> io.Contraction | None:
     Under the `fp32` policy by default: the figures here are derived with 4-byte f32 operands (under
     `auto` an f32 operand may be a 19-bit TF32 value: `test_operand_bytes_follow_the_policy`)."""
     k = parse_kernel(text, "t.loop")
-    found = list(io.view(program_from_kernel(k), precision=precision).contractions.values())
+    found = list(io.view(lift_kernel(k), precision=precision).contractions.values())
     if found:
         return found[0]
     return recognise_at(k, lambda g: g.main.stmt.kind == "+=", precision)
@@ -105,9 +107,8 @@ def contraction(text: str, precision: str = "fp32") -> io.Contraction | None:
 
 def recognise_at(k, which, precision: str = "auto") -> io.Contraction | None:
     """`recognise` on the first node whose group satisfies `which`, read from the program's graph."""
-    p = program_from_kernel(k)
-    i = next(i for i, g in enumerate(p.nodes) if which(g))
-    return io.recognise(p.node_ops[i], i, precision)
+    i = next(i for i, g in enumerate(group_statements(typecheck(k))) if which(g))
+    return io.recognise(lift_kernel(k).nodes()[i], i, precision)
 
 
 # ---- recognition ------------------------------------------------------------------------------------
@@ -209,7 +210,7 @@ def theorem_r(work: float, s: float, w: float = 1 / 64, delta: int = 4, units: i
 def graph(text: str, levels=LEVELS, **kw) -> tuple[io.CacheAwareResult, int, io.KernelView]:
     """Cache-aware traffic of a program under the `fp32` policy (4-byte f32 operands) by default."""
     kw.setdefault("precision", "fp32")
-    p = program_from_kernel(parse_kernel(text, "t.loop"))
+    p = lift_kernel(parse_kernel(text, "t.loop"))
     costs = program_costs(p)
     return io.cache_aware(p, costs, levels, 0.0, **kw), costs.compulsory_bytes, io.view(p, **kw)
 
@@ -299,7 +300,7 @@ def test_elementwise_chain_is_compulsory():
 
 
 def test_cache_aware_time_and_binding_level():
-    k = program_from_kernel(parse_kernel(mm(1024, 1024, 1024), "t.loop"))
+    k = lift_kernel(parse_kernel(mm(1024, 1024, 1024), "t.loop"))
     costs = program_costs(k)
     chip = MemoryLevel.given("chip", 120e6, 1e12)
     r = io.cache_aware(k, costs, [chip, MemoryLevel.given("sm", 0.5 * MIB, 1e13, 4, "sm")], 1e-9,

@@ -11,11 +11,11 @@ import pytest
 
 pytest.importorskip("jax")
 
-from solar_compiler.analysis.program import kernel_costs  # noqa: E402
 from solar_compiler.frontends import FrontendOptions  # noqa: E402
 from solar_compiler.frontends.jax.job import translate_job  # noqa: E402
 from solar_compiler.loopir.ast import statements  # noqa: E402
 from solar_compiler.loopir.domain import iteration_count  # noqa: E402
+from solar_compiler.transforms.kernels import kernel_costs  # noqa: E402
 
 # name: (parameters, returned expression, inputs)
 PROGRAMS: dict[str, tuple[str, str, list[str]]] = {

@@ -12,7 +12,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.costs import module_costs
-from solar_compiler.analysis.program import kernel_costs, module_programs
+from solar_compiler.analysis.graphs import module_graphs
 from solar_compiler.analysis.summary import as_written_record
 from solar_compiler.dialects.convert import kernels_to_module, op_to_kernel
 from solar_compiler.dialects.solar import AsWrittenOp
@@ -22,6 +22,7 @@ from solar_compiler.loopir.domain import iteration_count
 from solar_compiler.passes import all_passes
 from solar_compiler.text.parser import parse_kernel
 from solar_compiler.text.printer import print_assign, print_kernel
+from solar_compiler.transforms.kernels import kernel_costs
 from solar_compiler.transforms.narrow import narrow
 
 # masked_fill style: a bool mask filled from the loop indices, scores replaced by -inf where it is
@@ -260,7 +261,7 @@ def test_pass_keeps_the_program_as_written_beside_it():
     rec = as_written_record(m)["tril"]
     assert rec["flops_matrix"] == 640 and rec["flops_vector"] == 128
     assert rec["compulsory_bytes"] == (40 + 40 + 64) * 4
-    assert [p.name for p in module_programs(m)] == ["tril"]  # the snapshot is not a program
+    assert [g.kernel_name for g in module_graphs(m)] == ["tril"]  # the snapshot is not a program
 
 
 def test_pass_after_lift_einsum_narrows_the_graph():

@@ -15,9 +15,10 @@ from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.chain_order import emit, module_chain_plans, plan_program, step_tree
 from solar_compiler.analysis.costs import module_costs, program_costs
-from solar_compiler.analysis.program import module_programs, program_from_kernel
+from solar_compiler.analysis.graphs import module_graphs
 from solar_compiler.dialects.convert import kernels_to_module
 from solar_compiler.dialects.einsum import GraphOp
+from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.driver import main, with_reorder_chains
 from solar_compiler.errors import SolarError
 from solar_compiler.passes.lift_einsum import LiftEinsumPass
@@ -26,6 +27,7 @@ from solar_compiler.records import ChainsRecord, ProgramInfo
 from solar_compiler.text.parser import parse_kernels
 from solar_compiler.text.printer import print_kernel
 from solar_compiler.transforms import chain_check
+from solar_compiler.transforms.kernels import module_kernels
 
 ROOT = Path(__file__).resolve().parent.parent
 CTX = Context()
@@ -37,8 +39,8 @@ def kernel(text: str):
 
 
 def plans_of(text: str):
-    p = program_from_kernel(kernel(text))
-    return plan_program(p.graph, program_costs(p))
+    g = lift_kernel(kernel(text))
+    return plan_program(g, program_costs(g))
 
 
 def lifted(text: str) -> ModuleOp:
@@ -166,10 +168,10 @@ def test_a_mask_no_step_can_hold_is_not_emitted():
                             Y[y] += T[a, y] * C[y, b]
         """
     k = kernel(text)
-    p = program_from_kernel(k)
-    (plan,) = plan_program(p.graph, program_costs(p))
+    g = lift_kernel(k)
+    (plan,) = plan_program(g, program_costs(g))
     t = plan.tree
-    decls = p.graph.tensor_ops()
+    decls = g.tensor_ops()
     assert [f.tensor for f in t.tensor_factors] == ["A", "B", "C"]
     assert [str(c) for c in t.constraints] == ["b >= a"]
     # (A * C) first holds a and b together; (A * B) first sums a away before C brings b, and (B * C)
@@ -296,8 +298,8 @@ def test_bias_root_keeps_its_init_and_one_unfused_kernel():
                         Y[i, l] += T[i, j] * C[j, l]
         """
     m = reordered(text)
-    (p,) = module_programs(m)
-    out = print_kernel(p.kernel)
+    (k,) = module_kernels(m)
+    out = print_kernel(k)
     steps = ["Y_r0[l, k] +=", "Y[i, l] = c[l]", "Y[i, l] += A[i, k] * Y_r0[l, k]"]
     assert [out.index(x) for x in steps] == sorted(out.index(x) for x in steps)
     assert ChainsRecord.load(m).validation["validated"]
@@ -497,11 +499,11 @@ def test_mla_prefill_absorbed_order_priced_with_the_causal_guards(cache, capsys,
 
     for name in ("translate", "narrow-needed", "lift-einsum"):
         all_passes()[name]()().apply(CTX, m)
-    (p,) = module_programs(m)
+    (p,) = module_graphs(m)
     plan = next(x for x in module_chain_plans(m) if x.tree.output == "einsum_2")
     facs = [f.tensor for f in plan.tree.tensor_factors]
     q, w = facs.index("linear"), facs.index("wkv_b_weight")
-    absorbed = emit(plan.tree, step_tree([(q, w), (0, 1)], 3), "test", p.graph.tensor_ops(), set())
+    absorbed = emit(plan.tree, step_tree([(q, w), (0, 1)], 3), "test", p.tensor_ops(), set())
     assert absorbed.words == "(mul_5 * (linear * wkv_b_weight))"       # q W_UK first, then against c_kv
     assert absorbed.cost.flops == 2 * s * H * DH * DC + 2 * H * DC * pairs == 1_075_838_976
 
@@ -563,7 +565,7 @@ def test_example_changes_only_where_a_better_order_exists(name, translations):
 def _trees(text: str):
     from solar_compiler.analysis.chains import program_trees
 
-    return program_trees(program_from_kernel(kernel(text)).graph)
+    return program_trees(lift_kernel(kernel(text)))
 
 
 SMALL_CHAIN = CHAIN.replace("f32", "F").replace("256", "8").replace("32", "4").replace("16", "2") \

@@ -45,7 +45,7 @@ def _roofline(monkeypatch: pytest.MonkeyPatch, algorithms: str) -> tuple[dict, i
     real = costs._program_costs
 
     def counting(p, indirect):  # noqa: ANN001, ANN202
-        counted.append(p.name)
+        counted.append(p.kernel_name)
         return real(p, indirect)
 
     monkeypatch.setattr(costs, "_program_costs", counting)
@@ -79,9 +79,10 @@ def test_the_classical_model_counts_the_program_once(monkeypatch: pytest.MonkeyP
 
 
 def test_distinct_costs_refuse_costs_of_another_program() -> None:
-    from solar_compiler.analysis.program import kernel_costs, program_from_kernel
+    from solar_compiler.dialects.graph_convert import lift_kernel
+    from solar_compiler.transforms.kernels import kernel_costs
 
-    p = program_from_kernel(parse_kernel(TEXT.replace(",\n        ", ", "), "t.loop"))
+    p = lift_kernel(parse_kernel(TEXT.replace(",\n        ", ", "), "t.loop"))
     other = kernel_costs(parse_kernel("kernel m(a: f32[4] input, b: f32[4] output):\n"
                                       "    for i in range(4):\n        b[i] = a[i] * 2.0\n", "m.loop"))
     with pytest.raises(costs.LoopIRError, match="do not belong to program k"):

@@ -15,10 +15,9 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from solar_compiler.analysis.io_bounds import view
-from solar_compiler.analysis.program import kernel_costs, program_from_kernel, program_of
 from solar_compiler.dialects.convert import kernels_to_module, module_kernels
 from solar_compiler.dialects.einsum import Einsum
-from solar_compiler.dialects.graph_convert import lift_kernel
+from solar_compiler.dialects.graph_convert import graph_to_kernel, lift_kernel
 from solar_compiler.dialects.loop import Loop, StmtOp
 from solar_compiler.executor import execute
 from solar_compiler.loopir.affine import AffExpr
@@ -40,6 +39,7 @@ from solar_compiler.mutate import mutants
 from solar_compiler.text.equation import equation
 from solar_compiler.text.parser import parse_kernel
 from solar_compiler.text.printer import print_kernel
+from solar_compiler.transforms.kernels import kernel_costs
 from solar_compiler.transforms.narrow import narrow
 
 v = AffExpr.var
@@ -308,7 +308,7 @@ def test_a_contraction_scattered_by_rows_is_matrix_work():
     o = kernel_costs(kk).ops[1]
     assert (o.unit, o.flops_matrix, o.flops_vector, o.matrix_dtype) == ("matrix", 120, 0, "f32")
     # no reuse theorem for a scatter: compulsory traffic only
-    assert view(program_from_kernel(kk)).contractions == {}
+    assert view(lift_kernel(kk)).contractions == {}
 
 
 # ---- lifting ----------------------------------------------------------------------------------------------
@@ -322,9 +322,9 @@ def test_lift_shows_the_loaded_index_and_never_folds_an_init_into_a_scatter():
 """
     graph = lift_kernel(typecheck(k_of(src)))
     nodes = graph.nodes()
-    p = program_of(graph)
-    got = [(n.sym_name.data, equation(p.kernel, g.main), n.dynamic_positions, n.init)
-           for n, g in zip(nodes, p.nodes, strict=True)]
+    kernel, groups = graph_to_kernel(graph)
+    got = [(n.sym_name.data, equation(kernel, g.main), n.dynamic_positions, n.init)
+           for n, g in zip(nodes, groups, strict=True)]
     assert got == [("S0", "i -> [I[i]]", (0,), None), ("S1", "i, i -> [I[i]]", (0,), None),
                    ("S2", "-> i", (), None)]
     assert nodes[1].input_names == ["A", "I"]

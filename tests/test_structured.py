@@ -26,7 +26,7 @@ from xdsl.utils.exceptions import VerifyException
 from passes.lift_einsum import LiftEinsumPass
 from passes.roofline import RooflinePass
 from solar_compiler.analysis import structured as st
-from solar_compiler.analysis.costs import GraphCosts, graph_costs
+from solar_compiler.analysis.costs import GraphCosts, program_costs
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.summary import module_report
 from solar_compiler.dialects.convert import kernels_to_module
@@ -128,7 +128,7 @@ def test_counts_equal_costs_loop_examples(path):
     checked = 0
     for k in parse_kernels(path.read_text(), path.name):
         for g in _graphs([k]):
-            checked += check_graph(g, graph_costs(g))
+            checked += check_graph(g, program_costs(g))
     assert checked
 
 
@@ -138,7 +138,7 @@ def test_counts_equal_costs_torch_examples(name, torch_kernels):
     assert not isinstance(kernels, str), kernels
     checked = 0
     for g in _graphs(kernels):
-        checked += check_graph(g, graph_costs(g))
+        checked += check_graph(g, program_costs(g))
     assert checked
 
 
@@ -147,7 +147,7 @@ def test_counts_equal_costs_jax_examples(name):
     pytest.importorskip("jax")
     checked = 0
     for g in _graphs(_jax_kernels(name)):
-        checked += check_graph(g, graph_costs(g))
+        checked += check_graph(g, program_costs(g))
     assert checked
 
 
@@ -242,23 +242,27 @@ def test_iterator_types_are_checked_against_the_accesses():
     assert st.node_counts(node).sequential
 
 
-def test_program_graph_is_aligned_with_its_groups() -> None:
-    """`Program.node_ops` (the analyses' view of the program as einsum nodes) has one node per group,
-    in order, named after the group: read from the graph after `lift-einsum`, lifted on first use
+def test_module_graphs_are_the_same_before_and_after_the_lift() -> None:
+    """`graphs.module_graphs` (what the analyses read) gives one node per statement group, in
+    order, named after the group: the graph in place after `lift-einsum`, a kernel's lifted form
     before it, the same nodes either way."""
-    from solar_compiler.analysis.program import module_programs, program_from_kernel
+    from solar_compiler.analysis.graphs import module_graphs
+    from solar_compiler.loopir.ast import typecheck
+    from solar_compiler.loopir.grouping import group_statements
 
     text = (ROOT / "examples/loop/causal_attention.loop").read_text()
     for k in parse_kernels(text, "causal_attention.loop"):
-        before = program_from_kernel(k)
         module = kernels_to_module([k])
+        (before,) = module_graphs(module)
+        assert before.parent is None  # read, not inserted
         LiftEinsumPass().apply(Context(), module)
         invalidate_analyses(module)
-        (after,) = module_programs(module)
-        assert after.graph_op is not None and before.graph_op is None
-        assert [n.sym_name.data for n in before.node_ops] == [g.name for g in before.nodes]
-        assert [n.sym_name.data for n in after.node_ops] == [g.name for g in after.nodes]
-        assert [st.points(n) for n in before.node_ops] == [st.points(n) for n in after.node_ops]
+        (after,) = module_graphs(module)
+        assert after.parent_op() is module
+        names = [g.name for g in group_statements(typecheck(k))]
+        assert [n.sym_name.data for n in before.nodes()] == names
+        assert [n.sym_name.data for n in after.nodes()] == names
+        assert [st.points(n) for n in before.nodes()] == [st.points(n) for n in after.nodes()]
 
 
 # ---- indirect accesses: traced footprints, read order ----------------------------------------------
@@ -303,8 +307,8 @@ def test_gathers_read_in_statement_order_and_counted_as_a_tree():
 def test_scatter_traced_footprint_prices_its_write_and_its_accumulator():
     """examples/loop/scatter_add.loop: G[ids[t], d] += dY[t, d]; the trace of the write (7 of the 10
     rows) counts the accumulator read of G as well; without it, one row (64 elements) each way."""
-    from solar_compiler.analysis.program import kernel_costs
     from solar_compiler.loopir.ast import Traced
+    from solar_compiler.transforms.kernels import kernel_costs
 
     text = (ROOT / "examples/loop/scatter_add.loop").read_text()
     node = _node_of(text, (Traced("G", True, 7 * 64, 16 * 64, 1),))

@@ -12,8 +12,8 @@ F = torch.nn.functional
 
 from test_torch_translate import check, model, stmts, write  # noqa: E402
 
-from solar_compiler.analysis.program import kernel_costs  # noqa: E402
 from solar_compiler.loopir.domain import iteration_count  # noqa: E402
+from solar_compiler.transforms.kernels import kernel_costs  # noqa: E402
 
 A = "torch.ops.aten"
 SDPA_BWD = "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"

@@ -15,11 +15,11 @@ from translated import cached_translations, driver_options
 
 pytest.importorskip("torch")
 
-from solar_compiler.analysis.program import kernel_costs  # noqa: E402
 from solar_compiler.driver import main  # noqa: E402
 from solar_compiler.frontends import Translation  # noqa: E402
 from solar_compiler.frontends.cache import cache_load  # noqa: E402
 from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
+from solar_compiler.transforms.kernels import kernel_costs  # noqa: E402
 from solar_compiler.transforms.narrow import narrow  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from solar_compiler.analysis.program import kernel_costs  # noqa: E402
 from solar_compiler.errors import SolarError  # noqa: E402
 from solar_compiler.frontends.model_file import load_model_file  # noqa: E402
 from solar_compiler.frontends.torch.capture import capture  # noqa: E402
@@ -19,6 +18,7 @@ from solar_compiler.frontends.torch.translate import translate_program  # noqa: 
 from solar_compiler.frontends.torch.validation import run_samples  # noqa: E402
 from solar_compiler.loopir.ast import statements  # noqa: E402
 from solar_compiler.loopir.domain import check_bounds  # noqa: E402
+from solar_compiler.transforms.kernels import kernel_costs  # noqa: E402
 
 N, D, ROWS = 8, 4, 10  # lookups, embedding width, table rows
 OFFSETS = "[0, 2, 2, 5]"  # 4 bags: positions 0-1, none (empty), 2-4, 5-7

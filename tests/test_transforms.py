@@ -12,7 +12,6 @@ from xdsl.context import Context
 from solar_compiler.analysis.chain_order import module_chain_plans
 from solar_compiler.analysis.costs import module_costs
 from solar_compiler.analysis.manager import invalidate_analyses
-from solar_compiler.analysis.program import module_programs
 from solar_compiler.dialects.convert import kernels_to_module, op_to_kernel
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.dialects.loop import KernelOp
@@ -21,6 +20,7 @@ from solar_compiler.loopir.ast import statements
 from solar_compiler.loopir.domain import iteration_count
 from solar_compiler.passes.lift_einsum import LiftEinsumPass
 from solar_compiler.text.parser import parse_kernels
+from solar_compiler.transforms.kernels import module_kernels
 from solar_compiler.transforms.narrow import narrow_module
 from solar_compiler.transforms.reorder_chain import reorder_chains
 
@@ -62,17 +62,17 @@ def test_narrow_needed_pattern_narrows_causal_scores_and_keeps_the_kernel_as_wri
     assert module_costs(m)[0].flops_matrix == 64
     snap = AsWrittenOp()
     m.body.block.insert_op_before(snap, m.body.block.first_op)
-    kernels = {p.name: p.kernel for p in module_programs(m)}
+    kernels = {k.name: k for k in module_kernels(m)}
     res = narrow_module(m, kernels, snapshot=snap)
     assert set(res) == {"scores"} and len(res["scores"].changed) == 4
     invalidate_analyses(m)
     g = next(o for o in m.body.block.ops if isinstance(o, GraphOp))
     g.verify()
-    (p,) = module_programs(m)
-    assert [iteration_count(c) for c in statements(p.kernel)] == [10, 20, 10, 4, 10]
+    (k,) = module_kernels(m)
+    assert [iteration_count(c) for c in statements(k)] == [10, 20, 10, 4, 10]
     assert module_costs(m)[0].flops_matrix == 40
     (kept,) = snap.body.block.ops
     assert isinstance(kept, KernelOp)
     assert sum(iteration_count(c) for c in statements(op_to_kernel(kept))) == 84
-    again = narrow_module(m, {p.name: p.kernel})
+    again = narrow_module(m, {k.name: k})
     assert again["scores"].changed == () and len(snap.body.block.ops) == 1

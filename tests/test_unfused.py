@@ -16,10 +16,10 @@ from translated import cached_translations, roofline_json
 from xdsl.context import Context
 
 from solar_compiler.analysis.bounds import graph_bounds
-from solar_compiler.analysis.program import kernel_costs, program_from_kernel
 from solar_compiler.analysis.summary import build_report, module_report, module_validation
 from solar_compiler.analysis.unfused import source_kernels
 from solar_compiler.dialects.convert import kernels_to_module, module_kernels
+from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.driver import main
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import load_target
@@ -30,6 +30,7 @@ from solar_compiler.passes.translate import stamp_origins
 from solar_compiler.records import ProgramInfo
 from solar_compiler.report import render_text
 from solar_compiler.text.parser import parse_kernel
+from solar_compiler.transforms.kernels import kernel_costs
 from solar_compiler.transforms.narrow import narrow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -358,7 +359,7 @@ def _grouped(k: Kernel, ops: list[dict], g):  # noqa: ANN001, ANN202
     """The unfused kernels of `k` (costed as `g`) with the statements' origins from `ops`."""
     k = copy.deepcopy(k)
     stamp_origins([k], ops)
-    return source_kernels(program_from_kernel(k), g)
+    return source_kernels(lift_kernel(k), g)
 
 
 def test_roofline_pass_on_a_loaded_module_without_record_is_per_node():
@@ -439,8 +440,8 @@ def test_scan_carried_read_is_on_chip_by_the_nodes_sequential_loop(loop, carried
     step of its own kernel inside the `sequential` loop, so it is not DRAM traffic; the same read
     under a `range` loop (no carried order) comes from memory: Y[b, 0..62], 4 * 63 f32 = 1008 B."""
     k = parse_kernel(SCAN.format(loop=loop), "k.loop")
-    p = program_from_kernel(k)
-    assert [x.data for x in p.node_ops[1].get_iterator_types().data] == \
+    p = lift_kernel(k)
+    assert [x.data for x in p.nodes()[1].get_iterator_types().data] == \
         ["parallel", "sequential" if carried else "parallel"]
     g = kernel_costs(k)
     first, scan = _grouped(k, [{"op": "a", "loc": None, "first": 0, "count": 1},
@@ -458,10 +459,10 @@ def test_kernels_follow_the_origins_on_the_graph_nodes():
     k = parse_kernel(SCAN.format(loop="scan"), "k.loop")
     stamp_origins([k], [{"op": "a", "loc": None, "first": 0, "count": 1},
                         {"op": "b", "loc": None, "first": 1, "count": 1}])
-    p = program_from_kernel(k)
+    p = lift_kernel(k)
     g = kernel_costs(k)
     assert len(source_kernels(p, g)) == 2
-    first, scan = p.node_ops
+    first, scan = p.nodes()
     assert first.origin is not None and scan.origin is not None
     scan.origin = first.origin
     (one,) = source_kernels(p, g)

@@ -46,7 +46,7 @@ from solar_compiler.errors import SolarError
 from solar_compiler.hw import HwTarget, MemoryLevel
 
 if TYPE_CHECKING:
-    from solar_compiler.analysis.program import Program
+    from solar_compiler.dialects.einsum import GraphOp
 
 RESOURCES = ("matrix", "vector", "memory")
 FIDELITIES = ("unfused", "fused", "cache-aware")
@@ -254,7 +254,7 @@ def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto", cache_state: str
 
 
 def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precision: str = "auto",
-                 kernels: Sequence[Program] | None = None, cache_size: int | None = None,
+                 kernels: Sequence[GraphOp] | None = None, cache_size: int | None = None,
                  unfused: Sequence[Sequence[UnfusedKernel]] | None = None, *,
                  empty_ok: bool = False, cache_state: str = "cold") -> GraphBounds:
     """Unfused and fused bounds of one or more kernels (priced as one program, see module doc), and
@@ -329,7 +329,7 @@ def target_levels(hw: HwTarget, cache_size: int | None = None) -> list[MemoryLev
     return levels
 
 
-def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Sequence[Program], hw: HwTarget,
+def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Sequence[GraphOp], hw: HwTarget,
                        cache_size: int | None = None) -> CacheAwareBounds:
     """Per level, the program's traffic is summed over kernels (see the module doc); the time is the
     max of the FUSED terms and every level's traffic / bandwidth, the DRAM level's term never below
@@ -337,8 +337,9 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     from solar_compiler.analysis.io_bounds import cache_aware, view
     from solar_compiler.analysis.tiling import REPORT_COMBOS, tiled_traffic_levels
 
-    if len(kernels) != len(graphs) or any(k.name != g.kernel for k, g in zip(kernels, graphs, strict=False)):
-        raise SolarError(f"cache-aware bounds: kernels {[k.name for k in kernels]} do not match the costed "
+    given = [k.kernel_name for k in kernels]
+    if given != [g.kernel for g in graphs]:
+        raise SolarError(f"cache-aware bounds: kernels {given} do not match the costed "
                          f"kernels {[g.kernel for g in graphs]}")
     levels = target_levels(hw, cache_size)
     names = [lv.name for lv in levels]

@@ -22,10 +22,11 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.chains import Factor, Tree, program_trees
-from solar_compiler.analysis.costs import GraphCosts, module_costs
+from solar_compiler.analysis.costs import GraphCosts, module_costs, program_costs
+from solar_compiler.analysis.graphs import module_graphs
 from solar_compiler.analysis.manager import get_analysis
-from solar_compiler.analysis.program import kernel_costs, module_programs
 from solar_compiler.dialects.einsum import GraphOp, TensorOp
+from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
@@ -298,7 +299,7 @@ def emit(t: Tree, root: Step, optimizer: str, tensors: Mapping[str, TensorOp], t
                           ranges, t.loc, "none" if not summed else "folded")
     decl_list = _leaf_decls(t, tensors) + decls + [_as_output(tensors[t.output])]
     mini = typecheck(Kernel(t.kernel, decl_list, body))
-    g = kernel_costs(mini)
+    g = program_costs(lift_kernel(mini))
     cost = Cost(sum(o.flops for o in g.ops), g.flops_matrix, g.flops_vector, sum(o.bytes for o in g.ops),
                 len(g.ops))
     return Order(optimizer, _path_of(steps, len(facs)), texts[id(root)], mini, tuple(decls), cost)
@@ -429,6 +430,6 @@ def module_chain_plans(module: ModuleOp) -> list[ChainPlan]:
 
 def _module_chain_plans(module: ModuleOp) -> list[ChainPlan]:
     out: list[ChainPlan] = []
-    for p, g in zip(module_programs(module), module_costs(module), strict=True):
-        out += plan_program(p.graph, g)
+    for graph, g in zip(module_graphs(module), module_costs(module), strict=True):
+        out += plan_program(graph, g)
     return out

@@ -1,8 +1,8 @@
 """Exact costs of a program, per einsum node and for the whole graph.
 
 Interface shared by the cost-annotation pass, the roofline bounds and the reports. Entry points:
-`program_costs(program)` (`analysis/program.py`: read from an einsum graph, or from a loop kernel
-before `lift-einsum`), `module_costs(module)` (`program.kernel_costs(kernel)` for a loop AST), and
+`program_costs(graph)` (an einsum graph's nodes), `module_costs(module)` (every program of the
+module, `analysis/graphs.py`; `transforms/kernels.kernel_costs(kernel)` for a loop AST), and
 `distinct_elements(sites)` for footprints.
 
 Rules (the numbers the tests derive by hand):
@@ -58,13 +58,13 @@ from xdsl.ir.affine import AffineMap
 from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.distinct import CSE, SELECT, distinct_matrix_flops, duplicates, select_branches
 from solar_compiler.analysis.fast_conv import winograd_flops
+from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.polyhedral import (
     Constraint,
     count_points,
     node_domain,
     partition,
 )
-from solar_compiler.analysis.program import Program, module_programs
 from solar_compiler.analysis.value_dtypes import ValueDtypes, is_block_scale, join
 from solar_compiler.analysis.vector_work import FOLDED, VectorWork
 from solar_compiler.dialects.einsum import GatherOp, IndexOp, NodeOp, TensorOp, YieldOp
@@ -611,17 +611,17 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def program_costs(p: Program, indirect: str = "traced", distinct: bool = False) -> GraphCosts:
+def program_costs(graph: GraphOp, indirect: str = "traced", distinct: bool = False) -> GraphCosts:
     """Exact per-node costs and compulsory traffic of a program; `indirect` says how indirect
     accesses are counted: "traced" (the traced sample's footprint where the statements carry one)
     or "min" (the fewest elements over all index values); `distinct` prices repeated, symmetric and
     duplicated work once (`distinct.py`: the default model of computation)."""
     with paused_gc():
-        g = _program_costs(p, indirect)
-        return distinct_costs(p, g) if distinct else g
+        g = _program_costs(graph, indirect)
+        return distinct_costs(graph, g) if distinct else g
 
 
-def distinct_costs(p: Program, g: GraphCosts, kernel_of: Sequence[int] | None = None) -> GraphCosts:
+def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | None = None) -> GraphCosts:
     """The default model's costs of `p` from its costs as written `g` (same program, same way of
     counting indirect accesses): the entries of `distinct.py` only lower the matrix FLOPs of some
     contractions and zero the arithmetic of duplicated nodes; traffic, vector work and every other
@@ -629,10 +629,10 @@ def distinct_costs(p: Program, g: GraphCosts, kernel_of: Sequence[int] | None = 
     figures, instead of counting it twice (a second count cost as much as the first). `kernel_of`
     (node position -> kernel of the unfused bound): a duplicated node is free only when its twin runs
     in the same kernel (eager execution runs every source op; None: always free)."""
-    if g.kernel != p.name or len(g.ops) != len(p.node_ops):
-        raise LoopIRError(f"distinct costs: costs of {g.kernel} do not belong to program {p.name}")
+    nodes = node_ops(graph)
+    if g.kernel != graph.kernel_name or len(g.ops) != len(nodes):
+        raise LoopIRError(f"distinct costs: costs of {g.kernel} do not belong to program {graph.kernel_name}")
     ops = list(g.ops)
-    nodes = p.node_ops
     for pos, (node, o) in enumerate(zip(nodes, g.ops, strict=True)):
         if o.matrix_dtype is None:  # not a contraction: nothing of distinct.py applies
             continue
@@ -643,12 +643,12 @@ def distinct_costs(p: Program, g: GraphCosts, kernel_of: Sequence[int] | None = 
         if how is not None:
             ops[pos] = replace(o, flops_matrix=fm, algorithm=how)
     if kernel_of is None and any(o.matrix_dtype for o in g.ops):
-        _fold_through_contractions(p, ops)
+        _fold_through_contractions(graph, ops)
     for pos, twin in duplicates(nodes).items():  # its twin's result holds its values: no arithmetic
         if kernel_of is None or kernel_of[pos] == kernel_of[twin]:
             ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0,
                                algorithm=CSE)
-    for drop, keep in select_branches(p.graph, nodes):  # one branch's sum per element suffices
+    for drop, keep in select_branches(graph, nodes):  # one branch's sum per element suffices
         if kernel_of is not None and kernel_of[drop] != kernel_of[keep]:
             continue  # eager execution runs both branches' kernels
         a, b = ops[drop], ops[keep]
@@ -659,12 +659,12 @@ def distinct_costs(p: Program, g: GraphCosts, kernel_of: Sequence[int] | None = 
     return replace(g, ops=ops)
 
 
-def _fold_through_contractions(p: Program, ops: list[OpCost]) -> None:
-    """Re-count the vector work of `p`'s non-contraction nodes with factors folded through
+def _fold_through_contractions(graph: GraphOp, ops: list[OpCost]) -> None:
+    """Re-count the vector work of the graph's non-contraction nodes with factors folded through
     contractions (`vector_work.py`), in `ops` where that is cheaper. Not for the eager unfused bound
     (`kernel_of`): a fold moves work between source ops, so between eager kernels."""
-    work = VectorWork(p.graph, fold=True)
-    for pos, (node, o) in enumerate(zip(p.node_ops, ops, strict=True)):
+    work = VectorWork(graph, fold=True)
+    for pos, (node, o) in enumerate(zip(node_ops(graph), ops, strict=True)):
         if o.matrix_dtype is not None:
             work.skip(node)
             continue
@@ -675,10 +675,10 @@ def _fold_through_contractions(p: Program, ops: list[OpCost]) -> None:
                 ops[pos] = replace(o, flops_vector=fv, flops_transcendental=tr, algorithm=FOLDED)
 
 
-def _program_costs(p: Program, indirect: str) -> GraphCosts:
+def _program_costs(graph: GraphOp, indirect: str) -> GraphCosts:
     if indirect not in INDIRECT:
         raise LoopIRError(f"unknown indirect counting {indirect!r}; expected traced or min")
-    graph, nodes = p.graph, p.node_ops
+    nodes = node_ops(graph)
     tensors = graph.tensor_ops()
     text, values, work = NodeText(graph), ValueDtypes(graph), VectorWork(graph)
     ops = [_op_cost(text, tensors, n, indirect, values, work) for n in nodes]
@@ -707,23 +707,23 @@ def _program_costs(p: Program, indirect: str) -> GraphCosts:
 
 
 def _module_costs(module: ModuleOp) -> list[GraphCosts]:
-    return [program_costs(p) for p in module_programs(module)]
+    return [program_costs(g) for g in module_graphs(module)]
 
 
 def _module_costs_min(module: ModuleOp) -> list[GraphCosts]:
-    return [program_costs(p, "min") for p in module_programs(module)]
+    return [program_costs(g, "min") for g in module_graphs(module)]
 
 
 def _module_costs_distinct(module: ModuleOp) -> list[GraphCosts]:  # from the cached costs as written
     with paused_gc():
         return [distinct_costs(p, g)
-                for p, g in zip(module_programs(module), module_costs(module), strict=True)]
+                for p, g in zip(module_graphs(module), module_costs(module), strict=True)]
 
 
 def _module_costs_min_distinct(module: ModuleOp) -> list[GraphCosts]:
     with paused_gc():
         return [distinct_costs(p, g)
-                for p, g in zip(module_programs(module), module_costs(module, "min"), strict=True)]
+                for p, g in zip(module_graphs(module), module_costs(module, "min"), strict=True)]
 
 
 def module_costs(module: ModuleOp, indirect: str = "traced", distinct: bool = False) -> list[GraphCosts]:
@@ -738,9 +738,3 @@ def module_costs(module: ModuleOp, indirect: str = "traced", distinct: bool = Fa
            (False, True): _module_costs_distinct, (True, True): _module_costs_min_distinct}
     return get_analysis(module, fns[indirect == "min", distinct])
 
-
-def graph_costs(graph: GraphOp) -> GraphCosts:
-    """Costs of one einsum graph, read from its nodes."""
-    from solar_compiler.analysis.program import program_of
-
-    return program_costs(program_of(graph))

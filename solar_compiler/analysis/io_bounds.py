@@ -36,7 +36,8 @@ from xdsl.ir.affine import AffineMap
 
 from solar_compiler.analysis import structured
 from solar_compiler.analysis.costs import GraphCosts, contraction_dtype
-from solar_compiler.analysis.program import Program
+from solar_compiler.analysis.graphs import node_ops
+from solar_compiler.analysis.manager import op_analysis
 from solar_compiler.analysis.structured import (
     Constraint,
     body_ops,
@@ -457,18 +458,19 @@ class KernelView:
         return c if c is not None and (self.direct_conv or not c.window) else None
 
 
-def view(p: Program, direct_conv: bool = False, precision: str = "auto") -> KernelView:
+def view(graph: GraphOp, direct_conv: bool = False, precision: str = "auto") -> KernelView:
     """The contraction view of a program (computed once per program, `direct_conv` and precision
     policy: operand bytes follow the policy)."""
-    return p.cached(("io_bounds.view", direct_conv, precision), lambda: _view(p, direct_conv, precision))
+    return op_analysis(graph, ("io_bounds.view", direct_conv, precision),
+                       lambda: _view(graph, direct_conv, precision))
 
 
-def _view(p: Program, direct_conv: bool, precision: str) -> KernelView:
-    nodes = p.node_ops
-    tensors = p.graph.tensor_ops()
+def _view(graph: GraphOp, direct_conv: bool, precision: str) -> KernelView:
+    nodes = node_ops(graph)
+    tensors = graph.tensor_ops()
     written = {n.output_name for n in nodes}
     out: dict[str, Contraction] = {}
-    values = ValueDtypes(p.graph)
+    values = ValueDtypes(graph)
     for i, n in enumerate(nodes):
         c = recognise(n, i, precision, values, tensors)
         if c is not None:
@@ -476,7 +478,7 @@ def _view(p: Program, direct_conv: bool, precision: str) -> KernelView:
     slow = {t for t, d in tensors.items() if d.role.data in ("input", "weight") and t not in written}
     eligible = tuple(n for n, c in out.items() if c.a.tensor in slow and c.b.tensor in slow)
     sunk = {n: tensors[c.c.tensor].role.data == "output" and _is_sunk(nodes[c.index]) for n, c in out.items()}
-    return KernelView(p.name, out, eligible, sunk, direct_conv, precision)
+    return KernelView(graph.kernel_name, out, eligible, sunk, direct_conv, precision)
 
 
 def _is_sunk(node: NodeOp) -> bool:
@@ -530,7 +532,7 @@ class CacheAwareResult:
     binding_level: str                                # level (or "compute") that sets time_s
 
 
-def cache_aware(kernel: Program, costs: GraphCosts, levels: Sequence[MemoryLevel], compute_s: float,
+def cache_aware(kernel: GraphOp, costs: GraphCosts, levels: Sequence[MemoryLevel], compute_s: float,
                 direct_conv: bool = False, precision: str = "auto") -> CacheAwareResult:
     """Cache-aware bound: time = max(compute_s, max over levels of Q_level / bandwidth), where
     Q_level = max(compulsory bytes, best proven reuse bound at that level's capacity per unit, over

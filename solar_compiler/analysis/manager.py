@@ -18,6 +18,11 @@ options (targets, fidelities, cache size). The pass that computes one registers 
 targets, the driver's `--plot` and `--measured`) asks for it (`registered_result`). It lives with the
 other results, not in the IR: it is dropped with them when a pass changes the IR, and the module
 printed as MLIR carries none of it.
+
+Results of one program (an `einsum.graph`: its node list, io_bounds' view of it) are cached per op
+(`op_analysis(op, key, fn)`), so that every analysis of that graph shares them; they are dropped
+with the module's results for the module's top-level ops, and with the op itself otherwise (a graph
+built for a moment: a chain's candidate order, a kernel read before `lift-einsum`).
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 
 T = TypeVar("T")
 _RESULTS: WeakKeyDictionary[ModuleOp, dict[Hashable, object]] = WeakKeyDictionary()
 _SEEDS: WeakKeyDictionary[ModuleOp, dict[Callable, object]] = WeakKeyDictionary()
+_OP_RESULTS: WeakKeyDictionary[Operation, dict[Hashable, object]] = WeakKeyDictionary()
 
 
 def get_analysis(module: ModuleOp, fn: Callable[[ModuleOp], T]) -> T:
@@ -38,6 +45,25 @@ def get_analysis(module: ModuleOp, fn: Callable[[ModuleOp], T]) -> T:
     if fn not in cache:
         cache[fn] = fn(module)
     return cache[fn]  # type: ignore[return-value]
+
+
+def op_analysis(op: Operation, key: Hashable, fn: Callable[[], T]) -> T:
+    """`fn()`, a result about `op` alone, computed once until a pass changes the IR."""
+    cache = _OP_RESULTS.setdefault(op, {})
+    if key not in cache:
+        cache[key] = fn()
+    return cache[key]  # type: ignore[return-value]
+
+
+def invalidate_op_analyses(op: Operation) -> None:
+    """Drop the results about `op` after a change made outside a pass (a rewrite of a graph that no
+    module holds): a pass invalidates its module instead."""
+    _OP_RESULTS.pop(op, None)
+
+
+def _drop_op_results(module: ModuleOp) -> None:
+    for o in module.body.block.ops:
+        _OP_RESULTS.pop(o, None)
 
 
 def register_result(module: ModuleOp, key: Hashable, value: object) -> None:
@@ -53,6 +79,7 @@ def registered_result(module: ModuleOp, key: Hashable) -> Any:
 
 
 def invalidate_analyses(module: ModuleOp) -> None:
+    _drop_op_results(module)
     _RESULTS.pop(module, None)
     _SEEDS.pop(module, None)
 
@@ -66,6 +93,7 @@ def renew_analyses(module: ModuleOp) -> None:
     """After a pass that changed the IR: drop every result, and make the seeds that pass left
     results (the driver calls this between passes, before the next pass can change the IR)."""
     seeds = _SEEDS.pop(module, None)
+    _drop_op_results(module)
     _RESULTS.pop(module, None)
     if seeds:
         _RESULTS[module] = dict(seeds)

@@ -53,11 +53,12 @@ from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.bounds import GraphBounds, graph_bounds, inverse_roofline
 from solar_compiler.analysis.costs import GraphCosts, program_costs
+from solar_compiler.analysis.graphs import graph_of
 from solar_compiler.analysis.manager import register_result, registered_result
 from solar_compiler.analysis.measured import Measured, measured_record
 from solar_compiler.analysis.modules import module_rows
-from solar_compiler.analysis.program import Program, program_of
 from solar_compiler.analysis.unfused import UnfusedKernel, node_kernels, unfused_kernels
+from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.dialects.solar import AsWrittenOp
 from solar_compiler.errors import SolarError
 from solar_compiler.hw import HwTarget, Priced
@@ -110,9 +111,9 @@ def as_written_record(module: ModuleOp, indirect: str = "traced") -> dict[str, d
     out: dict[str, dict] = {}
     for snap in snaps:
         for kop in snap.body.block.ops:
-            p = program_of(kop)  # type: ignore[arg-type]
+            p = graph_of(kop)  # type: ignore[arg-type]
             g = program_costs(p, indirect)
-            out[p.name] = {"flops_matrix": g.flops_matrix, "flops_vector": g.flops_vector,
+            out[p.kernel_name] = {"flops_matrix": g.flops_matrix, "flops_vector": g.flops_vector,
                            "compulsory_bytes": g.compulsory_bytes,
                            "bytes_unfused": sum(k.bytes for k in unfused_kernels(p, g, indirect))}
     return out
@@ -186,7 +187,7 @@ def _memory_record(hw: HwTarget) -> list[dict[str, Any]]:
 def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, source: str,
                  validation: dict[str, Any], precision: str = "auto",
                  fidelity: Sequence[str] = ("unfused", "fused", "cache-aware"),
-                 latency_s: float | None = None, kernels: Sequence[Program] | None = None,
+                 latency_s: float | None = None, kernels: Sequence[GraphOp] | None = None,
                  cache_size: int | None = None, as_written: dict[str, dict] | None = None,
                  unfused: Sequence[Sequence[UnfusedKernel]] | None = None,
                  aliases: Sequence[Alias] = (), cache_state: str = "cold",

@@ -3,7 +3,7 @@ such a kernel cannot avoid.
 
 A frontend that translates one source op (one eager kernel, e.g. one ATen op) into several
 statements says so on each: a node's `origin` (and its folded init's `init_origin`) numbers the op's
-instance. The kernels are read from the einsum nodes (`Program.node_ops`): a node is one or two
+instance. The kernels are read from the einsum nodes (`graphs.node_ops`): a node is one or two
 statements (its folded init, then its main statement), numbered in node order, and consecutive
 statements with the same origin are one kernel of the unfused bound; a transform that splits or
 copies a node (`narrow-needed`) keeps its origin, so the grouping survives it. A node whose init
@@ -37,8 +37,8 @@ from xdsl.dialects.builtin import FusedLoc
 from xdsl.ir.affine import AffineMap
 
 from solar_compiler.analysis.costs import Access, GraphCosts, NodeSites, Site, Slot, accesses, node_slots
-from solar_compiler.analysis.program import Program
-from solar_compiler.dialects.einsum import NodeOp, TensorOp
+from solar_compiler.analysis.graphs import node_ops
+from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp
 from solar_compiler.dialects.loop import OriginAttr, location_text
 from solar_compiler.errors import SolarError
 
@@ -70,15 +70,15 @@ def node_kernels(g: GraphCosts) -> list[UnfusedKernel]:
     return [UnfusedKernel(o.name, None, o.loc, (i,), (), o.reads, o.writes) for i, o in enumerate(g.ops)]
 
 
-def has_origins(p: Program) -> bool:
-    return any(n.origin is not None or n.init_origin is not None for n in p.node_ops)
+def has_origins(graph: GraphOp) -> bool:
+    return any(n.origin is not None or n.init_origin is not None for n in node_ops(graph))
 
 
-def unfused_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[UnfusedKernel]:
+def unfused_kernels(graph: GraphOp, g: GraphCosts, indirect: str = "traced") -> list[UnfusedKernel]:
     """The kernels of the unfused bound of one program: per source op when its statements carry
     origins, else one per node. `indirect` counts indirect accesses as `costs.program_costs` does
     (the costs `g` must have been computed the same way)."""
-    return source_kernels(p, g, indirect) if has_origins(p) else node_kernels(g)
+    return source_kernels(graph, g, indirect) if has_origins(graph) else node_kernels(g)
 
 
 # ---- grouping and traffic -----------------------------------------------------------------------------
@@ -86,13 +86,13 @@ def _origin(n: NodeOp, init: bool) -> OriginAttr | None:
     return n.init_origin if init else n.origin
 
 
-def source_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[UnfusedKernel]:
-    """The unfused kernels of one costed program (`g` computed from `p`), one per run of its nodes'
+def source_kernels(graph: GraphOp, g: GraphCosts, indirect: str = "traced") -> list[UnfusedKernel]:
+    """The unfused kernels of one costed program (`g` computed from `graph`), one per run of its nodes'
     statements (folded init, main) with the same origin; a statement without one is a kernel of
     its own."""
-    if g.kernel != p.name or [n.sym_name.data for n in p.node_ops] != [o.name for o in g.ops]:
-        raise SolarError(f"unfused kernels: costs of {g.kernel} do not belong to program {p.name}")
-    nodes = p.node_ops
+    nodes = node_ops(graph)
+    if g.kernel != graph.kernel_name or [n.sym_name.data for n in nodes] != [o.name for o in g.ops]:
+        raise SolarError(f"unfused kernels: costs of {g.kernel} do not belong to program {graph.kernel_name}")
     slots = node_slots(nodes)
     origins = [_origin(nodes[s.node], s.init) for s in slots]
     # runs of statements with the same origin id, in program order
@@ -123,7 +123,7 @@ def source_kernels(p: Program, g: GraphCosts, indirect: str = "traced") -> list[
         phases = list(dict.fromkeys(o.phase.data for o in os_ if o is not None and o.phase.data))
         groups.append((" + ".join(names), locs[0] if locs else None, stmts, ops, mods[0] if mods else None,
                        phases[0] if phases else None))
-    return _with_traffic(p, nodes, slots, groups, indirect)
+    return _with_traffic(graph, nodes, slots, groups, indirect)
 
 
 def _loc(n: NodeOp, init: bool) -> str | None:
@@ -181,10 +181,10 @@ def _external_reads(decls: Mapping[str, TensorOp], sites: NodeSites,
     return out
 
 
-def _with_traffic(p: Program, nodes: Sequence[NodeOp], slots: Sequence[Slot],
+def _with_traffic(graph: GraphOp, nodes: Sequence[NodeOp], slots: Sequence[Slot],
                   groups: Sequence[_Group], indirect: str) -> list[UnfusedKernel]:
     sites = NodeSites(nodes, indirect)
-    decls = p.graph.tensor_ops()
+    decls = graph.tensor_ops()
     reads = [_external_reads(decls, sites, [slots[i] for i in stmts]) for _, _, stmts, _, _, _ in groups]
     outputs = {name for name, t in decls.items() if t.role.data == "output"}
     last_read: dict[str, int] = {}  # tensor -> the last kernel that reads it from memory

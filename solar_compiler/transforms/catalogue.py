@@ -39,7 +39,7 @@ from solar_compiler.analysis.chain_order import ChainPlan, module_chain_plans
 from solar_compiler.analysis.costs import GraphCosts
 from solar_compiler.analysis.distinct import SELECT
 from solar_compiler.analysis.fast_conv import WINOGRAD
-from solar_compiler.analysis.program import module_programs
+from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.vector_work import FOLDED
 from solar_compiler.dialects.einsum import GraphOp, NodeOp
 from solar_compiler.errors import SolarError
@@ -88,8 +88,8 @@ def catalogue_module(module: ModuleOp, within_source_ops: bool = False) -> tuple
     kernel, which may evaluate its own output in any order): the unfused fidelity's program."""
     plans = [p for p in module_chain_plans(module) if p.better]
     if within_source_ops:
-        origins = {p.name: {n.sym_name.data: _source_ops(n) for n in p.node_ops}
-                   for p in module_programs(module)}
+        origins = {g.kernel_name: {n.sym_name.data: _source_ops(n) for n in node_ops(g)}
+                   for g in module_graphs(module)}
         plans = [p for p in plans if _one_source_op(origins.get(p.tree.kernel, {}), p)]
     if not plans:
         return module, []

@@ -18,14 +18,13 @@ raises; a check that could not run is recorded as not validated, with the reason
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from solar_compiler.analysis.chain_order import ChainPlan
-from solar_compiler.analysis.program import Program
 from solar_compiler.errors import SolarError
 from solar_compiler.executor import compare, execute
 from solar_compiler.loopir.affine import AffExpr
@@ -45,6 +44,7 @@ from solar_compiler.loopir.ast import (
     statements,
 )
 from solar_compiler.loopir.domain import iteration_count
+from solar_compiler.loopir.grouping import NodeGroup
 from solar_compiler.transforms.chain_sample import probed, to_f64
 
 BUDGET_S = 20.0          # estimated executor seconds for all runs of one check
@@ -55,9 +55,10 @@ SEEDS = (0, 1)
 
 
 def validate_reorder(before: Sequence[Kernel], after: Sequence[Kernel], plans: Sequence[ChainPlan],
-                     programs: Sequence[Program]) -> dict[str, Any]:
-    """The check's record: `validated`, `how` ("whole program" or "each tree"), `samples`,
-    `dtype`, `max_rel_err`, and `reason` when not validated."""
+                     programs: Mapping[str, tuple[Kernel, Sequence[NodeGroup]]]) -> dict[str, Any]:
+    """The check's record: `validated`, `how` ("whole program" or "each tree"), `samples`, `dtype`,
+    `max_rel_err`, and `reason` when not validated. `programs`: each touched kernel as written, by
+    name, with its node groups (`graph_to_kernel` of its graph before the rewrite)."""
     record = {"validated": False, "how": None, "samples": 0, "dtype": "f64", "max_rel_err": None,
               "reason": None}
     why = "too large for the executor budget"
@@ -73,12 +74,11 @@ def validate_reorder(before: Sequence[Kernel], after: Sequence[Kernel], plans: S
                     "max_rel_err": err}
         except LoopIRError as e:
             why = f"the program does not run on random inputs ({e.message})"
-    prog = {p.name: p for p in programs}
     worst, sampled = 0.0, False
     for plan in plans:
         assert plan.best is not None
         what = f"tree {plan.tree.root} of kernel '{plan.tree.kernel}'"
-        pair = [_written_kernel(plan, prog[plan.tree.kernel]),
+        pair = [_written_kernel(plan, *programs[plan.tree.kernel]),
                 _with_zero_output(plan.best.kernel, plan.tree.output)]
         try:
             if not _fits(pair):
@@ -146,13 +146,13 @@ def random_inputs(k: Kernel, seed: int) -> dict[str, np.ndarray]:
 
 
 # ---- one tree alone ------------------------------------------------------------------------------------
-def _written_kernel(plan: ChainPlan, p: Program) -> Kernel:
+def _written_kernel(plan: ChainPlan, kernel: Kernel, groups: Sequence[NodeGroup]) -> Kernel:
     """The tree's statements as written (each in its own loop nest: statements run one after the
     other, `docs/bounds.md` section 5), with its leaves as inputs and its output zeroed first."""
     t = plan.tree
     names = set(t.nodes) | set(t.fills)
     body: list[Node] = []
-    for g in p.nodes:
+    for g in groups:
         if g.name not in names:
             continue
         for ctx in g.stmts:
@@ -162,8 +162,8 @@ def _written_kernel(plan: ChainPlan, p: Program) -> Kernel:
             body += inner
     new = plan.best.kernel if plan.best else None
     leaves = [d for d in (new.tensors if new else []) if d.role in ("input", "weight")]
-    locals_ = [replace(p.kernel.tensor(n), role="local") for n in t.intermediates]
-    out = replace(p.kernel.tensor(t.output), role="output")
+    locals_ = [replace(kernel.tensor(n), role="local") for n in t.intermediates]
+    out = replace(kernel.tensor(t.output), role="output")
     return _with_zero_output(Kernel(t.kernel, [*leaves, *locals_, out], body), t.output)
 
 
