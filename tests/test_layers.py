@@ -109,7 +109,6 @@ def test_the_checker_sees_a_violation(tmp_path):
 LOOP_AST = "solar_compiler.loopir.ast"
 TO_LOOP_AST = "solar_compiler.dialects.graph_convert.graph_to_kernel"
 READS_THE_LOOP_AST = {
-    "solar_compiler.analysis.chain_order",
     "solar_compiler.analysis.narrowing",
 }
 

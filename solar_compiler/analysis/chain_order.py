@@ -20,30 +20,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import VerifyException
 
 from solar_compiler.analysis.chains import Factor, Tree, program_trees
 from solar_compiler.analysis.costs import GraphCosts, module_costs, program_costs
 from solar_compiler.analysis.graphs import module_graphs
 from solar_compiler.analysis.manager import get_analysis
 from solar_compiler.dialects.einsum import GraphOp, TensorOp
-from solar_compiler.dialects.graph_convert import lift_kernel
+from solar_compiler.dialects.einsum_build import IfBlock, ProductNest, product_graph
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import (
-    Assign,
-    Binary,
-    Const,
-    For,
-    If,
-    Kernel,
-    Node,
-    Read,
-    SExpr,
-    TensorDecl,
-    typecheck,
-)
 from solar_compiler.records import ChainsRecord
-from solar_compiler.text.printer import print_kernel
 
 OPTIMAL_MAX = 8    # opt_einsum's exhaustive search: 0.1 s at 8 factors, 0.5 s at 9
 DP_MAX = 32        # its dynamic programme beyond that, greedy beyond this
@@ -73,8 +60,8 @@ class Order:
     optimizer: str                      # the opt_einsum optimiser whose path this is
     path: tuple[tuple[int, ...], ...]   # as an opt_einsum contraction path over the tensor factors
     words: str                          # `((q * w_uk) * c_kv)`
-    kernel: Kernel                      # the tree's leaves (inputs), new locals, its output
-    new_tensors: tuple[TensorDecl, ...]
+    graph: GraphOp                      # its steps: the tree's leaves (inputs), new locals, its output
+    new_tensors: tuple[str, ...]        # the new locals' names
     cost: Cost
 
 
@@ -138,7 +125,7 @@ def plan_program(graph: GraphOp, costs: GraphCosts) -> list[ChainPlan]:
             plans.append(ChainPlan(t, written, None, f"not priced: {' '.join(str(e).split())}"))
             continue
         if best is not None:
-            taken |= {d.name for d in best.new_tensors}
+            taken |= set(best.new_tensors)
         plans.append(ChainPlan(t, written, best, None if best else "no order applies every mask"))
     return plans
 
@@ -152,15 +139,15 @@ def best_order(t: Tree, tensors: Mapping[str, TensorOp], taken: set[str]) -> Ord
     facs = t.tensor_factors
     own = [f.vars() - out_vars - set().union(*(g.vars() for j, g in enumerate(facs) if j != i))
            for i, f in enumerate(facs)]
-    orders: dict[str, Order] = {}
+    orders: dict[tuple, Order] = {}
     for drop in ([set()] * len(facs), own) if any(own) else ([set()] * len(facs),):
         leaves = [Step((i,)) if d else i for i, d in enumerate(drop)]
         for optimizer, path in candidate_paths(t, drop):
             root = step_tree(path, leaves)
             for variant in (root, fold_elementwise(root, t)):
-                o = emit(t, variant, optimizer, tensors, taken)
-                if o is not None:
-                    orders.setdefault(print_kernel(o.kernel), o)
+                n = order_nests(t, variant, tensors, taken)
+                if n is not None and n.key not in orders:  # the same program is priced once
+                    orders[n.key] = priced(t, optimizer, n)
     if not orders:
         return None
     return min(orders.values(), key=lambda o: (o.cost.flops, o.cost.bytes, o.cost.nodes))
@@ -224,11 +211,34 @@ def fold_elementwise(root: Step, t: Tree) -> Step:
     return go(root, out_vars, True)[0]  # type: ignore[return-value]
 
 
-# ---- emitting an order as statements ---------------------------------------------------------------
+# ---- emitting an order as einsum nodes -----------------------------------------------------------------
 def emit(t: Tree, root: Step, optimizer: str, tensors: Mapping[str, TensorOp], taken: set[str]) \
         -> Order | None:
-    """The statements of an order and their exact costs (None when a mask constrains variables that
+    """The nodes of an order and their exact costs (None when a mask constrains variables that
     no single step holds together: that order cannot apply it). `tensors`: the graph's declarations."""
+    nests = order_nests(t, root, tensors, taken)
+    return None if nests is None else priced(t, optimizer, nests)
+
+
+@dataclass(frozen=True)
+class Nests:
+    """An order stated as product nests (`dialects/einsum_build.py`), before it is built and priced;
+    equal nests are the same program (`best_order` prices each once)."""
+
+    words: str
+    path: tuple[tuple[int, ...], ...]
+    tensors: tuple[tuple[str, tuple[int, ...], str, str], ...]   # leaves, new locals, the output
+    new_tensors: tuple[str, ...]
+    nests: tuple[ProductNest, ...]
+
+    @property
+    def key(self) -> tuple:
+        return self.tensors, self.nests
+
+
+def order_nests(t: Tree, root: Step, tensors: Mapping[str, TensorOp], taken: set[str]) -> Nests | None:
+    """An order's steps as product nests, one per step in post-order: a new local per inner step,
+    the masks each step holds as its guards (None when some mask no step holds)."""
     ranges = t.range_of()
     facs = t.tensor_factors
     consts = [f for f in t.factors if f.tensor is None]
@@ -259,8 +269,8 @@ def emit(t: Tree, root: Step, optimizer: str, tensors: Mapping[str, TensorOp], t
         return None
     holder = _const_holder(steps, letters, result, facs, ranges) if consts else None
     names: dict[int, str] = {}
-    decls: list[TensorDecl] = []
-    body: list[Node] = []
+    decls: list[tuple[str, tuple[int, ...], str, str]] = []
+    nests: list[ProductNest] = []
     used = set(taken)
     texts: dict[int, str] = {}
     for s in steps:
@@ -268,50 +278,58 @@ def emit(t: Tree, root: Step, optimizer: str, tensors: Mapping[str, TensorOp], t
         if not is_root:
             name = _fresh(f"{t.output}_r", used)
             names[id(s)] = name
-            decls.append(TensorDecl(name, tuple(ranges[v][1] - ranges[v][0] + 1 for v in result[id(s)]),
-                                    t.dtype, "local"))
-        num: list[SExpr] = []
-        den: list[SExpr] = []
+            decls.append((name, tuple(ranges[v][1] - ranges[v][0] + 1 for v in result[id(s)]), t.dtype,
+                          "local"))
+        product: list[Factor] = []
         parts: list[str] = []
         for c in s.children:
             if isinstance(c, int):
                 f = facs[c]
-                (den if f.divide else num).append(Read(f.tensor, f.indices))  # type: ignore[arg-type]
+                product.append(f)
                 parts.append(("1 / " if f.divide else "") + str(f.tensor))
             else:
                 idx = tuple(AffExpr.var(v) - ranges[v][0] for v in result[id(c)])
-                num.append(Read(names[id(c)], idx))
+                product.append(Factor(names[id(c)], idx))
                 parts.append(texts[id(c)])
         if s is holder:
             for f in consts:
-                (den if f.divide else num).append(Const(f.value))
+                product.append(f)
                 parts.append(("1 / " if f.divide else "") + f"{f.value:g}")
         texts[id(s)] = "(" + " * ".join(parts) + ")" if len(parts) > 1 else f"sum({parts[0]})"
-        value = _product(num, den)
         par = result[id(s)]
         summed = [v for v in t.vars if v in letters[id(s)] and v not in par]
         cons = [c for c in t.constraints if c.vars() <= letters[id(s)]]
         if is_root:
-            body += _root_nest(t, value, par, summed, cons, ranges)
+            nests.append(_root_nest(t, tuple(product), par, summed, cons, ranges))
         else:
             target = (names[id(s)], tuple(AffExpr.var(v) - ranges[v][0] for v in par))
-            body += _nest(target, value, par, summed, cons, [c for c in cons if c.vars() <= set(par)],
-                          ranges, t.loc, "none" if not summed else "folded")
-    decl_list = _leaf_decls(t, tensors) + decls + [_as_output(tensors[t.output])]
-    mini = typecheck(Kernel(t.kernel, decl_list, body))
-    g = program_costs(lift_kernel(mini))
+            nests.append(_nest(target, tuple(product), par, summed, cons,
+                               [c for c in cons if c.vars() <= set(par)], ranges, t.loc,
+                               "none" if not summed else "folded"))
+    out = tensors[t.output]
+    all_decls = (*_leaf_decls(t, tensors), *decls, (t.output, out.dims, out.dtype, "output"))
+    return Nests(texts[id(root)], _path_of(steps, len(facs)), all_decls, tuple(d[0] for d in decls),
+                 tuple(nests))
+
+
+def priced(t: Tree, optimizer: str, n: Nests) -> Order:
+    """The order's graph (verified: an index out of its tensor is refused, as the lift refuses it)
+    and its exact costs."""
+    graph = product_graph(t.kernel, n.tensors, n.nests)
+    try:
+        graph.verify()
+    except VerifyException as e:
+        raise SolarError(f"{t.loc or f'kernel {t.kernel!r}'}: cannot lift to an einsum node: "
+                         f"{str(e).splitlines()[0]}") from None
+    g = _graph_costs(graph)
     cost = Cost(sum(o.flops for o in g.ops), g.flops_matrix, g.flops_vector, sum(o.bytes for o in g.ops),
                 len(g.ops))
-    return Order(optimizer, _path_of(steps, len(facs)), texts[id(root)], mini, tuple(decls), cost)
+    return Order(optimizer, n.path, n.words, graph, n.new_tensors, cost)
 
 
-def _product(num: list[SExpr], den: list[SExpr]) -> SExpr:
-    value: SExpr = num[0] if num else Const(1.0)
-    for x in num[1:]:
-        value = Binary("mul", value, x)
-    for x in den:
-        value = Binary("div", value, x)
-    return value
+def _graph_costs(graph: GraphOp) -> GraphCosts:
+    """The one place an order's graph is priced (the analyses' cost entry point)."""
+    return program_costs(graph)
 
 
 def _const_holder(steps: list[Step], letters: dict[int, set[str]], result: dict[int, list[str]],
@@ -329,68 +347,56 @@ def _const_holder(steps: list[Step], letters: dict[int, set[str]], result: dict[
     return min(steps, key=lambda s: math.prod(ranges[v][1] - ranges[v][0] + 1 for v in letters[id(s)]))
 
 
-def _loops(vs: Sequence[str], ranges: dict[str, tuple[int, int]]) -> list[For]:
-    return [For(v, AffExpr.lit(ranges[v][0]), AffExpr.lit(ranges[v][1] + 1)) for v in vs]
+def _loops(vs: Sequence[str], ranges: dict[str, tuple[int, int]]) -> tuple[tuple[str, int, int], ...]:
+    return tuple((v, ranges[v][0], ranges[v][1] + 1) for v in vs)
 
 
-def _wrap(loops: list[For], inner: list[Node]) -> list[Node]:
-    for f in reversed(loops):
-        f.body = inner
-        inner = [f]
-    return inner
+def _ifs(*blocks: tuple[int, Sequence[AffCond]]) -> tuple[IfBlock, ...]:
+    return tuple(IfBlock(d, tuple(cs)) for d, cs in blocks if cs)
 
 
-def _guarded(conds: Sequence[AffCond], inner: list[Node]) -> list[Node]:
-    return [If(tuple(conds), inner)] if conds else inner
-
-
-def _nest(target: tuple[str, tuple[AffExpr, ...]], value: SExpr, par: Sequence[str], summed: Sequence[str],
-          cons: Sequence[AffCond], init_conds: Sequence[AffCond], ranges: dict[str, tuple[int, int]],
-          loc: str | None, init: str, origin: Any = None, init_origin: Any = None) -> list[Node]:
+def _nest(target: tuple[str, tuple[AffExpr, ...]], product: tuple[Factor, ...], par: Sequence[str],
+          summed: Sequence[str], cons: Sequence[AffCond], init_conds: Sequence[AffCond],
+          ranges: dict[str, tuple[int, int]], loc: str | None, init: str, origin: Any = None,
+          init_origin: Any = None) -> ProductNest:
     """One step's loop nest: `=` (no init), `+=` (init elsewhere) or a zero init then `+=`, the init
-    under `init_conds` and the reduction under the rest of `cons`."""
+    under `init_conds` (inside the parallel loops) and the reduction under the rest of `cons`
+    (inside the summed loops too)."""
     name, idx = target
-    rest = [c for c in cons if c not in init_conds]
+    p, n = len(par), len(par) + len(summed)
     if init == "none":
-        stmt = Assign(name, idx, "=", value, loc, origin=origin)
-        inner = _guarded(cons, [stmt])
-    elif init == "separate":
-        stmt = Assign(name, idx, "+=", value, loc, origin=origin)
-        inner = _wrap(_loops(summed, ranges), _guarded(cons, [stmt]))
-    else:
-        zero = Assign(name, idx, "=", Const(0.0), loc, origin=init_origin)
-        red = Assign(name, idx, "+=", value, loc, origin=origin)
-        inner = _guarded(init_conds, [zero, *_wrap(_loops(summed, ranges), _guarded(rest, [red]))])
-    return _wrap(_loops(par, ranges), inner)  # several nodes when there is no parallel loop
+        return ProductNest(name, idx, "=", product, _loops(par, ranges), _ifs((p, cons)), None, loc, origin)
+    loops = _loops([*par, *summed], ranges)
+    if init == "separate":
+        return ProductNest(name, idx, "+=", product, loops, _ifs((n, cons)), None, loc, origin)
+    rest = [c for c in cons if c not in init_conds]
+    return ProductNest(name, idx, "+=", product, loops, _ifs((p, init_conds), (n, rest)),
+                       (p, 1 if init_conds else 0), loc, origin, init_origin)
 
 
-def _root_nest(t: Tree, value: SExpr, par: Sequence[str], summed: Sequence[str], cons: Sequence[AffCond],
-               ranges: dict[str, tuple[int, int]]) -> list[Node]:
+def _root_nest(t: Tree, product: tuple[Factor, ...], par: Sequence[str], summed: Sequence[str],
+               cons: Sequence[AffCond], ranges: dict[str, tuple[int, int]]) -> ProductNest:
     """The root step writes the tree's output where and how the root node did: `+=` onto a separate
     init, else its own zero init under the root's own conditions (so elements a mask of an inner
     node removes still read 0), or `=` when nothing else constrains it and nothing is summed."""
     target = (t.output, t.out_index)
     if t.init == "separate":
-        return _nest(target, value, par, summed, cons, (), ranges, t.loc, "separate", t.origin)
+        return _nest(target, product, par, summed, cons, (), ranges, t.loc, "separate", t.origin)
     own = list(t.init_conds)
     if t.init == "none" and not summed and all(c in own for c in cons):
-        return _nest(target, value, par, summed, own, own, ranges, t.loc, "none", t.origin)
-    return _nest(target, value, par, summed, [*own, *(c for c in cons if c not in own)], own, ranges,
+        return _nest(target, product, par, summed, own, own, ranges, t.loc, "none", t.origin)
+    return _nest(target, product, par, summed, [*own, *(c for c in cons if c not in own)], own, ranges,
                  t.loc, "folded", t.origin, t.init_origin or t.origin)
 
 
-def _leaf_decls(t: Tree, tensors: Mapping[str, TensorOp]) -> list[TensorDecl]:
-    """The tree's leaves as inputs of the order's kernel (weights stay weights)."""
+def _leaf_decls(t: Tree, tensors: Mapping[str, TensorOp]) -> list[tuple[str, tuple[int, ...], str, str]]:
+    """The tree's leaves as inputs of the order's graph (weights stay weights)."""
     out = []
     for n in dict.fromkeys(str(f.tensor) for f in t.tensor_factors):
         d = tensors[n]
         role = d.role.data if d.role.data in ("input", "weight") else "input"
-        out.append(TensorDecl(n, d.dims, d.dtype, role))
+        out.append((n, d.dims, d.dtype, role))
     return out
-
-
-def _as_output(d: TensorOp) -> TensorDecl:
-    return TensorDecl(d.sym_name.data, d.dims, d.dtype, "output")
 
 
 def _fresh(base: str, used: set[str]) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from solar_compiler.analysis.chain_order import ChainPlan
+from solar_compiler.dialects.graph_convert import graph_to_kernel
 from solar_compiler.errors import SolarError
 from solar_compiler.executor import compare, execute
 from solar_compiler.loopir.affine import AffExpr
@@ -39,6 +40,7 @@ from solar_compiler.loopir.ast import (
     LoopIRError,
     Node,
     StmtContext,
+    TensorDecl,
     expr_vars,
     product_factors,
     statements,
@@ -79,7 +81,7 @@ def validate_reorder(before: Sequence[Kernel], after: Sequence[Kernel], plans: S
         assert plan.best is not None
         what = f"tree {plan.tree.root} of kernel '{plan.tree.kernel}'"
         pair = [_written_kernel(plan, *programs[plan.tree.kernel]),
-                _with_zero_output(plan.best.kernel, plan.tree.output)]
+                _with_zero_output(graph_to_kernel(plan.best.graph)[0], plan.tree.output)]
         try:
             if not _fits(pair):
                 pair, sampled = probed(pair, plan.tree.output), True
@@ -160,8 +162,9 @@ def _written_kernel(plan: ChainPlan, kernel: Kernel, groups: Sequence[NodeGroup]
             for f in reversed(ctx.loops):
                 inner = [For(f.iv, f.lb, f.ub, f.step, f.sequential, inner)]
             body += inner
-    new = plan.best.kernel if plan.best else None
-    leaves = [d for d in (new.tensors if new else []) if d.role in ("input", "weight")]
+    new = plan.best.graph.tensor_ops().values() if plan.best else ()
+    leaves = [TensorDecl(d.sym_name.data, d.dims, d.dtype, d.role.data) for d in new
+              if d.role.data in ("input", "weight")]
     locals_ = [replace(kernel.tensor(n), role="local") for n in t.intermediates]
     out = replace(kernel.tensor(t.output), role="output")
     return _with_zero_output(Kernel(t.kernel, [*leaves, *locals_, out], body), t.output)

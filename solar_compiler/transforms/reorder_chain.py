@@ -1,6 +1,6 @@
 """Chain reordering as an xDSL `RewritePattern`: the contraction trees an analysis decided to
 reassociate (`analysis/chain_order.py`: `ChainPlan.best`, a plain record with the new steps as a
-small loop kernel) are rewritten in an `einsum.graph`. Shared by the pass that rewrites the IR
+small einsum graph) are rewritten in an `einsum.graph`. Shared by the pass that rewrites the IR
 (`reorder-chains`) and the roofline's catalogue of rewrites (`transforms/catalogue.py`), which
 applies it to a copy of the module and leaves the IR as it is.
 
@@ -28,7 +28,7 @@ from xdsl.rewriter import InsertPoint
 
 from solar_compiler.analysis.chain_order import ChainPlan
 from solar_compiler.dialects.einsum import GraphOp, NodeOp, link_edges
-from solar_compiler.dialects.graph_convert import fresh_scope_number, kernel_to_graph
+from solar_compiler.dialects.graph_convert import fresh_scope_number
 from solar_compiler.errors import SolarError
 
 _SCOPE_KEYS = ("scopes", "guard_scopes", "init_guard_scopes")
@@ -68,9 +68,9 @@ def rewrite_tree(graph: GraphOp, plan: ChainPlan, rewriter: PatternRewriter) -> 
     """Replace the tree's nodes by the nodes of its best order; returns their names."""
     t, best = plan.tree, plan.best
     assert best is not None
-    mini = kernel_to_graph(best.kernel)
+    mini = best.graph.clone()  # the plan is an analysis result: its graph stays as it is
     nodes = {n.sym_name.data: n for n in graph.nodes()}
-    symbols = set(nodes) | set(graph.tensor_ops()) | {d.name for d in best.new_tensors}
+    symbols = set(nodes) | set(graph.tensor_ops()) | set(best.new_tensors)
     root = nodes[t.root]
     anchor = _separate_init(root, t.output) or root
     base = fresh_scope_number(graph)
@@ -96,7 +96,7 @@ def rewrite_tree(graph: GraphOp, plan: ChainPlan, rewriter: PatternRewriter) -> 
     decls = mini.tensor_ops()
     last_decl = list(graph.tensor_ops().values())[-1]
     for d in reversed(best.new_tensors):
-        new = decls[d.name]
+        new = decls[d]
         new.detach()
         rewriter.insert(new, InsertPoint.after(last_decl))
     for name in (*t.nodes, *t.fills):  # their uses are relinked below
