@@ -2,14 +2,18 @@
 
 opt_einsum chooses the paths (`optimal` up to OPTIMAL_MAX tensor factors, `dp` up to DP_MAX, and
 `greedy` always; nothing here searches): it prices a dense box, so each path it returns is then
-emitted as loop-IR statements (one node per step: a new local per intermediate, the tree's masks as
+emitted as an einsum graph (one node per step: a new local per intermediate, the tree's masks as
 guards on every step whose variables they constrain) and priced by `costs.py` exactly as the
-program will be after the rewrite, guards included. Literals go to a contraction step, where
-`costs.py` counts them free (they fold into the MMA or its epilogue); a second variant of each path
-folds its elementwise steps (no summed variable) into their consumer. The cheapest priced order is
-`ChainPlan.best`; it replaces the tree only when it needs strictly fewer FLOPs than the tree as
-written (`ChainPlan.better`). docs/reorder-chains.md proves that every emitted order computes the
-tree's value.
+program will be after the rewrite, guards included. The steps are stated as product nests and
+built by `dialects/einsum_build.py`, which gives the graph that lifting the same loop nests would
+give (names, attributes, body ops), without writing a loop-IR kernel: analyses read and build
+einsum ops, not the loop AST (issue 20). Orders with equal nests are one program, priced once.
+Literals go to a contraction step, where `costs.py` counts them free (they fold into the MMA or
+its epilogue); a second variant of each path folds its elementwise steps (no summed variable) into
+their consumer. The cheapest priced order is `ChainPlan.best` (its graph is what `reorder-chains`
+inserts); it replaces the tree only when it needs strictly fewer FLOPs than the tree as written
+(`ChainPlan.better`). docs/reorder-chains.md proves that every emitted order computes the tree's
+value.
 """
 
 from __future__ import annotations
