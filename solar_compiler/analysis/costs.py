@@ -677,7 +677,7 @@ def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCos
             continue
         if kernel_of is not None and len({kernel_of[i] for i in here}) != 1:
             continue  # eager execution runs the absorbed ops' kernels as written
-        scope = [q for q in ops if kernel_of is None or kernel_of[ops.index(q)] == kernel_of[pos]]
+        scope = [q for i, q in enumerate(ops) if kernel_of is None or kernel_of[i] == kernel_of[pos]]
         written = sum(ops[i].flops for i in here)
         fm = sum(q.flops_matrix for q in scope)
         fv = sum(q.flops_vector for q in scope)

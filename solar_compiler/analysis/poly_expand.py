@@ -46,6 +46,7 @@ from solar_compiler.loopir.affine import AffExpr
 
 POLY = "polynomial expansion"  # how the names of its entries start (`catalogue.Rewrite.words`)
 MAX_MONOMIALS = 32
+MAX_VISITS = 4096  # scalar ops and reads visited per node: a deep DAG of locals is given up, not walked
 _FLOATS = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
 
 Factor = tuple[str, tuple[AffExpr, ...]]  # a read: tensor, indices over the node's variables
@@ -115,6 +116,8 @@ class _Builder:
         self.shapes = {t: NodeOp.ints(d.shape) for t, d in graph.tensor_ops().items()}
         self.positions = positions
         self.absorbed: list[NodeOp] = []
+        self.inlined: dict[tuple[NodeOp, tuple[AffExpr, ...]], Poly] = {}
+        self.visits = 0
 
     def node(self, n: NodeOp, subst: dict[str, AffExpr] | None) -> Poly:
         if n.dynamic_positions or NodeOp.ints(n.guard_scopes):
@@ -125,6 +128,9 @@ class _Builder:
               memo: dict[SSAValue, Poly]) -> Poly:
         if v in memo:
             return memo[v]
+        self.visits += 1
+        if self.visits > MAX_VISITS:
+            raise _NotPolynomial
         got = self._value(n, v, subst, memo)
         memo[v] = got
         return got
@@ -178,7 +184,9 @@ class _Builder:
             inner = {str(o.terms[0][0]): e for o, e in zip(outs, idx, strict=True)}
             if w not in self.absorbed:
                 self.absorbed.append(w)
-            return self.node(w, inner)
+            if (w, idx) not in self.inlined:
+                self.inlined[w, idx] = self.node(w, inner)
+            return self.inlined[w, idx]
         return {((tensor, idx),): Fraction(1)}
 
     def _inlinable(self, w: NodeOp, tensor: str) -> bool:
