@@ -20,6 +20,10 @@ variables. Each monomial is priced in the cheapest order this entry knows:
   accumulates into an earlier value), a literal coefficient applied to the monomial's smallest
   factor; a minus sign is the subtraction.
 
+The entry is the norm expansion: it applies where a monomial becomes a product on the matrix unit.
+Rearranging vector work alone (`mean(1 - s)` as `1 - mean(s)`) is distributivity, a catalogue
+entry of its own (docs/bounds.md section 0.0, not applied yet).
+
 Only exact polynomials: a `max`, `exp`, `abs` or a gather anywhere stops the entry (an L1 distance
 keeps its figure). The node takes the expansion when it needs fewer FLOPs than it and the locals it
 absorbs as written, and the graph's matrix work after it stays within its matrix or its vector work
@@ -293,6 +297,8 @@ def expand(graph: GraphOp, nodes: Sequence[NodeOp], pos: int,
         for m, c in poly.items():
             _price_monomial(m, c, reduced, size, priced)
     except _NotPolynomial:
+        return None
+    if not priced.pairs:  # no product for the matrix unit: a linear rearrangement (distributivity)
         return None
     adds = len(poly) - 1 + (0 if n.init is not None and n.init.value.data == 0 else 1)
     priced.vector += adds * math.prod(size[v] for v in outs)
