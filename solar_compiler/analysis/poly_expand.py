@@ -230,6 +230,8 @@ def _price_monomial(m: Monomial, coeff: Fraction, reduced: frozenset[str], size:
     factors: list[tuple[frozenset[str], frozenset[str]]] = []
     for f, e in Counter(m).items():
         vs = _vars(f)
+        if not vs <= size.keys():  # a loaded position (a map symbol): no loop variable to price over
+            raise _NotPolynomial
         out.vector += (e - 1) * points(vs)
         factors.append((vs, frozenset({f[0]})))
     read = frozenset().union(*(f[0] for f in factors))  # a reduced variable no factor reads scales the sum
