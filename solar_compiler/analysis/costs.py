@@ -59,6 +59,7 @@ from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.distinct import CSE, SELECT, distinct_matrix_flops, duplicates, select_branches
 from solar_compiler.analysis.fast_conv import winograd_flops
 from solar_compiler.analysis.graphs import module_graphs, node_ops
+from solar_compiler.analysis.poly_expand import POLY, expand
 from solar_compiler.analysis.polyhedral import (
     Constraint,
     count_points,
@@ -656,7 +657,43 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
                 (b.flops_matrix, b.flops_vector, b.iterations, b.matrix_dtype, b.writes[0].elements) \
                 and a.flops_matrix and b.algorithm is None:
             ops[drop] = replace(a, flops_matrix=0, flops_vector=0, flops_transcendental=0, algorithm=SELECT)
+    _expand_polynomials(graph, nodes, ops, kernel_of)
     return replace(g, ops=ops)
+
+
+def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCost],
+                        kernel_of: Sequence[int] | None) -> None:
+    """Price each sum of a polynomial as its monomials (`poly_expand.py`) where that needs fewer FLOPs
+    than the node and the locals it absorbs, and keeps the matrix work of the graph (the kernel, for
+    the unfused bound: all of it inside one kernel) within its matrix or vector work as it was."""
+    for pos, o in enumerate(ops):
+        if nodes[pos].reduce.data != "add" or o.algorithm is not None or o.flops_transcendental:
+            continue
+        e = expand(graph, nodes, pos, pair_dtype)
+        if e is None:
+            continue
+        here = (pos, *e.absorbed)
+        if any(ops[i].algorithm is not None or ops[i].flops_transcendental for i in e.absorbed):
+            continue
+        if kernel_of is not None and len({kernel_of[i] for i in here}) != 1:
+            continue  # eager execution runs the absorbed ops' kernels as written
+        scope = [q for i, q in enumerate(ops) if kernel_of is None or kernel_of[i] == kernel_of[pos]]
+        written = sum(ops[i].flops for i in here)
+        fm = sum(q.flops_matrix for q in scope)
+        fv = sum(q.flops_vector for q in scope)
+        fm_after = fm - sum(ops[i].flops_matrix for i in here) + e.flops_matrix
+        fv_after = fv - sum(ops[i].flops_vector for i in here) + e.flops_vector
+        if e.flops_matrix + e.flops_vector >= written or fv_after > fv or (fm_after > fm and fm_after > fv):
+            continue
+        if e.flops_matrix and o.matrix_dtype is not None and o.matrix_dtype != e.matrix_dtype:
+            continue  # the node's own matrix dtype prices its products: keep one dtype per node
+        ops[pos] = replace(o, unit="matrix" if e.flops_matrix else o.unit, flops_matrix=e.flops_matrix,
+                           flops_vector=e.flops_vector, flops_transcendental=0,
+                           matrix_dtype=e.matrix_dtype if e.flops_matrix else o.matrix_dtype,
+                           algorithm=f"{POLY} ({e.words})")
+        for i in e.absorbed:
+            ops[i] = replace(ops[i], flops_matrix=0, flops_vector=0, flops_transcendental=0,
+                             algorithm=f"{POLY} (into {o.source or o.name})")
 
 
 def _fold_through_contractions(graph: GraphOp, ops: list[OpCost]) -> None:

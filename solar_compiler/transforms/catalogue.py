@@ -21,6 +21,10 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
 * **fast convolution**: a 3 x 3 stride-1 convolution in a dtype cuDNN ships Winograd for is priced
   at the products of Winograd F(2x2,3x3) or F(4x4,3x3), the fewer (`fast_conv.py`, applied by the
   distinct costs too); the report names the op ("Winograd F(4x4,3x3) for conv").
+* **polynomial expansion** of a summed body: a sum whose body is a polynomial in its reads (through
+  the element-wise locals only it reads) is priced as its monomials: `sum_k (x_ik - y_jk)^2` as two
+  norms and one product on the matrix unit, what `torch.cdist` computes (`poly_expand.py`, applied
+  by the distinct costs); the report names the op ("polynomial expansion (...) for sum").
 * **factors folded through contractions** (vector work): a scale of a contraction's result is
   applied to its smaller operand, a factor of a contraction's operand constant along its reduced
   variables to its output (SDPA: the scale on Q, the softmax division on O, not P;
@@ -40,6 +44,7 @@ from solar_compiler.analysis.costs import GraphCosts
 from solar_compiler.analysis.distinct import SELECT
 from solar_compiler.analysis.fast_conv import WINOGRAD
 from solar_compiler.analysis.graphs import module_graphs, node_ops
+from solar_compiler.analysis.poly_expand import POLY
 from solar_compiler.analysis.vector_work import FOLDED
 from solar_compiler.dialects.einsum import GraphOp, NodeOp
 from solar_compiler.errors import SolarError
@@ -72,7 +77,7 @@ class Rewrite:
 def names_op(kind: str) -> bool:
     """Whether the report names an entry's source op ("Winograd F(4x4,3x3) for conv") rather than
     what the rewritten node computes."""
-    return kind.startswith(WINOGRAD) or kind in (FOLDED, SELECT)
+    return kind.startswith((WINOGRAD, POLY)) or kind in (FOLDED, SELECT)
 
 
 def check_algorithms(name: str) -> str:
