@@ -334,9 +334,9 @@ def test_cache_aware_sums_kernels(h100):
 def test_cache_aware_errors(h100):
     from dataclasses import replace
 
+    from solar_compiler.analysis.costs import program_costs
     from solar_compiler.dialects.graph_convert import lift_kernel
     from solar_compiler.text.parser import parse_kernel
-    from solar_compiler.analysis.costs import program_costs
 
     k = lift_kernel(parse_kernel(mm_text(64, 64, 64), "t.loop"))
     g = program_costs(k)
