@@ -40,7 +40,7 @@ from solar_compiler.dialects.loop import BinaryOp, ConstOp, Origin, dtype_type, 
 from solar_compiler.errors import LoopIRError
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.affine_map import to_map, to_set
-from solar_compiler.loopir.rules import DTYPES, FLOAT_DTYPES, INT_DTYPES, RuleError, binary_result
+from solar_compiler.loopir.rules import FLOAT_DTYPES, RuleError, binary_result, coerce_literal
 
 
 class ProductFactor(Protocol):
@@ -216,17 +216,11 @@ def _untyped_literal(e: Expr) -> bool:
 
 
 def _literal_dtype(value: float, dtype: str) -> float | int | bool:
-    """The literal's value in `dtype` (`loopir/ast.coerce_literal`), or the type checker's error."""
+    """The literal's value in `dtype` (`rules.coerce_literal`, as the type checker types it), or the
+    type checker's error."""
     if isinstance(value, float) and dtype not in FLOAT_DTYPES:
         raise LoopIRError(f"float literal {value} where {dtype} is expected (write an integer, or cast)")
-    if dtype == "bool":
-        return bool(value)
-    if dtype in INT_DTYPES:
-        bits = DTYPES[dtype] * 8
-        if not -(2 ** (bits - 1)) <= int(value) < 2 ** (bits - 1):
-            raise LoopIRError(f"literal {value} does not fit integer type {dtype}")
-        return int(value)
-    return float(value)
+    return coerce_literal(value, dtype)
 
 
 def _check(e: Expr, nest: ProductNest, target_dt: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import ModuleOp
 
-from solar_compiler.analysis.manager import get_analysis, op_analysis, seed_analysis
+from solar_compiler.analysis.manager import get_analysis, op_analysis
 from solar_compiler.dialects.einsum import GraphOp, NodeOp
 from solar_compiler.dialects.graph_convert import lift_kernel_op
 from solar_compiler.dialects.loop import KernelOp
@@ -48,8 +48,3 @@ def module_graphs(module: ModuleOp) -> list[GraphOp]:
     """Every program of the module as a graph, in op order (cached until the module changes)."""
     return get_analysis(module, _module_graphs)
 
-
-def seed_graphs(module: ModuleOp, graphs: list[GraphOp]) -> None:
-    """Offer `graphs` as the module's graphs, in op order, for the IR as the calling pass leaves it
-    (a pass that just built them: `lift-einsum`; `manager.seed_analysis`)."""
-    seed_analysis(module, _module_graphs, list(graphs))

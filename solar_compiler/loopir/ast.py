@@ -26,6 +26,7 @@ from solar_compiler.loopir.rules import (  # noqa: F401  (re-exported: the IR's 
     binary_result,
     cast_result,
     cmp_result,
+    coerce_literal,
     index_dtype,
     select_result,
     unary_result,
@@ -380,18 +381,6 @@ def pair_expected(a: SExpr, b: SExpr, kernel: Kernel, expected: str | None) -> t
 def _infer_pair(a: SExpr, b: SExpr, kernel: Kernel, expected: str | None) -> tuple[SExpr, SExpr]:
     ea, eb = pair_expected(a, b, kernel, expected)
     return infer(a, kernel, ea), infer(b, kernel, eb)
-
-
-def coerce_literal(value: float | int | bool, dtype: str) -> float | int | bool:
-    if dtype == "bool":
-        return bool(value)
-    if dtype in INT_DTYPES:
-        bits = DTYPES[dtype] * 8
-        if isinstance(value, float) and (math.isinf(value) or math.isnan(value) or value != int(value)) \
-                or not -(2 ** (bits - 1)) <= int(value) < 2 ** (bits - 1):
-            raise LoopIRError(f"literal {value} does not fit integer type {dtype}")
-        return int(value)
-    return float(value)
 
 
 # ---- type checking ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from solar_compiler.errors import SolarError
+from solar_compiler.errors import LoopIRError, SolarError
 
 DTYPES: dict[str, int] = {  # name -> bytes per element
     "f64": 8, "f32": 4, "bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1,
@@ -96,3 +96,16 @@ def index_dtype(tensor: str, dt: str) -> None:
     """A loaded (indirect) index must be an integer."""
     if dt not in INT_DTYPES:
         raise RuleError(f"indirect index into '{tensor}' must be an integer, got {dt}")
+
+
+def coerce_literal(value: float | int | bool, dtype: str) -> float | int | bool:
+    """A literal's value in `dtype` (the loop IR's type checker and the einsum builder type literals so)."""
+    if dtype == "bool":
+        return bool(value)
+    if dtype in INT_DTYPES:
+        bits = DTYPES[dtype] * 8
+        if isinstance(value, float) and (math.isinf(value) or math.isnan(value) or value != int(value)) \
+                or not -(2 ** (bits - 1)) <= int(value) < 2 ** (bits - 1):
+            raise LoopIRError(f"literal {value} does not fit integer type {dtype}")
+        return int(value)
+    return float(value)
