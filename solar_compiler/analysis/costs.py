@@ -59,7 +59,7 @@ from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.distinct import CSE, SELECT, distinct_matrix_flops, duplicates, select_branches
 from solar_compiler.analysis.fast_conv import winograd_flops
 from solar_compiler.analysis.graphs import module_graphs, node_ops
-from solar_compiler.analysis.poly_expand import POLY, expand
+from solar_compiler.analysis.poly_expand import POLY, GraphTables, expand
 from solar_compiler.analysis.polyhedral import (
     Constraint,
     count_points,
@@ -666,10 +666,18 @@ def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCos
     """Price each sum of a polynomial as its monomials (`poly_expand.py`) where that needs fewer FLOPs
     than the node and the locals it absorbs, and keeps the matrix work of the graph (the kernel, for
     the unfused bound: all of it inside one kernel) within its matrix or vector work as it was."""
+    tables: GraphTables | None = None
+    scope_of = (lambda i: 0) if kernel_of is None else kernel_of.__getitem__  # noqa: E731
+    totals: dict[int, list[int]] = {}  # scope -> [matrix, vector] FLOPs, kept up to date below
+    for i, q in enumerate(ops):
+        t = totals.setdefault(scope_of(i), [0, 0])
+        t[0] += q.flops_matrix
+        t[1] += q.flops_vector
     for pos, o in enumerate(ops):
         if nodes[pos].reduce.data != "add" or o.algorithm is not None or o.flops_transcendental:
             continue
-        e = expand(graph, nodes, pos, pair_dtype)
+        tables = tables or GraphTables(graph, nodes)
+        e = expand(graph, nodes, pos, pair_dtype, tables)
         if e is None:
             continue
         here = (pos, *e.absorbed)
@@ -677,10 +685,8 @@ def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCos
             continue
         if kernel_of is not None and len({kernel_of[i] for i in here}) != 1:
             continue  # eager execution runs the absorbed ops' kernels as written
-        scope = [q for i, q in enumerate(ops) if kernel_of is None or kernel_of[i] == kernel_of[pos]]
         written = sum(ops[i].flops for i in here)
-        fm = sum(q.flops_matrix for q in scope)
-        fv = sum(q.flops_vector for q in scope)
+        fm, fv = totals[scope_of(pos)]
         fm_after = fm - sum(ops[i].flops_matrix for i in here) + e.flops_matrix
         fv_after = fv - sum(ops[i].flops_vector for i in here) + e.flops_vector
         if e.flops_matrix + e.flops_vector >= written or fv_after > fv or (fm_after > fm and fm_after > fv):
@@ -694,6 +700,7 @@ def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCos
         for i in e.absorbed:
             ops[i] = replace(ops[i], flops_matrix=0, flops_vector=0, flops_transcendental=0,
                              algorithm=f"{POLY} (into {o.source or o.name})")
+        totals[scope_of(pos)] = [fm_after, fv_after]
 
 
 def _fold_through_contractions(graph: GraphOp, ops: list[OpCost]) -> None:

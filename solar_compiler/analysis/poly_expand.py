@@ -111,14 +111,24 @@ def _const(v: SSAValue) -> Fraction | None:
     return None
 
 
+class GraphTables:
+    """What every expansion in a graph looks up: each tensor's role, dtype and shape, and each
+    node's position; built once per graph (`expand` of every node shares it)."""
+
+    def __init__(self, graph: GraphOp, nodes: Sequence[NodeOp]):
+        decls = graph.tensor_ops()
+        self.roles = {t: d.role.data for t, d in decls.items()}
+        self.dtypes = {t: d.dtype for t, d in decls.items()}
+        self.shapes = {t: NodeOp.ints(d.shape) for t, d in decls.items()}
+        self.positions = {x: i for i, x in enumerate(nodes)}
+
+
 class _Builder:
     """The polynomial of a node's stored value over reads of tensors no absorbed local writes."""
 
-    def __init__(self, graph: GraphOp, positions: dict[NodeOp, int]):
-        self.roles = {t: d.role.data for t, d in graph.tensor_ops().items()}
-        self.dtypes = {t: d.dtype for t, d in graph.tensor_ops().items()}
-        self.shapes = {t: NodeOp.ints(d.shape) for t, d in graph.tensor_ops().items()}
-        self.positions = positions
+    def __init__(self, tables: GraphTables):
+        self.roles, self.dtypes, self.shapes = tables.roles, tables.dtypes, tables.shapes
+        self.positions = tables.positions
         self.absorbed: list[NodeOp] = []
         self.inlined: dict[tuple[NodeOp, tuple[AffExpr, ...]], Poly] = {}
         self.visits = 0
@@ -274,9 +284,10 @@ def _price_monomial(m: Monomial, coeff: Fraction, reduced: frozenset[str], size:
 
 
 def expand(graph: GraphOp, nodes: Sequence[NodeOp], pos: int,
-           pair_dtype: Callable[[Iterable[str]], str]) -> Expansion | None:
+           pair_dtype: Callable[[Iterable[str]], str], tables: GraphTables | None = None) -> Expansion | None:
     """The expansion of the sum node at `pos`, or None where its body is no polynomial of two or more
-    monomials over a box domain (module docstring); `pair_dtype` gives a matrix product's dtype."""
+    monomials over a box domain (module docstring); `pair_dtype` gives a matrix product's dtype;
+    `tables`: the graph's (built here when not given)."""
     n = nodes[pos]
     if n.reduce.data != "add" or n.dynamic_positions or NodeOp.ints(n.guard_scopes):
         return None
@@ -284,7 +295,7 @@ def expand(graph: GraphOp, nodes: Sequence[NodeOp], pos: int,
     size = {v: hi - lo + 1 for v, (lo, hi) in ranges.items()}
     if any(lo != 0 for lo, _ in ranges.values()) or st.points(n) != math.prod(size.values()):
         return None
-    builder = _Builder(graph, {x: i for i, x in enumerate(nodes)})
+    builder = _Builder(tables or GraphTables(graph, nodes))
     dtype_of = builder.dtypes
     try:
         poly = builder.node(n, None)
