@@ -59,10 +59,13 @@ from solar_compiler.loopir.ast import (
     Read,
     Select,
     SExpr,
+    StmtContext,
     Unary,
     statements,
     typecheck,
 )
+from solar_compiler.loopir.domain import loop_ranges
+from solar_compiler.loopir.rules import coerce_literal
 
 
 @dataclass
@@ -116,9 +119,10 @@ def narrow(kernel: Kernel, rounds: int = 4, seconds: float | None = None) -> Nar
     """The kernel with every statement restricted to its needed points (see the module doc).
     Repeated while it changes (a select simplified under its guard may drop the last read of a
     mask), at most `rounds` times. With `seconds`, a CPU budget: when it runs out (isl sets with
-    many existential variables, such as a channel shuffle's, can take minutes) the kernel is
-    returned as written, with `gave_up` saying so; counting it as written is what `--no-narrow`
-    does, so no figure becomes unsound, only less tight. The budget is checked between isl
+    many existential variables, such as a channel shuffle's, can take minutes) the kernel becomes
+    its floor (`output_floor`: only the output writes that are certainly needed, as constant
+    stores), with `gave_up` saying so: a bound must err low when an analysis gives up, and the
+    kernel as written may count work that no output needs. The budget is checked between isl
     operations, and enforced by the kernel in a forked child (`call_with_cpu_limit`) for a single
     operation that runs far past it (a window partition's div/mod sets: minutes in one call) where
     one can (`_may_stall_isl`); other kernels narrow in this process, without the fork's cost (a
@@ -166,9 +170,57 @@ CPU_SLACK = 2.0  # CPU seconds past the budget before the child is stopped (it u
 
 def _gave_up(kernel: Kernel, seconds: float) -> NarrowResult:
     k0 = typecheck(kernel)
-    return NarrowResult(k0, (), tuple(range(len(statements(k0)))),
-                        gave_up=f"narrowing {kernel.name} took over {seconds:g} s of CPU: its work is "
-                                "counted as written (as with --no-narrow)")
+    floor, origin, notes = output_floor(k0)
+    return NarrowResult(floor, notes, origin,
+                        gave_up=f"narrowing {kernel.name} took over {seconds:g} s of CPU: only its output "
+                                "writes are counted (a sound floor); its work as written is in the "
+                                "as-written figures")
+
+
+def output_floor(k: Kernel) -> tuple[Kernel, tuple[int, ...], tuple[str, ...]]:
+    """The work of `k` that is certainly needed without the analysis: the elements of its outputs,
+    each written once, as a constant store (no reads, no arithmetic), with the new statements'
+    origins and one note per statement changed. Kept: every affine `=` write of an output that no
+    later affine `=` write of the same output may overwrite (their write boxes, from the loop
+    ranges, are disjoint: the halves of a concatenation), so each kept write is also kept whole by
+    narrowing (it writes needed elements and nothing kills it) and the floor stays at or below
+    the narrowed kernel in every fidelity. Dropped (which only lowers it): reductions, scatters,
+    writes that a later one may overwrite, and everything that is not an output."""
+    from solar_compiler.text.printer import print_assign
+
+    outputs = {t.name for t in k.by_role("output")}
+    ctxs = statements(k)
+    writes = [c for c in ctxs if c.stmt.target in outputs and c.stmt.kind == "=" and not c.stmt.indirect]
+    boxes = {c.index: _write_box(c) for c in writes}
+    kept = {c.index for i, c in enumerate(writes)
+            if all(c2.stmt.target != c.stmt.target or _apart(boxes[c.index], boxes[c2.index])
+                   for c2 in writes[i + 1:])}
+    repl: dict[int, list[Node]] = {}
+    notes: list[str] = []
+    for c in ctxs:
+        s = c.stmt
+        if c.index in kept:
+            zero = Const(coerce_literal(0, k.tensor(s.target).dtype), k.tensor(s.target).dtype)
+            repl[id(s)] = [replace(s, value=zero)]
+            if s.value != zero:
+                notes.append(f"S{c.index} {print_assign(k, s)}: output floor, a constant store")
+        else:
+            repl[id(s)] = []
+            notes.append(f"S{c.index} {print_assign(k, s)}: removed (output floor)")
+    floor, origin = _replace_statements(k, repl, len(ctxs))
+    return floor, origin, tuple(notes)
+
+
+def _write_box(ctx: StmtContext) -> list[tuple[int, int]] | None:
+    """Per target dimension, an interval holding every element the statement writes (guards
+    ignored); None when a bound is not constant."""
+    rng = loop_ranges(ctx)
+    return None if rng is None else [e.bounds(rng) for e in ctx.stmt.indices]  # type: ignore[union-attr]
+
+
+def _apart(a: list[tuple[int, int]] | None, b: list[tuple[int, int]] | None) -> bool:
+    return a is not None and b is not None and any(
+        hi1 < lo2 or hi2 < lo1 for (lo1, hi1), (lo2, hi2) in zip(a, b, strict=True))
 
 
 def _narrow(kernel: Kernel, rounds: int, seconds: float | None) -> NarrowResult:
@@ -225,8 +277,15 @@ def _rebuild(k: Kernel, stmts: list[_Stmt]) -> NarrowResult:
             "guarded" + (f", {len(consts)} constant store(s)" if consts else "")
         notes.append(f"S{st.ctx.index} {print_assign(k, s)}: {what}")
 
+    kernel, origin = _replace_statements(k, repl, len(stmts))
+    return NarrowResult(kernel, tuple(notes), origin)
+
+
+def _replace_statements(k: Kernel, repl: dict[int, list[Node]], count: int) -> tuple[Kernel, tuple[int, ...]]:
+    """`k` with every statement `s` replaced by the nodes `repl[id(s)]` (none: removed), empty loops
+    and `if`s dropped; per new statement, the index of the statement it came from."""
     origin: list[int] = []  # per new statement, the old one (go meets them in program order)
-    old = iter(range(len(stmts)))
+    old = iter(range(count))
 
     def go(nodes: list[Node]) -> list[Node]:
         out: list[Node] = []
@@ -245,7 +304,7 @@ def _rebuild(k: Kernel, stmts: list[_Stmt]) -> NarrowResult:
         return out
 
     body = go(k.body)
-    return NarrowResult(Kernel(k.name, list(k.tensors), body), tuple(notes), tuple(origin))
+    return Kernel(k.name, list(k.tensors), body), tuple(origin)
 
 
 def _guarded(st: _Stmt, region: isl.Set, a: Assign) -> list[Node]:
