@@ -50,6 +50,10 @@ class AtenNode:
     #: which part of a training step the node belongs to ("forward", "backward", "optimizer"); None
     #: in a forward-only program (docs/training.md)
     phase: str | None = None
+    #: the op call of the traced program this node comes from, when the capture decomposed it into
+    #: several nodes (`softplus` -> exp, log1p, gt, where): (that call's node name, its op). Eager
+    #: PyTorch runs such a call as one kernel, so the unfused bound counts one for the group.
+    called: tuple[str, str] | None = None
 
 
 @dataclass

@@ -75,6 +75,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
         tr.bind_param(meta, "weight")
     _bind_masks(tr, program)
     last_loc: str | None = None
+    joined: tuple[str, str] | None = None  # the decomposed op call whose group is the last record
     for node in program.nodes:
         tr.node = node
         tr.loc = node.loc or last_loc or f"{program.source}:1"
@@ -87,7 +88,15 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
                 raise
             del tr.tensors[declared:]  # what the template declared before giving up
             result = filler.fill(tr, node, e)
-        _record_group(tr, node.op, first, node.module_path, node.phase)
+        if node.called is not None and node.called == joined and tr.source_ops \
+                and tr.source_ops[-1]["first"] + tr.source_ops[-1]["count"] == first:
+            # one eager kernel: one group, named after the call (a lone node keeps its own op's name)
+            tr.source_ops[-1]["count"] += tr.n_statements - first
+            tr.source_ops[-1]["op"] = node.called[1]
+        else:
+            grouped = len(tr.source_ops)
+            _record_group(tr, node.op, first, node.module_path, node.phase)
+            joined = node.called if len(tr.source_ops) > grouped else None
         tr.bind_results(node, result)
     tr.node = None
     first = tr.n_statements

@@ -204,11 +204,28 @@ def convert_nodes(graph, node_name: dict, namer: Namer, user: UserFile, prog: Ca
             module_path=module_path,
             all_outputs=tuple(every) if every else tuple(outs),
             phase=phase,
+            called=_called(n) if annotate is None else None,
         )
         if packet(n.target) in ("index", "index_put", "_index_put_impl"):
             if has_bool_index(n.args, lambda a: a.meta.get("val")):
                 bool_index.add(id(node))
         prog.nodes.append(node)
+
+
+def _called(n) -> tuple[str, str] | None:
+    """The op call that export traced and then decomposed into `n` and its siblings (export's
+    provenance, `from_node`, followed back to the traced graph): (its node name, its op), or None
+    when `n` is that call itself or no provenance is recorded."""
+    src = n.meta.get("from_node")
+    if not src:
+        return None
+    root = src[0]
+    while getattr(root, "from_node", None):
+        root = root.from_node[0]
+    name, op = getattr(root, "name", None), str(getattr(root, "target", ""))
+    if name is None or op == str(n.target):
+        return None
+    return name, op
 
 
 def _module_path(n) -> str | None:
