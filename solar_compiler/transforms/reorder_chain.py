@@ -85,6 +85,8 @@ def rewrite_tree(graph: GraphOp, plan: ChainPlan, rewriter: PatternRewriter) -> 
         n.properties["sym_name"] = StringAttr(name)
         if "origin" not in n.properties and root.origin is not None:
             n.properties["origin"] = root.origin  # a new step is part of the tree's source op
+        if n.init is not None and "init_origin" not in n.properties and root.origin is not None:
+            n.properties["init_origin"] = root.origin  # and so is its folded init (one unfused kernel)
         for key in _SCOPE_KEYS:
             if key in n.properties:
                 shifted = [x + base for x in NodeOp.ints(n.properties[key])]  # type: ignore[arg-type]
