@@ -83,7 +83,8 @@ def main() -> int:
     print(f"\nfused bound lower under the default model than classical: {len(moved)} problems")
     for x in moved:
         ratio = x["classical"]["fused_s"] / x["default"]["fused_s"]
-        named = "; ".join(x["rewrites"]) or "no rewrite named"
+        rw = x["rewrites"]
+        named = "; ".join(rw[:4]) + (f"; ... {len(rw) - 4} more" if len(rw) > 4 else "") or "no rewrite named"
         print(f"  {x['level']}/{x['name']}: {ratio:.3f}x lower ({named})")
     return 0
 

@@ -304,6 +304,15 @@ def test_rows_headroom_and_violation():
         "b.html",
     )
     assert (v["violation"], v["violation_bound"]) == (True, "cache-aware")
+    # an eager time (our own --measure) must not beat the unfused bound either (one kernel per source
+    # op): 3.5 us is above the fused and cache-aware bounds but below the unfused 4 us; a time from
+    # a file (its kind unknown: a compiled or hand-written kernel fuses) is checked on those two only
+    (e,) = rows_for(_unit("e.py"), ["T"], {"status": "ok"}, _report(2e-6, 3e-6, 4e-6),
+                    Measured(12e-6, 3.5e-6, "test", eager=True), "e.html")
+    assert (e["violation"], e["violation_bound"]) == (True, "unfused")
+    (n,) = rows_for(_unit("n.py"), ["T"], {"status": "ok"}, _report(2e-6, 3e-6, 4e-6),
+                    Measured(12e-6, 3.5e-6, "test"), "n.html")
+    assert n["violation"] is False
     (f,) = rows_for(
         _unit("c.py"),
         ["T"],

@@ -71,6 +71,9 @@ class Measured:
     compile_typical: float | None = None
     compile_fastest: float | None = None
     baseline: float | None = None  # the baseline's time (SOL-ExecBench: the reference's latency)
+    #: the fastest time is eager PyTorch's (our own `--measure`), which the unfused bound (one
+    #: kernel per source op) must not exceed either; a timing file's kind is not known
+    eager: bool = False
 
 
 def measured_from_stats(rec: dict[str, Any], source: str) -> Measured:
@@ -83,6 +86,7 @@ def measured_from_stats(rec: dict[str, Any], source: str) -> Measured:
         source,
         None if c is None else c["median"] / 1e3,
         None if c is None else c["min"] / 1e3,
+        eager=True,
     )
 
 
@@ -179,6 +183,9 @@ def rows_for(
             fastest = min(x for x in (measured.fastest, measured.compile_fastest) if x is not None)
             r["violation"] = floor is not None and fastest < floor
             r["violation_bound"] = which if r["violation"] else None
+            if measured.eager and not r["violation"] and r["unfused_s"] is not None \
+                    and measured.fastest < r["unfused_s"]:
+                r["violation"], r["violation_bound"] = True, "unfused"
             if measured.baseline is not None and floor is not None:
                 r["baseline_s"], r["sol_s"] = measured.baseline, floor
                 r["sol_score"] = sol_score(measured.typical, measured.baseline, floor)
