@@ -390,20 +390,21 @@ def test_the_unfused_bound_runs_every_source_op_as_written(capsys, files):
 
 
 # ---- fast convolution: Winograd where cuDNN ships it ----------------------------------------------------
-def test_a_3x3_conv_is_priced_at_winograd_products(capsys, files):
+def test_a_3x3_conv_is_priced_at_fast_convolution_products(capsys, files):
     # Conv2d 256 -> 256, 3 x 3, padding 1, 8 x 256 x 32 x 32 f32: printed 18.73 us (9,265,217,536 direct
-    # FLOPs, taps on the padding excluded, at TF32 494.7 TFLOP/s). F(4x4,3x3): 8 x 8 tiles of 36
-    # products per (image, in, out channel), every tile cheaper than its direct taps (a corner tile
-    # has 11 x 11 = 121): 2 x 8 x 256^2 x 64 x 36 = 2,415,919,104 FLOPs = 4.88 us; then the compulsory
-    # traffic binds: x, the weights, the bias and the output, 19,137,536 B = 5.71 us <= 8.3 us
+    # FLOPs, taps on the padding excluded, at TF32 494.7 TFLOP/s). Winograd F(4x4,3x3): 8 x 8 tiles of
+    # 36 products per (image, in, out channel): 2 x 8 x 256^2 x 64 x 36 = 2,415,919,104 FLOPs = 4.88 us.
+    # FFT of the whole padded 34 x 34 map (cuDNN's FFT: at most 256 per axis): 3 x (34^2 - 4) / 2 + 4
+    # = 1,732 real products per (image, in, out channel): 1,816,133,632 FLOPs = 3.67 us, the fewest.
+    # Then the compulsory traffic binds: x, the weights, the bias and the output, 19,137,536 B =
+    # 5.71 us <= 8.3 us
     r = roofline_json(capsys, files["conv"])
-    assert r["totals"]["flops_matrix"] == 2 * 8 * 256**2 * 64 * 36 == 2_415_919_104
+    assert r["totals"]["flops_matrix"] == 2 * 8 * 256**2 * 1732 == 1_816_133_632
     compulsory = (2 * 8 * 256 * 32 * 32 + 256 * 256 * 9 + 256) * 4
     assert r["totals"]["bytes_fused"] == compulsory == 19_137_536
     assert fused(r) == pytest.approx(compulsory / BW) and fused(r) <= 8.3e-6
-    assert [(w["kind"], w["words"]) for w in r["rewrites"]] == [("Winograd F(4x4,3x3)",
-                                                                 "Winograd F(4x4,3x3) for conv")]
-    assert "priced as Winograd F(4x4,3x3) for conv" in " ".join(render_text(r).split())
+    assert [(w["kind"], w["words"]) for w in r["rewrites"]] == [("FFT 34x34", "FFT 34x34 for conv")]
+    assert "priced as FFT 34x34 for conv" in " ".join(render_text(r).split())
     as_written = 9_265_217_536 / 494.7e12
     assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(as_written, rel=1e-4)
     c = roofline_json(capsys, files["conv"], "--algorithms", "classical")

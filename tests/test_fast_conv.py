@@ -1,22 +1,26 @@
-"""Fast convolution (`analysis/fast_conv.py`): a 3 x 3 stride-1 convolution in f32 or f16 is priced
-by the default model at Winograd F(2x2,3x3) or F(4x4,3x3) products, the fewer, per tile never more
-than the tile's direct taps; anything else (stride 2, a 5 x 5 filter, bf16) keeps its direct
-products. Counts derived by hand below (a MAC is 2 FLOPs)."""
+"""Fast convolution (`analysis/fast_conv.py`): a stride-1 convolution in f32 or f16 is priced by the
+default model at the fewest transform-domain products of the algorithms cuDNN ships for it:
+Winograd F(2x2,3x3) or F(4x4,3x3) for a 3 x 3 filter, FFT (one transform of the whole padded map,
+at most 256 per axis) or FFT_TILING (32 x 32 transforms) for any filter; per tile never more than the
+tile's direct taps. Anything else (stride 2, bf16) keeps its direct products. Counts derived by hand
+below (a MAC is 2 FLOPs)."""
 
 from __future__ import annotations
 
-import pytest
-
+from solar_compiler.analysis.fast_conv import fft_products, winograd_flops
+from solar_compiler.analysis.graphs import node_ops
+from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.text.parser import parse_kernel
 from solar_compiler.transforms.kernels import kernel_costs
 
-CONV = """kernel conv(X: {dt}[1, 2, 6, 6] input, W: {dt}[3, 2, {r}, {r}] weight, Y: {dt}[1, 3, 6, 6] output):
+CONV = """kernel conv(X: {dt}[1, {c}, {n}, {n}] input, W: {dt}[3, {c}, {r}, {r}] weight,
+            Y: {dt}[1, 3, {n}, {n}] output):
     for n in range(1):
         for o in range(3):
-            for p in range(6):
-                for q in range(6):
+            for p in range({n}):
+                for q in range({n}):
                     Y[n, o, p, q] = 0.0
-                    for c in range(2):
+                    for c in range({c}):
                         for r in range({r}):
                             for s in range({r}):
                                 if p + r >= {pad} and p + r <= {hi} and q + s >= {pad} and q + s <= {hi}:
@@ -24,9 +28,9 @@ CONV = """kernel conv(X: {dt}[1, 2, 6, 6] input, W: {dt}[3, 2, {r}, {r}] weight,
 """
 
 
-def conv(dt: str = "f32", r: int = 3) -> str:
+def conv(dt: str = "f32", r: int = 3, n: int = 6, c: int = 2) -> str:
     pad = r // 2
-    return CONV.format(dt=dt, r=r, pad=pad, hi=5 + pad)
+    return CONV.format(dt=dt, r=r, pad=pad, hi=n - 1 + pad, n=n, c=c)
 
 
 def matrix(text: str, distinct: bool) -> tuple[int, str | None]:
@@ -35,29 +39,55 @@ def matrix(text: str, distinct: bool) -> tuple[int, str | None]:
     return op.flops_matrix, op.algorithm
 
 
-def test_a_3x3_stride_1_conv_is_priced_at_winograd_products():
+def test_fft_products_per_transform_size():
+    # bins of a real t1 x t2 transform: the real ones (4 when both sizes are even, 1 when both odd)
+    # take one multiply, the conjugate pairs one complex product (3 real multiplies) per pair
+    assert fft_products(8, 8) == 3 * (64 - 4) // 2 + 4 == 94
+    assert fft_products(32, 32) == 3 * 510 + 4 == 1534
+    assert fft_products(7, 7) == 3 * 48 // 2 + 1 == 73
+
+
+def test_a_3x3_stride_1_conv_is_priced_at_its_fewest_fast_products():
     # 6 x 6 output, padding 1: per axis the outputs hold 2, 3, 3, 3, 3, 2 taps (16), so direct is
-    # 16^2 = 256 products per (n, o, c), 6 of them. F(4x4,3x3): axis tiles [0, 4) with 11 taps and
-    # [4, 6) with 5; 2-D tiles min(11 x 11, 36) + 2 min(11 x 5, 36) + min(5 x 5, 36) = 36 + 72 + 25
-    # = 133 (the corner tile is cheaper direct). F(2x2,3x3): tiles of 5, 6, 5 taps, every 2-D tile
-    # min(>= 25, 16) = 16, 9 tiles = 144. The fewest: F(4x4,3x3).
+    # 16^2 = 256 products per (n, o, c), 6 of them. FFT of the whole padded map, 8 x 8: 94 products
+    # (one tile of 36 outputs). Winograd F(4x4,3x3): axis tiles [0, 4) with 11 taps and [4, 6) with
+    # 5; 2-D tiles min(11 x 11, 36) + 2 min(11 x 5, 36) + min(5 x 5, 36) = 36 + 72 + 25 = 133 (the
+    # corner tile is cheaper direct); F(2x2,3x3): 9 tiles of min(>= 25, 16) = 144. FFT_TILING's
+    # 32 x 32 transform (30 x 30 outputs, one tile): min(256, 1534) = 256. The fewest: FFT 8x8.
     assert matrix(conv(), False) == (2 * 6 * 256, None)
-    assert matrix(conv(), True) == (2 * 6 * 133, "Winograd F(4x4,3x3)")
-    assert matrix(conv("f16"), True) == (2 * 6 * 133, "Winograd F(4x4,3x3)")
+    assert matrix(conv(), True) == (2 * 6 * 94, "FFT 8x8")
+    assert matrix(conv("f16"), True) == (2 * 6 * 94, "FFT 8x8")
+    # Winograd's own count, as the entry prices it where FFT does not apply
+    (node,) = [n for n in node_ops(lift_kernel(parse_kernel(conv()))) if n.sym_name.data == "S1"]
+    assert winograd_flops(node, 2 * 6 * 256, "f32") == (2 * 6 * 133, "Winograd F(4x4,3x3)")
 
 
 def test_a_flipped_filter_is_a_convolution_too():
     # cuDNN's CUDNN_CONVOLUTION mode: the window read as q - s + c; the same taps per output position
     text = conv().replace("q + s >= 1 and q + s <= 6", "q - s + 2 >= 1 and q - s + 2 <= 6").replace(
         "q + s - 1]", "q - s + 1]")
-    assert matrix(text, True) == (2 * 6 * 133, "Winograd F(4x4,3x3)")
+    assert matrix(text, True) == (2 * 6 * 94, "FFT 8x8")
 
 
-@pytest.mark.parametrize("text", [conv("bf16"), conv(r=5)], ids=["bf16", "5x5"])
-def test_what_cudnn_does_not_ship_keeps_its_direct_products(text):
-    # bf16 (no cuDNN configuration lists Winograd for it) and a 5 x 5 filter (F(m, 3) only) are direct
-    direct, how = matrix(text, False)
-    assert matrix(text, True) == (direct, None) and how is None
+def test_a_5x5_filter_is_priced_at_fft_products():
+    # padding 2, 6 x 6 output: per axis 3, 4, 5, 5, 4, 3 taps (24), direct 24^2 = 576 per (n, o, c);
+    # FFT of the 10 x 10 padded map: 3 * (100 - 4) / 2 + 4 = 148 (Winograd ships no 5 x 5 entry)
+    assert matrix(conv(r=5), False) == (2 * 6 * 576, None)
+    assert matrix(conv(r=5), True) == (2 * 6 * 148, "FFT 10x10")
+
+
+def test_a_map_over_256_is_priced_at_fft_tiling():
+    # 300 x 300 output, 3 x 3, padding 1: the padded map (302) is over FFT's 256, so FFT_TILING's
+    # 32 x 32 transforms of 30 x 30 outputs, 10 x 10 tiles, each min(its direct taps, 1534) = 1534
+    # (an interior tile has 8,100 taps; an edge tile 29 x 30 x 9 minus a row of taps, still more)
+    flops, how = matrix(conv(n=300, c=1), True)
+    assert (flops, how) == (2 * 3 * 100 * 1534, "FFT 32x32 tiles")
+
+
+def test_bf16_keeps_its_direct_products():
+    # no cuDNN configuration lists Winograd or FFT for bf16
+    direct, how = matrix(conv("bf16"), False)
+    assert matrix(conv("bf16"), True) == (direct, None) and how is None
 
 
 def test_a_strided_conv_is_direct():

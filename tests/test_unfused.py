@@ -148,7 +148,8 @@ def test_conv_relu_two_kernels_by_hand(capsys, torch_files):
     conv, relu = r["kernels_unfused"]
     taps = 2 * 4 * 3 * 22 * 22  # per spatial dim 8 * 3 - 2 taps fall inside the padding-free image
     # the default model prices the 3 x 3 conv at Winograd F(4x4,3x3): 2 x 2 tiles of 36 products (each
-    # tile has 11 x 11 direct taps) per (image, out, in channel); classical counts the taps
+    # tile has 11 x 11 direct taps) per (image, out, in channel), 144, fewer than the FFT of the padded
+    # 10 x 10 map (148) or a 32 x 32 FFT tile (its 484 direct taps); classical counts the taps
     assert (conv["flops_matrix"], relu["flops_vector"]) == (2 * 2 * 4 * 3 * 4 * 36, 2 * 4 * 8 * 8)
     classical = roofline_json(capsys, torch_files["conv_relu"], "--algorithms", "classical")
     assert classical["kernels_unfused"][0]["flops_matrix"] == 2 * taps
@@ -258,12 +259,12 @@ def test_text_report_shows_the_kernel_table(capsys, torch_files):
     rows = [x.split() for x in lines[at + 4:at + 7]]
     out_b = 8 * 16 * 32 * 32 * 4
     # bytes: conv reads x (8x3x32x32) and w (16x27), writes out (8x16x32x32), f32: 624,320 B (its FLOPs:
-    # Winograd F(4x4,3x3), 2 x 8 x 16 x 3 x 64 tiles x 36 = 1,769,472, the default model); bn and
+    # FFT of the padded 34 x 34 map, 2 x 8 x 16 x 3 x 1,732 = 1,330,176, the default model); bn and
     # relu read and write out (1,048,576 B; bn also its 4 per-channel vectors, +256 B); bound / 3.35 TB/s
     assert rows == [
         ["bn", "batch_norm", "20", "262", "k", "1.04", "MB", "0.25", "313.1", "ns", "38.5%", "memory"],
         ["model", "relu", "20", "131", "k", "1.04", "MB", "0.125", "313", "ns", "38.5%", "memory"],
-        ["conv", "convolution", "20", "1.76", "M", "624", "kB", "2.83", "186.4", "ns", "22.9%", "memory"]]
+        ["conv", "convolution", "20", "1.33", "M", "624", "kB", "2.13", "186.4", "ns", "22.9%", "memory"]]
     # unfused: their sum, 624,320 + 1,048,832 + 1,048,576 B
     unfused = 624_320 + 2 * out_b + 256 + 2 * out_b
     assert f"| unfused                 | {unfused:,} | 812.5 ns | per kernel |" in out

@@ -57,7 +57,7 @@ from xdsl.ir.affine import AffineMap
 
 from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.distinct import CSE, SELECT, distinct_matrix_flops, duplicates, select_branches
-from solar_compiler.analysis.fast_conv import winograd_flops
+from solar_compiler.analysis.fast_conv import fast_conv_flops
 from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.poly_expand import POLY, GraphTables, expand
 from solar_compiler.analysis.polyhedral import (
@@ -638,7 +638,7 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
         if o.matrix_dtype is None:  # not a contraction: nothing of distinct.py applies
             continue
         fm, how = distinct_matrix_flops(node, o.flops_matrix)
-        fast, winograd = winograd_flops(node, fm, o.matrix_dtype)  # inside the conv's own op
+        fast, winograd = fast_conv_flops(node, fm, o.matrix_dtype)  # inside the conv's own op
         if winograd is not None and fast < fm:
             fm, how = fast, winograd
         if how is not None:

@@ -1,6 +1,14 @@
-"""Fast convolution: the catalogue entry of the default model of computation that prices a 3 x 3,
-stride-1 convolution at the products of Winograd's minimal filtering algorithm where cuDNN ships it
-(docs/bounds.md, section 0.0). `costs.py` applies it to distinct costs (`--algorithms default`).
+"""Fast convolution: the catalogue entries of the default model of computation that price a stride-1
+convolution at the transform-domain products of an algorithm cuDNN ships for it: Winograd's minimal
+filtering for a 3 x 3 filter, FFT for any filter (docs/bounds.md, section 0.0). `costs.py` applies
+the fewest to distinct costs (`--algorithms default`), through `fast_conv_flops`.
+
+FFT (Mathieu, Henaff and LeCun, ICLR 2014; cuDNN's CUDNN_CONVOLUTION_FWD_ALGO_FFT, one transform of
+the whole padded map of at most 256 per axis, and _FFT_TILING, 32 x 32 transforms, a filter of at
+most 32 per axis; FLOAT, PSEUDO_HALF and (tiling) DOUBLE configurations): per transform of t1 x t2
+real points and channel pair, the pointwise product takes one real multiply per real bin and three
+per conjugate pair of complex bins (`fft_products`), batched over the channels as matrix products;
+per tile never more than its direct taps; the transforms themselves are not counted (errs low).
 
 Winograd F(m x m, 3 x 3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR
 2016) computes an m x m tile of outputs of one (input channel, output channel) pair from an
@@ -44,10 +52,15 @@ from solar_compiler.loopir.affine import AffExpr
 
 #: value dtypes of contractions cuDNN ships Winograd for (module docstring)
 WINOGRAD_DTYPES = frozenset({"f32", "f16"})
+#: value dtypes cuDNN ships its FFT convolutions for (module docstring)
+FFT_DTYPES = frozenset({"f32", "f16", "f64"})
+FFT_TILE = 32  # FFT_TILING's transform size per axis
+FFT_WHOLE_MAX = 256  # FFT: the padded feature map's size per axis, at most
 #: output tile sizes m of F(m x m, 3 x 3)
 WINOGRAD_TILES = (2, 4)
 TAPS = 3
 WINOGRAD = "Winograd F("  # how the names of its entries start (`catalogue.Rewrite.words`)
+FFT = "FFT "
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,7 @@ class _Axis:
     out: str
     tap: str
     taps: tuple[int, ...]
+    extent: int = TAPS  # the filter's taps along the axis
 
     def tile_taps(self, m: int) -> list[int]:
         return [sum(self.taps[i:i + m]) for i in range(0, len(self.taps), m)]
@@ -85,6 +99,54 @@ def winograd_flops(node: NodeOp, flops: int, dtype: str | None) -> tuple[int, st
     return best, how
 
 
+def fast_conv_flops(node: NodeOp, flops: int, dtype: str | None) -> tuple[int, str | None]:
+    """The contraction's matrix FLOPs under the cheapest fast convolution cuDNN ships for its shape
+    and dtype (Winograd for 3 x 3 filters, FFT for any stride-1 filter), with its name; else
+    (`flops`, None)."""
+    best, how = winograd_flops(node, flops, dtype)
+    if dtype not in FFT_DTYPES:
+        return best, how
+    conv = conv_axes(node, taps=None)
+    if conv is None:
+        return best, how
+    axes, rest = conv
+    for sizes, name in _fft_plans(axes):
+        got = 2 * rest * _fft_products(axes, sizes)
+        if got < best:
+            best, how = got, name
+    return best, how
+
+
+def _fft_plans(axes: Sequence[_Axis]) -> list[tuple[tuple[int, int], str]]:
+    """The transform sizes of cuDNN's two FFT algorithms for these axes: FFT_TILING's 32 x 32 tiles
+    (a filter of at most 32 taps per axis) and FFT's one transform of the whole padded map (at most
+    256 per axis)."""
+    plans = []
+    if all(a.extent <= FFT_TILE for a in axes):
+        plans.append(((FFT_TILE, FFT_TILE), f"{FFT}{FFT_TILE}x{FFT_TILE} tiles"))
+    whole = tuple(len(a.taps) + a.extent - 1 for a in axes)
+    if all(t <= FFT_WHOLE_MAX for t in whole):
+        plans.append(((whole[0], whole[1]), f"{FFT}{whole[0]}x{whole[1]}"))
+    return plans
+
+
+def fft_products(t1: int, t2: int) -> int:
+    """Real multiplies of the pointwise product of two real t1 x t2 transforms, per channel pair: of
+    the t1 t2 bins, the real ones (the zero and, for an even size, the middle frequency of each
+    axis) take one, and the others come in conjugate pairs whose one complex product takes three
+    (Gauss; three is the fewest, Winograd 1971)."""
+    real = (1 + (t1 % 2 == 0)) * (1 + (t2 % 2 == 0))
+    return 3 * (t1 * t2 - real) // 2 + real
+
+
+def _fft_products(axes: Sequence[_Axis], sizes: tuple[int, int]) -> int:
+    """Per (channel pair, other point): the sum over tiles (outputs t - taps + 1 per axis) of the
+    fewer of the tile's direct taps and its transform-domain products."""
+    a, b = (ax.tile_taps(t - ax.extent + 1) for ax, t in zip(axes, sizes, strict=True))
+    full = fft_products(*sizes)
+    return sum(min(x * y, full) for x in a for y in b)
+
+
 def _tile_products(axes: Sequence[_Axis], m: int) -> int:
     """Per (channel pair, other point): the sum over 2-D tiles of the fewer of the tile's direct taps
     and its (m + 2)^2 transform-domain products."""
@@ -93,9 +155,10 @@ def _tile_products(axes: Sequence[_Axis], m: int) -> int:
     return sum(min(x * y, full) for x in a for y in b)
 
 
-def conv_axes(node: NodeOp) -> tuple[list[_Axis], int] | None:
-    """The two spatial axes of a 3 x 3 stride-1 convolution and the points of the other variables
-    (channels, batch), or None when the node is not one (module docstring)."""
+def conv_axes(node: NodeOp, taps: int | None = TAPS) -> tuple[list[_Axis], int] | None:
+    """The two spatial axes of a stride-1 convolution with `taps` x `taps` filters (None: any
+    filter of at least 2 taps per axis) and the points of the other variables (channels, batch), or
+    None when the node is not one (module docstring)."""
     reads = contraction_reads(node)
     if reads is None or len(reads) != 2:
         return None
@@ -108,7 +171,7 @@ def conv_axes(node: NodeOp) -> tuple[list[_Axis], int] | None:
     out_vars = {i.terms[0][0] for i in outs if i.is_var()}
     reduced = set(ivs) - set().union(*(i.vars() for i in outs))
     for x, w in ((dep[0], dep[1]), (dep[1], dep[0])):
-        pairs = _pairs(x, w, out_vars, reduced, ranges)
+        pairs = _pairs(x, w, out_vars, reduced, ranges, taps)
         if pairs is None or len(pairs) != 2:
             continue
         got = _separable(ivs, cons, pairs, ranges)
@@ -118,9 +181,9 @@ def conv_axes(node: NodeOp) -> tuple[list[_Axis], int] | None:
 
 
 def _pairs(x: tuple[AffExpr, ...], w: tuple[AffExpr, ...], out_vars: set[str], reduced: set[str],
-           ranges: dict[str, tuple[int, int]]) -> list[tuple[str, str]] | None:
-    """(output variable, tap variable) of every index `o +- k + c` of `x` that is a stride-1 3-tap
-    window; None when `x` or `w` reads a window variable any other way."""
+           ranges: dict[str, tuple[int, int]], taps: int | None = TAPS) -> list[tuple[str, str]] | None:
+    """(output variable, tap variable) of every index `o +- k + c` of `x` that is a stride-1 window
+    of `taps` taps (None: at least 2); None when `x` or `w` reads a window variable any other way."""
     pairs = []
     for e in x:
         if e.is_quasi() or len(e.terms) != 2:
@@ -128,7 +191,8 @@ def _pairs(x: tuple[AffExpr, ...], w: tuple[AffExpr, ...], out_vars: set[str], r
         (u, _), (v, _) = e.terms
         o, k = (u, v) if u in out_vars else (v, u)
         if o in out_vars and k in reduced and e.coeff(str(o)) == 1 and abs(e.coeff(str(k))) == 1 \
-                and ranges[k][1] - ranges[k][0] + 1 == TAPS:
+                and (ranges[k][1] - ranges[k][0] + 1 == taps if taps is not None
+                     else ranges[k][1] - ranges[k][0] + 1 >= 2):
             pairs.append((str(o), str(k)))
     used = {v for p in pairs for v in p}
     if len(used) != 2 * len(pairs):
@@ -168,7 +232,7 @@ def _separable(ivs: Sequence[str], cons: Sequence[Constraint], pairs: list[tuple
         (olo, ohi), (klo, khi) = ranges[o], ranges[k]
         taps = tuple(sum(all(c.cond.evaluate({o: ov, k: kv}) for c in cs) for kv in range(klo, khi + 1))
                      for ov in range(olo, ohi + 1))
-        axes.append(_Axis(o, k, taps))
+        axes.append(_Axis(o, k, taps, khi - klo + 1))
     others = [v for v in ivs if v not in used]
     points = count_points(others, rest) if others else int(all(c.cond.evaluate({}) for c in rest))
     return axes, points if math.prod(len(a.taps) for a in axes) else 0
