@@ -37,9 +37,10 @@ def load(bench: Path, timings: dict, hw: str) -> list[dict]:
             continue
         classical = (r.get("classical") or {}).get("bounds", {}).get(hw, r["bounds"][hw])
         rewrites = [w.get("what", w.get("kind")) for w in r.get("rewrites", [])]
+        floor = any("sound floor" in n for n in r["validation"].get("notes", []))
         rows.append({"level": level, "name": name, "mean_s": t["mean"] / 1e3, "min_s": t["min"] / 1e3,
                      "validated": bool(r["validation"].get("validated")), "default": r["bounds"][hw],
-                     "classical": classical, "rewrites": rewrites})
+                     "classical": classical, "rewrites": rewrites, "floor": floor})
     return rows
 
 
@@ -75,6 +76,15 @@ def main() -> int:
         low = min(x["mean_s"] / x["default"]["fused_s"] for x in lv)
         print(f"| {level} | {len(lv)} | {len(val)} | {gm(val, 'default')} | {gm(val, 'classical')} "
               f"| {gm(lv, 'default')} | {gm(lv, 'classical')} | {low:.2f}x |")
+    floors = [x for x in rows if x["floor"]]
+    if floors:
+        names = ", ".join(f"{x['level']}/{x['name']}" for x in floors)
+        print(f"\nnarrowing ran out of its CPU budget (priced at the output floor): {names}")
+        for level in sorted({x["level"] for x in floors}):
+            lv = [x for x in rows if x["level"] == level and not x["floor"] and x["default"]["fused_s"] > 0]
+            d = geomean([x["mean_s"] / x["default"]["fused_s"] for x in lv])
+            c = geomean([x["mean_s"] / x["classical"]["fused_s"] for x in lv])
+            print(f"  {level} without them: default {d:.2f}x, classical {c:.2f}x")
     bad = violations(rows)
     print(f"\nviolations: {len(bad)}")
     for line in bad:
