@@ -481,3 +481,48 @@ def test_a_view_read_of_a_whole_tensor_needs_the_whole_tensor_as_a_box(monkeypat
     assert ("w", True) in seen and ("t", False) in seen and ("x", True) in seen
     assert narrow(k).changed == ("S2 t[i] = x[i, 0] * 3.0: guarded",)
     assert list(counts(n).values()) == [32, 32, 2, 8]
+
+
+SHUFFLED = """kernel shuffled(X: f32[6, 8] input, W: f32[6, 3, 3] weight, Y: f32[6, 6] output,
+                  Z: f32[4, 3, 3] output, V: f32[3, 4] output):
+    for g in range(2):
+        for o in range(3):
+            for p in range(6):
+                Y[3*g + o, p] = 0.0
+                for c in range(3):
+                    for r in range(3):
+                        Y[3*g + o, p] += X[2*((c + 3*g) % 3) + (c + 3*g) // 3, p + r] * W[3*g + o, c, r]
+    for w in range(4):
+        for i in range(3):
+            for j in range(3):
+                Z[w, i, j] = X[3*(w // 2) + i, 3*(w % 2) + j]
+    for b in range(3):
+        for q in range(4):
+            V[b, q] = X[2*(b % 3), 2*q]
+"""
+
+
+@pytest.mark.parametrize("index, box", [(0, True), (1, True), (2, False)],
+                         ids=["channel shuffle", "window partition", "strided"])
+def test_a_div_mod_read_of_a_whole_domain_is_its_box_when_it_fills_one(index, box):
+    """`executor/needed.py` `_separable_image`: the elements a div/mod read touches from a whole box
+    domain, enumerated per group of indices that share loop variables, equal isl's image (a grouped
+    convolution reading a channel-shuffled input; a window partition whose row and column share the
+    window number); a read whose values do not fill a box (even channels and columns only) is left to
+    isl (None)."""
+    from solar_compiler.executor.needed import _access, _separable_image, _Stmt
+    from solar_compiler.loopir.ast import Read
+    from solar_compiler.loopir.domain import domain
+
+    k = parse_kernel(SHUFFLED, "shuffled.loop")
+    ctx = statements(k)[1 + index]  # Y's reduction, Z, V
+    st_ = _Stmt(ctx, domain(ctx))
+    (read,) = [x for x in ctx.stmt.value.walk() if isinstance(x, Read) and x.tensor == "X"]
+    got = _separable_image(st_, read, st_.dom)
+    want = _access(ctx, "X", read.indices).intersect_domain(st_.dom).range()
+    if box:
+        assert got is not None and got.is_equal(want)
+    else:  # 3 x 4 elements, not the 5 x 7 of their box
+        assert got is None and want.count_val().to_python() == 12
+    narrowed = narrow(k)
+    assert narrowed.changed == () and print_kernel(narrowed.kernel) == print_kernel(k)
