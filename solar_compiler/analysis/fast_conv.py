@@ -102,18 +102,24 @@ def winograd_flops(node: NodeOp, flops: int, dtype: str | None) -> tuple[int, st
 def fast_conv_flops(node: NodeOp, flops: int, dtype: str | None) -> tuple[int, str | None]:
     """The contraction's matrix FLOPs under the cheapest fast convolution cuDNN ships for its shape
     and dtype (Winograd for 3 x 3 filters, FFT for any stride-1 filter), with its name; else
-    (`flops`, None)."""
-    best, how = winograd_flops(node, flops, dtype)
-    if dtype not in FFT_DTYPES:
-        return best, how
+    (`flops`, None). The convolution is recognised once for both."""
+    if dtype not in FFT_DTYPES and dtype not in WINOGRAD_DTYPES:
+        return flops, None
     conv = conv_axes(node, taps=None)
     if conv is None:
-        return best, how
+        return flops, None
     axes, rest = conv
-    for sizes, name in _fft_plans(axes):
-        got = 2 * rest * _fft_products(axes, sizes)
-        if got < best:
-            best, how = got, name
+    best, how = flops, None
+    if dtype in WINOGRAD_DTYPES and all(a.extent == TAPS for a in axes):
+        for m in WINOGRAD_TILES:
+            got = 2 * rest * _tile_products(axes, m)
+            if got < best:
+                best, how = got, winograd_name(m)
+    if dtype in FFT_DTYPES:
+        for sizes, name in _fft_plans(axes):
+            got = 2 * rest * _fft_products(axes, sizes)
+            if got < best:
+                best, how = got, name
     return best, how
 
 
