@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # The tutorial pass (docs/writing-a-pass.md) as a user installs it: a package of its own whose
 # `solar_compiler.passes` entry point registers it; lit_tests/node-intensity runs it.
 $(VENV)/.installed-test: $(VENV)/.installed examples/passes/pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[dev,llm,ray,browser,zoo]'
+	$(BIN)/python -m pip install -q -e '.[dev,llm,ray,browser,zoo,vision]'
 	$(BIN)/python -m pip install -q --no-deps -e examples/passes
 	command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 	touch $@

@@ -67,7 +67,8 @@ def test_a_file_is_left_alone():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["m.py", "--batch", "2"], "--batch: options of a model spec (hf:NAME); the input is a file"),
+    (["m.py", "--batch", "2"], "--batch: options of a model spec (hf:NAME, torchvision:NAME, timm:NAME); "
+                               "the input is a file"),
     (["hf:llama-2-7b", "--dtype", "fp8"], "--dtype is one of fp32, fp16, bf16, not 'fp8'"),
     (["hf:llama-2-7b", "--phase", "train"], "--phase is prefill or decode, not 'train'"),
     (["hf:llama-2-7b", "--seq", "many"], "--seq takes an integer, not 'many'"),

@@ -11,8 +11,8 @@ problem folder (`model` in results.csv) with the workload's uuid (`workload`); i
 folder it sits in. Nothing below a problem folder is a model file of its own (`kernel.py`,
 `reference.py` are the problem's).
 
-A model spec (`'hf:llama-2-7b --phase decode --kv-len 4096'`, one argument) is its generated model
-file, in the group `hf`.
+A model spec (`'hf:llama-2-7b --phase decode --kv-len 4096'`, `'timm:vit_base_patch16_224 --batch 8'`,
+one argument) is its generated model file, in the group of its library (`hf`, `torchvision`, `timm`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from solar_compiler.frontends.solexec.problem import (
     load_problem,
     write_model_files,
 )
+from solar_compiler.frontends.zoo.spec import is_spec, parse_request, write_model_file
 
 
 @dataclass(frozen=True)
@@ -93,15 +94,13 @@ def discover(args: list[str], cwd: str | None = None) -> list[Unit]:
                 units.append(Unit(group, name, str(path), cwd, _sha(path), str(w.get("uuid", label))))
 
     for arg in args:
-        if arg.startswith("hf:"):  # a model spec, its flags in the same argument (docs/model-zoo.md)
-            from solar_compiler.frontends.zoo.spec import parse_request, write_model_file
-
+        if is_spec(arg):  # a model spec, its flags in the same argument (docs/model-zoo.md)
             req, rest = parse_request(shlex.split(arg))
             if req is None or len(rest) != 1:
                 raise SolarError(f"{arg}: a spec in a suite takes only its own flags (--batch --seq --dtype "
-                                 f"--phase --kv-len --config) and KEY=VAL overrides")
+                                 f"--phase --kv-len --config --image-size) and KEY=VAL overrides")
             f = write_model_file(req)
-            add("hf", f, str(f))
+            add(req.library, f, str(f))
             continue
         p = Path(arg)
         full = p if p.is_absolute() else Path(cwd) / p

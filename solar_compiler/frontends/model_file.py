@@ -290,6 +290,10 @@ def _load_source(path: str, source: str, fmt: ModelFormat) -> ModelSpec:
     module = importlib.util.module_from_spec(spec)
     module.__file__ = abspath
     sys.modules[mod_name] = module  # dataclasses/pickle look modules up here
+    if any(w in source for w in ("torchvision", "timm", "transformers")):
+        from solar_compiler.frontends.zoo.vision_runtime import prepare_torchvision
+
+        prepare_torchvision()  # PyPI's CUDA torchvision beside a CPU torch (zoo/vision_runtime.py)
     if "from_pretrained" in source:  # transformers' hub loaders resolve shipped configurations
         from solar_compiler.frontends.zoo.hub import offline_hub
 

@@ -39,6 +39,9 @@ def offline_hub() -> None:
     global _INSTALLED
     if _INSTALLED:
         return
+    from solar_compiler.frontends.zoo.vision_runtime import prepare_torchvision
+
+    prepare_torchvision()  # transformers' PreTrainedModel imports torchvision when it is installed
     try:
         import transformers
         from transformers.models.auto.auto_factory import _BaseAutoModelClass

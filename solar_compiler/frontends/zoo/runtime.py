@@ -36,6 +36,9 @@ def fixed(value: Any) -> Any:
 
 
 def _transformers():
+    from solar_compiler.frontends.zoo.vision_runtime import prepare_torchvision
+
+    prepare_torchvision()  # transformers' model classes import torchvision when it is installed
     try:
         import transformers
     except ModuleNotFoundError:

@@ -1,4 +1,5 @@
-"""Model specs (`hf:NAME`) as input: resolve the configuration, write the model file.
+"""Model specs (`hf:NAME`, and `torchvision:NAME` / `timm:NAME` via vision.py) as input: resolve the
+configuration, write the model file.
 
 `solar-opt hf:llama-2-7b --phase decode --kv-len 4096 --dtype fp16 ...` names a model instead of a
 file. The spec resolves to a configuration (a shipped `configs/NAME.json`, a user's `--config
@@ -12,7 +13,9 @@ for the reduced instance, so the widths (hidden, intermediate, head and vocabula
 sequence and cache lengths) are written as module-level literals and the counts that make the
 program's statement list (layers, heads, experts) as `fixed(...)` calls, which are no size sites.
 
-This module imports no framework; the generated file imports `frontends/zoo/runtime.py`.
+This module imports no framework; the generated file imports `frontends/zoo/runtime.py`. Vision
+specs share the parsing and the file writing here; `vision.py` (imported when one is used) writes
+their source.
 """
 
 from __future__ import annotations
@@ -32,14 +35,16 @@ class InputError(SolarError):
 
     error_class = "input"
 
-__all__ = ["PREFIX", "SPEC_FLAGS", "ZooRequest", "expand_argv", "is_spec", "model_source", "parse_request",
-           "resolve_config", "shipped_names"]
+__all__ = ["PREFIX", "PREFIXES", "SPEC_FLAGS", "ZooRequest", "expand_argv", "is_spec", "model_source",
+           "parse_request", "resolve_config", "shipped_names", "spec_source"]
 
 PREFIX = "hf:"
+VISION_PREFIXES = ("torchvision:", "timm:")
+PREFIXES = (PREFIX, *VISION_PREFIXES)
 CONFIG_DIR = Path(__file__).parent / "configs"
 GENERATOR_VERSION = "zoo-1"
 # flags that shape a spec's program (value-taking); they are removed before solar-opt parses the rest
-SPEC_FLAGS = ("--batch", "--seq", "--dtype", "--phase", "--kv-len", "--config")
+SPEC_FLAGS = ("--batch", "--seq", "--dtype", "--phase", "--kv-len", "--config", "--image-size")
 DTYPES = ("fp32", "fp16", "bf16")
 # Configuration keys that are widths: scaled together for the reduced instance (a program of the same
 # statements). Every other integer is a count or an id and is kept (`fixed`).
@@ -58,8 +63,9 @@ SPEC_TIMEOUT = 900  # seconds for capture + translation + validation of a spec (
 class ZooRequest:
     """One spec on the command line, before resolution."""
 
-    spec: str                                   # as given: hf:NAME
+    spec: str                                   # as given: hf:NAME (torchvision:NAME, timm:NAME)
     name: str                                   # NAME
+    prefix: str = PREFIX                        # hf:, torchvision: or timm:
     config_file: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     batch: int = 1
@@ -67,10 +73,20 @@ class ZooRequest:
     dtype: str = "fp32"
     phase: str | None = None
     kv_len: int | None = None
+    image_size: int | None = None               # vision specs: None is the weights' own size
+
+    @property
+    def library(self) -> str:
+        """'hf', 'torchvision' or 'timm'."""
+        return self.prefix[:-1]
+
+    @property
+    def is_vision(self) -> bool:
+        return self.prefix in VISION_PREFIXES
 
 
 def is_spec(arg: str) -> bool:
-    return arg.startswith(PREFIX)
+    return arg.startswith(PREFIXES)
 
 
 def shipped_names() -> list[str]:
@@ -228,8 +244,9 @@ def file_name(req: ZooRequest, source: str) -> str:
     """A readable, unique name: the spec, its phase and sizes, and a hash of the whole source."""
     stem = re.sub(r"[^A-Za-z0-9.]+", "_", req.name).strip("_")
     digest = hashlib.sha256(source.encode()).hexdigest()[:10]
-    parts = [stem, req.phase or "", f"b{req.batch}", f"s{req.seq}" if req.seq else "",
-             f"kv{req.kv_len}" if req.kv_len else "", req.dtype]
+    parts = [req.library if req.is_vision else "", stem, req.phase or "", f"b{req.batch}",
+             f"s{req.seq}" if req.seq else "", f"kv{req.kv_len}" if req.kv_len else "",
+             f"i{req.image_size}" if req.image_size else "", req.dtype]
     return "_".join(p for p in parts if p) + f"_{digest}.py"
 
 
@@ -240,8 +257,17 @@ def generated_dir() -> Path:
     return cache_dir().parent / "zoo"
 
 
+def spec_source(req: ZooRequest) -> str:
+    """The generated model file of any spec: `hf:` here, a vision spec by `vision.py`."""
+    if req.is_vision:
+        from solar_compiler.frontends.zoo.vision import model_source as vision_source
+
+        return vision_source(req)
+    return model_source(req)
+
+
 def write_model_file(req: ZooRequest, directory: Path | None = None) -> Path:
-    source = model_source(req)
+    source = spec_source(req)
     directory = directory or generated_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / file_name(req, source)
@@ -297,14 +323,21 @@ def parse_request(argv: list[str]) -> tuple[ZooRequest | None, list[str]]:
         i += 1
     if spec_at is None:
         if flags:
-            raise InputError(f"{', '.join(flags)}: options of a model spec (hf:NAME); the input is a file")
+            raise InputError(f"{', '.join(flags)}: options of a model spec (hf:NAME, torchvision:NAME, "
+                             f"timm:NAME); the input is a file")
         return None, argv
     spec = rest[spec_at]
-    req = ZooRequest(spec=spec, name=spec[len(PREFIX):], config_file=flags.get("--config"),
+    prefix = next(p for p in PREFIXES if spec.startswith(p))
+    req = ZooRequest(spec=spec, name=spec[len(prefix):], prefix=prefix, config_file=flags.get("--config"),
                      overrides=overrides)
     if not req.name:
-        raise InputError(f"{spec}: name a model (hf:llama-2-7b) or an architecture (hf:LlamaForCausalLM)",
-                         error_class="input")
+        example = "hf:llama-2-7b) or an architecture (hf:LlamaForCausalLM" if prefix == PREFIX else \
+            {"torchvision:": "torchvision:resnet50", "timm:": "timm:vit_base_patch16_224"}[prefix]
+        raise InputError(f"{spec}: name a model ({example})", error_class="input")
+    if "--image-size" in flags:
+        if not req.is_vision:
+            raise InputError(f"{spec}: --image-size applies to torchvision: and timm: specs")
+        req.image_size = _int("--image-size", flags["--image-size"])
     if "--batch" in flags:
         req.batch = _int("--batch", flags["--batch"])
     if "--seq" in flags:
