@@ -217,3 +217,27 @@ def test_timm_vit_validates_and_its_matrix_flops_by_hand(tmp_path, monkeypatch):
     narrowed = patch_embed + block(t, t) + block(t, 1) + head + 3 * norms(t) + 2 * norms(1)
     assert (r["totals"]["flops_matrix_as_written"], r["totals"]["flops_matrix"]) == (as_written, narrowed) \
         == (10_459_008, 7_786_368)
+
+
+def test_a_zero_initialised_weight_matrix_is_redrawn_so_validation_checks_something():
+    """torchvision's ViT initialises its head to zero: every logit would be its bias, and comparing
+    outputs would check nothing (max relative error exactly 0). A zero weight matrix is redrawn,
+    seeded; biases and non-zero weights stay."""
+    import torch
+
+    from solar_compiler.frontends.zoo.vision_runtime import redraw_zero_weights
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    torch.nn.init.zeros_(m[1].weight)
+    torch.nn.init.zeros_(m[1].bias)
+    before = m[0].weight.clone()
+    assert redraw_zero_weights(m) == 1
+    assert m[1].weight.count_nonzero() == 6 and m[1].bias.count_nonzero() == 0
+    assert torch.equal(m[0].weight, before)
+    x = torch.randn(5, 4)
+    assert not torch.equal(m(x)[0], m(x)[1])  # the outputs now depend on the input
+    again = torch.nn.Linear(3, 2)
+    torch.nn.init.zeros_(again.weight)
+    redraw_zero_weights(again)
+    assert torch.equal(again.weight, m[1].weight)  # seeded: the same values every build

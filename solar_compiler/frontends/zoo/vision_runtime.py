@@ -114,6 +114,22 @@ def build(library: str, name: str, image_size: int, kwargs: dict[str, Any]):
     return _construct(library, name, kwargs)
 
 
+def redraw_zero_weights(model: torch.nn.Module, std: float = 0.02) -> int:
+    """Redraw every weight matrix a library initialises to zero (torchvision's ViT head) from
+    N(0, std^2), seeded, so the outputs depend on the inputs: with a zero head every logit is its
+    bias and a validation that compares outputs checks nothing. Fake or meta parameters (a capture
+    of shapes) hold no values and are left alone. Returns how many were redrawn."""
+    gen = torch.Generator().manual_seed(0)
+    done = 0
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() < 2 or p.is_meta or type(p.data) is not torch.Tensor or p.count_nonzero() != 0:
+                continue
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32).to(p.dtype) * std)
+            done += 1
+    return done
+
+
 class VisionModel(torch.nn.Module):
     """The classifier of a spec; parameters are created at the spec's dtype (no conversion captured)."""
 
@@ -125,6 +141,7 @@ class VisionModel(torch.nn.Module):
             self.model = build(library, name, image_size, kwargs)
         finally:
             torch.set_default_dtype(previous)
+        redraw_zero_weights(self.model)
         self.model.eval()  # inference: batch norm reads its running statistics, dropout is identity
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
