@@ -26,6 +26,13 @@ from pathlib import Path
 REPORT = ["--roofline=fused", "--hw", "H100_SXM", "--format", "json", "--no-narrow"]
 
 
+
+def written_flops(rep: dict) -> int:
+    """The program's FLOPs with the LLM's loop nests counted as it wrote them (the bound does not
+    price them: docs/llm-frontend.md, "Pricing"), to compare with the deterministic translation's."""
+    llm = rep.get("llm_ops") or []
+    return rep["totals"]["flops"] - sum(o["flops_priced"] for o in llm) + sum(o["flops_written"] for o in llm)
+
 def solar(args: list[str], timeout: float) -> tuple[int, dict | None, str]:
     """(exit status, JSON report or None, last stderr line) of one `solar-opt` run."""
     try:
@@ -60,7 +67,7 @@ def measure(path: Path, a: argparse.Namespace) -> dict:
         v = rep["validation"]
         by = (v.get("translated_by") or [{}])[0]
         row.update(validated=bool(v["validated"]), attempts=by.get("attempts"), tokens=by.get("tokens"),
-                   cost=by.get("cost"), flops_llm=rep["totals"]["flops"],
+                   cost=by.get("cost"), flops_llm=written_flops(rep),
                    note="cached" if by.get("cached") else "")
     rc, rep, err = solar([str(path), "--translate", "--frontend=torch"], a.timeout)
     if rep is not None:

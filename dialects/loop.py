@@ -165,21 +165,33 @@ def i64_array(values: tuple[int, ...]) -> DenseArrayBase:
 class OriginAttr(ParametrizedAttribute):
     """`#loop.origin<7, "aten.softmax.int", "attn.c_attn">`: the source-level op a statement
     implements (its instance number, its name, its module path or "" at top level), and in a
-    training step its phase: `#loop.origin<9, "aten.mm.default", "fc1", "backward">`."""
+    training step its phase: `#loop.origin<9, "aten.mm.default", "fc1", "backward">`, and after
+    them `"llm"` when an LLM wrote the op's loop nest: `#loop.origin<3, "aten.sort.default", "", "",
+    "llm">` (its arithmetic is not priced as written, docs/llm-frontend.md)."""
 
     name = "loop.origin"
     instance: IntAttr
     op: StringAttr
     module: StringAttr
     phase: StringAttr
+    by: StringAttr  # "llm", or "" (a template of the frontend)
 
     def __init__(self, origin: Origin):
         super().__init__(IntAttr(origin.id), StringAttr(origin.op), StringAttr(origin.module or ""),
-                         StringAttr(origin.phase or ""))
+                         StringAttr(origin.phase or ""), StringAttr("llm" if origin.llm else ""))
+
+    @property
+    def llm(self) -> bool:
+        return self.by.data == "llm"
 
     @property
     def origin(self) -> Origin:
-        return Origin(self.instance.data, self.op.data, self.module.data or None, self.phase.data or None)
+        return Origin(self.instance.data, self.op.data, self.module.data or None, self.phase.data or None,
+                      self.llm)
+
+    def verify(self) -> None:
+        if self.by.data not in ("", "llm"):
+            raise VerifyException(f"#loop.origin: the author is \"llm\" or absent, got {self.by.data!r}")
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
@@ -187,9 +199,12 @@ class OriginAttr(ParametrizedAttribute):
             printer.print_string_literal(self.op.data)
             printer.print_string(", ")
             printer.print_string_literal(self.module.data)
-            if self.phase.data:
+            if self.phase.data or self.by.data:
                 printer.print_string(", ")
                 printer.print_string_literal(self.phase.data)
+            if self.by.data:
+                printer.print_string(", ")
+                printer.print_string_literal(self.by.data)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -200,7 +215,8 @@ class OriginAttr(ParametrizedAttribute):
             parser.parse_punctuation(",")
             module = parser.parse_str_literal()
             phase = parser.parse_str_literal() if parser.parse_optional_punctuation(",") else ""
-            return (IntAttr(n), StringAttr(op), StringAttr(module), StringAttr(phase))
+            by = parser.parse_str_literal() if parser.parse_optional_punctuation(",") else ""
+            return (IntAttr(n), StringAttr(op), StringAttr(module), StringAttr(phase), StringAttr(by))
 
 
 @irdl_attr_definition

@@ -158,6 +158,11 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
                         + (f", then the {opt} update" if opt else "") + " (docs/training.md)")
     if r.get("chains") and (r["reorder_chains"] or any(c["better"] for c in r["chains"])):
         lines.append(_chains_line(r))  # said only where it tells something
+    for i, o in enumerate(r.get("llm_ops") or []):  # docs/llm-frontend.md, "Pricing"
+        priced = f"{o['flops_priced']:,} FLOPs priced (the products of its plain contractions)" \
+            if o["flops_priced"] else "no compute term"
+        lines.append(f"{'LLM ops:' if i == 0 else '':<12}{o['op']} ({o['loc']}): an LLM's loop nest, not "
+                     f"priced as written ({o['flops_written']:,} FLOPs): {priced}, its traffic counted")
     if r["narrowed"] and tot["flops_as_written"] != tot["flops"]:
         share = f" ({tot['flops'] / tot['flops_as_written']:.1%})" if tot["flops_as_written"] else ""
         both = _BEST if any(c["applied"] for c in r.get("chains", ())) else ""

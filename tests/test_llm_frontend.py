@@ -16,20 +16,23 @@ from solar_compiler.driver import main  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "llm"
 
-# per example: (the ops the LLM wrote with their attempts, total FLOPs derived by hand)
+# per example: (the ops the LLM wrote with their attempts, total FLOPs priced, and the FLOPs of the
+# LLM's loop nests as written, derived by hand). An LLM's nest is one algorithm among many: only the
+# products of its plain contractions are priced (docs/llm-frontend.md, "Pricing"), none here.
 # sort_rows: rank[i, j] += i64(x[i,k] < x[i,j] or x[i,k] == x[i,j] and k < j): 8*16*16 = 2048 points
 #   of 2 comparisons, and, or and the += (5 vector FLOPs, the cast is free) = 10,240, and k < j once
-#   per (j, k): 256 (analysis/vector_work.py; 12,288 counted literally); values * 2.0: 128
+#   per (j, k): 256 (analysis/vector_work.py), all unpriced (an O(N^2) rank sort: a radix sort does no
+#   arithmetic); priced: values * 2.0, 128
 # scatter_mean: 128 sums + 128 counts + per bucket element (32) a division, a comparison and a select
-# running_max: 15 scan steps of max + 16 additions
-# softsign: linear 4x32x32 (8,192 matrix; the bias is the accumulator's initial value, no FLOP);
-#   abs, +, / per element (384); * 3.0 (128)
+# running_max (the whole program by the LLM): 15 scan steps of max + 16 additions
+# softsign: linear 4x32x32 (8,192 matrix; the bias is the accumulator's initial value, no FLOP) and
+#   * 3.0 (128) priced; the LLM's abs, +, / per element (384) not
 RECORDED = {
-    "sort_rows": ([("aten.sort.default", 2)], 10_624),
-    "mask_assign": ([("aten.index.Tensor", 2), ("aten.index_put.default", 1)], None),
-    "scatter_mean": ([("aten.scatter_reduce.two", 2)], 352),
-    "running_max": ([("the whole program", 2)], 31),
-    "softsign_custom_op": ([("solar_examples.softsign.default", 2)], 8_192 + 384 + 128),
+    "sort_rows": ([("aten.sort.default", 2)], 128, 10_496),
+    "mask_assign": ([("aten.index.Tensor", 2), ("aten.index_put.default", 1)], None, None),
+    "scatter_mean": ([("aten.scatter_reduce.two", 2)], 0, 352),
+    "running_max": ([("the whole program", 2)], 0, 31),
+    "softsign_custom_op": ([("solar_examples.softsign.default", 2)], 8_192 + 128, 384),
 }
 
 
@@ -48,7 +51,7 @@ def _json_report(capsys, *args: str) -> dict:
 
 @pytest.mark.parametrize("name", sorted(RECORDED))
 def test_recorded_example_replays_validates_and_reports(name, capsys):
-    llm_ops, flops = RECORDED[name]
+    llm_ops, flops, written = RECORDED[name]
     r = _json_report(capsys, str(EXAMPLES / f"{name}.py"), "--translate",
                      "--llm-replay", str(EXAMPLES / f"{name}.transcript.jsonl"))
     v = r["validation"]
@@ -59,6 +62,7 @@ def test_recorded_example_replays_validates_and_reports(name, capsys):
                for t in v["translated_by"] if t["by"] == "llm")
     if flops is not None:
         assert r["totals"]["flops"] == flops
+        assert sum(o["flops_written"] for o in r["llm_ops"]) == written
     # every recorded transcript has a wrong first attempt that the repair loop corrected
     recs = [json.loads(x) for x in (EXAMPLES / f"{name}.transcript.jsonl").read_text().splitlines()]
     assert any(not x["accepted"] and x["diagnostic"] for x in recs)
@@ -187,7 +191,11 @@ def test_whole_program_llm_mode_matches_the_deterministic_flops(tmp_path, capsys
     llm = _json_report(capsys, *args)
     torch_ = _json_report(capsys, str(src), "--translate", "--frontend=torch")
     assert llm["validation"]["frontend"] == "llm" and llm["validation"]["samples"] == 3
-    assert llm["totals"]["flops"] == torch_["totals"]["flops"] == 2 * 32
+    # the LLM's loop nest has the deterministic translation's FLOPs, but an LLM's nest is not priced
+    # (no plain contraction here): its bound has no compute term
+    assert [(o["flops_written"], o["flops_priced"]) for o in llm["llm_ops"]] == [(2 * 32, 0)]
+    assert torch_["totals"]["flops"] == 2 * 32 and llm["totals"]["flops"] == 0
+    assert llm["totals"]["bytes_fused"] == torch_["totals"]["bytes_fused"] == 4 * (32 + 32 + 8 + 32)
 
 
 def test_whole_program_without_a_model_is_one_line(tmp_path, capsys):

@@ -118,6 +118,9 @@ class OpCost:
     # distinct costs, `--algorithms default`), e.g. "symmetric product"; None: as written
     algorithm: str | None = None
     source: str | None = None  # the source op it implements (module path, else op name), for the report
+    # an LLM wrote the node's loop nest: the FLOPs of that nest as written, which the figures above do
+    # not price (only a plain contraction's products are; `_op_cost`); None: a template's node
+    llm_flops: int | None = None
 
     @property
     def vector_literal(self) -> int:
@@ -574,17 +577,24 @@ def _op_cost(text: NodeText, tensors: Mapping[str, TensorOp], node: NodeOp, indi
         work.skip(node)
     else:
         fm, (fv, tr) = 0, work.node(node)
+    llm = node.origin is not None and node.origin.llm
+    llm_flops = fm + fv if llm else None
+    if llm:  # one algorithm among many: price only the products a contraction means (docs/llm-frontend.md)
+        fm, fv, tr, literal = (fm if st.plain_contraction(node) else 0), 0, 0, 0
+        if not fm:
+            mdt = None
     fps = st.footprints(node, indirect == "traced")
     dts = {f.tensor: tensors[f.tensor].dtype for f in fps}
     rd, wr = ([Access(f.tensor, dts[f.tensor], f.elements, f.elements * DTYPES[dts[f.tensor]], f.indirect,
                       f.traced) for f in fps if f.write == w] for w in (False, True))
     label, eq, loc = text.describe(node)
+    unit = c.unit if not llm else "matrix" if fm else "memory"
     return OpCost(
-        name=node.sym_name.data, label=label, equation=eq, loc=loc, unit=c.unit,
+        name=node.sym_name.data, label=label, equation=eq, loc=loc, unit=unit,
         flops_matrix=fm, flops_vector=fv, flops_transcendental=tr, matrix_dtype=mdt,
         vector_dtype=tensors[node.output_name].dtype, iterations=it, reads=tuple(rd),
         writes=tuple(wr), sequential=c.sequential, indirect=c.indirect, flops_vector_literal=literal,
-        algorithm=None, source=_source(node.origin))
+        algorithm=None, source=_source(node.origin), llm_flops=llm_flops)
 
 
 def _source(origin: OriginAttr | None) -> str | None:
@@ -674,14 +684,16 @@ def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCos
         t[0] += q.flops_matrix
         t[1] += q.flops_vector
     for pos, o in enumerate(ops):
-        if nodes[pos].reduce.data != "add" or o.algorithm is not None or o.flops_transcendental:
+        if nodes[pos].reduce.data != "add" or o.algorithm is not None or o.flops_transcendental \
+                or o.llm_flops is not None:
             continue
         tables = tables or GraphTables(graph, nodes)
         e = expand(graph, nodes, pos, pair_dtype, tables)
         if e is None:
             continue
         here = (pos, *e.absorbed)
-        if any(ops[i].algorithm is not None or ops[i].flops_transcendental for i in e.absorbed):
+        if any(ops[i].algorithm is not None or ops[i].flops_transcendental or ops[i].llm_flops is not None
+               for i in e.absorbed):
             continue
         if kernel_of is not None and len({kernel_of[i] for i in here}) != 1:
             continue  # eager execution runs the absorbed ops' kernels as written
@@ -711,6 +723,8 @@ def _fold_through_contractions(graph: GraphOp, ops: list[OpCost]) -> None:
     for pos, (node, o) in enumerate(zip(node_ops(graph), ops, strict=True)):
         if o.matrix_dtype is not None:
             work.skip(node)
+            continue
+        if o.llm_flops is not None:  # no vector work is priced in an LLM's loop nest
             continue
         fv, tr = work.node(node)
         if work.folded:

@@ -585,6 +585,17 @@ def contraction_factors(node: NodeOp) -> list[SSAValue] | None:
     return dep if len(dep) >= 2 else None
 
 
+def plain_contraction(node: NodeOp) -> bool:
+    """A contraction whose reduced factors are stored values, read directly (a cast at most): no
+    arithmetic and no gather makes a factor, so its multiply-adds are the products the contraction
+    means, whichever loop nest wrote it (a one-hot gather written as a product is not one)."""
+    factors = contraction_factors(node)
+    if factors is None or node.dynamic_positions:
+        return False
+    ops = reachable(factors)
+    return not any(isinstance(o, (*_FLOP_OPS, GatherOp)) for o in ops)
+
+
 def _contraction_flops(node: NodeOp, pts: int) -> tuple[int, int]:
     """(matrix, vector) FLOPs of a contraction, by the rules of `costs.contraction_flops`: each
     distinct factor's own ops once per distinct point of its loop variables; one MAC per point, or

@@ -52,7 +52,7 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.bounds import GraphBounds, graph_bounds, inverse_roofline
-from solar_compiler.analysis.costs import GraphCosts, program_costs
+from solar_compiler.analysis.costs import GraphCosts, OpCost, program_costs
 from solar_compiler.analysis.graphs import graph_of
 from solar_compiler.analysis.manager import register_result, registered_result
 from solar_compiler.analysis.measured import Measured, measured_record
@@ -269,6 +269,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                              "tensors": [a.tensor for a in (*o.reads, *o.writes) if a.indirect],
                              "traced": [a.tensor for a in (*o.reads, *o.writes) if a.traced]}
                             for r, (_, o) in zip(op_rows, ops, strict=True) if o.indirect],
+        "llm_ops": llm_op_rows(ops),
         "inverse": None,
         "reorder_chains": bool(chains and chains["applied"]),
         "chains": list(chains["trees"]) if chains else [],
@@ -282,6 +283,22 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
         report["inverse"] = inv
     report["measured"] = measured_record(report, measured) if measured is not None else None
     return report
+
+
+def llm_op_rows(ops: Sequence[tuple[GraphCosts, OpCost]]) -> list[dict[str, Any]]:
+    """Per source op whose loop nest an LLM wrote (docs/llm-frontend.md, "Pricing"): the FLOPs of that
+    nest as written, which no bound prices, and the FLOPs priced (its plain contractions' products)."""
+    rows: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for g, o in ops:
+        if o.llm_flops is None:
+            continue
+        key = (o.source or f"{g.kernel}.{o.name}", o.loc)
+        row = rows.setdefault(key, {"op": key[0], "loc": o.loc, "nodes": 0, "flops_written": 0,
+                                    "flops_priced": 0})
+        row["nodes"] += 1
+        row["flops_written"] += o.llm_flops
+        row["flops_priced"] += o.flops
+    return list(rows.values())
 
 
 def _kernel_rows(graphs: Sequence[GraphCosts], groups: Sequence[Sequence[UnfusedKernel]],

@@ -163,12 +163,15 @@ class Origin:
     instances in program order), the op's name (`aten.softmax.int`) and the module path it ran
     in (`attn.c_attn`, or None at top level). Consecutive statements with the same `id` form one
     kernel of the unfused bound. `phase` is the part of a training step the op belongs to
-    ("forward", "backward", "optimizer"; None outside a training step, docs/training.md)."""
+    ("forward", "backward", "optimizer"; None outside a training step, docs/training.md). `llm`: an
+    LLM wrote the op's loop nest (a per-op fill-in, or the whole program): its arithmetic is one
+    algorithm among many, so the costs do not price it as written (docs/llm-frontend.md, "Pricing")."""
 
     id: int
     op: str
     module: str | None = None
     phase: str | None = None
+    llm: bool = False
 
 
 @dataclass(frozen=True)
