@@ -63,7 +63,7 @@ def test_json_shape_exact_keys():
     assert set(r) == {"schema", "source", "validation", "precision", "fidelity", "kernels", "narrowed",
                       "cache_size", "cache_state", "indirect", "totals", "bounds", "ops", "kernels_unfused",
                       "modules", "phases", "hw", "aliases", "value_dependent", "inverse", "measured",
-                      "reorder_chains", "chains"}
+                      "reorder_chains", "chains", "llm_ops"}
     assert r["phases"] == []  # not a training step
     assert r["validation"] == NOT_VALIDATED
     assert r["narrowed"] is False and r["cache_size"] is None

@@ -177,3 +177,116 @@ def test_arange_compare_is_inlined(tmp_path):
     assert _read_tensors(tt) == {"x"} and ctx.stmt.target == tt.outputs[0]
     assert print_kernel(tt.kernel).splitlines()[-1].strip().startswith(
         "where[i0, i1, i2] = x[i0, i1, i2] if i1 >= i2 + 1 else 0.0")
+
+
+# ---- constant buffers beyond 0/1 bands: one value, block masks, two values of any kind --------------
+def test_recognise_constant_block_bands_and_values():
+    from solar_compiler.frontends.torch.masks import recognise_constant
+
+    n = 8
+    # ((br, bc), hi, lo, inside, outside): inside exactly where lo <= j // bc - i // br <= hi
+    assert recognise_constant(np.tril(np.ones((n, n)))) == ((1, 1), 0, None, 1.0, 0.0)
+    assert recognise_constant(np.kron(np.eye(4), np.ones((2, 2)))) == ((2, 2), 0, 0, 1.0, 0.0)  # block-diag
+    assert recognise_constant(np.kron(np.tril(np.ones((2, 2))), np.ones((4, 4)))) == \
+        ((4, 4), 0, None, 1.0, 0.0)                                           # block-causal
+    assert recognise_constant(np.kron(np.eye(2), np.ones((4, 2)))) == ((4, 2), 0, 0, 1.0, 0.0)  # 8 x 4 blocks
+    assert recognise_constant(np.kron(np.fliplr(np.eye(3)), np.ones((2, 2)))) is None  # anti-diagonal
+    # an additive mask: -inf strictly above the diagonal, 0 elsewhere (the rarer value is tried first)
+    assert recognise_constant(np.triu(np.full((n, n), -np.inf), 1)) == ((1, 1), None, 1, -np.inf, 0.0)
+    assert recognise_constant(3 * np.eye(n)) == ((1, 1), 0, 0, 3.0, 0.0)     # a scaled identity
+    # block-diagonal 0 / -inf: only the 0s form a block band (the -infs are two sides of it)
+    blocks = np.kron(np.eye(4), np.ones((2, 2))) > 0
+    assert recognise_constant(np.where(blocks, 0.0, -np.inf)) == ((2, 2), 0, 0, 0.0, -np.inf)
+    assert recognise_constant(np.indices((n, n)).sum(0) % 2) is None          # a checkerboard
+    assert recognise_constant(np.zeros((n, n))) is None                      # one value: not a region
+    assert recognise_constant(np.arange(n * n).reshape(n, n) % 3) is None    # three values
+
+
+_ATTN = """\
+import math
+import torch
+import torch.nn as nn
+T = 64
+D = 32
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", {mask})
+
+    def forward(self, q, k, v):
+        s = q @ k.transpose(-1, -2) / math.sqrt(D)
+        s = {apply}
+        return torch.softmax(s, -1) @ v
+
+
+def get_inputs():
+    return [torch.randn(2, T, D), torch.randn(2, T, D), torch.randn(2, T, D)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+_ZEROS = """\
+import torch
+import torch.nn as nn
+N = 64
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("Z", torch.zeros(N, N))
+
+    def forward(self, x):
+        return x @ self.Z + x
+
+
+def get_inputs():
+    return [torch.randn(N, N)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_zeros_buffer_is_a_literal_and_its_products_are_not_needed(tmp_path, capsys):
+    """`x @ Z + x`, Z a zeros buffer, N = 64: the products are all zero (narrowing drops them); the
+    add remains, N^2; x read and the output written once."""
+    p = tmp_path / "zeros_mm.py"
+    p.write_text(_ZEROS)
+    r = report(capsys, str(p))
+    assert r["validation"]["notes"] == ["constant buffer 'Z' [64, 64] is 0 everywhere; a literal, not read"]
+    t = r["totals"]
+    assert (t["flops_matrix"], t["flops_vector"]) == (0, 64 * 64)
+    assert t["bytes_fused"] == 2 * 64 * 64 * 4
+
+
+@pytest.mark.parametrize("mask,apply,note,pairs", [
+    # block-diagonal 0/1 (4 blocks of 16): 4 x 16 x 16 = 1,024 (i, j) pairs needed per batch
+    ("torch.block_diag(*[torch.ones(16, 16)] * 4)", 's.masked_fill(self.mask == 0, float("-inf"))',
+     "mask buffer 'mask' [64, 64] recognised as affine region i // 16 >= j // 16 and i // 16 <= j // 16 "
+     "(i, j: dims 0, 1); computed from indices, not read", 4 * 16 * 16),
+    # an additive causal mask, -inf above the diagonal: 64 x 65 / 2 = 2,080 pairs
+    ('torch.triu(torch.full((T, T), float("-inf")), 1)', "s + self.mask",
+     "constant buffer 'mask' [64, 64] recognised as affine region i <= j - 1 (-inf there, 0 elsewhere) "
+     "(i, j: dims 0, 1); computed from indices, not read", 64 * 65 // 2),
+    # block-causal 0/1 (blocks of 16): 10 of the 16 blocks, 2,560 pairs
+    ("torch.kron(torch.tril(torch.ones(4, 4)), torch.ones(16, 16))",
+     's.masked_fill(self.mask == 0, -math.inf)',
+     "mask buffer 'mask' [64, 64] recognised as affine region i // 16 >= j // 16 (i, j: dims 0, 1); "
+     "computed from indices, not read", 10 * 16 * 16),
+])
+def test_block_and_additive_mask_buffers_narrow_attention(tmp_path, capsys, mask, apply, note, pairs):
+    """B = 2, T = 64, D = 32: QK^T and PV need 2 D FLOPs per needed (i, j) pair each."""
+    p = tmp_path / "attn.py"
+    p.write_text(_ATTN.format(mask=mask, apply=apply))
+    r = report(capsys, str(p))
+    assert r["validation"]["notes"] == [note]
+    t = r["totals"]
+    assert t["flops_matrix"] == 2 * 2 * (2 * 32 * pairs)
+    assert t["flops_matrix_as_written"] == 2 * 2 * (2 * 32 * 64 * 64)
+    assert t["bytes_fused"] == 4 * 2 * 64 * 32 * 4  # q, k, v in, the output written; the mask not read

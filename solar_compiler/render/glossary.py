@@ -96,6 +96,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
              "bounds (cache-aware bytes that differ per target)."),
     ("translated", "which ops a language model translated (--frontend auto with an LLM), with its "
                    "model and attempts; the rest came from templates."),
+    ("LLM ops", "ops whose loop nest a language model wrote: validated on their semantics, but one "
+                "algorithm among many, so not priced as written: only their plain contractions' products "
+                "have a compute term, their traffic is counted (docs/llm-frontend.md section 7)."),
     ("more", "the flags that show other views of the same report."),
     ("cache size", "a what-if on-chip capacity given with --cache-size instead of the target's."),
     ("totals", "exact FLOPs (matrix and vector) and bytes: the unfused kernels' traffic, the compulsory "

@@ -1,15 +1,23 @@
-"""Constant mask buffers recognised as affine regions of their indices.
+"""Constant buffers recognised as affine regions of their indices.
 
 A causal mask registered as a buffer (`register_buffer("bias", torch.tril(torch.ones(T, T)))`) is a
 weight of the captured program, so its reads are data and needed-work narrowing cannot see the
 triangle. When the buffer is not a parameter (learned values change; a buffer's are fixed when the
-model is built), its values are the same for every construction seed, and they are 0/1 (or bool)
-with the ones exactly a band `i >= j - hi` and/or `i <= j - lo` over its two non-unit dimensions
-(a triangle: one side; an identity: `lo = hi = 0`; a banded attention mask `tril(ones) -
-tril(ones, -128)`: both), every read of it is replaced by that comparison of the read's index
-expressions. The buffer is then not read: a
-real implementation computes such a mask from indices. Validation still feeds and checks it (the
-translation is compared against the model, whose mask is the buffer itself).
+model is built) nor a normalisation layer's running statistics (state a checkpoint overwrites), its
+values are the same for every construction seed, and over its two non-unit dimensions (i, j) they
+are
+
+* one value everywhere (a zeros or ones buffer): every read is that literal;
+* two values, one of them exactly on a *block band* `lo <= j // bc - i // br <= hi` and the other
+  elsewhere: with blocks of 1 x 1 a band (a triangle: one side; an identity `eye(n)`: `lo = hi =
+  0`; a banded attention mask `tril(ones) - tril(ones, -128)`: both), with larger blocks a block
+  mask (block-diagonal: `lo = hi = 0`; block-causal: one side; a row or column stripe). The values
+  need not be 0/1: an additive mask of 0 and -inf, a scaled identity. Every read is the comparison
+  of the read's index expressions, selecting between the two values.
+
+The buffer is then not read: a real implementation computes such a buffer from indices (FlashAttention's
+causal, local and block-sparse masks). Validation still feeds and checks it (the translation is
+compared against the model, whose buffer is the buffer itself).
 """
 
 from __future__ import annotations
@@ -35,7 +43,8 @@ SEEDS = (0, 1)  # construction seeds whose buffer values must agree (0: the one 
 
 @dataclass(frozen=True)
 class AffineMask:
-    """Ones exactly where `lo <= idx[col] - idx[row] <= hi` (None: that side unbounded)."""
+    """`inside` exactly where `lo <= idx[col] // block[1] - idx[row] // block[0] <= hi` (None: that
+    side unbounded), `outside` elsewhere; `uniform`: `inside` everywhere (row, col unused)."""
 
     weight: str
     source: str
@@ -45,34 +54,61 @@ class AffineMask:
     col: int
     hi: int | None
     lo: int | None
+    block: tuple[int, int] = (1, 1)
+    inside: bool | int | float = 1
+    outside: bool | int | float = 0
+    uniform: bool = False
 
     def region(self) -> str:
+        if self.uniform:
+            return "everywhere"
+        br, bc = self.block
+        i, j = ("i" if br == 1 else f"i // {br}"), ("j" if bc == 1 else f"j // {bc}")
+
         def side(op: str, offset: int) -> str:
             off = f" + {offset}" if offset > 0 else f" - {-offset}" if offset < 0 else ""
-            return f"i {op} j{off}"
+            return f"{i} {op} {j}{off}"
         sides = ([side(">=", -self.hi)] if self.hi is not None else []) + \
             ([side("<=", -self.lo)] if self.lo is not None else [])
         return " and ".join(sides)
 
     def note(self) -> str:
-        return (f"mask buffer '{self.source}' {list(self.shape)} recognised as affine region "
-                f"{self.region()} (i, j: dims {self.row}, {self.col}); computed from indices, not read")
+        if self.uniform:
+            return (f"constant buffer '{self.source}' {list(self.shape)} is {_value(self.inside)} "
+                    "everywhere; a literal, not read")
+        values = "" if (self.inside, self.outside) in ((1, 0), (True, False)) else \
+            f" ({_value(self.inside)} there, {_value(self.outside)} elsewhere)"
+        kind = "mask buffer" if not values else "constant buffer"
+        return (f"{kind} '{self.source}' {list(self.shape)} recognised as affine region "
+                f"{self.region()}{values} (i, j: dims {self.row}, {self.col}); computed from indices, "
+                "not read")
 
     def read(self, idx: Sequence[Index]) -> SExpr:
+        if self.uniform:
+            return literal(self.inside, self.dtype)
         i, j = idx[self.row], idx[self.col]
         if not (isinstance(i, AffExpr) and isinstance(j, AffExpr)):  # a gather from the mask
             return Read(self.weight, tuple(idx), self.dtype)
+        br, bc = self.block
+        if (br > 1 and i.is_quasi()) or (bc > 1 and j.is_quasi()):
+            return Read(self.weight, tuple(idx), self.dtype)  # a division of a division: read as data
+        i, j = (i // br if br > 1 else i), (j // bc if bc > 1 else j)
         conds = []
         if self.hi is not None:
             conds.append(Cmp("ge", IndexValue(i), IndexValue(j - self.hi), "bool"))
         if self.lo is not None:
             conds.append(Cmp("le", IndexValue(i), IndexValue(j - self.lo), "bool"))
-        one, zero = (literal(True, "bool"), literal(False, "bool")) if self.dtype == "bool" else \
-            (literal(1, self.dtype), literal(0, self.dtype))
+        one, zero = literal(self.inside, self.dtype), literal(self.outside, self.dtype)
         value: SExpr = one
         for cond in reversed(conds):  # nested selects: both sides must hold
             value = Select(cond, value, zero, self.dtype)
-        return conds[0] if self.dtype == "bool" and len(conds) == 1 else value
+        if self.dtype == "bool" and len(conds) == 1 and self.inside is True:
+            return conds[0]
+        return value
+
+
+def _value(v: bool | int | float) -> str:
+    return str(v) if not isinstance(v, float) or not v.is_integer() else str(int(v))
 
 
 def recognise(values: np.ndarray) -> tuple[int | None, int | None] | None:
@@ -83,11 +119,60 @@ def recognise(values: np.ndarray) -> tuple[int | None, int | None] | None:
     ones = values != 0
     if ones.all() or not ones.any():
         return None
-    d = np.arange(values.shape[1])[None, :] - np.arange(values.shape[0])[:, None]  # j - i
+    return _band(ones)
+
+
+def _band(ones: np.ndarray) -> tuple[int | None, int | None] | None:
+    d = np.arange(ones.shape[1])[None, :] - np.arange(ones.shape[0])[:, None]  # j - i
     hi, lo = int(d[ones].max()), int(d[ones].min())
     if not np.array_equal(ones, (d <= hi) & (d >= lo)):
         return None
     return (None if hi >= int(d.max()) else hi), (None if lo <= int(d.min()) else lo)
+
+
+def _blocks(axis_changes: np.ndarray, n: int) -> int:
+    """The coarsest block size whose boundaries include every position where the values change."""
+    where = np.flatnonzero(axis_changes) + 1
+    return int(np.gcd.reduce(where)) if where.size else n
+
+
+def recognise_block_band(region: np.ndarray) -> tuple[tuple[int, int], int | None, int | None] | None:
+    """((br, bc), hi, lo) when the 2-D bool array `region` (some true, some false) is true exactly on
+    `lo <= j // bc - i // br <= hi`; None otherwise. The blocks are the coarsest ones the values are
+    constant on (every change of a row or column falls on a block boundary)."""
+    band = _band(region)
+    if band is not None:
+        return ((1, 1), *band)
+    n, m = region.shape
+    br = _blocks((region[1:] != region[:-1]).any(axis=1), n)
+    bc = _blocks((region[:, 1:] != region[:, :-1]).any(axis=0), m)
+    coarse = region[::br, ::bc]
+    if (br, bc) == (1, 1) or not np.array_equal(region, np.repeat(np.repeat(coarse, br, 0), bc, 1)[:n, :m]):
+        return None
+    got = _band(coarse)
+    return None if got is None else ((br, bc), *got)
+
+
+Region = tuple[tuple[int, int], int | None, int | None, object, object]
+
+
+def recognise_constant(values: np.ndarray) -> Region | None:
+    """((br, bc), hi, lo, inside, outside) for a 2-D array of two values, one of them (`inside`) exactly
+    on a block band; for a 0/1 or bool array `inside` is the 1 (True) where both orders fit."""
+    if values.ndim != 2 or values.dtype.kind == "f" and np.isnan(values).any():
+        return None
+    distinct = np.unique(values)
+    if len(distinct) != 2:
+        return None
+    a, b = distinct
+    counts = {a: int((values == a).sum()), b: int((values == b).sum())}
+    order = [b, a] if values.dtype == bool or (a, b) == (0, 1) else sorted((a, b), key=counts.get)
+    for inside in order:
+        outside = a if inside == b else b
+        got = recognise_block_band(values == inside)
+        if got is not None:
+            return (*got, inside.item(), outside.item())
+    return None
 
 
 def _candidate(meta: TensorMeta) -> tuple[int, int] | None:
@@ -99,7 +184,7 @@ def _candidate(meta: TensorMeta) -> tuple[int, int] | None:
 
 
 def affine_masks(program: CapturedProgram) -> list[AffineMask]:
-    """The program's constant mask buffers that are affine regions (see the module doc)."""
+    """The program's constant buffers that are one value or affine regions (see the module doc)."""
     cands = {w.name: (w, rc) for w in program.weights if (rc := _candidate(w)) is not None}
     if not cands:
         return []
@@ -111,10 +196,17 @@ def affine_masks(program: CapturedProgram) -> list[AffineMask]:
     out: list[AffineMask] = []
     for name, v in values.items():
         meta, (r, c) = cands[name]
-        got = recognise(np.asarray(v).reshape(meta.shape[r], meta.shape[c]))
+        v2 = np.asarray(v).reshape(meta.shape[r], meta.shape[c])
+        where = program.weight_sources.get(name, name)
+        if v2.size > 1 and (v2 == v2.flat[0]).all() and not (v2.dtype.kind == "f" and np.isnan(v2).any()):
+            out.append(AffineMask(name, where, tuple(meta.shape), meta.dtype, r, c, None, None,
+                                  inside=v2.flat[0].item(), outside=v2.flat[0].item(), uniform=True))
+            continue
+        got = recognise_constant(v2)
         if got is not None:
-            out.append(AffineMask(name, program.weight_sources.get(name, name), tuple(meta.shape), meta.dtype,
-                                  r, c, *got))
+            block, hi, lo, inside, outside = got
+            out.append(AffineMask(name, where, tuple(meta.shape), meta.dtype, r, c, hi, lo, block,
+                                  inside, outside))
     return out
 
 
@@ -127,7 +219,7 @@ def _buffer_values(program: CapturedProgram, buffers: dict[str, str]) -> dict[st
         model, sample = build_model(spec, program.mode, FakeTensorMode())
     params = {n for n, _ in model.named_parameters()}
     kept = {n: fqn for n, fqn in buffers.items()
-            if fqn not in params and fqn in {b for b, _ in model.named_buffers()}}
+            if fqn not in params and fqn in {b for b, _ in model.named_buffers()} and not _state(model, fqn)}
     size = nbytes(sample) + nbytes(model.parameters()) + nbytes(model.buffers())
     del model, sample
     if not kept or size > REAL_RUN_LIMIT_BYTES:
@@ -146,6 +238,17 @@ def _buffer_values(program: CapturedProgram, buffers: dict[str, str]) -> dict[st
         if all(v is not None for v in vs) and all(np.array_equal(vs[0], v) for v in vs[1:]):
             out[n] = vs[0]  # type: ignore[assignment]
     return out
+
+
+def _state(model: torch.nn.Module, fqn: str) -> bool:
+    """A normalisation layer's running statistics: zeros and ones when built, a checkpoint's values
+    when used, so not constants of the program."""
+    owner, _, _ = fqn.rpartition(".")
+    try:
+        mod = model.get_submodule(owner) if owner else model
+    except AttributeError:
+        return False
+    return isinstance(mod, torch.nn.modules.batchnorm._NormBase)
 
 
 def _spec(program: CapturedProgram) -> ModelSpec:
