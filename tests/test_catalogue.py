@@ -79,6 +79,17 @@ def get_inputs():
     return [torch.randn(N, N, dtype=torch.bfloat16), torch.randn(N, N, dtype=torch.bfloat16)]
 """
 
+SHARED = HEAD.replace("N = 4096", "N = 2048") + """class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(N, N, bias=False, dtype=torch.bfloat16)
+        self.b = nn.Linear(N, N, bias=False, dtype=torch.bfloat16)
+    def forward(self, x):
+        return self.a(x) - self.b(x)
+def get_inputs():
+    return [torch.randn(N, N, dtype=torch.bfloat16)]
+"""
+
 EXPAND = HEAD.replace("N = 4096", "N = 2048") + """class Model(nn.Module):
     def forward(self, x, w):
         return torch.matmul(x.unsqueeze(0).expand(8, -1, -1), w)
@@ -193,7 +204,8 @@ def get_init_inputs():
 """
 
 PROGRAMS = {"causal": CAUSAL, "conv": CONV, "sdpa8": SDPA8, "where": WHERE,
-            "eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "expand": EXPAND, "repeat": REPEAT,
+            "eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "shared": SHARED, "expand": EXPAND,
+            "repeat": REPEAT,
             "syrk": SYRK, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST,
             "broadcast_b200": BROADCAST_B200, "kv_cache": KV_CACHE, "kv_cache_b200": KV_CACHE_B200}
 
@@ -263,6 +275,20 @@ def test_identical_contractions_are_computed_once(capsys, files):
     assert fused(r) == pytest.approx(2 * n**3 / BF16) and fused(r) <= 17.4e-6
     assert [w["kind"] for w in r["rewrites"]] == ["common subexpression"]
     assert r["classical"]["totals"]["flops_matrix"] == 4 * n**3
+
+
+def test_a_shared_factor_is_multiplied_once(capsys, files):
+    # a(x) - b(x), two bias-free bf16 Linear 2048: printed 34.7 us (two matmuls and N^2 subtractions);
+    # x @ (A - B)^T needs one matmul, 2 N^3 at BF16 = 17.4 us, after N^2 subtractions of the weights
+    n = 2048
+    r = roofline_json(capsys, files["shared"])
+    assert (r["totals"]["flops_matrix"], r["totals"]["flops_vector"]) == (2 * n**3, n * n)
+    assert fused(r) == pytest.approx(2 * n**3 / BF16, rel=1e-3) and fused(r) <= 17.4e-6
+    assert [(w["kind"], w["what"]) for w in r["rewrites"]] == \
+        [("shared factor", "b"), ("shared factor", "sub")]
+    assert r["classical"]["totals"]["flops_matrix"] == 4 * n**3
+    # eager runs the two linears and the subtraction as three kernels: the unfused bound keeps both
+    assert r["bounds"]["H100_SXM"]["unfused_s"] >= 4 * n**3 / BF16
 
 
 def test_a_broadcast_operand_repeats_the_same_products(capsys, files):

@@ -56,7 +56,15 @@ from xdsl.ir import BlockArgument, SSAValue
 from xdsl.ir.affine import AffineMap
 
 from solar_compiler.analysis import structured as st
-from solar_compiler.analysis.distinct import CSE, SELECT, distinct_matrix_flops, duplicates, select_branches
+from solar_compiler.analysis.distinct import (
+    CSE,
+    FACTORED,
+    SELECT,
+    distinct_matrix_flops,
+    duplicates,
+    select_branches,
+    shared_factor_sums,
+)
 from solar_compiler.analysis.fast_conv import fast_conv_flops
 from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.poly_expand import POLY, GraphTables, expand
@@ -667,6 +675,15 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
                 (b.flops_matrix, b.flops_vector, b.iterations, b.matrix_dtype, b.writes[0].elements) \
                 and a.flops_matrix and b.algorithm is None:
             ops[drop] = replace(a, flops_matrix=0, flops_vector=0, flops_transcendental=0, algorithm=SELECT)
+    for total, keep, drop, combined in shared_factor_sums(graph, nodes):  # x @ (w1 + w2): one product
+        if kernel_of is not None and len({kernel_of[total], kernel_of[keep], kernel_of[drop]}) != 1:
+            continue  # eager execution runs both contractions and the sum as written
+        a, b, t = ops[drop], ops[keep], ops[total]
+        if a.algorithm is None and b.algorithm is None and t.algorithm is None and a.flops_matrix and \
+                (a.flops_matrix, a.matrix_dtype, a.flops_vector) == (b.flops_matrix, b.matrix_dtype, 0) \
+                and b.flops_vector == 0 and combined < a.flops_matrix + t.flops_vector:
+            ops[drop] = replace(a, flops_matrix=0, algorithm=FACTORED)
+            ops[total] = replace(t, flops_vector=combined, flops_transcendental=0, algorithm=FACTORED)
     _expand_polynomials(graph, nodes, ops, kernel_of)
     return replace(g, ops=ops)
 

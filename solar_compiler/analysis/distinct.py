@@ -15,6 +15,11 @@ products once (docs/bounds.md, section 0). `costs.py` applies them when asked fo
 * **Common subexpressions** (CSE, what every compiler does): a node identical to an earlier one
   (same statements, loops and guards, only its target differs) whose operands and whose earlier
   twin's result no statement between them writes holds the same values: it needs no arithmetic.
+* **A shared factor** (distributivity, `x @ w1 + x @ w2 = x @ (w1 + w2)`): an element-wise sum or
+  difference of two locals that only it reads, each the sum of one contraction over the same domain,
+  with one operand the same tensor read the same way and the other two read through the same map:
+  one contraction suffices, after adding (subtracting) the two other operands element by element:
+  the other contraction's products go, and the final sum's additions become the operands' additions.
 * **Value-dependent selects** (`torch.where(m, x @ w1, x @ w2)`): an element-wise select whose
   condition reads tensor values, between two locals that only it reads, each the sum of one
   contraction (zero fills aside) of the same shape and cost: every output element is one of the two
@@ -31,11 +36,12 @@ from xdsl.ir import BlockArgument, SSAValue
 from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.polyhedral import contraction_reads, node_indices, node_loop_ranges
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp
-from solar_compiler.dialects.loop import ConstOp, SelectOp
+from solar_compiler.dialects.loop import BinaryOp, ConstOp, SelectOp
 from solar_compiler.loopir.affine import AffExpr
 
 #: `OpCost.algorithm` of a node priced by an entry here
 BROADCAST, SYMMETRIC, CSE = "distinct products", "symmetric product", "common subexpression"
+FACTORED = "shared factor"
 SELECT = "value-dependent select computes one branch"
 
 
@@ -187,3 +193,59 @@ def _sum_of_one_contraction(roles: dict[str, str], nodes: Sequence[NodeOp], writ
             return None
         sums.append(pos)
     return sums[0] if len(sums) == 1 else None
+
+
+def shared_factor_sums(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[int, int, int, int]]:
+    """(sum node, kept contraction, dropped contraction, elements of the combined operand) for each
+    element-wise `a + b` / `a - b` of two locals only it reads, each written by one contraction (zero
+    fills aside) over the same domain whose two factors are one shared read (same tensor and map) and
+    one other read through the same map in both: `x @ w1 + x @ w2` is `x @ (w1 + w2)`."""
+    roles = {t: d.role.data for t, d in graph.tensor_ops().items()}
+    writers: dict[str, list[int]] = {}
+    readers: dict[str, set[int]] = {}
+    for pos, n in enumerate(nodes):
+        writers.setdefault(n.output_name, []).append(pos)
+        for t in _read_tensors(n):
+            readers.setdefault(t, set()).add(pos)
+    out = []
+    for pos, n in enumerate(nodes):
+        op = st.stored_value(n).owner
+        if n.reduce.data != "none" or n.dynamic_positions or _main_guards(n) or n.init is not None or \
+                not isinstance(op, BinaryOp) or op.fn.data not in ("add", "sub") or \
+                not isinstance(op.lhs, BlockArgument) or not isinstance(op.rhs, BlockArgument):
+            continue
+        maps = n.get_indexing_maps().data
+        a, b = n.input_names[op.lhs.index], n.input_names[op.rhs.index]
+        if a == b or maps[op.lhs.index] != maps[-1] or maps[op.rhs.index] != maps[-1] or \
+                not all(i.is_var() for i in node_indices(n, len(maps) - 1)):
+            continue
+        branches = [_sum_of_one_contraction(roles, nodes, writers, t) for t in (a, b)]
+        if None in branches or any(readers.get(t) != {pos} for t in (a, b)):
+            continue
+        ka, kb = branches
+        assert ka is not None and kb is not None
+        other = _other_operand(nodes[ka], nodes[kb])
+        if other is not None:
+            out.append((pos, ka, kb, st.image_count(nodes[ka], other)))
+    return out
+
+
+def _other_operand(p: NodeOp, q: NodeOp):
+    """The index results of `p`'s operand that differs from `q`'s, when the two are contractions of
+    one product of two reads over the same domain, with one read shared and the other through the
+    same map; else None."""
+    if any(getattr(p, f) != getattr(q, f) for f in ("lower_bounds", "upper_bounds", "steps", "guards")) \
+            or p.iv_names != q.iv_names or p.get_indexing_maps().data[-1] != q.get_indexing_maps().data[-1]:
+        return None
+    rp, rq = contraction_reads(p), contraction_reads(q)
+    if rp is None or rq is None or len(rp) != 2 or len(rq) != 2 or \
+            st.literal_ops((st.stored_value(p),))[0] != 1 or st.literal_ops((st.stored_value(q),))[0] != 1:
+        return None  # one multiply per point: no scale, no further factor
+    mp = [p.get_indexing_maps().data[i] for _, _, i in rp]
+    mq = [q.get_indexing_maps().data[i] for _, _, i in rq]
+    for i in (0, 1):
+        j = 1 - i
+        for k in (0, 1):
+            if (rp[i][0], mp[i]) == (rq[k][0], mq[k]) and mp[j] == mq[1 - k] and rp[j][0] != rq[1 - k][0]:
+                return list(mp[j].data.results)
+    return None

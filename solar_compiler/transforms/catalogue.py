@@ -41,7 +41,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.chain_order import ChainPlan, module_chain_plans
 from solar_compiler.analysis.costs import GraphCosts
-from solar_compiler.analysis.distinct import SELECT
+from solar_compiler.analysis.distinct import FACTORED, SELECT
 from solar_compiler.analysis.fast_conv import FFT, WINOGRAD
 from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.poly_expand import POLY
@@ -77,7 +77,7 @@ class Rewrite:
 def names_op(kind: str) -> bool:
     """Whether the report names an entry's source op ("Winograd F(4x4,3x3) for conv") rather than
     what the rewritten node computes."""
-    return kind.startswith((WINOGRAD, FFT, POLY)) or kind in (FOLDED, SELECT)
+    return kind.startswith((WINOGRAD, FFT, POLY)) or kind in (FOLDED, SELECT, FACTORED)
 
 
 def check_algorithms(name: str) -> str:
