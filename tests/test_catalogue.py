@@ -104,6 +104,13 @@ def get_inputs():
     return [torch.randn(N // 2, N, dtype=torch.bfloat16), torch.randn(N, N, dtype=torch.bfloat16)]
 """
 
+CAT = HEAD.replace("N = 4096", "N = 2048") + """class Model(nn.Module):
+    def forward(self, x, w):
+        return torch.cat([x, x, x, x], 0) @ w, torch.stack([x, x]) @ w, x.repeat(2, 1)
+def get_inputs():
+    return [torch.randn(N // 2, N, dtype=torch.bfloat16), torch.randn(N, N, dtype=torch.bfloat16)]
+"""
+
 SYRK = HEAD + """class Model(nn.Module):
     def forward(self, x, y):
         return x @ x.t(), y.t() @ y
@@ -205,7 +212,7 @@ def get_init_inputs():
 
 PROGRAMS = {"causal": CAUSAL, "conv": CONV, "sdpa8": SDPA8, "where": WHERE,
             "eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "shared": SHARED, "expand": EXPAND,
-            "repeat": REPEAT,
+            "repeat": REPEAT, "cat": CAT,
             "syrk": SYRK, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST,
             "broadcast_b200": BROADCAST_B200, "kv_cache": KV_CACHE, "kv_cache_b200": KV_CACHE_B200}
 
@@ -311,6 +318,17 @@ def test_a_repeated_operand_repeats_the_same_products(capsys, files):
     compulsory = (1024 * 2048 + 2048 * 2048 + 8192 * 2048) * 2
     assert r["totals"]["bytes_fused"] == compulsory
     assert fused(r) == pytest.approx(compulsory / BW) and fused(r) <= 13.8e-6
+
+
+def test_a_concatenation_of_one_tensor_repeats_the_same_products(capsys, files):
+    # cat([x] * 4) @ w and stack([x, x]) @ w, x 1024 x 2048, w 2048 x 2048, bf16: each is x @ w once
+    # (2 x 1024 x 2048^2 FLOPs); and x.repeat(2, 1) returned is a new tensor eager writes, not a view
+    r = roofline_json(capsys, files["cat"])
+    assert r["totals"]["flops_matrix"] == 2 * (2 * 1024 * 2048 * 2048)
+    assert r["classical"]["totals"]["flops_matrix"] == (4 + 2) * 2 * 1024 * 2048 * 2048
+    assert r["aliases"] == []
+    outputs = (4096 * 2048 + 2 * 1024 * 2048 + 2048 * 2048) * 2
+    assert r["totals"]["bytes_fused"] == (1024 * 2048 + 2048 * 2048) * 2 + outputs
 
 
 def test_a_symmetric_product_computes_half(capsys, files):

@@ -175,6 +175,7 @@ def _bind_outputs(tr: Translator, program: CapturedProgram, check: _ValidationOn
     output and the view an alias of it. Anything else (a part of an intermediate, a generator, a
     random draw) is materialised by a copy."""
     roles = {t.name: t.role for t in tr.tensors}
+    fresh = _unwritten_fresh(program, tr, roles)
     bound: dict[int, str] = {}
     aliases: list[Alias] = []
     taken: set[str] = set()
@@ -201,7 +202,8 @@ def _bind_outputs(tr: Translator, program: CapturedProgram, check: _ValidationOn
             aliases.append(Alias(pos, name, src, "output", "returned again"))
             continue
         role = "output" if src in taken else roles.get(src or "")
-        if src is not None and role in ("input", "weight", "output") and src not in drawn:
+        if src is not None and role in ("input", "weight", "output") and src not in drawn \
+                and name not in fresh:
             bound[pos] = check.copy(tr, v, f"{name}_alias")
             aliases.append(Alias(pos, name, src, role, "a view"))
             continue
@@ -217,6 +219,47 @@ def _bind_outputs(tr: Translator, program: CapturedProgram, check: _ValidationOn
         taken.add(decl.name)
         bound[pos] = decl.name
     return [bound[i] for i in range(len(vals))], aliases
+
+
+def _unwritten_fresh(program: CapturedProgram, tr: Translator, roles: dict[str, str]) -> set[str]:
+    """The tensors eager PyTorch allocates and writes that the loop IR reads as an index map of
+    another tensor instead (a `repeat` reads `x[i % n]`, a `cat` of one tensor k times too), and the
+    views of those: the results of ops whose schema result has no alias annotation whose value has
+    no storage of its own here. Eager writes them, so an output that holds one is materialised,
+    never an alias of the tensor the loop IR reads."""
+    out: set[str] = set()
+    for node in program.nodes:
+        view = _returns_alias(node.op)
+        if view is None:
+            continue  # an op without a schema, or an in-place one: as before
+        first = next((a.name for a in node.args if isinstance(a, TensorRef)), None)
+        for m in node.outputs:
+            if m is None:
+                continue
+            v = tr.env.get(m.name)
+            own = v is not None and v.stored is not None and roles.get(v.stored) == "local"
+            if (not view and not own) or (view and first in out):
+                out.add(m.name)
+    return out
+
+
+def _returns_alias(op: str) -> bool | None:
+    """Whether the aten op's first result aliases an input without writing it (a view: True), is a
+    new tensor (False), or neither is known (None: no schema, or an in-place or out= op)."""
+    import torch
+
+    ns, _, rest = op.partition(".")
+    name, _, overload = rest.partition(".")
+    try:
+        schema = getattr(getattr(getattr(torch.ops, ns), name), overload or "default")._schema
+    except (AttributeError, RuntimeError):
+        return None
+    if not schema.returns:
+        return None
+    info = schema.returns[0].alias_info
+    if info is None:
+        return False
+    return None if info.is_write else True
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,7 @@ def _arange(tr: Translator, node: AtenNode) -> Val:
 def _cat(tr: Translator, node: AtenNode) -> Val:
     meta = tr.out_meta()
     dim = norm_dim(int(tr.arg(1, "dim", 0)), len(meta.shape))
-    decl = tr.result()
-    parts = []
+    parts, names = [], set()
     for ref in node.args[0]:
         x = tr.val(ref)
         if x.ndim != len(meta.shape):  # legacy: 1-d empty tensors are skipped by torch
@@ -85,6 +84,13 @@ def _cat(tr: Translator, node: AtenNode) -> Val:
                 continue
             raise tr.error(f"cat of rank-{x.ndim} and rank-{len(meta.shape)} tensors")
         parts.append(x)
+        names.add(ref.name)
+    if len(parts) > 1 and len(names) == 1:
+        # one tensor k times is `x.repeat` along dim (read x[i % n]), so the products it repeats are
+        # seen as one (docs/bounds.md, deduplication); eager still writes the result (`_fresh_tensors`)
+        x, n = parts[0], parts[0].shape[dim]
+        return view(x, meta.shape, lambda idx: [_aff(e) % n if d == dim else e for d, e in enumerate(idx)])
+    decl = tr.result()
     concat_into(tr, decl, parts, dim)
     return stored(decl)
 
@@ -93,6 +99,9 @@ def _cat(tr: Translator, node: AtenNode) -> Val:
 def _stack(tr: Translator, node: AtenNode) -> Val:
     meta = tr.out_meta()
     dim = norm_dim(int(tr.arg(1, "dim", 0)), len(meta.shape))
+    if len(node.args[0]) > 1 and len({ref.name for ref in node.args[0]}) == 1:
+        # one tensor k times: an `expand` along the new dim (eager still writes it, `_fresh_tensors`)
+        return view(tr.val(node.args[0][0]), meta.shape, lambda idx: [*idx[:dim], *idx[dim + 1:]])
     decl = tr.result()
     for k, ref in enumerate(node.args[0]):
         x = tr.val(ref)
