@@ -111,6 +111,21 @@ def get_inputs():
     return [torch.randn(N // 2, N, dtype=torch.bfloat16), torch.randn(N, N, dtype=torch.bfloat16)]
 """
 
+SLICE_UPDATE = """import torch
+import torch.nn as nn
+S, D = 4096, 128
+class Model(nn.Module):
+    def forward(self, cache, new, x):
+        cache[100:116] = new
+        x[:, :8].mul_(2.0)
+        return cache, x
+def get_inputs():
+    bf = torch.bfloat16
+    return [torch.randn(S, D, dtype=bf), torch.randn(16, D, dtype=bf), torch.randn(S, D, dtype=bf)]
+def get_init_inputs():
+    return []
+"""
+
 SYRK = HEAD + """class Model(nn.Module):
     def forward(self, x, y):
         return x @ x.t(), y.t() @ y
@@ -214,7 +229,8 @@ PROGRAMS = {"causal": CAUSAL, "conv": CONV, "sdpa8": SDPA8, "where": WHERE,
             "eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "shared": SHARED, "expand": EXPAND,
             "repeat": REPEAT, "cat": CAT,
             "syrk": SYRK, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST,
-            "broadcast_b200": BROADCAST_B200, "kv_cache": KV_CACHE, "kv_cache_b200": KV_CACHE_B200}
+            "broadcast_b200": BROADCAST_B200, "kv_cache": KV_CACHE, "slice_update": SLICE_UPDATE,
+            "kv_cache_b200": KV_CACHE_B200}
 
 
 @pytest.fixture(scope="module")
@@ -403,6 +419,19 @@ def test_an_in_place_update_of_an_input_moves_only_the_written_rows(capsys, file
     assert fused(r) == pytest.approx(131_200 / BW)
     assert r["validation"]["validated"]  # the outputs are checked whole: the copy is in the validation kernel
     assert any("updates input 'key_cache' in place" in n for n in r["validation"]["notes"])
+
+
+def test_an_in_place_update_through_a_slice_moves_only_the_slice(capsys, files):
+    # cache[100:116] = new and x[:, :8].mul_(2.0) on 4096 x 128 bf16 inputs, both returned: was the
+    # whole of both read and written (2 x 2 x 1 MiB); only the 16 new rows (read, written) and the
+    # 4096 x 8 slice of x (read, written) move, and the 32,768 products by 2
+    r = roofline_json(capsys, files["slice_update"])
+    assert r["totals"]["bytes_fused"] == 2 * 16 * 128 * 2 + 2 * 4096 * 8 * 2 == 139_264
+    assert r["totals"]["flops"] == 4096 * 8
+    assert r["validation"]["validated"]
+    assert [n.split(": ", 1)[1] for n in r["validation"]["notes"] if "in place" in n] == [
+        "aten.slice_scatter.default updates input 'cache' in place: only the written elements move",
+        "aten.slice_scatter.default updates input 'x' in place: only the written elements move"]
 
 
 def test_the_kv_cache_update_on_b200_is_below_its_measured_time(capsys, files):

@@ -19,7 +19,8 @@ leaves undefined rows, never a silently wrong answer.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from solar_compiler.executor.numeric import identity
 from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, index_read, index_value, mul, select
@@ -80,21 +81,16 @@ def _target(tr: Translator, node: AtenNode, overwrites: bool = False) -> TensorD
     if decl is not None:
         return decl
     out = tr.result()
-    updated = _updated_input(tr, node) if overwrites else None
+    updated = updated_input(tr, node) if overwrites else None
     if updated is not None:
-        first, count = len(tr.body), tr.n_statements
-        copy_into(tr, out, tr.val(node.args[0]))
-        tr.validation_prologue.extend(tr.body[first:])
-        del tr.body[first:]
-        tr.n_statements = count
-        tr.notes.append(f"{tr.loc}: {node.op} updates input '{updated}' in place: only the written "
-                        "elements move")
+        with validation_only(tr, node, updated):
+            copy_into(tr, out, tr.val(node.args[0]))
         return out
     copy_into(tr, out, tr.val(node.args[0]))
     return out
 
 
-def _updated_input(tr: Translator, node: AtenNode) -> str | None:
+def updated_input(tr: Translator, node: AtenNode) -> str | None:
     """The input whose final version `node` writes, when forward updates it in place and no later op
     reads that version; else None."""
     ref = node.args[0]
@@ -108,6 +104,19 @@ def _updated_input(tr: Translator, node: AtenNode) -> str | None:
     if name is None or any(mine in tensor_refs((n.args, n.kwargs)) for n in tr.program.nodes[here + 1:]):
         return None
     return name
+
+
+@contextmanager
+def validation_only(tr: Translator, node: AtenNode, updated: str) -> Iterator[None]:
+    """The statements emitted inside go to the validation kernel only, run first there: the copy of
+    what an in-place update of input `updated` leaves unchanged, which eager never moves."""
+    first, count = len(tr.body), tr.n_statements
+    yield
+    tr.validation_prologue.extend(tr.body[first:])
+    del tr.body[first:]
+    tr.n_statements = count
+    tr.notes.append(f"{tr.loc}: {node.op} updates input '{updated}' in place: only the written "
+                    "elements move")
 
 
 def _index_expr(tr: Translator, v: Val, idx: Sequence[AffExpr]) -> SExpr:

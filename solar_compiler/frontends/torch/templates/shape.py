@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from contextlib import nullcontext
 
 from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, index_value, mul, select
 from solar_compiler.frontends.builder.index_maps import iadd, ineg_from, norm_dim, reshape_map
@@ -25,6 +26,7 @@ from solar_compiler.loopir.ast import INT_DTYPES, Index, SExpr
 from solar_compiler.loopir.simplify import literal
 
 from ..registry import template
+from .scatter import updated_input, validation_only
 
 
 @template("aten.full.default")
@@ -337,7 +339,24 @@ def _select_scatter(tr: Translator, node: AtenNode) -> Val:
 
 
 def _scatter_into(tr: Translator, base: Val, src: Val, dim: int, start: int, step: int, m: int) -> Val:
+    """An input that forward updates in place through the slice (`cache[a:b] = new`, `x[:, :8].mul_(2)`)
+    as its final version that no later op reads moves only the written elements: the copy of the rest
+    is in the validation kernel only (`scatter.validation_only`)."""
     out = tr.result()
+    assert tr.node is not None
+    updated = updated_input(tr, tr.node)
+    with validation_only(tr, tr.node, updated) if updated is not None else nullcontext():
+        _copy_kept(tr, base, out, dim, start, step, m)
+    if m:
+        lps = loops("i", src.shape)
+        idx = ivars(lps)
+        tidx = [e * step + start if d == dim else e for d, e in enumerate(idx)]
+        tr.emit(out, tidx, "=", cast(src.read(idx), out.dtype), lps)
+    return stored(out)
+
+
+def _copy_kept(tr: Translator, base: Val, out, dim: int, start: int, step: int, m: int) -> None:
+    """The elements of `base` outside the slice start:stop:step of dim, copied into `out`."""
     n = base.shape[dim]
     stop = start + step * (m - 1) + 1 if m else start
 
@@ -355,12 +374,6 @@ def _scatter_into(tr: Translator, base: Val, src: Val, dim: int, start: int, ste
     copy_base(stop, n)
     for gap in range(1, step):  # the elements between the strided slice positions
         copy_base(start + gap, stop, step)
-    if m:
-        lps = loops("i", src.shape)
-        idx = ivars(lps)
-        tidx = [e * step + start if d == dim else e for d, e in enumerate(idx)]
-        tr.emit(out, tidx, "=", cast(src.read(idx), out.dtype), lps)
-    return stored(out)
 
 
 @template("aten.copy.default")
