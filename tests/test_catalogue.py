@@ -126,6 +126,16 @@ def get_init_inputs():
     return []
 """
 
+GRAM = HEAD.replace("N = 4096", "N = 2048") + """class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(N, N, bias=False, dtype=torch.bfloat16)
+    def forward(self, x):
+        return self.l(x) @ self.l(x).t()
+def get_inputs():
+    return [torch.randn(N, N, dtype=torch.bfloat16)]
+"""
+
 SYRK = HEAD + """class Model(nn.Module):
     def forward(self, x, y):
         return x @ x.t(), y.t() @ y
@@ -227,7 +237,7 @@ def get_init_inputs():
 
 PROGRAMS = {"causal": CAUSAL, "conv": CONV, "sdpa8": SDPA8, "where": WHERE,
             "eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "shared": SHARED, "expand": EXPAND,
-            "repeat": REPEAT, "cat": CAT,
+            "repeat": REPEAT, "cat": CAT, "gram": GRAM,
             "syrk": SYRK, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST,
             "broadcast_b200": BROADCAST_B200, "kv_cache": KV_CACHE, "slice_update": SLICE_UPDATE,
             "kv_cache_b200": KV_CACHE_B200}
@@ -345,6 +355,18 @@ def test_a_concatenation_of_one_tensor_repeats_the_same_products(capsys, files):
     assert r["aliases"] == []
     outputs = (4096 * 2048 + 2 * 1024 * 2048 + 2048 * 2048) * 2
     assert r["totals"]["bytes_fused"] == (1024 * 2048 + 2048 * 2048) * 2 + outputs
+
+
+def test_a_product_of_a_recomputed_tensor_with_its_transpose_is_symmetric(capsys, files):
+    # l(x) @ l(x).t(), bf16 2048: the second l(x) is the first (CSE), so the product is y @ y.t():
+    # 2 N^3 for y, then N (N + 1) / 2 output pairs of N MACs (26.1 us at BF16; 34.7 us before)
+    n = 2048
+    r = roofline_json(capsys, files["gram"])
+    assert r["totals"]["flops_matrix"] == 2 * n**3 + n * (n + 1) * n
+    assert [w["kind"] for w in r["rewrites"]] == ["common subexpression", "symmetric product"]
+    assert fused(r) == pytest.approx((2 * n**3 + n * (n + 1) * n) / BF16, rel=1e-3)
+    # eager's matmul kernel reads two tensors: its unfused bound keeps the full product
+    assert r["bounds"]["H100_SXM"]["unfused_s"] >= 2 * 2 * n**3 / BF16
 
 
 def test_a_symmetric_product_computes_half(capsys, files):

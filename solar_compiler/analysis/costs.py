@@ -652,10 +652,13 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
     if g.kernel != graph.kernel_name or len(g.ops) != len(nodes):
         raise LoopIRError(f"distinct costs: costs of {g.kernel} do not belong to program {graph.kernel_name}")
     ops = list(g.ops)
+    twins = duplicates(nodes)
+    # a recomputed tensor holds its twin's values (not for eager: its kernel sees two tensors)
+    same = {nodes[p].output_name: nodes[t].output_name for p, t in twins.items()} if kernel_of is None else {}
     for pos, (node, o) in enumerate(zip(nodes, g.ops, strict=True)):
         if o.matrix_dtype is None:  # not a contraction: nothing of distinct.py applies
             continue
-        fm, how = distinct_matrix_flops(node, o.flops_matrix)
+        fm, how = distinct_matrix_flops(node, o.flops_matrix, same)
         fast, winograd = fast_conv_flops(node, fm, o.matrix_dtype)  # inside the conv's own op
         if winograd is not None and fast < fm:
             fm, how = fast, winograd
@@ -663,7 +666,7 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
             ops[pos] = replace(o, flops_matrix=fm, algorithm=how)
     if kernel_of is None and any(o.matrix_dtype for o in g.ops):
         _fold_through_contractions(graph, ops)
-    for pos, twin in duplicates(nodes).items():  # its twin's result holds its values: no arithmetic
+    for pos, twin in twins.items():  # its twin's result holds its values: no arithmetic
         if kernel_of is None or kernel_of[pos] == kernel_of[twin]:
             ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0,
                                algorithm=CSE)

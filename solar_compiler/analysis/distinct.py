@@ -29,7 +29,7 @@ products once (docs/bounds.md, section 0). `costs.py` applies them when asked fo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from xdsl.ir import BlockArgument, SSAValue
 
@@ -45,9 +45,12 @@ FACTORED = "shared factor"
 SELECT = "value-dependent select computes one branch"
 
 
-def distinct_matrix_flops(node: NodeOp, flops: int) -> tuple[int, str | None]:
+def distinct_matrix_flops(node: NodeOp, flops: int, same: Mapping[str, str] | None = None) \
+        -> tuple[int, str | None]:
     """The contraction's matrix FLOPs (`flops` as written) with repeated and symmetric products
-    counted once, and the entry that lowered them (None: none did)."""
+    counted once, and the entry that lowered them (None: none did). `same`: tensor -> the tensor
+    that holds the same values (a common subexpression's twin), so `y1 @ y2.t()` with y2 a
+    recomputation of y1 is a symmetric product."""
     reads = contraction_reads(node)
     if reads is None or len(reads) < 2:
         return flops, None
@@ -59,7 +62,7 @@ def distinct_matrix_flops(node: NodeOp, flops: int) -> tuple[int, str | None]:
         products = st.image_count(node, [r for _, _, a in reads for r in maps[a].data.results])
         if 2 * products < flops:
             flops, how = 2 * products, BROADCAST
-    half = _symmetric_share(node, reads)
+    half = _symmetric_share(node, [(same.get(t, t), i, a) for t, i, a in reads] if same else reads)
     if half is not None:
         num, den = half
         flops, how = -(-flops * num // den), SYMMETRIC
