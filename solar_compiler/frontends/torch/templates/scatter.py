@@ -19,12 +19,12 @@ leaves undefined rows, never a silently wrong answer.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 from solar_compiler.executor.numeric import identity
 from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, index_read, index_value, mul, select
 from solar_compiler.frontends.builder.index_maps import advanced_position, bcast_index, bcast_shape, norm_dim
+from solar_compiler.frontends.builder.inplace import updated_input, validation_only
 from solar_compiler.frontends.builder.statements import copy_into
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, fill, ivars, loops, stored, view
@@ -88,35 +88,6 @@ def _target(tr: Translator, node: AtenNode, overwrites: bool = False) -> TensorD
         return out
     copy_into(tr, out, tr.val(node.args[0]))
     return out
-
-
-def updated_input(tr: Translator, node: AtenNode) -> str | None:
-    """The input whose final version `node` writes, when forward updates it in place and no later op
-    reads that version; else None."""
-    ref = node.args[0]
-    if not isinstance(ref, TensorRef):
-        return None
-    base = tr.val(ref).stored
-    mine = tr.out_meta().name
-    name = next((i for i, final in tr.program.mutated_inputs.items()
-                 if tr.inputs.get(i) == base and final == mine), None)
-    here = next(i for i, n in enumerate(tr.program.nodes) if n is node)
-    if name is None or any(mine in tensor_refs((n.args, n.kwargs)) for n in tr.program.nodes[here + 1:]):
-        return None
-    return name
-
-
-@contextmanager
-def validation_only(tr: Translator, node: AtenNode, updated: str) -> Iterator[None]:
-    """The statements emitted inside go to the validation kernel only, run first there: the copy of
-    what an in-place update of input `updated` leaves unchanged, which eager never moves."""
-    first, count = len(tr.body), tr.n_statements
-    yield
-    tr.validation_prologue.extend(tr.body[first:])
-    del tr.body[first:]
-    tr.n_statements = count
-    tr.notes.append(f"{tr.loc}: {node.op} updates input '{updated}' in place: only the written "
-                    "elements move")
 
 
 def _index_expr(tr: Translator, v: Val, idx: Sequence[AffExpr]) -> SExpr:

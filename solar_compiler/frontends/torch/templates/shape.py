@@ -11,6 +11,7 @@ from contextlib import nullcontext
 
 from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, index_value, mul, select
 from solar_compiler.frontends.builder.index_maps import iadd, ineg_from, norm_dim, reshape_map
+from solar_compiler.frontends.builder.inplace import updated_input, validation_only
 from solar_compiler.frontends.builder.statements import (
     concat_into,
     copy_into,
@@ -26,7 +27,6 @@ from solar_compiler.loopir.ast import INT_DTYPES, Index, SExpr
 from solar_compiler.loopir.simplify import literal
 
 from ..registry import template
-from .scatter import updated_input, validation_only
 
 
 @template("aten.full.default")
