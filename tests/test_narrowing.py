@@ -526,3 +526,27 @@ def test_a_div_mod_read_of_a_whole_domain_is_its_box_when_it_fills_one(index, bo
         assert got is None and want.count_val().to_python() == 12
     narrowed = narrow(k)
     assert narrowed.changed == () and print_kernel(narrowed.kernel) == print_kernel(k)
+
+
+@pytest.mark.parametrize("index", [
+    "5 * (((j + 3) % 12) // 4) + j % 4",                     # a rolled window partition
+    "(7 * (((j + 5) % 12) // 3) + (j + 5) % 3) // 2",         # and a division of it
+])
+def test_a_kept_set_with_existential_divisions_becomes_guards(index):
+    """A needed set whose isl form has divisions with no floor expression of their own ("some divs are
+    unknown" before: an internal error) is given explicit ones (`compute_divs`) before it becomes
+    guards: the producer keeps exactly the distinct elements the read touches, 1 FLOP each."""
+    k = parse_kernel(f"""
+kernel k(x: f32[60] input, out: f32[12] output):
+    local t: f32[60]
+    for i in range(60):
+        t[i] = x[i] * 2.0
+    for j in range(12):
+        out[j] = t[{index}]
+""", "rolled.loop")
+    touched = {eval(index, {"j": j}) for j in range(12)}  # noqa: S307 (a literal of this test)
+    narrowed = narrow(k)
+    assert narrowed.changed
+    assert sum(o.flops for o in kernel_costs(narrowed.kernel).ops) == len(touched)
+    x = np.arange(60, dtype=np.float32)
+    assert np.array_equal(execute(narrowed.kernel, {"x": x})["out"], execute(k, {"x": x})["out"])

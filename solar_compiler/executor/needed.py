@@ -465,13 +465,13 @@ def _conds(b: isl.BasicSet, ctx: StmtContext) -> tuple[AffCond, ...]:
 def _div_expr(aff: isl.Aff, ivs: Sequence[str], ctx: StmtContext) -> AffExpr:
     """floor(aff) as an AffExpr; aff has rational coefficients over the loop variables only."""
     den = _int(aff.get_denominator_val())
-    nested = range(aff.dim(isl.dim_type.div))
-    if any(not aff.get_coefficient_val(isl.dim_type.div, j).is_zero() for j in nested):
-        raise LoopIRError(f"narrow-needed: the needed domain of the statement writing '{ctx.stmt.target}' "
-                          "needs nested integer divisions; not expressible as loop guards", ctx.stmt.pos)
     num = AffExpr.lit(_int(aff.get_constant_val() * den))
     for i, v in enumerate(ivs):
         num = num + AffExpr.var(v) * _int(aff.get_coefficient_val(isl.dim_type.in_, i) * den)
+    for j in range(aff.dim(isl.dim_type.div)):  # a division of divisions: floor((.. + k floor(..)) / d)
+        k = aff.get_coefficient_val(isl.dim_type.div, j)
+        if not k.is_zero():
+            num = num + _div_expr(aff.get_div(j), ivs, ctx) * _int(k * den)
     return num // den
 
 

@@ -311,7 +311,10 @@ def _guarded(st: _Stmt, region: isl.Set, a: Assign) -> list[Node]:
     """`a` on `region` only: one copy per disjoint convex piece, its value simplified there."""
     if region.is_empty():
         return []
-    pieces = [region] if region.is_equal(st.dom) else region.coalesce().make_disjoint().get_basic_sets()
+    # explicit divisions (`compute_divs`): an existential variable with no floor expression of its own
+    # (a modulo of a shifted window read through a division) cannot be written as a guard
+    pieces = [region] if region.is_equal(st.dom) else \
+        region.compute_divs().coalesce().make_disjoint().get_basic_sets()
     out: list[Node] = []
     for piece in pieces:
         _check_deadline()
@@ -321,7 +324,7 @@ def _guarded(st: _Stmt, region: isl.Set, a: Assign) -> list[Node]:
         if p.is_equal(st.dom):
             out.append(b)
             continue
-        parts = p.gist(st.dom).get_basic_sets()
+        parts = p.gist(st.dom).compute_divs().get_basic_sets()
         conds = _conds(parts[0] if len(parts) == 1 else piece, st.ctx)
         out.append(If(conds, [b]) if conds else b)
     return out
