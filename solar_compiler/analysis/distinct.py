@@ -144,10 +144,9 @@ def duplicates(nodes: Sequence[NodeOp]) -> dict[int, int]:
     return out
 
 
-def select_branches(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[int, int]]:
-    """(contraction node, the other branch's contraction node) for each element-wise select whose
-    condition reads tensor values and whose branches are locals only it reads, each written by one
-    contraction and zero fills (module rules); the caller keeps one when the two cost the same."""
+def _uses(graph: GraphOp, nodes: Sequence[NodeOp]) \
+        -> tuple[dict[str, str], dict[str, list[int]], dict[str, set[int]]]:
+    """Each tensor's role, the nodes that write it and the nodes that read it (positions)."""
     roles = {t: d.role.data for t, d in graph.tensor_ops().items()}
     writers: dict[str, list[int]] = {}
     readers: dict[str, set[int]] = {}
@@ -155,6 +154,14 @@ def select_branches(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[int, 
         writers.setdefault(n.output_name, []).append(pos)
         for t in _read_tensors(n):
             readers.setdefault(t, set()).add(pos)
+    return roles, writers, readers
+
+
+def select_branches(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[int, int]]:
+    """(contraction node, the other branch's contraction node) for each element-wise select whose
+    condition reads tensor values and whose branches are locals only it reads, each written by one
+    contraction and zero fills (module rules); the caller keeps one when the two cost the same."""
+    roles, writers, readers = _uses(graph, nodes)
     out = []
     for pos, n in enumerate(nodes):
         v = st.stored_value(n)
@@ -203,13 +210,7 @@ def shared_factor_sums(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[in
     element-wise `a + b` / `a - b` of two locals only it reads, each written by one contraction (zero
     fills aside) over the same domain whose two factors are one shared read (same tensor and map) and
     one other read through the same map in both: `x @ w1 + x @ w2` is `x @ (w1 + w2)`."""
-    roles = {t: d.role.data for t, d in graph.tensor_ops().items()}
-    writers: dict[str, list[int]] = {}
-    readers: dict[str, set[int]] = {}
-    for pos, n in enumerate(nodes):
-        writers.setdefault(n.output_name, []).append(pos)
-        for t in _read_tensors(n):
-            readers.setdefault(t, set()).add(pos)
+    roles, writers, readers = _uses(graph, nodes)
     out = []
     for pos, n in enumerate(nodes):
         op = st.stored_value(n).owner
