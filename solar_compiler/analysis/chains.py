@@ -218,8 +218,17 @@ def _out_vars(n: _Node) -> list[tuple[str, int]] | None:
 
 # ---- use-def helpers ------------------------------------------------------------------------------------
 def _next_writer(v: SSAValue) -> NodeOp | None:
-    """The node that takes tensor value `v` as its init: the next writer of that tensor."""
-    return next((u for u in value_consumers(v) if u.dest is v), None)
+    """The node that takes tensor value `v` as its init: the next writer of that tensor. Read off
+    `v`'s uses directly (an init is an operand of the node itself): a value with many readers is
+    not sorted into program order for the one writer among them."""
+    found: dict[int, NodeOp] = {}
+    for use in v.uses:
+        op = use.operation
+        if isinstance(op, NodeOp) and op.dest is v:
+            found[id(op)] = op
+    if len(found) < 2:
+        return next(iter(found.values()), None)
+    return next(u for u in value_consumers(v) if u.dest is v)  # not SSA: the first in program order
 
 
 def _readers(v: SSAValue) -> list[NodeOp]:
