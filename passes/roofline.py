@@ -52,7 +52,13 @@ from solar_compiler.errors import PassError
 from solar_compiler.hw import PRECISIONS, parse_hw_list
 from solar_compiler.options import parse_latency, parse_size
 from solar_compiler.records import program_info
-from solar_compiler.transforms.catalogue import Rewrite, catalogue_module, check_algorithms, deduplicated
+from solar_compiler.transforms.catalogue import (
+    Rewrite,
+    catalogue_module,
+    catalogue_plans,
+    check_algorithms,
+    deduplicated,
+)
 
 
 def parse_fidelity(text: str) -> tuple[str, ...]:
@@ -131,9 +137,11 @@ class RooflinePass(ModulePass):
         (an order of its own products, its repeated or symmetric products once, a duplicate inside
         it), but no rewrite across kernels (a reassociation that merges source ops, the CSE of
         another op's work): eager runs every op it is given (docs/bounds.md, section 0.0)."""
-        eager, inside = catalogue_module(op, within_source_ops=True)
+        inside = catalogue_plans(op, within_source_ops=True)
         if len(inside) == sum(r.kind == "reassociated" for r in rewrites):
             eager = priced  # every reassociation is inside one source op: the same program, counted
+        else:
+            eager, _ = catalogue_module(op, within_source_ops=True)
         programs = module_graphs(eager)
         graphs = module_costs(eager, self.indirect)
         unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]

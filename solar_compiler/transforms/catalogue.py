@@ -91,20 +91,9 @@ def catalogue_module(module: ModuleOp, within_source_ops: bool = False) -> tuple
     saves work, and the rewrites (the module itself, unchanged, when none applies).
     `within_source_ops`: only the trees whose statements all belong to one source op (one eager
     kernel, which may evaluate its own output in any order): the unfused fidelity's program."""
-    plans = [p for p in module_chain_plans(module) if p.better]
-    if within_source_ops:
-        origins = {g.kernel_name: {n.sym_name.data: _source_ops(n) for n in node_ops(g)}
-                   for g in module_graphs(module)}
-        plans = [p for p in plans if _one_source_op(origins.get(p.tree.kernel, {}), p)]
-    if not plans:
+    lifted = catalogue_plans(module, within_source_ops)
+    if not lifted:
         return module, []
-    graphs_here = {g.kernel_name for g in module.body.block.ops if isinstance(g, GraphOp)}
-    lifted = [p for p in plans if p.tree.kernel in graphs_here]
-    if len(lifted) != len(plans):
-        missing = sorted({p.tree.kernel for p in plans} - graphs_here)
-        raise SolarError("roofline: the catalogue of rewrites (--algorithms default) rewrites einsum "
-                         f"graphs; kernel(s) {', '.join(missing)} are not lifted: run lift-einsum first, or "
-                         "price the program as written with --algorithms classical")
     copy = module.clone()
     graphs = {g.kernel_name: g for g in copy.body.block.ops if isinstance(g, GraphOp)}
     new_nodes = reorder_chains(copy, lifted)
@@ -132,6 +121,26 @@ def _verify_rewritten(graph: GraphOp, nodes: set[str], tensors: set[str]) -> Non
                 (isinstance(o, TensorOp) and o.sym_name.data in tensors):
             o.verify()
     graph.verify_()
+
+
+def catalogue_plans(module: ModuleOp, within_source_ops: bool = False) -> list[ChainPlan]:
+    """The plans `catalogue_module` applies (one rewrite each), without building the copy: a caller
+    can tell whether two selections rewrite the same trees."""
+    plans = [p for p in module_chain_plans(module) if p.better]
+    if within_source_ops:
+        origins = {g.kernel_name: {n.sym_name.data: _source_ops(n) for n in node_ops(g)}
+                   for g in module_graphs(module)}
+        plans = [p for p in plans if _one_source_op(origins.get(p.tree.kernel, {}), p)]
+    if not plans:
+        return []
+    graphs_here = {g.kernel_name for g in module.body.block.ops if isinstance(g, GraphOp)}
+    lifted = [p for p in plans if p.tree.kernel in graphs_here]
+    if len(lifted) != len(plans):
+        missing = sorted({p.tree.kernel for p in plans} - graphs_here)
+        raise SolarError("roofline: the catalogue of rewrites (--algorithms default) rewrites einsum "
+                         f"graphs; kernel(s) {', '.join(missing)} are not lifted: run lift-einsum first, or "
+                         "price the program as written with --algorithms classical")
+    return lifted
 
 
 def _source_ops(n: NodeOp) -> set[int | None]:
