@@ -238,8 +238,10 @@ def _readers(v: SSAValue) -> list[NodeOp]:
 
 
 # ---- trees ----------------------------------------------------------------------------------------------
-def program_trees(graph: GraphOp) -> list[Tree]:
-    """The maximal trees of product nodes of a graph (every one, trivial ones included)."""
+def program_trees(graph: GraphOp, reorderable_only: bool = False) -> list[Tree]:
+    """The maximal trees of product nodes of a graph (every one, trivial ones included; with
+    `reorderable_only`, not the trees of one node with at most two tensor factors, which have no
+    other order: their joint form is not built, most of a large network's trees)."""
     tensors = graph.tensor_ops()
     nodes = [_classify(tensors, i, op) for i, op in enumerate(graph.nodes())]
     at = {id(n.op): n for n in nodes}
@@ -254,6 +256,8 @@ def program_trees(graph: GraphOp) -> list[Tree]:
         if n.factors is None or n.pos in child_of:
             continue
         members = _members(nodes, n, producer)
+        if reorderable_only and len(members) == 1 and sum(f.tensor is not None for f in n.factors) <= 2:
+            continue  # one node (no factor is an intermediate): its tensor factors are the tree's
         if not _leaves_stable(at, members, n, producer):
             continue
         tree = _joint(graph.kernel_name, tensors, nodes, n, members, producer)
