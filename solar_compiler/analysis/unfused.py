@@ -38,7 +38,6 @@ from xdsl.ir.affine import AffineMap
 
 from solar_compiler.analysis.costs import Access, GraphCosts, NodeSites, Site, Slot, accesses, node_slots
 from solar_compiler.analysis.graphs import node_ops
-from solar_compiler.analysis.manager import op_analysis
 from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp
 from solar_compiler.dialects.loop import OriginAttr, location_text
 from solar_compiler.errors import SolarError
@@ -94,14 +93,6 @@ def source_kernels(graph: GraphOp, g: GraphCosts, indirect: str = "traced") -> l
     nodes = node_ops(graph)
     if g.kernel != graph.kernel_name or [n.sym_name.data for n in nodes] != [o.name for o in g.ops]:
         raise SolarError(f"unfused kernels: costs of {g.kernel} do not belong to program {graph.kernel_name}")
-    # the kernels and their traffic are the graph's alone (`g` only names the nodes): computed once
-    # per graph and way of counting, for the models that price the same graph (the default model's
-    # eager unfused bound reads the catalogue's copy again)
-    return list(op_analysis(graph, ("unfused.source_kernels", indirect),
-                            lambda: _source_kernels(graph, nodes, indirect)))
-
-
-def _source_kernels(graph: GraphOp, nodes: Sequence[NodeOp], indirect: str) -> list[UnfusedKernel]:
     slots = node_slots(nodes)
     origins = [_origin(nodes[s.node], s.init) for s in slots]
     # runs of statements with the same origin id, in program order
