@@ -623,3 +623,20 @@ def test_reorderable_only_leaves_out_the_trees_with_one_order():
     assert kept == [("Y", 2, 3), ("W", 1, 3)]
     assert [t.root for t in program_trees(g, reorderable_only=True)] == \
         [t.root for t in program_trees(g) if worth_pricing(t)]
+
+
+def test_the_catalogue_copy_verifies_the_nodes_it_built():
+    """The catalogue's copy verifies the ops the rewrites built as a whole (a new step with a zero
+    step is rejected, naming the step's rule) and the graph's own checks over every op (an op it did
+    not build is a clone of one verified when it was built)."""
+    from xdsl.dialects.builtin import DenseArrayBase, i64
+    from xdsl.utils.exceptions import VerifyException
+
+    from solar_compiler.transforms.catalogue import _verify_rewritten
+
+    g = lift_kernel(kernel(SMALL_CHAIN))
+    _verify_rewritten(g, {n.sym_name.data for n in g.nodes()}, set(g.tensor_ops()))
+    built = g.nodes()[1]
+    built.properties["steps"] = DenseArrayBase.from_list(i64, [0] * len(built.iv_names))
+    with pytest.raises(VerifyException, match="steps must give one positive step per loop variable"):
+        _verify_rewritten(g, {built.sym_name.data}, set())
