@@ -46,13 +46,19 @@ from solar_compiler.analysis.summary import (
     register_report,
     with_eager_unfused,
 )
-from solar_compiler.analysis.unfused import UnfusedKernel, unfused_kernels
+from solar_compiler.analysis.unfused import UnfusedKernel, has_origins, unfused_kernels
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.errors import PassError
 from solar_compiler.hw import PRECISIONS, parse_hw_list
 from solar_compiler.options import parse_latency, parse_size
 from solar_compiler.records import program_info
-from solar_compiler.transforms.catalogue import Rewrite, catalogue_module, check_algorithms, deduplicated
+from solar_compiler.transforms.catalogue import (
+    Rewrite,
+    catalogue_module,
+    catalogue_plans,
+    check_algorithms,
+    deduplicated,
+)
 
 
 def parse_fidelity(text: str) -> tuple[str, ...]:
@@ -114,29 +120,38 @@ class RooflinePass(ModulePass):
         priced, rewrites = catalogue_module(op) if algorithms == "default" else (op, [])
         if algorithms == "default":
             rewrites += deduplicated(module_costs(priced, self.indirect, True))
-        # the unfused kernels' traffic is the same in both models when no reassociation applies
-        report = self._report(op, priced, algorithms == "default", unfused if priced is op else None,
-                              **args) if rewrites else classical
         if rewrites:
-            report = self._eager_unfused(op, priced, rewrites, report, args)
+            # the unfused kernels' traffic is the same in both models when no reassociation applies
+            pairs = zip(module_graphs(priced), module_costs(priced, self.indirect, True), strict=True)
+            priced_unfused = unfused if priced is op else \
+                [unfused_kernels(p, g, self.indirect) for p, g in pairs]
+            report = self._report(op, priced, algorithms == "default", priced_unfused, **args)
+            report = self._eager_unfused(op, priced, rewrites, report, args, priced_unfused)
+        else:
+            report = classical
         report["algorithms"] = algorithms
         report["rewrites"] = [r.row() for r in rewrites]
         report["classical"] = {"bounds": classical["bounds"], "totals": classical["totals"]}
         register_report(op, report)
 
     def _eager_unfused(self, op: ModuleOp, priced: ModuleOp, rewrites: list[Rewrite], report: dict,
-                       args: dict) -> dict:
+                       args: dict, priced_unfused: list[list[UnfusedKernel]]) -> dict:
         """The default model's report with the unfused fidelity of eager execution: one kernel per
         source op as written, each free to compute its own output by any entry of the catalogue
         (an order of its own products, its repeated or symmetric products once, a duplicate inside
         it), but no rewrite across kernels (a reassociation that merges source ops, the CSE of
-        another op's work): eager runs every op it is given (docs/bounds.md, section 0.0)."""
-        eager, inside = catalogue_module(op, within_source_ops=True)
+        another op's work): eager runs every op it is given (docs/bounds.md, section 0.0).
+        `priced_unfused`: the unfused kernels of `priced`'s programs (a program with origins has
+        kernels that do not depend on the costs they are read with: reused when eager is priced)."""
+        inside = catalogue_plans(op, within_source_ops=True)
         if len(inside) == sum(r.kind == "reassociated" for r in rewrites):
             eager = priced  # every reassociation is inside one source op: the same program, counted
+        else:
+            eager, _ = catalogue_module(op, within_source_ops=True)
         programs = module_graphs(eager)
         graphs = module_costs(eager, self.indirect)
-        unfused = [unfused_kernels(p, g, self.indirect) for p, g in zip(programs, graphs, strict=True)]
+        unfused = [u if eager is priced and has_origins(p) else unfused_kernels(p, g, self.indirect)
+                   for p, g, u in zip(programs, graphs, priced_unfused, strict=True)]
         kernel_of = [[next(i for i, k in enumerate(u) if n in k.ops) for n in range(len(g.ops))]
                      for g, u in zip(graphs, unfused, strict=True)]
         graphs = [distinct_costs(p, g, ko) for p, g, ko in zip(programs, graphs, kernel_of, strict=True)]

@@ -13,7 +13,13 @@ from translated import UNSUPPORTED_TORCH_EXAMPLES, driver_options, ensure_transl
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
-from solar_compiler.analysis.chain_order import emit, module_chain_plans, plan_program, step_tree
+from solar_compiler.analysis.chain_order import (
+    emit,
+    module_chain_plans,
+    plan_program,
+    step_tree,
+    worth_pricing,
+)
 from solar_compiler.analysis.costs import module_costs, program_costs
 from solar_compiler.analysis.graphs import module_graphs
 from solar_compiler.dialects.convert import kernels_to_module
@@ -594,3 +600,43 @@ def test_private_intermediates_follow_the_use_def_chains():
     assert "B[k, j] = 0.0" in leaf_written
     trees = _trees(leaf_written)
     assert trees and all(x.output != "Y" and not x.intermediates for x in trees)
+
+
+def test_reorderable_only_leaves_out_the_trees_with_one_order():
+    """`program_trees(reorderable_only=True)` (what chain planning asks for) gives the trees
+    `worth_pricing` keeps and no other: the chain `(A @ B) @ C` (2 nodes, 3 tensor factors) and the
+    one-node triple product `W[i] += A * B * C` (3 tensor factors), not the one-node `Z = A * 2.0`
+    (1 tensor factor), whose joint form is then never built."""
+    text = SMALL_CHAIN.replace("Y: f32[8, 2] output):", "Y: f32[8, 2] output, Z: f32[8, 4] output, "
+                               "W: f32[8] output):") + \
+        "        for i in range(8):\n            for k in range(4):\n" \
+        "                Z[i, k] = A[i, k] * 2.0\n" \
+        "        for i in range(8):\n            W[i] = 0.0\n            for k in range(4):\n" \
+        "                for j in range(8):\n                    for l in range(2):\n" \
+        "                        W[i] += A[i, k] * B[k, j] * C[j, l]\n"
+    from solar_compiler.analysis.chains import program_trees
+
+    g = lift_kernel(kernel(text))
+    every = [(t.output, len(t.nodes), len(t.tensor_factors)) for t in program_trees(g)]
+    assert every == [("Y", 2, 3), ("Z", 1, 1), ("W", 1, 3)]
+    kept = [(t.output, len(t.nodes), len(t.tensor_factors)) for t in program_trees(g, reorderable_only=True)]
+    assert kept == [("Y", 2, 3), ("W", 1, 3)]
+    assert [t.root for t in program_trees(g, reorderable_only=True)] == \
+        [t.root for t in program_trees(g) if worth_pricing(t)]
+
+
+def test_the_catalogue_copy_verifies_the_nodes_it_built():
+    """The catalogue's copy verifies the ops the rewrites built as a whole (a new step with a zero
+    step is rejected, naming the step's rule) and the graph's own checks over every op (an op it did
+    not build is a clone of one verified when it was built)."""
+    from xdsl.dialects.builtin import DenseArrayBase, i64
+    from xdsl.utils.exceptions import VerifyException
+
+    from solar_compiler.transforms.catalogue import _verify_rewritten
+
+    g = lift_kernel(kernel(SMALL_CHAIN))
+    _verify_rewritten(g, {n.sym_name.data for n in g.nodes()}, set(g.tensor_ops()))
+    built = g.nodes()[1]
+    built.properties["steps"] = DenseArrayBase.from_list(i64, [0] * len(built.iv_names))
+    with pytest.raises(VerifyException, match="steps must give one positive step per loop variable"):
+        _verify_rewritten(g, {built.sym_name.data}, set())

@@ -117,7 +117,7 @@ def plan_program(graph: GraphOp, costs: GraphCosts) -> list[ChainPlan]:
     tensors = graph.tensor_ops()
     taken = set(tensors)
     plans = []
-    for t in program_trees(graph):
+    for t in program_trees(graph, reorderable_only=True):
         if not worth_pricing(t):
             continue
         ops = [by_name[n] for n in (*t.nodes, *t.fills)]

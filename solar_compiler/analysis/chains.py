@@ -218,8 +218,17 @@ def _out_vars(n: _Node) -> list[tuple[str, int]] | None:
 
 # ---- use-def helpers ------------------------------------------------------------------------------------
 def _next_writer(v: SSAValue) -> NodeOp | None:
-    """The node that takes tensor value `v` as its init: the next writer of that tensor."""
-    return next((u for u in value_consumers(v) if u.dest is v), None)
+    """The node that takes tensor value `v` as its init: the next writer of that tensor. Read off
+    `v`'s uses directly (an init is an operand of the node itself): a value with many readers is
+    not sorted into program order for the one writer among them."""
+    found: dict[int, NodeOp] = {}
+    for use in v.uses:
+        op = use.operation
+        if isinstance(op, NodeOp) and op.dest is v:
+            found[id(op)] = op
+    if len(found) < 2:
+        return next(iter(found.values()), None)
+    return next(u for u in value_consumers(v) if u.dest is v)  # not SSA: the first in program order
 
 
 def _readers(v: SSAValue) -> list[NodeOp]:
@@ -229,8 +238,10 @@ def _readers(v: SSAValue) -> list[NodeOp]:
 
 
 # ---- trees ----------------------------------------------------------------------------------------------
-def program_trees(graph: GraphOp) -> list[Tree]:
-    """The maximal trees of product nodes of a graph (every one, trivial ones included)."""
+def program_trees(graph: GraphOp, reorderable_only: bool = False) -> list[Tree]:
+    """The maximal trees of product nodes of a graph (every one, trivial ones included; with
+    `reorderable_only`, not the trees of one node with at most two tensor factors, which have no
+    other order: their joint form is not built, most of a large network's trees)."""
     tensors = graph.tensor_ops()
     nodes = [_classify(tensors, i, op) for i, op in enumerate(graph.nodes())]
     at = {id(n.op): n for n in nodes}
@@ -245,6 +256,8 @@ def program_trees(graph: GraphOp) -> list[Tree]:
         if n.factors is None or n.pos in child_of:
             continue
         members = _members(nodes, n, producer)
+        if reorderable_only and len(members) == 1 and sum(f.tensor is not None for f in n.factors) <= 2:
+            continue  # one node (no factor is an intermediate): its tensor factors are the tree's
         if not _leaves_stable(at, members, n, producer):
             continue
         tree = _joint(graph.kernel_name, tensors, nodes, n, members, producer)

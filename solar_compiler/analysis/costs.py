@@ -499,7 +499,9 @@ class NodeSites:
         n = self.nodes[s.node]
         ivs, cons = self.domain(s)
         syms = [f"_s{k}" for k in range(m.num_symbols)]
-        idx = tuple(None if str(e) in syms else e for e in from_map(m, n.iv_names, syms))
+        idx = from_map(m, n.iv_names, syms)
+        if syms:  # a map without symbols has no loaded position: its indices as they are
+            idx = tuple(None if str(e) in syms else e for e in idx)
         traced = None
         if None in idx and not s.init:
             traced = self._traced(n, s.node, tensor, write)

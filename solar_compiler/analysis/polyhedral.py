@@ -21,10 +21,34 @@ __all__ = ["Constraint", "contraction_reads", "count_points", "node_domain", "no
            "node_loop_ranges", "partition"]
 
 
+# node_domain's results by the node's domain attributes (`_DOMAIN_PROPS`), held by identity: attributes
+# are immutable and a clone of a node (the default model's catalogue copy of a graph) shares them, so
+# the copy's unchanged nodes reuse the original's domains. An entry keeps its attributes alive, so
+# their ids are not reused while it stands; the table is emptied when it outgrows `_DOMAINS_MAX`.
+_DOMAIN_PROPS = ("ivs", "lower_bounds", "upper_bounds", "steps", "guards", "guard_scopes", "init_depth",
+                 "init_guard_scopes")
+_DOMAINS: dict[tuple, tuple[tuple, tuple[tuple[str, ...], tuple[Constraint, ...]]]] = {}
+_DOMAINS_MAX = 1 << 16
+
+
 def node_domain(n: NodeOp, init: bool = False) -> tuple[tuple[str, ...], tuple[Constraint, ...]]:
     """(loop variables, constraints) of one statement of an `einsum.node`, over its `iv_names`: its
     loops' bounds and steps, then its guards (the folded init's: its outer `init_depth` loops and
     first guards), in the form the statement-level counts take (`loopir/domain.py`)."""
+    props = n.properties
+    attrs = tuple(props.get(k) for k in _DOMAIN_PROPS)
+    key = (*map(id, attrs), init)
+    hit = _DOMAINS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], attrs, strict=True)):
+        return hit[1]
+    out = _node_domain(n, init)
+    if len(_DOMAINS) >= _DOMAINS_MAX:
+        _DOMAINS.clear()
+    _DOMAINS[key] = (attrs, out)
+    return out
+
+
+def _node_domain(n: NodeOp, init: bool) -> tuple[tuple[str, ...], tuple[Constraint, ...]]:
     ivs = n.iv_names
     if init:
         nloops, _ = NodeOp.ints(n.init_depth)

@@ -138,9 +138,37 @@ class Constraint:
 DomainKey = tuple[int, AffineMapAttr, AffineMapAttr, DenseArrayBase, AffineSetAttr | None]
 
 
+class _KeptHashKey(tuple):
+    """A domain key that keeps its hash: hashing the attributes walks their affine expressions, and
+    the counts below look a node's key up tens of thousands of times on a large network."""
+
+    def __hash__(self) -> int:
+        got = self.__dict__.get("_hash")
+        if got is None:
+            got = self.__dict__["_hash"] = tuple.__hash__(self)
+        return got
+
+
+# one key object per set of domain attributes, by their identity (attributes are immutable and a
+# cloned node shares its original's): a cache lookup then finds the stored key by identity. An entry
+# keeps its attributes alive, so their ids are not reused while it stands.
+_KEYS: dict[tuple[int, ...], _KeptHashKey] = {}
+_KEYS_MAX = 1 << 16
+
+
 def domain_key(node: NodeOp) -> DomainKey:
     """The attributes that define a node's domain: the cache key of everything counted on it."""
-    return (node.get_num_loops(), node.lower_bounds, node.upper_bounds, node.steps, node.guards)
+    n, lbs, ubs, steps, guards = (node.get_num_loops(), node.lower_bounds, node.upper_bounds, node.steps,
+                                  node.guards)
+    ids = (n, id(lbs), id(ubs), id(steps), id(guards))
+    key = _KEYS.get(ids)
+    if key is not None and key[1] is lbs and key[2] is ubs and key[3] is steps and key[4] is guards:
+        return key  # type: ignore[return-value]
+    key = _KeptHashKey((n, lbs, ubs, steps, guards))
+    if len(_KEYS) >= _KEYS_MAX:
+        _KEYS.clear()
+    _KEYS[ids] = key
+    return key  # type: ignore[return-value]
 
 
 @lru_cache(maxsize=16384)

@@ -84,7 +84,27 @@ def to_map(exprs: Sequence[AffExpr], dims: Sequence[str], syms: Sequence[str] = 
     return AffineMap(len(dims), len(syms), tuple(to_affine_expr(e, dims, syms) for e in exprs))
 
 
+# from_map's results by the map's identity and the names: maps are immutable and shared by the
+# attributes that hold them (a cloned op's among them), and an analysis of a large network converts
+# the same map tens of thousands of times. An entry keeps its map alive, so its id is not reused
+# while it stands; the table is emptied when it outgrows `_FROM_MAP_MAX`.
+_FROM_MAP: dict[tuple[int, tuple[str, ...], tuple[str, ...]], tuple[AffineMap, tuple[AffExpr, ...]]] = {}
+_FROM_MAP_MAX = 1 << 16
+
+
 def from_map(m: AffineMap, dims: Sequence[str], syms: Sequence[str] = ()) -> tuple[AffExpr, ...]:
+    key = (id(m), tuple(dims), tuple(syms))
+    hit = _FROM_MAP.get(key)
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    out = _from_map(m, dims, syms)
+    if len(_FROM_MAP) >= _FROM_MAP_MAX:
+        _FROM_MAP.clear()
+    _FROM_MAP[key] = (m, out)
+    return out
+
+
+def _from_map(m: AffineMap, dims: Sequence[str], syms: Sequence[str]) -> tuple[AffExpr, ...]:
     if m.num_dims != len(dims) or m.num_symbols != len(syms):
         raise AffineError(f"affine map {m} has {m.num_dims} dims and {m.num_symbols} symbols, expected "
                           f"{len(dims)} and {len(syms)}")

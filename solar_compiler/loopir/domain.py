@@ -24,7 +24,7 @@ from typing import TypeVar
 import islpy as isl
 from xdsl.utils.disjoint_set import DisjointSet
 
-from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.affine import AffCond, AffExpr, _fields_only, _kept_hash
 from solar_compiler.loopir.ast import Kernel, LoopIRError, StmtContext, statements, stmt_reads
 
 T = TypeVar("T")
@@ -36,6 +36,10 @@ class Constraint:
 
     cond: AffCond
     vars: frozenset[str]
+
+    # kept once asked, as AffExpr's: a `costs.Site` (a cache key) hashes its domain's constraints
+    __hash__ = _kept_hash
+    __getstate__ = _fields_only
 
 
 def domain_constraints(ctx: StmtContext) -> tuple[tuple[str, ...], list[Constraint], dict[str, int]]:
