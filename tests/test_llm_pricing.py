@@ -55,6 +55,55 @@ kernel emb(idx: i64[4] input, table: f32[16, 8] input, out: f32[4, 8] output):
 """
 
 
+# the same gather with the one-hot matrix materialised first: its product reads a value the LLM computed
+ONE_HOT_LOCAL = """
+kernel emb(idx: i64[4] input, table: f32[16, 8] input, out: f32[4, 8] output):
+    local hot: f32[4, 16]
+    for i in range(4):
+        for r in range(16):
+            hot[i, r] = f32(idx[i] == r)
+    for i in range(4):
+        for d in range(8):
+            out[i, d] = 0.0
+            for r in range(16):
+                out[i, d] += hot[i, r] * table[r, d]
+"""
+
+
+# an MLP written by the LLM: relu's select keeps a computed branch, so h is no indicator
+MLP = """
+kernel mlp(x: f32[4, 8] input, w1: f32[8, 16] weight, w2: f32[16, 2] weight, out: f32[4, 2] output):
+    local h: f32[4, 16]
+    local r: f32[4, 16]
+    for i in range(4):
+        for j in range(16):
+            h[i, j] = 0.0
+            for k in range(8):
+                h[i, j] += x[i, k] * w1[k, j]
+    for i in range(4):
+        for j in range(16):
+            r[i, j] = h[i, j] if h[i, j] > 0.0 else 0.0
+    for i in range(4):
+        for j in range(2):
+            out[i, j] = 0.0
+            for k in range(16):
+                out[i, j] += r[i, k] * w2[k, j]
+"""
+
+# a prefix sum written as a product by a triangle of ones built from indices: N^2 products for N adds
+SCAN = """
+kernel scan(x: f32[16] input, out: f32[16] output):
+    local tri: f32[16, 16]
+    for i in range(16):
+        for k in range(16):
+            tri[i, k] = 1.0 if k <= i else 0.0
+    for i in range(16):
+        out[i] = 0.0
+        for k in range(16):
+            out[i] += tri[i, k] * x[k]
+"""
+
+
 def _by_llm(text: str):
     k = parse_kernel(text)
     for c in statements(k):
@@ -93,9 +142,10 @@ def test_an_llm_plain_contraction_keeps_its_products_only():
     assert {o.matrix_dtype for o in g.ops if o.flops_matrix} == {"f32"}
 
 
-def test_an_llm_one_hot_gather_is_not_a_contraction_of_its_semantics():
-    plain = kernel_costs(_plain(ONE_HOT))
-    llm = kernel_costs(_by_llm(ONE_HOT))
+@pytest.mark.parametrize("text", [ONE_HOT, ONE_HOT_LOCAL])
+def test_an_llm_one_hot_gather_is_not_a_contraction_of_its_semantics(text):
+    plain = kernel_costs(_plain(text))
+    llm = kernel_costs(_by_llm(text))
     assert sum(o.flops_matrix for o in plain.ops) == 2 * 4 * 8 * 16  # a template would be priced
     assert sum(o.flops for o in llm.ops) == 0
     assert llm.compulsory_bytes == plain.compulsory_bytes
@@ -119,3 +169,28 @@ def test_the_origin_attribute_carries_the_mark_through_its_text_form():
     assert out.getvalue() == '#loop.origin<3, "aten.sort.default", "">'
     with pytest.raises(VerifyException, match="the author"):
         OriginAttr.new([*attr.parameters[:4], StringAttr("gpt")])
+
+
+def test_the_reuse_theorem_skips_an_llm_nest_that_is_not_a_plain_contraction():
+    """io_bounds' reuse bound assumes every point's products are needed: true of a plain contraction,
+    whoever wrote it, but not of an LLM's one-hot product (a gather needs none)."""
+    from solar_compiler.analysis.graphs import node_ops
+    from solar_compiler.analysis.io_bounds import recognise
+    from solar_compiler.dialects.graph_convert import lift_kernel
+
+    def contraction_views(kernel):
+        nodes = node_ops(lift_kernel(kernel))
+        return [recognise(n, i) is not None for i, n in enumerate(nodes) if n.reduce.data == "add"]
+
+    assert contraction_views(_plain(ONE_HOT_LOCAL)) == [True]
+    assert contraction_views(_by_llm(ONE_HOT_LOCAL)) == [False]
+    assert contraction_views(_by_llm(MATMUL)) == [True]
+
+
+def test_an_llm_mlp_keeps_both_products_and_a_scan_by_a_triangle_none():
+    mlp = kernel_costs(_by_llm(MLP))
+    assert sum(o.flops_matrix for o in mlp.ops) == 2 * 4 * 8 * 16 + 2 * 4 * 16 * 2
+    assert sum(o.flops_vector for o in mlp.ops) == 0
+    scan = kernel_costs(_by_llm(SCAN))
+    assert sum(o.flops for o in scan.ops) == 0
+    assert sum(o.llm_flops for o in scan.ops) == 2 * 16 * 16 + 2 * 16 * 16  # products; compare, select

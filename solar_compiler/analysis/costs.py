@@ -570,7 +570,7 @@ def accesses(tensors: Mapping[str, TensorOp], by_tensor: dict[str, list[Site]]) 
 
 
 def _op_cost(text: NodeText, tensors: Mapping[str, TensorOp], node: NodeOp, indirect: str,
-             values: ValueDtypes, work: VectorWork) -> OpCost:
+             values: ValueDtypes, work: VectorWork, llm_products: bool = False) -> OpCost:
     """The costs of one node, read from its `einsum.node` through the structured interface
     (`structured.py`: points, FLOPs by class, unit, accesses and their footprints), the minimal
     vector work (`vector_work.py`) and the contraction's operand dtype (`value_dtypes.py`) from its
@@ -590,7 +590,7 @@ def _op_cost(text: NodeText, tensors: Mapping[str, TensorOp], node: NodeOp, indi
     llm = node.origin is not None and node.origin.llm
     llm_flops = fm + fv if llm else None
     if llm:  # one algorithm among many: price only the products a contraction means (docs/llm-frontend.md)
-        fm, fv, tr, literal = (fm if st.plain_contraction(node) else 0), 0, 0, 0
+        fm, fv, tr, literal = (fm if llm_products else 0), 0, 0, 0
         if not fm:
             mdt = None
     fps = st.footprints(node, indirect == "traced")
@@ -761,7 +761,8 @@ def _program_costs(graph: GraphOp, indirect: str) -> GraphCosts:
     nodes = node_ops(graph)
     tensors = graph.tensor_ops()
     text, values, work = NodeText(graph), ValueDtypes(graph), VectorWork(graph)
-    ops = [_op_cost(text, tensors, n, indirect, values, work) for n in nodes]
+    priced = st.llm_priced_products(nodes)
+    ops = [_op_cost(text, tensors, n, indirect, values, work, i in priced) for i, n in enumerate(nodes)]
     sites = NodeSites(nodes, indirect)
     read_sites: dict[str, list[Site]] = {}
     write_sites: dict[str, list[Site]] = {}

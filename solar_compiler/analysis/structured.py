@@ -48,8 +48,8 @@ from xdsl.ir.affine import (
 from xdsl.ir.affine.affine_set import AffineConstraintKind
 from xdsl.utils.disjoint_set import DisjointSet
 
-from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp, YieldOp
-from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, SelectOp, UnaryOp
+from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, YieldOp
+from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, ConstOp, SelectOp, UnaryOp
 from solar_compiler.loopir.rules import DTYPES, TRANSCENDENTAL
 
 _FLOP_OPS = (UnaryOp, BinaryOp, CmpOp, SelectOp)  # 1 FLOP each; casts, reads, literals are free
@@ -622,6 +622,37 @@ def plain_contraction(node: NodeOp) -> bool:
         return False
     ops = reachable(factors)
     return not any(isinstance(o, (*_FLOP_OPS, GatherOp)) for o in ops)
+
+
+def llm_priced_products(nodes: Sequence[NodeOp]) -> set[int]:
+    """Positions of the LLM-written nodes whose products are priced (docs/llm-frontend.md section 7):
+    plain contractions none of whose operands is an *indicator* an LLM built: a value of a comparison
+    or of a select between literals (a one-hot matrix, a comparison matrix for ranks, a triangle of
+    ones built from indices), or any value computed from loop indices, and copies of those. A product
+    by such a matrix is a gather, a count or a scan written as a contraction, not a product of the op."""
+    indicators: set[str] = set()
+    out: set[int] = set()
+    for pos, n in enumerate(nodes):
+        if n.origin is None or not n.origin.llm:
+            continue
+        reads = {t for t in n.input_names if t != n.output_name}
+        if plain_contraction(n) and not reads & indicators:
+            out.add(pos)
+        elif _indicator(n) or (reads & indicators and not any(isinstance(o, _FLOP_OPS) for o in body_ops(n))):
+            indicators.add(n.output_name)
+    return out
+
+
+def _indicator(n: NodeOp) -> bool:
+    """The node stores a comparison's value or a select between literals, or computes from indices."""
+    v = stored_value(n)
+    o = v.owner
+    while isinstance(o, CastOp):
+        o = o.x.owner
+    if isinstance(o, CmpOp) or (isinstance(o, SelectOp) and all(
+            isinstance(b.owner, ConstOp) for b in (o.a, o.b))):
+        return True
+    return any(isinstance(x, IndexOp) for x in reachable((v,)))
 
 
 def _contraction_flops(node: NodeOp, pts: int) -> tuple[int, int]:
