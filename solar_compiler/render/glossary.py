@@ -64,8 +64,10 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
              "backward and optimizer (docs/training.md)."),
     ("model", "the model of computation the bounds cover (--algorithms): default (any order, fusion and "
               "tiling, and the catalogue of rewrites: reassociated contraction trees, repeated, symmetric "
-              "and duplicated products once, one branch of a value-dependent select, Winograd convolution, "
-              "factors folded through contractions; docs/bounds.md section 0), with what the bound was "
+              "and duplicated products once, a shared factor multiplied once, one branch of a "
+              "value-dependent select, Winograd and FFT convolution, polynomial expansion, factors folded "
+              "through contractions, constant buffers computed from indices; docs/bounds.md section 0), "
+              "with what the bound was "
               "priced as, or classical (the products as written, SOLAR's model)."),
     ("cold caches", "--cache-state cold (the default): every timed call starts with nothing on chip "
                     "(L2 flushed before each trial, as KernelBench does), so every input, weight and "
