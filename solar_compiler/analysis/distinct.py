@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from xdsl.ir import BlockArgument, SSAValue
+from xdsl.ir.affine import AffineExpr
 
 from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.polyhedral import contraction_reads, node_indices, node_loop_ranges
@@ -234,7 +235,7 @@ def shared_factor_sums(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[in
     return out
 
 
-def _other_operand(p: NodeOp, q: NodeOp):
+def _other_operand(p: NodeOp, q: NodeOp) -> list[AffineExpr] | None:
     """The index results of `p`'s operand that differs from `q`'s, when the two are contractions of
     one product of two reads over the same domain, with one read shared and the other through the
     same map; else None."""

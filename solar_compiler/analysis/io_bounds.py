@@ -150,8 +150,7 @@ def recognise(node: NodeOp, index: int, precision: str = "auto", values: ValueDt
     short of fast (Strassen-like) matrix multiplication, which the bound excludes as every published
     one does. A sum or a max of the operands does not qualify: distributing the reduction removes the
     need."""
-    if node.origin is not None and node.origin.llm and \
-            index not in structured.llm_priced_products(node_ops(_graph(node))):
+    if node.origin is not None and node.origin.llm and index not in _llm_priced(_graph(node)):
         return None  # an LLM's nest, not the op's products: no theorem on its points (llm-frontend.md)
     out = node.output_name
     gathered = [o.tensor_name for o in body_ops(node) if isinstance(o, GatherOp)]
@@ -189,6 +188,12 @@ def recognise(node: NodeOp, index: int, precision: str = "auto", values: ValueDt
     return Contraction(node.sym_name.data, index, "+=", a, b, c, points(node), tuple(ivs[d] for d in z), rho,
                        _k_min(node, c, z), ivs, dict(zip(ivs, ranges, strict=True)),
                        all(s == 1 for s in NodeOp.ints(node.steps)), node.init is not None)
+
+
+def _llm_priced(graph: GraphOp) -> set[int]:
+    """`structured.llm_priced_products` of the graph's nodes, once per graph."""
+    return op_analysis(graph, "llm_priced_products",
+                       lambda: structured.llm_priced_products(node_ops(graph)))
 
 
 def _graph(node: NodeOp) -> GraphOp:

@@ -10,6 +10,7 @@ its own kernel tensor; a view is an index map composed into its consumers' reads
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Protocol
 
 from solar_compiler.frontends.builder.translator import NoTemplate, TranslateError, Translator, _loc_of
@@ -243,6 +244,7 @@ def _unwritten_fresh(program: CapturedProgram, tr: Translator, roles: dict[str, 
     return out
 
 
+@cache
 def _returns_alias(op: str) -> bool | None:
     """Whether the aten op's first result aliases an input without writing it (a view: True), is a
     new tensor (False), or neither is known (None: no schema, or an in-place or out= op)."""

@@ -23,7 +23,7 @@ from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, generator, ivars, loops, stored, view
 from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import INT_DTYPES, Index, SExpr
+from solar_compiler.loopir.ast import INT_DTYPES, Index, SExpr, TensorDecl
 from solar_compiler.loopir.simplify import literal
 
 from ..registry import template
@@ -355,7 +355,7 @@ def _scatter_into(tr: Translator, base: Val, src: Val, dim: int, start: int, ste
     return stored(out)
 
 
-def _copy_kept(tr: Translator, base: Val, out, dim: int, start: int, step: int, m: int) -> None:
+def _copy_kept(tr: Translator, base: Val, out: TensorDecl, dim: int, start: int, step: int, m: int) -> None:
     """The elements of `base` outside the slice start:stop:step of dim, copied into `out`."""
     n = base.shape[dim]
     stop = start + step * (m - 1) + 1 if m else start
