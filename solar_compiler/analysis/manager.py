@@ -34,6 +34,8 @@ from weakref import WeakKeyDictionary
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
+from solar_compiler.loopir.affine_map import FROM_MAP_TABLE
+
 T = TypeVar("T")
 _RESULTS: WeakKeyDictionary[ModuleOp, dict[Hashable, object]] = WeakKeyDictionary()
 _SEEDS: WeakKeyDictionary[ModuleOp, dict[Callable, object]] = WeakKeyDictionary()
@@ -78,7 +80,22 @@ def registered_result(module: ModuleOp, key: Hashable) -> Any:
     return _RESULTS.get(module, {}).get(key)
 
 
+#: tables keyed by the identity of IR attributes (which they keep alive so the ids stay unique):
+#: emptied whenever a pass changes a module, so a long-lived process (solar-bench's warm workers, a
+#: benchmark's repeated runs) holds only the current program's, not every earlier one's
+_IDENTITY_TABLES: list[dict] = [FROM_MAP_TABLE]
+
+
+def identity_table() -> dict:
+    """A new table keyed by attribute identity, emptied with the analyses (`invalidate_analyses`)."""
+    table: dict = {}
+    _IDENTITY_TABLES.append(table)
+    return table
+
+
 def invalidate_analyses(module: ModuleOp) -> None:
+    for table in _IDENTITY_TABLES:
+        table.clear()
     _drop_op_results(module)
     _RESULTS.pop(module, None)
     _SEEDS.pop(module, None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from xdsl.ir import BlockArgument
 
 from solar_compiler.analysis import structured as st
+from solar_compiler.analysis.manager import identity_table
 from solar_compiler.dialects.einsum import NodeOp
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.affine_map import from_map, from_set
@@ -27,7 +28,7 @@ __all__ = ["Constraint", "contraction_reads", "count_points", "node_domain", "no
 # their ids are not reused while it stands; the table is emptied when it outgrows `_DOMAINS_MAX`.
 _DOMAIN_PROPS = ("ivs", "lower_bounds", "upper_bounds", "steps", "guards", "guard_scopes", "init_depth",
                  "init_guard_scopes")
-_DOMAINS: dict[tuple, tuple[tuple, tuple[tuple[str, ...], tuple[Constraint, ...]]]] = {}
+_DOMAINS: dict[tuple, tuple[tuple, tuple[tuple[str, ...], tuple[Constraint, ...]]]] = identity_table()
 _DOMAINS_MAX = 1 << 16
 
 

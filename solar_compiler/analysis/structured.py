@@ -48,6 +48,7 @@ from xdsl.ir.affine import (
 from xdsl.ir.affine.affine_set import AffineConstraintKind
 from xdsl.utils.disjoint_set import DisjointSet
 
+from solar_compiler.analysis.manager import identity_table
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, YieldOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, ConstOp, SelectOp, UnaryOp
 from solar_compiler.loopir.rules import DTYPES, TRANSCENDENTAL
@@ -152,7 +153,7 @@ class _KeptHashKey(tuple):
 # one key object per set of domain attributes, by their identity (attributes are immutable and a
 # cloned node shares its original's): a cache lookup then finds the stored key by identity. An entry
 # keeps its attributes alive, so their ids are not reused while it stands.
-_KEYS: dict[tuple[int, ...], _KeptHashKey] = {}
+_KEYS: dict[tuple[int, ...], _KeptHashKey] = identity_table()
 _KEYS_MAX = 1 << 16
 
 

@@ -88,7 +88,8 @@ def to_map(exprs: Sequence[AffExpr], dims: Sequence[str], syms: Sequence[str] = 
 # attributes that hold them (a cloned op's among them), and an analysis of a large network converts
 # the same map tens of thousands of times. An entry keeps its map alive, so its id is not reused
 # while it stands; the table is emptied when it outgrows `_FROM_MAP_MAX`.
-_FROM_MAP: dict[tuple[int, tuple[str, ...], tuple[str, ...]], tuple[AffineMap, tuple[AffExpr, ...]]] = {}
+FROM_MAP_TABLE: dict[tuple[int, tuple[str, ...], tuple[str, ...]], tuple[AffineMap, tuple[AffExpr, ...]]] = {}
+_FROM_MAP = FROM_MAP_TABLE  # emptied with the analyses (`analysis.manager.invalidate_analyses`)
 _FROM_MAP_MAX = 1 << 16
 
 
