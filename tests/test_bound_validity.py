@@ -169,7 +169,11 @@ def test_value_dtype_rules():
     assert join(["bf16", "f16"]) == "f32" and join(["i8", "f8e4m3"]) == "bf16"
     assert join(["bool", "i8"]) == "i8"
     assert const_dtype(0.0, "f32") == "bool" and const_dtype(-3, "i32") == "i8"
-    assert const_dtype(0.5, "f32") == "bf16" and const_dtype(3.3, "f32") == "f32"
+    # 0.5 is an e2m1 value (fp4); joined with an i8 operand it needs bf16, as before fp4 existed
+    assert const_dtype(0.5, "f32") == "f4e2m1" and const_dtype(3.3, "f32") == "f32"
+    assert const_dtype(0.75, "f32") == "bf16" and join(["f4e2m1", "i8"]) == "bf16"
+    assert const_dtype(2.0, "f32") == "i8" and const_dtype(200, "i32") == "u8"
+    assert join(["f4e2m1", "f8e5m2"]) == "f8e5m2" and join(["u8", "i8"]) == "bf16"
     assert const_dtype(float("-inf"), "f32") == "bf16"
     for d, held in HOLDS.items():
         assert d in held

@@ -90,12 +90,13 @@ def test_index_add_and_index_put_write_through_loaded_indices(tmp_path):
                       "index_put[idx[i0], i1] += mul_1[i0, i1]"]
     assert "index_put_2[idx[i0], i1] = x[i0, i1]" in s
     assert "index_put_3[i0, idx[i1]] = x[i1, i0]" in s            # [None, idx]: loop over (4, 16)
-    assert "index_put_4[ia[i0], i1, ib[i0]] = lifted_tensor_0[]" in s  # non-adjacent: (6, 3)
+    # non-adjacent: (6, 3); the lifted one-element constant 1.5 is read as its literal
+    assert "index_put_4[ia[i0], i1, ib[i0]] = 1.5" in s
     assert "index_put_5[ia[i0], ib[i0]] += v[i0]" in s
     # iteration counts of the scatters: the source's shape, whatever the target's
     by_text = {t: iteration_count(c) for t, c in zip(s, statements(typecheck(tt.kernel)), strict=True)}
     assert by_text["index_put[idx[i0], i1] += x[i0, i1]"] == 16 * 4
-    assert by_text["index_put_4[ia[i0], i1, ib[i0]] = lifted_tensor_0[]"] == 6 * 3
+    assert by_text["index_put_4[ia[i0], i1, ib[i0]] = 1.5"] == 6 * 3
 
 
 def test_the_base_is_copied_when_a_later_op_still_reads_it(tmp_path):
@@ -161,9 +162,12 @@ def test_unsupported_scatters_are_one_line_errors(tmp_path):
     with pytest.raises(SolarError, match=r"m\.py:10: no loop-IR template for scatter reduction 'mean' "
                                          r"\(known: add, amax, amin, multiply, prod, sum\)"):
         translate_program(capture(load_model_file(p)))
-    fwd = "y = x * 1.0\ny[x > 0] = 0.0\nreturn y\n"
-    p = model(tmp_path, fwd, "torch.randn(16, 4)", "x")
-    with pytest.raises(SolarError, match="no loop-IR template for a boolean-mask index_put"):
+    # one value per selected element (`y[x > 0] = 0.0`, one value for all, is a select)
+    fwd = "y = x * 1.0\ny[m] = v\nreturn y\n"
+    p = model(tmp_path, fwd, "torch.randn(16, 4), torch.ones(16, 4, dtype=torch.bool), torch.randn(64)",
+              "x, m, v")
+    with pytest.raises(SolarError, match="no loop-IR template for a boolean-mask index_put with one value "
+                                         "per selected element"):
         translate_program(capture(load_model_file(p)))
 
 

@@ -132,6 +132,9 @@ def imported_alone() -> dict[str, dict]:
 
 # ops given templates after the registry replaced the dispatch tables (one line per addition)
 ADDED_OPS = {"aten._embedding_bag.default", "aten._embedding_bag_forward_only.default"}
+ADDED_OPS |= {  # packed fp4 decoding and fp8 GEMMs (issue 22)
+    "aten.__rshift__.Scalar", "aten.bitwise_right_shift.Tensor_Scalar", "aten.__lshift__.Scalar",
+    "aten.bitwise_left_shift.Tensor_Scalar", "aten.view.dtype", "aten._scaled_mm.default"}
 ADDED_OPS |= {f"aten.{op}.default" for op in (  # backward ops (grad_*.py, issue 23)
     "threshold_backward", "gelu_backward", "sigmoid_backward", "tanh_backward", "silu_backward",
     "mse_loss_backward", "nll_loss_backward", "_softmax_backward_data", "_log_softmax_backward_data",

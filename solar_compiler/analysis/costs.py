@@ -82,7 +82,7 @@ from solar_compiler.dialects.loop import OriginAttr, traced_of
 from solar_compiler.errors import LoopIRError
 from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
 from solar_compiler.loopir.affine_map import from_map
-from solar_compiler.loopir.rules import DTYPES
+from solar_compiler.loopir.rules import nbytes
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
@@ -564,7 +564,7 @@ def accesses(tensors: Mapping[str, TensorOp], by_tensor: dict[str, list[Site]]) 
     for name, sites in by_tensor.items():
         dt = tensors[name].dtype
         n = distinct_elements(sites)
-        out.append(Access(name, dt, n, n * DTYPES[dt], any(s.indirect for s in sites),
+        out.append(Access(name, dt, n, nbytes(dt, n), any(s.indirect for s in sites),
                           any(s.traced is not None for s in sites)))
     return tuple(out)
 
@@ -595,7 +595,7 @@ def _op_cost(text: NodeText, tensors: Mapping[str, TensorOp], node: NodeOp, indi
             mdt = None
     fps = st.footprints(node, indirect == "traced")
     dts = {f.tensor: tensors[f.tensor].dtype for f in fps}
-    rd, wr = ([Access(f.tensor, dts[f.tensor], f.elements, f.elements * DTYPES[dts[f.tensor]], f.indirect,
+    rd, wr = ([Access(f.tensor, dts[f.tensor], f.elements, nbytes(dts[f.tensor], f.elements), f.indirect,
                       f.traced) for f in fps if f.write == w] for w in (False, True))
     label, eq, loc = text.describe(node)
     unit = c.unit if not llm else "matrix" if fm else "memory"
@@ -776,13 +776,13 @@ def _program_costs(graph: GraphOp, indirect: str) -> GraphCosts:
     compulsory: dict[str, int] = {}
     written = 0
     for name, t in tensors.items():
-        role, size = t.role.data, DTYPES[t.dtype]
+        role = t.role.data
         if role in ("input", "weight"):
-            compulsory[name] = distinct_elements(read_sites.get(name, [])) * size
+            compulsory[name] = nbytes(t.dtype, distinct_elements(read_sites.get(name, [])))
         elif role == "output":
             if name not in write_sites:
                 raise LoopIRError(f"output tensor '{name}' of kernel '{graph.kernel_name}' is never written")
-            compulsory[name] = distinct_elements(write_sites[name]) * size
+            compulsory[name] = nbytes(t.dtype, distinct_elements(write_sites[name]))
             written += compulsory[name]
     return GraphCosts(graph.kernel_name, ops, sum(compulsory.values()), compulsory, written)
 

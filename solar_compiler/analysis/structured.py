@@ -51,7 +51,7 @@ from xdsl.utils.disjoint_set import DisjointSet
 from solar_compiler.analysis.manager import identity_table
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, YieldOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, ConstOp, SelectOp, UnaryOp
-from solar_compiler.loopir.rules import DTYPES, TRANSCENDENTAL
+from solar_compiler.loopir.rules import TRANSCENDENTAL, nbytes
 
 _FLOP_OPS = (UnaryOp, BinaryOp, CmpOp, SelectOp)  # 1 FLOP each; casts, reads, literals are free
 
@@ -470,7 +470,7 @@ def tensor_bytes(node: NodeOp, tensor: str, write: bool) -> int:
     """`tensor_elements` times the tensor's element size (`einsum.tensor` of the node's graph)."""
     graph = node.parent_op()
     assert isinstance(graph, GraphOp)
-    return tensor_elements(node, tensor, write) * DTYPES[graph.tensor_ops()[tensor].dtype]
+    return nbytes(graph.tensor_ops()[tensor].dtype, tensor_elements(node, tensor, write))
 
 
 def node_bytes(node: NodeOp) -> tuple[dict[str, int], dict[str, int]]:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import islpy as isl
@@ -54,25 +54,32 @@ from xdsl.ir.affine import (
 from solar_compiler.analysis import structured as st
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, ConstOp, SelectOp, UnaryOp, type_dtype
-from solar_compiler.loopir.rules import DTYPES
+from solar_compiler.loopir.rules import DTYPES, INT_DTYPES, int_range
 
 #: dtype -> the dtypes that represent EVERY value of it exactly (itself included). bf16 and f16 hold
 #: every f8 value (e4m3: 4-bit exponent, 3-bit mantissa; e5m2 is a truncated f16); f16 holds integers
 #: up to 2048 and bf16 up to 256, so both hold every i8; f64 holds every i32; bool (0, 1) fits all.
 HOLDS: dict[str, frozenset[str]] = {
     "bool": frozenset(DTYPES),
-    "i8": frozenset({"i8", "i32", "i64", "f16", "bf16", "f32", "f64"}),
+    "i8": frozenset({"i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"}),
+    "u8": frozenset({"u8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"}),
+    "i16": frozenset({"i16", "i32", "i64", "f32", "f64"}),
     "i32": frozenset({"i32", "i64", "f64"}),
     "i64": frozenset({"i64"}),
     "f8e4m3": frozenset({"f8e4m3", "f16", "bf16", "f32", "f64"}),
     "f8e5m2": frozenset({"f8e5m2", "f16", "bf16", "f32", "f64"}),
+    "f4e2m1": frozenset({"f4e2m1", "f8e4m3", "f8e5m2", "f16", "bf16", "f32", "f64"}),
     "f16": frozenset({"f16", "f32", "f64"}),
     "bf16": frozenset({"bf16", "f32", "f64"}),
     "f32": frozenset({"f32", "f64"}),
     "f64": frozenset({"f64"}),
 }
-# Narrowest first; among equal widths integer before float (an exact i8 product is the cheapest).
-_ORDER = ("bool", "i8", "f8e4m3", "f8e5m2", "bf16", "f16", "i32", "f32", "i64", "f64")
+# Narrowest first; among equal widths integer before float (an exact i8 product is the cheapest). fp4
+# comes after the 8-bit integers so that a literal such as 2.0 stays i8 (joined with an i8 operand, an
+# integer product), as before fp4 existed; an e2m1 value that is no integer (0.5) is fp4.
+_ORDER = ("bool", "i8", "u8", "f4e2m1", "f8e4m3", "f8e5m2", "bf16", "f16", "i16", "i32", "f32", "i64", "f64")
+#: Every value of e2m1 (the sign of zero included).
+E2M1_VALUES = frozenset({0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0})
 _EXACT_OPS_UNARY = ("neg", "abs")
 _EXACT_OPS_BINARY = ("max", "min")
 _PICKING_KINDS = ("=", "max=", "min=")   # a reduction whose result is one of its operands' values
@@ -109,9 +116,11 @@ def const_dtype(value: float | int | bool, declared: str) -> str:
 def _represents(d: str, v: float) -> bool:
     if d == "bool":
         return v in (0.0, 1.0) and not (v == 0.0 and math.copysign(1.0, v) < 0)
-    if d in ("i8", "i32", "i64"):
-        bits = DTYPES[d] * 8
-        return math.isfinite(v) and v == int(v) and -(2 ** (bits - 1)) <= v < 2 ** (bits - 1)
+    if d in INT_DTYPES:
+        lo, hi = int_range(d)
+        return math.isfinite(v) and v == int(v) and lo <= v <= hi
+    if d == "f4e2m1":
+        return abs(v) in E2M1_VALUES
     if d in ("f16", "bf16", "f32"):
         if math.isinf(v):
             return True
@@ -222,7 +231,8 @@ class ValueDtypes:
                 return None
             env = dict(zip(names, rmap.results, strict=True))
             parts = scale_factors(st.stored_value(w.node))
-            data = [(f, divides) for f, divides in parts if not is_block_scale(w.node, f, reduced, env)]
+            data = [(f, divides) for f, divides in parts
+                    if not is_block_scale(w.node, f, reduced, env, node.get_static_loop_ranges())]
             if len(data) != 1 or data[0][1]:
                 return None
             out.append(self.of(w.node, data[0][0]))
@@ -353,16 +363,23 @@ def _reads(v: SSAValue) -> list[SSAValue]:
 
 
 def is_block_scale(node: NodeOp, f: SSAValue, reduced: frozenset[int],
-                   env: Mapping[int, AffineExpr] | None = None) -> bool:
-    """Whether factor `f` (a value of `node`'s body) of a contraction's operand is constant along each
-    reduced dim over runs of at least MIN_SCALE_BLOCK consecutive values: a literal, or reads whose
-    indices use a reduced dim only as `d // B` (B >= MIN_SCALE_BLOCK). Then `sum_k s(k // B) a_k b_k`
+                   env: Mapping[int, AffineExpr] | None = None, extents: Sequence[int] | None = None) -> bool:
+    """Whether factor `f` (a value of `node`'s body) of a contraction's operand is constant along the
+    reduction over runs of at least MIN_SCALE_BLOCK values: a literal; reads whose indices use a
+    reduced dim only as `d // B` (B >= MIN_SCALE_BLOCK); or reads that leave reduced dims of
+    combined extent >= MIN_SCALE_BLOCK unused (a reduction split as `k = 16 * kb + kl`, which the
+    catalogue's reordered trees write, with the scale read at `kb`). Then `sum_k s(k // B) a_k b_k`
     is `sum_kb s(kb) * (sum_{k in kb} a_k b_k)`: the inner sums run on the operands' own dtype, the
-    scale is applied per block in the accumulator (block-scaled fp8 GEMMs; `(a.float() * 2.0) @
-    b.float()`). `reduced` are dims of the contraction node; `env` maps the dims of `node` (a writer
-    of the operand local) to the contraction's index expressions, and a dim it does not map makes
-    `f` no scale."""
+    scale is applied per block in the accumulator (block-scaled fp8 and NVFP4 GEMMs; `(a.float() *
+    2.0) @ b.float()`). `reduced` are dims of the contraction node and `extents` its loop extents
+    (`node`'s own when None and there is no `env`); `env` maps the dims of `node` (a writer of the
+    operand local) to the contraction's index expressions, and a dim it does not map makes `f` no
+    scale."""
     maps = node.get_indexing_maps().data
+    if extents is None and env is None:
+        extents = node.get_static_loop_ranges()
+    used: set[int] = set()
+    blockwise = True
     for r in _reads(f):
         if not isinstance(r, BlockArgument):
             return False  # a gather: loaded positions
@@ -372,9 +389,12 @@ def is_block_scale(node: NodeOp, f: SSAValue, reduced: frozenset[int],
                     return False
                 n = node.get_num_loops()
                 i = i.replace_dims_and_symbols([env.get(d, AffineExpr.dimension(d)) for d in range(n)], [])
-            if not _blockwise(i, reduced):
-                return False
-    return True
+            used |= st.dims_of(i) & reduced
+            blockwise = blockwise and _blockwise(i, reduced)
+    if blockwise:
+        return True
+    free = [extents[d] for d in reduced - used] if extents is not None else []
+    return bool(free) and math.prod(free) >= MIN_SCALE_BLOCK
 
 
 def _terms(e: AffineExpr, coeff: int = 1) -> list[tuple[AffineExpr, int]]:

@@ -22,7 +22,8 @@ import numpy as np
 
 from solar_compiler.loopir.ast import DTYPES, FLOAT_DTYPES, Kernel, LoopIRError, statements, stmt_reads
 
-TOLERANCE = {"f64": 1e-10, "f32": 1e-4, "f16": 1e-2, "bf16": 1e-2, "f8e4m3": 1e-1, "f8e5m2": 1e-1}
+TOLERANCE = {"f64": 1e-10, "f32": 1e-4, "f16": 1e-2, "bf16": 1e-2, "f8e4m3": 1e-1, "f8e5m2": 1e-1,
+             "f4e2m1": 2.5e-1}
 UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24}  # f16/bf16/f8 accumulate in f32 (torch CPU, executor)
 
 

@@ -16,12 +16,14 @@ from numpy.polynomial import chebyshev
 
 from solar_compiler.loopir.rules import reduction_identity
 
-NARROW_FLOATS = ("f16", "bf16", "f8e4m3", "f8e5m2")
+NARROW_FLOATS = ("f16", "bf16", "f8e4m3", "f8e5m2", "f4e2m1")
 
 STORAGE: dict[str, np.dtype] = {
     "f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "f16": np.dtype(np.float32),
     "bf16": np.dtype(np.float32), "f8e4m3": np.dtype(np.float32), "f8e5m2": np.dtype(np.float32),
-    "i64": np.dtype(np.int64), "i32": np.dtype(np.int32), "i8": np.dtype(np.int8), "bool": np.dtype(np.bool_),
+    "f4e2m1": np.dtype(np.float32),
+    "i64": np.dtype(np.int64), "i32": np.dtype(np.int32), "i16": np.dtype(np.int16), "i8": np.dtype(np.int8),
+    "u8": np.dtype(np.uint8), "bool": np.dtype(np.bool_),
 }
 # What callers pass in and get back: the real NumPy dtype where one exists, float32 for bf16/f8.
 USER: dict[str, np.dtype] = {**STORAGE, "f16": np.dtype(np.float16)}
@@ -58,6 +60,8 @@ def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
         return _round_bf16(x)
     if dtype == "f8e4m3":
         return _round_small(x, mant=3, emin=-6, maxval=448.0, saturate=True)
+    if dtype == "f4e2m1":  # no inf or NaN encoding: saturates at +-6 (as NVFP4 quantisers do)
+        return _round_small(x, mant=1, emin=0, maxval=6.0, saturate=True)
     return _round_small(x, mant=2, emin=-14, maxval=57344.0, saturate=False)
 
 

@@ -22,8 +22,7 @@ from solar_compiler.hw.pricing import Priced
 #: classic 2x error. Sparse-vs-dense cannot be detected from a number; the files' headers say "dense".
 UNITS = ("FLOP/s", "OP/s", "bytes", "bytes/s", "Hz", "count")
 #: Matrix (tensor-core / matrix-core / BLAS) formats a target may list. `fp4` (e2m1, Blackwell's
-#: block-scaled NVFP4 / MXFP4 tensor rate) is listed for the record: no loop-IR dtype is fp4 yet, so
-#: no contraction is priced at it.
+#: block-scaled NVFP4 / MXFP4 tensor rate) prices contractions on `f4e2m1` operands.
 MATRIX_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4", "binary")
 #: Vector (CUDA-core / SIMD) formats a target may list.
 VECTOR_KEYS = ("fp64", "fp32", "bf16", "fp16", "int32")

@@ -34,6 +34,8 @@ _F8_EXACT = ("fp8", "fp16", "bf16", "tf32", "fp32", "fp64")
 #: exact); f32 fits fp64. i64 fits nothing narrower. Bool (values 0 and 1) fits INT4, and the 1-bit
 #: (binary) tensor unit computes its dot products exactly: AND of the bits and a population count,
 #: accumulated in int32 (CUDA's bmma with bmmaBitOpAND), which is sum_k a_k * b_k for a, b in {0, 1}.
+#: f4e2m1 fits every fp8 format and the FP4 unit (Blackwell's block-scaled MMA with unit scales is an
+#: unscaled fp4 product); u8 fits the 8-bit integer MMA, which takes unsigned operands (PTX `mma` .u8).
 EXACT: dict[str, tuple[str, ...]] = {
     "f64": ("fp64",),
     "f32": ("fp32", "fp64"),
@@ -41,14 +43,17 @@ EXACT: dict[str, tuple[str, ...]] = {
     "bf16": ("bf16", "tf32", "fp32", "fp64"),
     "f8e4m3": _F8_EXACT,
     "f8e5m2": _F8_EXACT,
+    "f4e2m1": ("fp4", *_F8_EXACT),
     "i8": ("int8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
+    "u8": ("int8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
+    "i16": ("int32", "fp32", "fp64"),
     "i32": ("int32", "fp64"),
     "i64": (),
     "bool": ("binary", "int4", "int8", "fp8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
 }
 # Integer ALU throughput is taken to be at most the fp32 lane rate (true of every target here: H100
 # runs INT32 at half its FP32 rate), so integer/bool work is also priced at the fp32 vector rate.
-_INT_DTYPES = ("i64", "i32", "i8", "bool")
+_INT_DTYPES = ("i64", "i32", "i16", "i8", "u8", "bool")
 #: The reduced-precision format each policy lets an f32 contraction use besides the fp32 contract
 #: ("fp32": none).
 POLICY_FORMAT = {"auto": "tf32", "fp32": None, "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}

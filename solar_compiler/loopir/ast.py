@@ -22,12 +22,14 @@ from solar_compiler.loopir.rules import (  # noqa: F401  (re-exported: the IR's 
     REDUCTION_IDENTITY,
     TRANSCENDENTAL,
     UNARY_FNS,
+    UNSIGNED_DTYPES,
     RuleError,
     binary_result,
     cast_result,
     cmp_result,
     coerce_literal,
     index_dtype,
+    nbytes,
     select_result,
     unary_result,
 )
@@ -154,7 +156,7 @@ class TensorDecl:
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * DTYPES[self.dtype]
+        return nbytes(self.dtype, math.prod(self.shape))
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,16 @@ import math
 
 from solar_compiler.errors import LoopIRError, SolarError
 
-DTYPES: dict[str, int] = {  # name -> bytes per element
-    "f64": 8, "f32": 4, "bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1,
-    "i64": 8, "i32": 4, "i8": 1, "bool": 1,
+#: name -> bytes per element. `f4e2m1` (fp4: 1 sign, 2 exponent, 1 mantissa bit; values 0, 0.5, 1, 1.5,
+#: 2, 3, 4, 6 and their negatives) is half a byte: two values share a byte, as in torch's
+#: float4_e2m1fn_x2 and NVFP4 / MXFP4 storage. `u8` is unsigned (a packed-fp4 byte is read as one).
+DTYPES: dict[str, int | float] = {
+    "f64": 8, "f32": 4, "bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1, "f4e2m1": 0.5,
+    "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "bool": 1,
 }
-FLOAT_DTYPES = ("f64", "f32", "bf16", "f16", "f8e4m3", "f8e5m2")
-INT_DTYPES = ("i64", "i32", "i8")
+FLOAT_DTYPES = ("f64", "f32", "bf16", "f16", "f8e4m3", "f8e5m2", "f4e2m1")
+INT_DTYPES = ("i64", "i32", "i16", "i8", "u8")
+UNSIGNED_DTYPES = ("u8",)
 UNARY_FNS = ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs", "floor", "ceil",
              "round", "sign", "not", "sin", "cos", "log1p", "expm1", "reciprocal", "isnan")
 BINARY_FNS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "pow", "and", "or", "xor")
@@ -32,6 +36,19 @@ BOOL_RESULT_UNARY = ("not", "isnan")
 REDUCTION_IDENTITY = {"+=": 0.0, "*=": 1.0, "max=": -math.inf, "min=": math.inf}
 
 
+def nbytes(dtype: str, elements: int) -> int:
+    """Bytes of `elements` values of `dtype`: sub-byte values packed, the last byte counted whole."""
+    return math.ceil(elements * DTYPES[dtype]) if DTYPES[dtype] < 1 else elements * int(DTYPES[dtype])
+
+
+def int_range(dtype: str) -> tuple[int, int]:
+    """The smallest and largest value of an integer dtype."""
+    bits = int(DTYPES[dtype] * 8)
+    if dtype in UNSIGNED_DTYPES:
+        return 0, 2 ** bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
 def reduction_identity(kind: str, dtype: str) -> float | int | None:
     """The identity of a reduction kind in a dtype (None for `=`): what a masked-out iteration
     contributes, and the init that folds into a reduction."""
@@ -39,8 +56,8 @@ def reduction_identity(kind: str, dtype: str) -> float | int | None:
         return None
     if dtype in FLOAT_DTYPES:
         return REDUCTION_IDENTITY[kind]
-    bits = DTYPES[dtype] * 8
-    return {"+=": 0, "*=": 1, "max=": -(2 ** (bits - 1)), "min=": 2 ** (bits - 1) - 1}[kind]
+    lo, hi = int_range(dtype)
+    return {"+=": 0, "*=": 1, "max=": lo, "min=": hi}[kind]
 
 
 class RuleError(SolarError):
@@ -103,9 +120,9 @@ def coerce_literal(value: float | int | bool, dtype: str) -> float | int | bool:
     if dtype == "bool":
         return bool(value)
     if dtype in INT_DTYPES:
-        bits = DTYPES[dtype] * 8
+        lo, hi = int_range(dtype)
         if isinstance(value, float) and (math.isinf(value) or math.isnan(value) or value != int(value)) \
-                or not -(2 ** (bits - 1)) <= int(value) < 2 ** (bits - 1):
+                or not lo <= int(value) <= hi:
             raise LoopIRError(f"literal {value} does not fit integer type {dtype}")
         return int(value)
     return float(value)

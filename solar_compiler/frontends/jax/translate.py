@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from solar_compiler.frontends.builder.constants import narrow_constants
 from solar_compiler.frontends.captured_program import CapturedProgram, sanitize
 from solar_compiler.loopir.ast import Kernel
 
@@ -35,6 +36,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward") ->
         tr.bind_param(meta, "input")
     for meta in program.weights:
         tr.bind_param(meta, "weight")
+    narrow_constants(tr, program)
     tr.translate_nodes(program.nodes)
     tr.node = None
     first = tr.n_statements

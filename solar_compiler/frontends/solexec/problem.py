@@ -32,7 +32,7 @@ DTYPES: dict[str, float] = {
 }
 INPUT_KINDS = ("random", "scalar", "custom", "safetensors")
 # bumped when the generated file or the runtime changes what a problem translates to
-GENERATOR_VERSION = "solexec-1"
+GENERATOR_VERSION = "solexec-2"
 
 
 def is_problem_dir(path: str | Path) -> bool:
@@ -280,7 +280,8 @@ def model_source(problem: Problem, index: int) -> str:
         f"WORKLOAD = {json.dumps(json.dumps(w))}\n"
         f"REFERENCE = {json.dumps(problem.reference)}\n"
         f"REFERENCE_PATH = {json.dumps(str(problem.reference_path.resolve()))}\n"
-        f"PROBLEM_DIR = {json.dumps(str(problem.dir.resolve()))}\n\n"
+        f"PROBLEM_DIR = {json.dumps(str(problem.dir.resolve()))}\n"
+        "__solar_source__ = REFERENCE_PATH  # statements are located in the reference, not here\n\n"
         "_P = ProblemModel(DEFINITION, WORKLOAD, REFERENCE, REFERENCE_PATH, PROBLEM_DIR)\n\n\n"
         "class Model(_P.module_class()):\n"
         '    """run(...) of the reference on the workload\'s inputs (CUDA redirected to CPU)."""\n\n\n'

@@ -148,6 +148,7 @@ class ProblemModel:
         self.module.__file__ = reference_path
         with cuda_on_cpu():  # module-level code may ask about the GPU too
             exec(compile(reference, reference_path, "exec"), self.module.__dict__)
+        _anchor_stack_traces(self.module, reference_path)
         self.names = list(self.definition["inputs"])
         self.values: dict[str, Any] = {}  # the non-tensor inputs of the last `tensor_inputs`
 
@@ -221,3 +222,16 @@ class ProblemModel:
             if rel.is_absolute():
                 break
         return None
+
+
+def _anchor_stack_traces(module: types.ModuleType, path: str) -> None:
+    """Make torch.export record the reference's own frames: it keeps only frames of functions named
+    `forward` unless a function is registered as an anchor (what `torch.fx.traceback.annotate_fn`
+    does), and `run` and its helpers are not. Statements are then located in reference.py; without
+    the (private) registry they fall back to the generated file."""
+    register = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
+    if register is None:
+        return
+    for fn in vars(module).values():
+        if isinstance(fn, types.FunctionType) and fn.__code__.co_filename == path:
+            register(fn)

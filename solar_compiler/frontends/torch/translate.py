@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Protocol
 
+from solar_compiler.frontends.builder.constants import narrow_constants
 from solar_compiler.frontends.builder.translator import NoTemplate, TranslateError, Translator, _loc_of
 from solar_compiler.frontends.builder.values import Val
 from solar_compiler.frontends.captured_program import AtenNode, CapturedProgram, TensorRef, sanitize
@@ -74,6 +75,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
         tr.bind_param(meta, "input")
     for meta in program.weights:
         tr.bind_param(meta, "weight")
+    narrow_constants(tr, program)
     _bind_masks(tr, program)
     last_loc: str | None = None
     joined: tuple[str, str] | None = None  # the decomposed op call whose group is the last record

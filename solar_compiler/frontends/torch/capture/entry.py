@@ -40,7 +40,7 @@ def capture(
     if step not in ("forward", "train"):
         raise ValueError(f"step must be 'forward' or 'train', not {step!r}")
     spec = load_spec(path, size_overrides)
-    user = UserFile(spec.path, spec.abspath)
+    user = _user_file(spec)
     if step == "train":
         return capture_train(spec, mode, user, optimizer)
     reason = None
@@ -63,3 +63,13 @@ def capture(
         raise
     except Exception as exc:  # noqa: BLE001
         raise forward_error(spec, exc) from exc
+
+
+def _user_file(spec: ModelSpec) -> UserFile:
+    """The file statements are located in: the model file, or the file a generated model file names
+    as its source (`__solar_source__`: a SOL-ExecBench problem's reference.py, which the generated
+    file runs under its own name)."""
+    source = getattr(spec.module, "__solar_source__", None)
+    if isinstance(source, str) and Path(source).is_file():
+        return UserFile(source, str(Path(source).resolve()))
+    return UserFile(spec.path, spec.abspath)

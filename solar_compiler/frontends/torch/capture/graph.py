@@ -45,6 +45,7 @@ _DTYPE_NAMES = {
     torch.int16: "i16",
     torch.int8: "i8",
     torch.uint8: "u8",
+    torch.float4_e2m1fn_x2: "u8",  # two e2m1 values per byte: the capture holds the bytes (its uint8 view)
     torch.bool: "bool",
 }
 
@@ -149,14 +150,18 @@ def convert_args(args, kwargs, tensor_name) -> tuple[tuple, dict]:
 
 
 def has_bool_index(args, val_of) -> bool:
-    """Whether an index/index_put call indexes with a boolean (or uint8) mask."""
+    """Whether an index/index_put call indexes with a boolean (or uint8) mask whose selected
+    positions shape the result: not an index_put of one value under one mask (`x[mask] = v`), which
+    is the select `where(mask, v, x)` whatever the mask holds."""
     if len(args) < 2:
         return False
-    for idx in args[1] or ():
-        v = val_of(idx) if idx is not None else None
-        if isinstance(v, torch.Tensor) and v.dtype in (torch.bool, torch.uint8):
-            return True
-    return False
+    given = [val_of(idx) for idx in args[1] or () if idx is not None]
+    masks = [v for v in given if isinstance(v, torch.Tensor) and v.dtype in (torch.bool, torch.uint8)]
+    if not masks:
+        return False
+    value = val_of(args[2]) if len(args) > 2 else None
+    one_value = isinstance(value, torch.Tensor) and value.numel() == 1
+    return not (len(given) == 1 and masks[0].dtype == torch.bool and one_value)
 
 
 # ---- post-processing -----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from solar_compiler.frontends.model_file import ModelSpec
 
 from .entry import capture
 from .ops import PRESERVE_CIA, aten, dropout_decomp, has_cia_kernel, is_random, mutated_arg_indices, tables
-from .util import build_model, load_spec, quiet, resolve_attr, to_numpy
+from .util import build_model, from_numpy_as, load_spec, quiet, resolve_attr, to_numpy
 
 
 class RandomRecorder(TorchDispatchMode):
@@ -88,7 +88,7 @@ def run_reference(
         if missing:
             raise CaptureError(f"{spec.path}: missing reference inputs {', '.join(missing)}")
         for pos, name in zip(positions, names_in, strict=True):
-            sample[pos] = torch.from_numpy(np.ascontiguousarray(inputs[name])).to(sample[pos].dtype)
+            sample[pos] = from_numpy_as(inputs[name], sample[pos].dtype)
     in_np = {name: to_numpy(sample[pos]) for pos, name in zip(positions, names_in, strict=True)}
 
     weights_np: dict[str, np.ndarray] = {}
@@ -188,8 +188,8 @@ def run_reference_f64(spec: ModelSpec, mode: str, inputs: dict[str, np.ndarray],
             if len(positions) != len(names):
                 return None
             for pos, name in zip(positions, names, strict=True):
-                t = torch.from_numpy(np.ascontiguousarray(inputs[name]))
-                sample[pos] = t.double() if t.is_floating_point() else t.to(sample[pos].dtype)
+                t = from_numpy_as(inputs[name], sample[pos].dtype)
+                sample[pos] = t.double() if t.is_floating_point() else t
             if perturb:
                 gen = torch.Generator().manual_seed(1)
                 with torch.no_grad():

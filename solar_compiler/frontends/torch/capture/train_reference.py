@@ -18,7 +18,7 @@ from solar_compiler.frontends.model_file import ModelSpec
 from .train import step_loss, trainable
 from .train_ops import dropout_as_draw
 from .train_optim import Optimizer, model_optimizer
-from .util import build_model, quiet, resolve_attr, to_numpy
+from .util import build_model, from_numpy_as, quiet, resolve_attr, to_numpy
 
 
 def optimizer_state(program: CapturedProgram, params: dict[str, torch.Tensor], seed: int) \
@@ -57,7 +57,7 @@ def run_train_reference(spec: ModelSpec, mode: str, program: CapturedProgram,
                            f"{len(names_in)}")
     if inputs is not None:
         for pos, name in zip(positions, names_in, strict=True):
-            sample[pos] = torch.from_numpy(np.ascontiguousarray(inputs[name])).to(sample[pos].dtype)
+            sample[pos] = from_numpy_as(inputs[name], sample[pos].dtype)
     if wide:
         sample = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in sample]
     in_np = {name: to_numpy(sample[pos]) for pos, name in zip(positions, names_in, strict=True)}

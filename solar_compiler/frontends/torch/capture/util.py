@@ -180,10 +180,22 @@ def real_value(t) -> np.ndarray | None:
     return to_numpy(t)
 
 
+def from_numpy_as(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """`a` as a tensor of `dtype`; a packed fp4 tensor from its bytes (torch converts nothing to
+    float4_e2m1fn_x2, it only views bytes as one)."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    if dtype == torch.float4_e2m1fn_x2:
+        return t.to(torch.uint8).view(dtype)
+    return t.to(dtype)
+
+
 def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A copy of a real tensor as numpy (bf16/f8 widened to f32), outside any active mode."""
+    """A copy of a real tensor as numpy (bf16/f8 widened to f32, packed fp4 as its bytes), outside any
+    active mode."""
     with unset_fake_temporarily(), _disable_current_modes():
         t = t.detach()
+        if t.dtype == torch.float4_e2m1fn_x2:
+            t = t.view(torch.uint8)
         if t.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
             t = t.float()
         return t.cpu().contiguous().numpy().copy()

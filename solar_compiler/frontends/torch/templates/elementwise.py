@@ -32,6 +32,7 @@ from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Val
 from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.ast import INT_DTYPES, SExpr
+from solar_compiler.loopir.rules import int_range
 
 from ..registry import template
 
@@ -220,6 +221,22 @@ def logical(tr: Translator, node: AtenNode, fn: str, compute: str | None = None)
     args = list(node.args[:2])
     return map_op(tr, lambda *xs: bin_(fn, *xs) if fn != "not" else un("not", xs[0]), args,
                   compute or tr.out_meta().dtype)
+
+
+@template("aten.__rshift__.Scalar", "aten.bitwise_right_shift.Tensor_Scalar", left=False)
+@template("aten.__lshift__.Scalar", "aten.bitwise_left_shift.Tensor_Scalar", left=True)
+def _shift(tr: Translator, node: AtenNode, left: bool) -> Val:
+    """A shift by a constant: `x >> s` is the floor division by 2^s (an arithmetic shift of a signed
+    value too), `x << s` the product with 2^s, wrapping at the dtype's width as the shift does."""
+    out = tr.out_meta().dtype
+    s = node.args[1]
+    if out not in INT_DTYPES or not isinstance(s, int) or isinstance(s, bool) or s < 0:
+        raise tr.error(f"no loop-IR template for a shift of {out} by {s!r} (an integer by a constant)")
+    lo, hi = int_range(out)
+    if not lo <= 2 ** s <= hi:
+        raise tr.error(f"no loop-IR template for a shift of {out} by {s} (2^{s} is no {out} value)")
+    step = c(2 ** s, out)
+    return map_op(tr, lambda x: mul(x, step) if left else bin_("floordiv", x, step), [node.args[0]], out)
 
 
 @template("aten.where.self", "aten.where.ScalarOther", "aten.where.ScalarSelf", "aten.where.Scalar")

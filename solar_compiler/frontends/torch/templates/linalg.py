@@ -6,9 +6,12 @@ through their index maps (`linear` reads W[n, k], no transposed copy)."""
 from __future__ import annotations
 
 from solar_compiler.frontends.builder.contract import contract
+from solar_compiler.frontends.builder.exprs import add, cast, mul
+from solar_compiler.frontends.builder.index_maps import bcast_index
 from solar_compiler.frontends.builder.translator import Translator
-from solar_compiler.frontends.builder.values import Val
+from solar_compiler.frontends.builder.values import Val, ivars, loops, stored
 from solar_compiler.frontends.captured_program import AtenNode
+from solar_compiler.loopir.ast import Read
 
 from ..registry import template
 
@@ -131,3 +134,31 @@ def _einsum(tr: Translator, node: AtenNode) -> Val:
     out = tr.result()
     return contract(tr, out, out_vars, ext, list(zip(vals, op_vars, strict=True)))
 
+
+
+@template("aten._scaled_mm.default")
+def _scaled_mm(tr: Translator, node: AtenNode) -> Val:
+    """`torch._scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype)`: the fp8 product
+    accumulated in f32, then scaled per tensor, row (`scale_a` [M, 1]) or column (`scale_b` [1, N]),
+    plus the bias, in `out_dtype`. The contraction reads the fp8 operands through widening casts, so
+    it is priced at the FP8 rate; the scales apply to the accumulator, as the GPU kernel's epilogue
+    applies them."""
+    a, b = tr.val(node.args[0]), tr.val(node.args[1])
+    sa, sb = tr.val(tr.arg(2, "scale_a")), tr.val(tr.arg(3, "scale_b"))
+    bias = tr.opt_val(tr.arg(4, "bias", None))
+    if tr.opt_val(tr.arg(5, "scale_result", None)) is not None:
+        raise tr.error("no loop-IR template for _scaled_mm with scale_result")
+    m, n = a.shape[0], b.shape[1]
+    acc = tr.declare(f"{tr.out_meta().name}_acc", (m, n), "f32")
+    contract(tr, acc, ["i0", "i1"], {"i0": m, "i1": n, "k0": a.shape[1]},
+             [(a, ["i0", "k0"]), (b, ["k0", "i1"])])
+    out = tr.result()
+    lps = loops("i", (m, n))
+    idx = ivars(lps)
+    v = Read(acc.name, tuple(idx), "f32")
+    for s in (sa, sb):
+        v = mul(v, cast(s.read(bcast_index(idx, s.shape, (m, n))), "f32"))
+    if bias is not None:
+        v = add(v, cast(bias.read(bcast_index(idx, bias.shape, (m, n))), "f32"))
+    tr.emit(out, idx, "=", cast(v, out.dtype), lps)
+    return stored(out)

@@ -109,7 +109,7 @@ def _index_put(tr: Translator, node: AtenNode) -> Val:
     if not tens:
         raise tr.error("index_put without an index tensor")
     if any(v.dtype == "bool" for _, v in tens):
-        raise tr.error("no loop-IR template for a boolean-mask index_put (its positions depend on values)")
+        return _masked_put(tr, node, x, tens, values, accumulate)
     bshape = bcast_shape([v.shape for _, v in tens])
     nb = len(bshape)
     dims = [d for d, _ in tens]
@@ -126,6 +126,26 @@ def _index_put(tr: Translator, node: AtenNode) -> Val:
                          if d in by_dim else next(rest) for d in range(x.ndim)]
     value = cast(values.read(bcast_index(idx, values.shape, shape)), out.dtype)
     tr.emit(out, tidx, "+=" if accumulate else "=", value, lps)
+    return stored(out)
+
+
+def _masked_put(tr: Translator, node: AtenNode, x: Val, tens: list[tuple[int, Val]], values: Val,
+                accumulate: bool) -> Val:
+    """`x[mask] = v` (or `+=`) with one value for every selected element: the select `where(mask, v,
+    x)` over all of x, the mask read at the dims it covers. Many values (one per selected element, in
+    order) would need the selected elements' ranks, which depend on values: no template."""
+    (d, mask), = tens if len(tens) == 1 else (None,)
+    if d is None or math.prod(values.shape) != 1 or tuple(x.shape[d:d + mask.ndim]) != tuple(mask.shape):
+        raise tr.error("no loop-IR template for a boolean-mask index_put with one value per selected "
+                       "element (their positions depend on values)")
+    out = _target(tr, node)
+    lps = loops("i", x.shape)
+    idx = ivars(lps)
+    hit = mask.read(idx[d:d + mask.ndim])
+    value = cast(values.read([0] * values.ndim), out.dtype)
+    here = Read(out.name, tuple(idx), out.dtype)
+    new = add(here, select(hit, value, c(0, out.dtype))) if accumulate else select(hit, value, here)
+    tr.emit(out, idx, "=", new, lps)
     return stored(out)
 
 

@@ -166,3 +166,15 @@ def _to_same(tr: Translator, node: AtenNode) -> Val:
         return x
     return map_op(tr, lambda v: v, [node.args[0]], x.dtype)
 
+
+@template("aten.view.dtype")
+def _view_dtype(tr: Translator, node: AtenNode) -> Val:
+    """A reinterpretation of the bytes. The capture holds a packed fp4 tensor (float4_e2m1fn_x2) as its
+    bytes, so its uint8 view (how a reference decodes fp4 on any device) is the same tensor; any
+    other bit cast changes values in a way no scalar op of the loop IR expresses."""
+    x = tr.val(node.args[0])
+    if x.dtype == tr.out_meta().dtype:
+        return x
+    raise tr.error(f"no loop-IR template for a bit cast from {x.dtype} to {tr.out_meta().dtype} "
+                   "(view(dtype))")
+
