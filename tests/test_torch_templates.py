@@ -135,6 +135,11 @@ ADDED_OPS = {"aten._embedding_bag.default", "aten._embedding_bag_forward_only.de
 ADDED_OPS |= {  # packed fp4 decoding and fp8 GEMMs (issue 22)
     "aten.__rshift__.Scalar", "aten.bitwise_right_shift.Tensor_Scalar", "aten.__lshift__.Scalar",
     "aten.bitwise_left_shift.Tensor_Scalar", "aten.view.dtype", "aten._scaled_mm.default"}
+ADDED_OPS |= {f"aten.{op}" for op in (  # float predicates and sign operations
+    "isinf.default", "isfinite.default", "isposinf.default", "isneginf.default", "signbit.default",
+    "copysign.Tensor", "copysign.Scalar", "xlogy.Tensor", "xlogy.Scalar_Other", "xlogy.Scalar_Self",
+    "heaviside.default", "hypot.default", "logaddexp.default", "deg2rad.default", "rad2deg.default",
+    "sinc.default")}
 ADDED_OPS |= {f"aten.{op}.default" for op in (  # backward ops (grad_*.py, issue 23)
     "threshold_backward", "gelu_backward", "sigmoid_backward", "tanh_backward", "silu_backward",
     "mse_loss_backward", "nll_loss_backward", "_softmax_backward_data", "_log_softmax_backward_data",

@@ -30,8 +30,8 @@ from solar_compiler.frontends.builder.exprs import (
 from solar_compiler.frontends.builder.statements import full_val, map_op
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Val
-from solar_compiler.frontends.captured_program import AtenNode
-from solar_compiler.loopir.ast import INT_DTYPES, SExpr
+from solar_compiler.frontends.captured_program import AtenNode, TensorRef
+from solar_compiler.loopir.ast import FLOAT_DTYPES, INT_DTYPES, SExpr
 from solar_compiler.loopir.rules import int_range
 
 from ..registry import template
@@ -137,7 +137,7 @@ _UNARY: dict[str, Callable[[SExpr], SExpr]] = {
     "floor": lambda x: un("floor", x), "ceil": lambda x: un("ceil", x), "round": lambda x: un("round", x),
     "sign": lambda x: un("sign", x), "sin": lambda x: un("sin", x), "cos": lambda x: un("cos", x),
     "log1p": lambda x: un("log1p", x), "expm1": lambda x: un("expm1", x),
-    "reciprocal": lambda x: un("reciprocal", x), "isnan": lambda x: un("isnan", x),
+    "reciprocal": lambda x: un("reciprocal", x),
     "relu": relu, "silu": silu, "mish": mish, "hardswish": hardswish, "hardsigmoid": hardsigmoid,
     "selu": lambda x: elu(x, 1.6732632423543772, 1.0507009873554805),
     "trunc": trunc, "square": lambda x: mul(x, x), "relu6": lambda x: hardtanh(x, 0.0, 6.0),
@@ -192,6 +192,8 @@ def binary(tr: Translator, node: AtenNode, f: Callable[[SExpr, SExpr], SExpr], a
     k = tr.arg(2, "alpha", 1) if alpha else 1
     out = tr.out_meta().dtype
     compute = out if out != "bool" else promote(tr, a, b)
+    if compute == "bool" and f in (mul, add, maximum, minimum):  # bool arithmetic is logic
+        return map_op(tr, lambda x, y: bin_("and" if f in (mul, minimum) else "or", x, y), [a, b], "bool")
 
     def fn(x: SExpr, y: SExpr) -> SExpr:
         y = scale(y, k) if k != 1 else y
@@ -221,6 +223,95 @@ def logical(tr: Translator, node: AtenNode, fn: str, compute: str | None = None)
     args = list(node.args[:2])
     return map_op(tr, lambda *xs: bin_(fn, *xs) if fn != "not" else un("not", xs[0]), args,
                   compute or tr.out_meta().dtype)
+
+
+def _float_in(tr: Translator, node: AtenNode) -> str:
+    """The dtype a float predicate or sign operation reads its first operand in."""
+    return tr.val(node.args[0]).dtype if isinstance(node.args[0], TensorRef) else tr.out_meta().dtype
+
+
+def signbit(x: SExpr) -> SExpr:
+    """The sign bit: set for negative values and for -0.0 (whose reciprocal is -inf)."""
+    if dtype_of(x) not in FLOAT_DTYPES:
+        return cmp("lt", x, c(0, x))
+    return bin_("or", cmp("lt", x, c(0, x)),
+                bin_("and", cmp("eq", x, c(0, x)), cmp("lt", un("reciprocal", x), c(0, x))))
+
+
+_PREDICATES: dict[str, Callable[[SExpr], SExpr]] = {  # read in the operand's dtype, not the bool result's
+    "isnan": lambda x: un("isnan", x),
+    "isinf": lambda x: cmp("eq", un("abs", x), c(math.inf, x)),
+    "isfinite": lambda x: cmp("lt", un("abs", x), c(math.inf, x)),   # False for NaN too
+    "isposinf": lambda x: cmp("eq", x, c(math.inf, x)),
+    "isneginf": lambda x: cmp("eq", x, c(-math.inf, x)),
+    "signbit": signbit,
+}
+
+
+def _predicate(tr: Translator, node: AtenNode, f: Callable[[SExpr], SExpr]) -> Val:
+    """A bool of each element of a float (for an integer operand: its value never is infinite)."""
+    dt = _float_in(tr, node)
+    if dt not in FLOAT_DTYPES and f is not signbit:  # an integer is finite, never NaN nor infinite
+        return map_op(tr, lambda x: c(f is _PREDICATES["isfinite"], "bool"), [node.args[0]], dt)
+    return map_op(tr, f, [node.args[0]], dt)
+
+
+for _name, _f in _PREDICATES.items():
+    template(f"aten.{_name}.default", f=_f)(_predicate)
+
+
+@template("aten.copysign.Tensor", "aten.copysign.Scalar")
+def _copysign(tr: Translator, node: AtenNode) -> Val:
+    """|a| with the sign bit of b (-0.0 counts as negative), in the (float) output dtype."""
+    return map_op(tr, lambda a, b: select(signbit(b), un("neg", un("abs", a)), un("abs", a)),
+                  [node.args[0], node.args[1]])
+
+
+@template("aten.xlogy.Tensor", "aten.xlogy.Scalar_Other", "aten.xlogy.Scalar_Self")
+def _xlogy(tr: Translator, node: AtenNode) -> Val:
+    """x * log(y), 0 where x == 0 (unless y is NaN)."""
+    return map_op(tr, lambda x, y: select(un("isnan", y), y,
+                                          select(cmp("eq", x, c(0, x)), c(0, x), mul(x, un("log", y)))),
+                  [node.args[0], node.args[1]])
+
+
+@template("aten.heaviside.default")
+def _heaviside(tr: Translator, node: AtenNode) -> Val:
+    """1 for x > 0, `values` at x == 0, 0 below (NaN stays NaN)."""
+    return map_op(tr, lambda x, v: select(cmp("gt", x, c(0, x)), c(1, x),
+                                          select(cmp("eq", x, c(0, x)), v,
+                                                 select(un("isnan", x), x, c(0, x)))),
+                  [node.args[0], node.args[1]])
+
+
+@template("aten.hypot.default")
+def _hypot(tr: Translator, node: AtenNode) -> Val:
+    return map_op(tr, lambda a, b: un("sqrt", add(mul(a, a), mul(b, b))), [node.args[0], node.args[1]])
+
+
+@template("aten.logaddexp.default")
+def _logaddexp(tr: Translator, node: AtenNode) -> Val:
+    """max(a, b) + log1p(exp(-|a - b|)), with equal infinities kept (a - b would be NaN)."""
+    def f(a: SExpr, b: SExpr) -> SExpr:
+        m = maximum(a, b)
+        return select(cmp("eq", a, b), add(a, c(math.log(2), a)),
+                      add(m, un("log1p", un("exp", un("neg", un("abs", sub(a, b)))))))
+    return map_op(tr, f, [node.args[0], node.args[1]])
+
+
+@template("aten.deg2rad.default", k=math.pi / 180)
+@template("aten.rad2deg.default", k=180 / math.pi)
+def _angle(tr: Translator, node: AtenNode, k: float) -> Val:
+    return map_op(tr, lambda x: mul(x, c(k, x)), [node.args[0]])
+
+
+@template("aten.sinc.default")
+def _sinc(tr: Translator, node: AtenNode) -> Val:
+    """sin(pi x) / (pi x), 1 at 0."""
+    def f(x: SExpr) -> SExpr:
+        px = mul(x, c(math.pi, x))
+        return select(cmp("eq", x, c(0, x)), c(1, x), div(un("sin", px), px))
+    return map_op(tr, f, [node.args[0]])
 
 
 @template("aten.__rshift__.Scalar", "aten.bitwise_right_shift.Tensor_Scalar", left=False)
