@@ -229,3 +229,38 @@ def test_scaled_mm_row_and_column_scales(monkeypatch, tmp_path: Path) -> None:
     assert r["totals"]["bytes_fused"] == 64 * 128 + 32 * 128 + 4 * 64 + 4 * 32 + 2 * 64 * 32
     rate = load_target("B200").matrix["fp8"].value
     assert math.isclose(r["bounds"]["B200"]["fused_terms_s"]["matrix"], flops / rate, rel_tol=1e-9)
+
+
+
+def _signed_decode(sign: str) -> str:
+    """A GEMM on values decoded from 4-bit codes: a table of the eight e2m1 magnitudes times a factor
+    computed from bit 3 (`sign`), a product the dtype rules alone see as f32."""
+    return f"""
+kernel k(A: u8[8, 64] input, T: f4e2m1[8] weight, B: f8e4m3[64, 8] input, Y: f32[8, 8] output):
+    local V: f32[8, 64]
+    for i in range(8):
+        for k in range(64):
+            V[i, k] = f32(T[i64(A[i, k] and 7)]) * {sign}
+    for i in range(8):
+        for j in range(8):
+            Y[i, j] = 0.0
+            for k in range(64):
+                Y[i, j] += V[i, k] * f32(B[k, j])
+"""
+
+
+@pytest.mark.parametrize(("sign", "operand", "pair"), [
+    ("(1.0 - 2.0 * f32(A[i, k] // 8 and 1))", "f4e2m1", "f8e4m3"),  # +-1 times e2m1: e2m1
+    ("(1.0 - 0.75 * f32(A[i, k] // 8 and 1))", "bf16", "bf16"),     # 0.25 * 1.5 = 0.375: no e2m1
+])
+def test_value_sets_see_through_arithmetic_on_codes(sign: str, operand: str, pair: str) -> None:
+    """Each value of V is evaluated over every code (value_sets.py): a sign of +-1 keeps the e2m1
+    magnitudes e2m1 values, so with e4m3 B the contraction is fp8; a factor of 1 or 0.25 makes values
+    such as 0.375 that only bf16 holds exactly (fp8 literals are never assumed)."""
+    from solar_compiler.analysis.structured import operand_factors, reduced_dims, stored_value
+    g = lift_kernel(typecheck(parse_kernel(_signed_decode(sign), "t.loop")))
+    n = g.nodes()[-1]
+    vd = ValueDtypes(g)
+    v = operand_factors(stored_value(n))[0]
+    assert vd.stored(n, v, reduced_dims(n)) == operand
+    assert contraction_dtype(n, vd) == pair

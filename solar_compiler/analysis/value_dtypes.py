@@ -52,6 +52,7 @@ from xdsl.ir.affine import (
 )
 
 from solar_compiler.analysis import structured as st
+from solar_compiler.analysis.value_sets import ValueSets, narrowest
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, ConstOp, SelectOp, UnaryOp, type_dtype
 from solar_compiler.loopir.rules import DTYPES, INT_DTYPES, int_range
@@ -175,6 +176,7 @@ class ValueDtypes:
         self.roles = {t: d.role.data for t, d in graph.tensor_ops().items()} if graph is not None else {}
         self._memo: dict[tuple, str] = {}
         self._active: set[tuple] = set()
+        self.sets = ValueSets(self._stored_values)
 
     def of(self, node: NodeOp, v: SSAValue) -> str:
         if isinstance(v, BlockArgument):
@@ -198,7 +200,32 @@ class ValueDtypes:
             return const_dtype(_literal(o), type_dtype(v.type))
         if isinstance(o, GatherOp) and self.roles.get(o.tensor_name) == "local":
             return self._read(node, o.tensor_name, o.source, None, type_dtype(v.type), o)
-        return type_dtype(v.type)
+        return self._from_values(node, v)
+
+    def _from_values(self, node: NodeOp, v: SSAValue) -> str:
+        """The declared dtype of a computed value, or a narrower one that holds each value it can take
+        (`value_sets.py`: arithmetic on codes, such as an fp4 decode from bits)."""
+        declared = type_dtype(v.type)
+        if declared == "bool":
+            return declared
+        found = narrowest(self.sets.of(node, v), (d for d in _ORDER if widens(d, declared)), _represents)
+        return found or declared
+
+    def _stored_values(self, node: NodeOp, index: int) -> list[tuple[NodeOp, SSAValue | float]] | None:
+        """What the writers that can reach input `index` of `node` store, for a local written only by
+        `=` (or by a max/min, which picks a stored value); None otherwise (value_sets.ValueSets)."""
+        t = node.input_names[index]
+        if self.roles.get(t) != "local":
+            return None
+        seen = _read_region(node, t, node.get_indexing_maps().data[index].data)
+        out: list[tuple[NodeOp, SSAValue | float]] = []
+        for w in self._reaching(node, t, node.ins[index]):
+            if seen is not None and not _meets(w, seen):
+                continue
+            if w.kind not in _PICKING_KINDS:
+                return None
+            out.append((w.node, _literal_attr(w.node.init)) if w.init else (w.node, st.stored_value(w.node)))
+        return out or None
 
     def stored(self, node: NodeOp, v: SSAValue, reduced: frozenset[int]) -> str:
         """The dtype a contraction factor `v` of `node` may be priced at: `of`, looking also through

@@ -1,0 +1,182 @@
+"""The finite set of values a body value can take, when it is small: how arithmetic on codes is seen
+to produce values of a narrow dtype.
+
+A reference that decodes packed fp4 without a table computes each value from its code's bits
+(`sign = (c >> 3) & 1`, `e = (c >> 1) & 3`, `m = c & 1`, `(1 + m / 2) * 2 ** (e - 1)`, `v * (1 - 2 *
+sign)`): every operation is arithmetic, so the dtype analysis (`value_dtypes.py`) sees f32 values,
+yet each result is one of the sixteen e2m1 values. Here each value is evaluated over every
+combination of its operands' possible values: a byte read has 256, a bool 2, a literal 1, a mask
+`c & 15` 16 after it; a local's values are the union of what its writers store. The result is a
+superset of the values the program can take (operands are combined independently, and a select
+takes both branches), so a dtype that holds every value of the set holds every value of the
+program: the look-through stays sound. Sets larger than `LIMIT`, operand combinations beyond
+`WORK`, and transcendental functions give None (unknown).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+import numpy as np
+from xdsl.dialects.builtin import FloatAttr
+from xdsl.ir import BlockArgument, SSAValue
+
+from solar_compiler.dialects.einsum import GatherOp, NodeOp
+from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, ConstOp, SelectOp, UnaryOp, type_dtype
+from solar_compiler.executor.numeric import quantize
+from solar_compiler.loopir.rules import FLOAT_DTYPES, INT_DTYPES, int_range
+
+LIMIT = 256        # the most values a set may hold
+WORK = 4096        # the most operand combinations one operation may evaluate
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+Values = frozenset[float] | None
+
+_BINARY: dict[str, Callable[[float, float], float]] = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b if b else math.copysign(math.inf, a) * math.copysign(1.0, b) if a else math.nan,
+    "floordiv": lambda a, b: a // b if b else math.nan, "mod": lambda a, b: a % b if b else math.nan,
+    "max": max, "min": min, "pow": lambda a, b: _pow(a, b),
+    "and": lambda a, b: float(int(a) & int(b)), "or": lambda a, b: float(int(a) | int(b)),
+    "xor": lambda a, b: float(int(a) ^ int(b)),
+}
+_UNARY: dict[str, Callable[[float], float]] = {
+    "neg": lambda x: -x, "abs": abs, "floor": math.floor, "ceil": math.ceil,
+    "sign": lambda x: float(np.sign(x)), "round": lambda x: float(np.round(x)), "not": lambda x: float(not x),
+    "isnan": lambda x: float(math.isnan(x)),
+    "reciprocal": lambda x: 1.0 / x if x else math.copysign(math.inf, x),
+}
+_CMP: dict[str, Callable[[float, float], bool]] = {
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+}
+
+
+def _pow(a: float, b: float) -> float:
+    try:
+        return float(a ** b) if not (a < 0 and b != int(b)) else math.nan
+    except (OverflowError, ZeroDivisionError):
+        return math.inf
+
+
+def _in_dtype(values: Iterable[float], dtype: str) -> Values:
+    """The values as `dtype` holds them: integers wrapped to its width, floats rounded to it (None
+    when an operation has no finite value to wrap, or raises)."""
+    try:
+        return _held(values, dtype)
+    except (ArithmeticError, ValueError):
+        return None
+
+
+def _held(values: Iterable[float], dtype: str) -> Values:
+    out = set()
+    for v in values:
+        if dtype == "bool":
+            out.add(float(bool(v)))
+        elif dtype in INT_DTYPES:
+            if not math.isfinite(v):
+                return None
+            lo, hi = int_range(dtype)
+            out.add(float((int(v) - lo) % (hi - lo + 1) + lo))
+        else:
+            out.add(float(quantize(np.array([v], dtype=np.float32), dtype)[0]) if dtype != "f64" else v)
+    return frozenset(out) if len(out) <= LIMIT else None
+
+
+def dtype_values(dtype: str) -> Values:
+    """Every value of a narrow dtype (bool, 8-bit integers, fp4), else None."""
+    if dtype == "bool":
+        return frozenset({0.0, 1.0})
+    if dtype in ("u8", "i8"):
+        lo, hi = int_range(dtype)
+        return frozenset(float(v) for v in range(lo, hi + 1))
+    if dtype == "f4e2m1":
+        return frozenset(E2M1) | frozenset(-v for v in E2M1)
+    return None
+
+
+class ValueSets:
+    """`of(node, v)`: the values of body value `v` of `node`, or None; `writers(node, index)` gives the
+    body values stored into the local that input `index` of `node` reads (None: not a local, or a
+    writer that accumulates)."""
+
+    def __init__(self, writers: Callable[[NodeOp, int], list[tuple[NodeOp, SSAValue | float]] | None]):
+        self.writers = writers
+        self._memo: dict[tuple[int, SSAValue], Values] = {}
+        self._active: set[tuple[int, SSAValue]] = set()
+
+    def of(self, node: NodeOp, v: SSAValue) -> Values:
+        key = (id(node), v)
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._active:  # a value fed back through a scan: unknown
+            return None
+        self._active.add(key)
+        try:
+            out = self._eval(node, v)
+        finally:
+            self._active.discard(key)
+        self._memo[key] = out
+        return out
+
+    def _eval(self, node: NodeOp, v: SSAValue) -> Values:
+        dt = type_dtype(v.type)
+        if isinstance(v, BlockArgument):
+            stored = self.writers(node, v.index)
+            if stored is None:
+                return dtype_values(dt)
+            out: set[float] = set()
+            for w, s in stored:
+                got = frozenset({float(s)}) if isinstance(s, (int, float)) else self.of(w, s)
+                if got is None:
+                    return dtype_values(dt)
+                out |= got
+            return _in_dtype(out, dt)
+        o = v.owner
+        if isinstance(o, ConstOp):
+            a = o.value
+            return frozenset({float(a.value.data)}) if isinstance(a, FloatAttr) else \
+                frozenset({float(int(a.value.data))})
+        if isinstance(o, GatherOp):
+            return dtype_values(dt)
+        if isinstance(o, CastOp):
+            x = self.of(node, o.x)
+            if x is None:
+                return dtype_values(dt)
+            if dt in INT_DTYPES and type_dtype(o.x.type) in FLOAT_DTYPES:
+                x = frozenset(float(math.trunc(e)) if math.isfinite(e) else e for e in x)
+            return _in_dtype(x, dt)
+        if isinstance(o, SelectOp):
+            return _union(self.of(node, o.a), self.of(node, o.b), dt)
+        if isinstance(o, CmpOp):
+            a, b = self.of(node, o.lhs), self.of(node, o.rhs)
+            if a is None or b is None or len(a) * len(b) > WORK:
+                return frozenset({0.0, 1.0})
+            f = _CMP[o.pred.data]
+            return frozenset(float(f(x, y)) for x in a for y in b)
+        if isinstance(o, UnaryOp) and o.fn.data in _UNARY:
+            x = self.of(node, o.x)
+            return None if x is None else _in_dtype((_UNARY[o.fn.data](e) for e in x), dt)
+        if isinstance(o, BinaryOp) and o.fn.data in _BINARY:
+            a, b = self.of(node, o.lhs), self.of(node, o.rhs)
+            if a is None or b is None or len(a) * len(b) > WORK:
+                return dtype_values(dt)
+            f = _BINARY[o.fn.data]
+            return _in_dtype((f(x, y) for x in a for y in b), dt)
+        return dtype_values(dt)
+
+
+def _union(a: Values, b: Values, dtype: str) -> Values:
+    if a is None or b is None:
+        return dtype_values(dtype)
+    return a | b if len(a | b) <= LIMIT else None
+
+
+def narrowest(values: Values, order: Iterable[str], represents: Callable[[str, float], bool]) -> str | None:
+    """The first dtype of `order` that represents every one of `values` (None: unknown or none)."""
+    if values is None:
+        return None
+    for d in order:
+        if all(represents(d, v) for v in values):
+            return d
+    return None
