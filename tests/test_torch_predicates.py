@@ -1,8 +1,8 @@
-"""Float predicates and sign operations, on inputs with zeros, -0.0, NaN and infinities, checked
-against torch by validation: isnan (read in its operand's dtype, never through a bool cast),
-isinf, isfinite, isposinf, isneginf, signbit, copysign, xlogy, heaviside, hypot, logaddexp,
-deg2rad, rad2deg, sinc, nan_to_num, index_fill, an in-place index_copy_ (a KV-cache row update),
-and bool products and sums (logic)."""
+"""Float predicates, sign operations and sorted-boundary searches (bucketize, searchsorted), on
+inputs with zeros, -0.0, NaN and infinities, checked against torch by validation: isnan (read in
+its operand's dtype, never through a bool cast), isinf, isfinite, isposinf, isneginf, signbit,
+copysign, xlogy, heaviside, hypot, logaddexp, deg2rad, rad2deg, sinc, nan_to_num, index_fill, an
+in-place index_copy_ (a KV-cache row update), and bool products and sums (logic)."""
 
 from __future__ import annotations
 
@@ -81,3 +81,50 @@ def test_hypot_counts(tmp_path: Path, monkeypatch) -> None:
     r = _report(HYPOT, tmp_path, monkeypatch, "hypot")
     assert r["validation"]["validated"]
     assert r["totals"]["flops"] == 4 * 16 * 8
+
+
+BUCKETIZE = """\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, b, rows):
+        return {ret}
+
+
+def get_inputs():
+    x = (torch.randn(4, 8) * 2).round() / 2  # values on the boundaries: left and right differ
+    return [x, {bounds}, torch.sort(torch.randn(4, 5), -1).values]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+EVERY = ("(torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True), "
+         "torch.searchsorted(b, x), torch.searchsorted(b, x, side='right'), torch.searchsorted(rows, x))")
+SIX = "torch.tensor([-1.0, -0.5, 0.0, 0.5, 1.0, 2.0])"
+
+
+def test_bucketize_and_searchsorted_validate(tmp_path: Path, monkeypatch) -> None:
+    r = _report(BUCKETIZE.format(ret=EVERY, bounds=SIX), tmp_path, monkeypatch, "bucketize")
+    assert r["validation"]["validated"] and r["validation"]["samples"] == 3, r["validation"]
+
+
+def test_bucketize_counts(tmp_path: Path, monkeypatch) -> None:
+    """A compare and an add per boundary: 2 * 6 * 32 FLOPs; bytes x 4*32 + b 4*6 + out 8*32."""
+    src = BUCKETIZE.format(ret="torch.bucketize(x, b)", bounds=SIX)
+    r = _report(src, tmp_path, monkeypatch, "bucketize1")
+    assert r["validation"]["validated"]
+    assert r["totals"]["flops"] == 2 * 6 * 32 and r["totals"]["bytes_fused"] == 4 * 32 + 4 * 6 + 8 * 32
+
+
+def test_bucketize_over_many_boundaries_is_an_error(tmp_path: Path, monkeypatch, capsys) -> None:
+    src = BUCKETIZE.format(ret="torch.bucketize(x, b)", bounds="torch.arange(17.0)")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    f = tmp_path / "many.py"
+    f.write_text(src)
+    assert main([str(f), "--translate", "--roofline", "fused", "--hw", "B200", "--quiet"]) != 0
+    assert "over 17 boundaries" in capsys.readouterr().err

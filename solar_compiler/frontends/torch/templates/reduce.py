@@ -18,7 +18,7 @@ from solar_compiler.frontends.builder.statements import (
     reduce_into,
 )
 from solar_compiler.frontends.builder.translator import Translator
-from solar_compiler.frontends.builder.values import Val, stored, view
+from solar_compiler.frontends.builder.values import Loop, Val, ivars, loops, stored, view
 from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import SExpr, TensorDecl
@@ -205,3 +205,37 @@ def _any_all(tr: Translator, node: AtenNode, kind: str) -> Val:
     copy_into(tr, out, stored(acc))
     return stored(out)
 
+
+
+#: The most boundaries a bucketize is counted over: up to 16 a count (a compare and an add per
+#: boundary) needs no more operations than a binary search (about 5 steps of 6 operations).
+MAX_BOUNDARIES = 16
+
+
+@template("aten.bucketize.Tensor", values_first=True)
+@template("aten.searchsorted.Tensor", values_first=False)
+def _bucketize(tr: Translator, node: AtenNode, values_first: bool) -> Val:
+    """The insertion index of each value among sorted boundaries: the count of boundaries below it
+    (`<`; `<=` with right=True or side="right"), over the last dim of a batched sorted sequence."""
+    x, seq = (tr.val(node.args[0]), tr.val(node.args[1])) if values_first else \
+        (tr.val(node.args[1]), tr.val(node.args[0]))
+    if node.kwargs.get("sorter") is not None:
+        raise tr.error("no loop-IR template for searchsorted with a sorter")
+    right = bool(node.kwargs.get("right", False)) or node.kwargs.get("side") == "right"
+    n = seq.shape[-1] if seq.ndim else 1
+    if n > MAX_BOUNDARIES:
+        raise tr.error(f"no loop-IR template for {node.op} over {n} boundaries: counting them would price "
+                       f"more comparisons than a binary search needs (at most {MAX_BOUNDARIES})")
+    if seq.ndim > 1 and tuple(seq.shape[:-1]) != tuple(x.shape[:-1]):
+        raise tr.error(f"searchsorted: sorted sequence {seq.shape} does not match the values' leading dims "
+                       f"{x.shape}")
+    out = tr.result()
+    lps = loops("i", x.shape)
+    idx = ivars(lps)
+    k = AffExpr.var("kb")
+    at = [k] if seq.ndim == 1 else [*idx[:-1], k]
+    dt = "f64" if "f64" in (x.dtype, seq.dtype) else x.dtype if x.dtype == seq.dtype else "f32"
+    tr.emit(out, idx, "=", c(0, out.dtype), lps)
+    below = cmp("le" if right else "lt", cast(seq.read(at), dt), cast(x.read(idx), dt))
+    tr.emit(out, idx, "+=", cast(below, out.dtype), [*lps, Loop("kb", 0, n)])
+    return stored(out)
