@@ -128,3 +128,32 @@ def test_bucketize_over_many_boundaries_is_an_error(tmp_path: Path, monkeypatch,
     f.write_text(src)
     assert main([str(f), "--translate", "--roofline", "fused", "--hw", "B200", "--quiet"]) != 0
     assert "over 17 boundaries" in capsys.readouterr().err
+
+
+TRIG = """\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        u = torch.tanh(x) * 0.9
+        return (torch.atan(x), torch.asin(u), torch.acos(u), torch.sinh(x), torch.cosh(x), torch.asinh(x),
+                torch.acosh(x.abs() + 1), torch.atanh(u), torch.atan2(x, y), torch.arctan2(y, x))
+
+
+def get_inputs():
+    return [torch.randn(8, 16), torch.randn(8, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_inverse_trigonometric_and_hyperbolic_functions(tmp_path: Path, monkeypatch) -> None:
+    """Ten special functions of 128 elements (one libm evaluation each), the tanh and its scale, the
+    abs and the add: 10 * 128 + 2 * 128 + 2 * 128 FLOPs, values checked against torch."""
+    r = _report(TRIG, tmp_path, monkeypatch, "trig")
+    assert r["validation"]["validated"] and r["validation"]["samples"] == 3, r["validation"]
+    assert r["totals"]["flops"] == 14 * 128

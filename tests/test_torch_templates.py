@@ -139,7 +139,9 @@ ADDED_OPS |= {f"aten.{op}" for op in (  # float predicates and sign operations
     "isinf.default", "isfinite.default", "isposinf.default", "isneginf.default", "signbit.default",
     "copysign.Tensor", "copysign.Scalar", "xlogy.Tensor", "xlogy.Scalar_Other", "xlogy.Scalar_Self",
     "heaviside.default", "hypot.default", "logaddexp.default", "deg2rad.default", "rad2deg.default",
-    "sinc.default", "bucketize.Tensor", "searchsorted.Tensor")}
+    "sinc.default", "bucketize.Tensor", "searchsorted.Tensor", "atan.default", "asin.default", "acos.default",
+    "sinh.default", "cosh.default", "asinh.default", "acosh.default", "atanh.default", "arctan.default",
+    "arcsin.default", "arccos.default", "atan2.default", "arctan2.default")}
 ADDED_OPS |= {f"aten.{op}.default" for op in (  # backward ops (grad_*.py, issue 23)
     "threshold_backward", "gelu_backward", "sigmoid_backward", "tanh_backward", "silu_backward",
     "mse_loss_backward", "nll_loss_backward", "_softmax_backward_data", "_log_softmax_backward_data",

@@ -28,7 +28,7 @@ loop.kernel "k" {
     }
   }
 }
-// CHECK: unknown scalar operation 'frobnicate' (known: neg, exp, log, sqrt, rsqrt, tanh, sigmoid, erf, abs, floor, ceil, round, sign, not, sin, cos, log1p, expm1, reciprocal, isnan)
+// CHECK: unknown scalar operation 'frobnicate' (known: neg, exp, log, sqrt, rsqrt, tanh, sigmoid, erf, abs, floor, ceil, round, sign, not, sin, cos, log1p, expm1, reciprocal, isnan, atan, asin, acos, sinh, cosh, asinh, acosh, atanh)
 
 // -----
 

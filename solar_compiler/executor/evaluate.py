@@ -50,11 +50,12 @@ UNARY: dict[str, Callable[[Value], Value]] = {
     "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": erf, "abs": np.abs,
     "floor": np.floor, "ceil": np.ceil, "round": np.rint, "sign": np.sign, "not": np.logical_not,
     "sin": np.sin, "cos": np.cos, "log1p": np.log1p, "expm1": np.expm1, "reciprocal": np.reciprocal,
-    "isnan": np.isnan,
+    "isnan": np.isnan, "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos, "sinh": np.sinh,
+    "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
 }
 BINARY: dict[str, Callable[[Value, Value], Value]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "floordiv": np.floor_divide, "mod": np.mod,
-    "max": np.maximum, "min": np.minimum, "pow": np.power,
+    "max": np.maximum, "min": np.minimum, "pow": np.power, "atan2": np.arctan2,
 }
 LOGICAL = {"and": (np.logical_and, np.bitwise_and), "or": (np.logical_or, np.bitwise_or),
            "xor": (np.logical_xor, np.bitwise_xor)}

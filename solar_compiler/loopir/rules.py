@@ -24,11 +24,15 @@ FLOAT_DTYPES = ("f64", "f32", "bf16", "f16", "f8e4m3", "f8e5m2", "f4e2m1")
 INT_DTYPES = ("i64", "i32", "i16", "i8", "u8")
 UNSIGNED_DTYPES = ("u8",)
 UNARY_FNS = ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs", "floor", "ceil",
-             "round", "sign", "not", "sin", "cos", "log1p", "expm1", "reciprocal", "isnan")
-BINARY_FNS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "pow", "and", "or", "xor")
+             "round", "sign", "not", "sin", "cos", "log1p", "expm1", "reciprocal", "isnan",
+             "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh")
+BINARY_FNS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "pow", "and", "or", "xor", "atan2")
 CMP_PREDS = ("eq", "ne", "lt", "le", "gt", "ge")
+#: One special-function evaluation each (a libm / SFU routine), priced apart from the FMA lanes'
+#: arithmetic. The inverse trigonometric and hyperbolic functions are libm routines too: one each.
 TRANSCENDENTAL = frozenset({"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "log1p",
-                            "expm1", "pow"})
+                            "expm1", "pow", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh",
+                            "atanh", "atan2"})
 LOGICAL_FNS = ("and", "or", "xor")   # bool or integer operands
 BOOL_RESULT_UNARY = ("not", "isnan")
 
@@ -83,6 +87,8 @@ def binary_result(fn: str, a: str, b: str) -> str:
         raise RuleError(f"'{fn}' needs bool or integer operands, got {a}")
     if fn not in LOGICAL_FNS and a == "bool":
         raise RuleError(f"'{fn}' on bool operands (cast them first)")
+    if fn == "atan2" and a not in FLOAT_DTYPES:
+        raise RuleError(f"'atan2' needs floating-point operands, got {a}")
     return a
 
 

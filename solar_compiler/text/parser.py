@@ -37,7 +37,7 @@ from solar_compiler.loopir.ast import (
 
 CMP_PRED = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 ARITH_FN = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod"}
-CALL_BINARY = {"max": "max", "min": "min", "pow": "pow", "xor": "xor"}
+CALL_BINARY = {"max": "max", "min": "min", "pow": "pow", "xor": "xor", "atan2": "atan2"}
 
 
 class _LoopIndenter(Indenter):

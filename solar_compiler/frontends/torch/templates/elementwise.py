@@ -150,6 +150,9 @@ _UNARY: dict[str, Callable[[SExpr], SExpr]] = {
     "sgn": lambda x: un("sign", x),
     "frac": lambda x: sub(x, trunc(x)),
     "positive": lambda x: x,
+    **{f: (lambda name: lambda x: un(name, x))(f)
+       for f in ("atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh")},
+    "arctan": lambda x: un("atan", x), "arcsin": lambda x: un("asin", x), "arccos": lambda x: un("acos", x),
 }
 
 
@@ -184,6 +187,7 @@ def with_scalars(tr: Translator, node: AtenNode, f: Callable[..., SExpr],
 @template("aten.maximum.default", "aten.fmax.default", f=maximum)
 @template("aten.minimum.default", "aten.fmin.default", f=minimum)
 @template("aten.pow.Scalar", f=pow_)
+@template("aten.atan2.default", "aten.arctan2.default", f=lambda a, b: bin_("atan2", a, b))
 def binary(tr: Translator, node: AtenNode, f: Callable[[SExpr, SExpr], SExpr], alpha: bool = False,
            reverse: bool = False) -> Val:
     """`f(a, alpha * b)` (or `f(alpha * b, a)`, reversed) in the output dtype (a bool result:
