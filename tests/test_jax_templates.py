@@ -38,6 +38,10 @@ PROGRAMS: dict[str, tuple[str, str, list[str]]] = {
         "lax.cumsum(x, axis=1, reverse=True) + lax.cummax(x, axis=0) + "
         "lax.cumlogsumexp(x, axis=1)", ["(5, 7)"]),
     "cumprod": ("x", "jnp.cumprod(x, axis=0)", ["(5, 7)"]),
+    "inverse_trig_hyperbolic": ("x, y",
+        "jnp.arctan(x) + jnp.arcsin(jnp.tanh(x) * 0.9) + jnp.arccos(jnp.tanh(y) * 0.9) + jnp.sinh(x) "
+        "+ jnp.cosh(y) + jnp.arcsinh(x) + jnp.arccosh(jnp.abs(x) + 1) + jnp.arctanh(jnp.tanh(y) * 0.9) "
+        "+ jnp.arctan2(x, y)", ["(5, 7)", "(5, 7)"]),
     "window_pad": ("x",
         "lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3), (1, 2, 2), ((0, 0), (1, 1), "
         "(1, 1)))", ["(2, 9, 9)"]),

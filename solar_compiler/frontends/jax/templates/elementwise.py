@@ -48,6 +48,8 @@ UNARY: dict[str, Callable[[SExpr], SExpr]] = {
     "erfc": lambda x: sub(c(1, x), un("erf", x)),
     "cbrt": lambda x: mul(un("sign", x), bin_("pow", un("abs", x), c(1 / 3, x))),
     "is_finite": lambda x: cmp("lt", un("abs", x), c(INF, x)),
+    **{f: (lambda name: lambda x: un(name, x))(f)
+       for f in ("atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh")},
 }
 
 
@@ -108,7 +110,7 @@ BINARY: dict[str, Callable[[SExpr, SExpr], SExpr]] = {
     "add": add, "add_any": add, "sub": sub, "mul": mul, "div": div, "max": maximum, "min": minimum,
     "pow": lambda a, b: bin_("pow", a, b), "rem": _rem,
     "and": lambda a, b: bin_("and", a, b), "or": lambda a, b: bin_("or", a, b),
-    "xor": lambda a, b: bin_("xor", a, b),
+    "xor": lambda a, b: bin_("xor", a, b), "atan2": lambda a, b: bin_("atan2", a, b),
 }
 
 
