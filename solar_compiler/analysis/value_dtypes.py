@@ -55,7 +55,7 @@ from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.value_sets import ValueSets, narrowest
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, ConstOp, SelectOp, UnaryOp, type_dtype
-from solar_compiler.loopir.rules import DTYPES, INT_DTYPES, int_range
+from solar_compiler.loopir.rules import DTYPES, E2M1_VALUES, INT_DTYPES, int_range
 
 #: dtype -> the dtypes that represent EVERY value of it exactly (itself included). bf16 and f16 hold
 #: every f8 value (e4m3: 4-bit exponent, 3-bit mantissa; e5m2 is a truncated f16); f16 holds integers
@@ -79,8 +79,7 @@ HOLDS: dict[str, frozenset[str]] = {
 # comes after the 8-bit integers so that a literal such as 2.0 stays i8 (joined with an i8 operand, an
 # integer product), as before fp4 existed; an e2m1 value that is no integer (0.5) is fp4.
 _ORDER = ("bool", "i8", "u8", "f4e2m1", "f8e4m3", "f8e5m2", "bf16", "f16", "i16", "i32", "f32", "i64", "f64")
-#: Every value of e2m1 (the sign of zero included).
-E2M1_VALUES = frozenset({0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0})
+
 _EXACT_OPS_UNARY = ("neg", "abs")
 _EXACT_OPS_BINARY = ("max", "min")
 _PICKING_KINDS = ("=", "max=", "min=")   # a reduction whose result is one of its operands' values
@@ -121,7 +120,7 @@ def _represents(d: str, v: float) -> bool:
         lo, hi = int_range(d)
         return math.isfinite(v) and v == int(v) and lo <= v <= hi
     if d == "f4e2m1":
-        return abs(v) in E2M1_VALUES
+        return v in E2M1_VALUES
     if d in ("f16", "bf16", "f32"):
         if math.isinf(v):
             return True

@@ -25,11 +25,10 @@ from xdsl.ir import BlockArgument, SSAValue
 from solar_compiler.dialects.einsum import GatherOp, NodeOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, ConstOp, SelectOp, UnaryOp, type_dtype
 from solar_compiler.executor.numeric import quantize
-from solar_compiler.loopir.rules import FLOAT_DTYPES, INT_DTYPES, int_range
+from solar_compiler.loopir.rules import E2M1_VALUES, FLOAT_DTYPES, INT_DTYPES, int_range
 
 LIMIT = 256        # the most values a set may hold
 WORK = 4096        # the most operand combinations one operation may evaluate
-E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 Values = frozenset[float] | None
 
 _BINARY: dict[str, Callable[[float, float], float]] = {
@@ -91,7 +90,7 @@ def dtype_values(dtype: str) -> Values:
         lo, hi = int_range(dtype)
         return frozenset(float(v) for v in range(lo, hi + 1))
     if dtype == "f4e2m1":
-        return frozenset(E2M1) | frozenset(-v for v in E2M1)
+        return frozenset(E2M1_VALUES)
     return None
 
 

@@ -29,6 +29,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from solar_compiler.errors import SolarError
+from solar_compiler.loopir.rules import E2M1_VALUES
 
 from .problem import resolve_axes
 
@@ -39,7 +40,6 @@ TORCH_DTYPES = {
     "int16": torch.int16, "int8": torch.int8, "bool": torch.bool,
 }
 # e2m1 code (0..15) -> value: sign bit 3, exponent bits 2..1, mantissa bit 0
-E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 CAPABILITY = (10, 0)  # what `get_device_capability` answers: a B200
 
 
