@@ -59,6 +59,7 @@ from solar_compiler.transforms.catalogue import (
     check_algorithms,
     deduplicated,
 )
+from solar_compiler.transforms.indicator_gather import GATHERED
 
 
 def parse_fidelity(text: str) -> tuple[str, ...]:
@@ -144,7 +145,8 @@ class RooflinePass(ModulePass):
         `priced_unfused`: the unfused kernels of `priced`'s programs (a program with origins has
         kernels that do not depend on the costs they are read with: reused when eager is priced)."""
         inside = catalogue_plans(op, within_source_ops=True)
-        if len(inside) == sum(r.kind == "reassociated" for r in rewrites):
+        gathered = any(r.kind == GATHERED for r in rewrites)  # the chains were planned after them
+        if not gathered and len(inside) == sum(r.kind == "reassociated" for r in rewrites):
             eager = priced  # every reassociation is inside one source op: the same program, counted
         else:
             eager, _ = catalogue_module(op, within_source_ops=True)

@@ -197,8 +197,8 @@ def model_line(r: dict[str, Any]) -> str:
     rewrites = r.get("rewrites") or []
     if algorithms == "default":
         if rewrites:
-            words = list(dict.fromkeys(f"{w.get('words') or w['kind'] + ': ' + w['what']} ({w['loc']})"
-                                       for w in rewrites))
+            words = list(dict.fromkeys(f"{w.get('words') or w['kind'] + ': ' + w['what']}"
+                                       + (f" ({w['loc']})" if w["loc"] else "") for w in rewrites))
             text += "; priced as " + "; ".join(words)
             cl = r["classical"]["bounds"]
             text += "; as written: fused " + ", ".join(f"{h} {fmt_time(b['fused_s'])}" for h, b in cl.items())

@@ -16,6 +16,10 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
 * **deduplication**: repeated products of broadcast, `repeat`ed and `expand`ed operands, symmetric
   products (SYRK) and identical nodes (CSE) are priced once (`distinct.py`, applied by the costs
   when asked for `distinct` costs).
+* **one-hot contractions as gathers**: a contraction with an indicator factor of a reduced variable
+  (`F.one_hot(idx, V).float() @ W`) is the gather of the rows the keys select
+  (`transforms/indicator_gather.py`, applied first: the association orders are planned on the
+  products that remain).
 * **value-dependent selects**: of two contractions only an element-wise select on tensor values
   reads, one per element suffices (`distinct.py`).
 * **fast convolution**: a 3 x 3 stride-1 convolution in a dtype cuDNN ships Winograd for is priced
@@ -33,8 +37,8 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
@@ -45,9 +49,13 @@ from solar_compiler.analysis.distinct import FACTORED, SELECT
 from solar_compiler.analysis.fast_conv import FFT, WINOGRAD
 from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.poly_expand import POLY
+from solar_compiler.analysis.structured import node_counts
 from solar_compiler.analysis.vector_work import FOLDED
 from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp
+from solar_compiler.dialects.graph_convert import NodeText
 from solar_compiler.errors import SolarError
+from solar_compiler.text.printer import print_assign
+from solar_compiler.transforms.indicator_gather import GATHERED, indicator_matches, rewrite_indicator
 from solar_compiler.transforms.reorder_chain import reorder_chains
 
 ALGORITHMS = ("default", "classical")
@@ -89,15 +97,21 @@ def check_algorithms(name: str) -> str:
 def catalogue_module(module: ModuleOp, within_source_ops: bool = False) -> tuple[ModuleOp, list[Rewrite]]:
     """The module as the default model prices it: a copy with every catalogue rewrite applied that
     saves work, and the rewrites (the module itself, unchanged, when none applies).
-    `within_source_ops`: only the trees whose statements all belong to one source op (one eager
-    kernel, which may evaluate its own output in any order): the unfused fidelity's program."""
-    lifted = catalogue_plans(module, within_source_ops)
+    `within_source_ops`: only the rewrites whose nodes all belong to one source op (one eager
+    kernel, which may evaluate its own output in any order): the unfused fidelity's program.
+    Indicator contractions become gathers first, so that the association orders are planned on
+    the products that remain."""
+    allowed = _one_source_op_nodes if within_source_ops else None
+    base, done = module, []
+    if any(indicator_matches(g, allowed) for g in module_graphs(module)):
+        base = module.clone()
+        done = _gather_indicators(base, allowed)
+    lifted = catalogue_plans(base, within_source_ops)
     if not lifted:
-        return module, []
-    copy = module.clone()
+        return base, done
+    copy = base if base is not module else module.clone()
     graphs = {g.kernel_name: g for g in copy.body.block.ops if isinstance(g, GraphOp)}
     new_nodes = reorder_chains(copy, lifted)
-    done = []
     for p in lifted:
         assert p.best is not None
         loc = p.tree.locs[0] if p.tree.locs else ""
@@ -107,6 +121,33 @@ def catalogue_module(module: ModuleOp, within_source_ops: bool = False) -> tuple
         _verify_rewritten(g, {n for p in lifted if p.tree.kernel == g.kernel_name for n in new_nodes[id(p)]},
                           {t for p in lifted if p.tree.kernel == g.kernel_name for t in p.best.new_tensors})
     return copy, done
+
+
+def _gather_indicators(module: ModuleOp, allowed: Callable[[Sequence[NodeOp]], bool] | None) -> list[Rewrite]:
+    """Rewrite every indicator contraction of the module's graphs as its gather (in place: the
+    module is the catalogue's copy), one at a time, since each rewrite relinks its graph."""
+    done = []
+    for g in module_graphs(module):
+        for _ in range(len(g.nodes())):
+            matches = indicator_matches(g, allowed)
+            if not matches:
+                break
+            before = node_counts(matches[0].node)
+            new, _gathered = rewrite_indicator(g, matches[0])
+            after = node_counts(new)
+            text = NodeText(g)
+            _, _, loc = text.describe(new)
+            main = text.statements(new)[-1]  # the gather, without the folded init before it
+            what = print_assign(text.kernel, replace(main, loc=None))
+            done.append(Rewrite(GATHERED, g.kernel_name, loc or "", what,
+                                before.flops_matrix + before.flops_vector_literal,
+                                after.flops_matrix + after.flops_vector_literal))
+    return done
+
+
+def _one_source_op_nodes(nodes: Sequence[NodeOp]) -> bool:
+    ids = set().union(*(_source_ops(n) for n in nodes))
+    return len(ids) == 1 and None not in ids
 
 
 def _verify_rewritten(graph: GraphOp, nodes: set[str], tensors: set[str]) -> None:

@@ -13,7 +13,9 @@ are
   0`; a banded attention mask `tril(ones) - tril(ones, -128)`: both), with larger blocks a block
   mask (block-diagonal: `lo = hi = 0`; block-causal: one side; a row or column stripe). The values
   need not be 0/1: an additive mask of 0 and -inf, a scaled identity. Every read is the comparison
-  of the read's index expressions, selecting between the two values.
+  of the read's index expressions, selecting between the two values. A read of a diagonal at a
+  loaded position (`eye(n)[labels]`, the one-hot idiom) is the equality of the loaded index and
+  the other one, which the catalogue's one-hot entry then prices as a gather.
 
 The buffer is then not read: a real implementation computes such a buffer from indices (FlashAttention's
 causal, local and block-sparse masks). Validation still feeds and checks it (the translation is
@@ -33,7 +35,7 @@ from solar_compiler.errors import SolarError
 from solar_compiler.frontends.captured_program import CapturedProgram, TensorMeta
 from solar_compiler.frontends.model_file import ModelFileError, ModelSpec, load_model_file
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Cmp, Index, IndexValue, Read, Select, SExpr
+from solar_compiler.loopir.ast import Cast, Cmp, Index, IndexValue, Read, Select, SExpr
 from solar_compiler.loopir.simplify import literal
 
 from .capture.util import REAL_RUN_LIMIT_BYTES, build_model, nbytes, quiet, resolve_attr, to_numpy
@@ -88,7 +90,7 @@ class AffineMask:
             return literal(self.inside, self.dtype)
         i, j = idx[self.row], idx[self.col]
         if not (isinstance(i, AffExpr) and isinstance(j, AffExpr)):  # a gather from the mask
-            return Read(self.weight, tuple(idx), self.dtype)
+            return self._gathered(i, j, idx)
         br, bc = self.block
         if (br > 1 and i.is_quasi()) or (bc > 1 and j.is_quasi()):
             return Read(self.weight, tuple(idx), self.dtype)  # a division of a division: read as data
@@ -105,6 +107,26 @@ class AffineMask:
         if self.dtype == "bool" and len(conds) == 1 and self.inside is True:
             return conds[0]
         return value
+
+
+    def _gathered(self, i: Index, j: Index, idx: Sequence[Index]) -> SExpr:
+        """A read at a loaded position of a diagonal (`eye(n)[labels]`, the one-hot idiom): the
+        equality of the two positions, the loaded one as read. Any other band read at a loaded
+        position stays a read of the buffer."""
+        if self.block != (1, 1) or self.hi != 0 or self.lo != 0:
+            return Read(self.weight, tuple(idx), self.dtype)
+        a, b = (_position(x) for x in (i, j))
+        cond = Cmp("eq", a, b, "bool")
+        if self.dtype == "bool" and self.inside is True:
+            return cond
+        return Select(cond, literal(self.inside, self.dtype), literal(self.outside, self.dtype), self.dtype)
+
+
+def _position(x: Index) -> SExpr:
+    """An index position as an i64 value: an affine one as its value, a loaded one widened."""
+    if isinstance(x, AffExpr):
+        return IndexValue(x)
+    return x if x.typed() == "i64" else Cast(x, "i64")
 
 
 def _value(v: bool | int | float) -> str:
