@@ -74,6 +74,7 @@ from solar_compiler.analysis.polyhedral import (
     node_domain,
     partition,
 )
+from solar_compiler.analysis.prefix_sums import SCAN, prefix_sum_adds
 from solar_compiler.analysis.value_dtypes import ValueDtypes, is_block_scale, join
 from solar_compiler.analysis.vector_work import FOLDED, VectorWork
 from solar_compiler.dialects.einsum import GatherOp, IndexOp, NodeOp, TensorOp, YieldOp
@@ -668,6 +669,7 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
             ops[pos] = replace(o, flops_matrix=fm, algorithm=how)
     if kernel_of is None and any(o.matrix_dtype for o in g.ops):
         _fold_through_contractions(graph, ops)
+    _scan_prefix_sums(nodes, ops)  # inside one node: eager's kernel may run it as a scan too
     for pos, twin in twins.items():  # its twin's result holds its values: no arithmetic
         if kernel_of is None or kernel_of[pos] == kernel_of[twin]:
             ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0,
@@ -753,6 +755,19 @@ def _fold_through_contractions(graph: GraphOp, ops: list[OpCost]) -> None:
             if fv <= o.flops_vector and tr <= o.flops_transcendental and \
                     (fv, tr) != (o.flops_vector, o.flops_transcendental):
                 ops[pos] = replace(o, flops_vector=fv, flops_transcendental=tr, algorithm=FOLDED)
+
+
+def _scan_prefix_sums(nodes: Sequence[NodeOp], ops: list[OpCost]) -> None:
+    """Re-count the accumulation of sums over nested ranges as a scan's (`prefix_sums.py`): one
+    addition per summand, not per point, where that is fewer."""
+    for pos, (node, o) in enumerate(zip(nodes, ops, strict=True)):
+        if o.matrix_dtype is not None or o.algorithm is not None or o.llm_flops is not None or \
+                node.reduce.data != "add":
+            continue
+        adds = prefix_sum_adds(node)
+        pts = st.points(node)
+        if adds is not None and adds < pts <= o.flops_vector:
+            ops[pos] = replace(o, flops_vector=o.flops_vector - pts + adds, algorithm=SCAN)
 
 
 def _program_costs(graph: GraphOp, indirect: str) -> GraphCosts:

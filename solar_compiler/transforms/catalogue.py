@@ -13,6 +13,8 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
   contraction with ones): every tree whose cheapest association order (`chain_order.py`, priced
   exactly as emitted) needs strictly fewer FLOPs than the tree as written is rewritten to it
   (`transforms/reorder_chain.py`; proof in docs/reorder-chains.md).
+* **scans**: a sum over ranges nested along an output variable its summand ignores shares its
+  partial sums (`tril(ones) @ x` is `cumsum(x)`; `prefix_sums.py`, applied by the distinct costs).
 * **deduplication**: repeated products of broadcast, `repeat`ed and `expand`ed operands, symmetric
   products (SYRK) and identical nodes (CSE) are priced once (`distinct.py`, applied by the costs
   when asked for `distinct` costs).
@@ -49,6 +51,7 @@ from solar_compiler.analysis.distinct import FACTORED, SELECT
 from solar_compiler.analysis.fast_conv import FFT, WINOGRAD
 from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.poly_expand import POLY
+from solar_compiler.analysis.prefix_sums import SCAN
 from solar_compiler.analysis.structured import node_counts
 from solar_compiler.analysis.vector_work import FOLDED
 from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp
@@ -85,7 +88,7 @@ class Rewrite:
 def names_op(kind: str) -> bool:
     """Whether the report names an entry's source op ("Winograd F(4x4,3x3) for conv") rather than
     what the rewritten node computes."""
-    return kind.startswith((WINOGRAD, FFT, POLY)) or kind in (FOLDED, SELECT, FACTORED)
+    return kind.startswith((WINOGRAD, FFT, POLY)) or kind in (FOLDED, SELECT, FACTORED, SCAN)
 
 
 def check_algorithms(name: str) -> str:
