@@ -235,7 +235,43 @@ def get_init_inputs():
     return []
 """
 
-PROGRAMS = {"causal": CAUSAL, "conv": CONV, "sdpa8": SDPA8, "where": WHERE,
+BLOCK_DIAG = HEAD.replace("N = 4096", "N = 2048") + """class Model(nn.Module):
+    def forward(self, x, w1, w2):
+        return x @ torch.block_diag(w1, w2)
+def get_inputs():
+    bf = torch.bfloat16
+    return [torch.randn(N, N, dtype=bf), torch.randn(N // 2, N // 2, dtype=bf),
+            torch.randn(N // 2, N // 2, dtype=bf)]
+"""
+
+BCAST_SUM = HEAD.replace("N = 4096", "N = 1024") + """class Model(nn.Module):
+    def forward(self, x, w):
+        return (x.unsqueeze(2) * w.unsqueeze(0)).sum(1)
+def get_inputs():
+    return [torch.randn(N, N, dtype=torch.bfloat16), torch.randn(N, N, dtype=torch.bfloat16)]
+"""
+
+GATHERED_ROWS = HEAD.replace("N = 4096", "N = 2048") + """class Model(nn.Module):
+    def forward(self, x, w, idx):
+        return torch.relu(x @ w)[idx]
+def get_inputs():
+    bf = torch.bfloat16
+    return [torch.randn(N, N, dtype=bf), torch.randn(N, N, dtype=bf), torch.randint(0, N, (16,))]
+"""
+
+SUM_LOOP = HEAD.replace("N = 4096", "N = 2048") + """class Model(nn.Module):
+    def forward(self, x, w):
+        y = x @ w[0]
+        for i in range(1, 4):
+            y = y + x @ w[i]
+        return y
+def get_inputs():
+    return [torch.randn(N, N, dtype=torch.bfloat16), torch.randn(4, N, N, dtype=torch.bfloat16)]
+"""
+
+PROGRAMS = {"sum_loop": SUM_LOOP, "block_diag": BLOCK_DIAG, "bcast_sum": BCAST_SUM,
+            "gathered_rows": GATHERED_ROWS,
+            "causal": CAUSAL, "conv": CONV, "sdpa8": SDPA8, "where": WHERE,
             "eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "shared": SHARED, "expand": EXPAND,
             "repeat": REPEAT, "cat": CAT, "gram": GRAM,
             "syrk": SYRK, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST,
@@ -555,3 +591,49 @@ def test_a_timed_out_narrowing_counts_only_the_output_writes(capsys, files):
     assert "only its output writes are counted (a sound floor)" in " ".join(t["validation"]["notes"])
     # the work as written is still reported beside the floor: 2 x 2 x 4 x 2048^2 x 64 matrix FLOPs
     assert t["totals"]["flops_matrix_as_written"] == 4 * 4 * 2048 * 2048 * 64
+
+
+def test_a_block_diagonal_operand_computes_its_two_blocks(capsys, files):
+    # x @ block_diag(w1, w2), bf16 2048: printed 17.36 us (2 N^3 at BF16); the products with the two
+    # zero blocks add nothing: narrowing keeps the two diagonal blocks, N^3 FLOPs, 8.68 us
+    n = 2048
+    r = roofline_json(capsys, files["block_diag"])
+    assert r["totals"]["flops_matrix"] == n**3
+    assert fused(r) == pytest.approx(n**3 / BF16) and fused(r) <= 8.69e-6
+    assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(fused(r))  # narrowing: both
+
+
+def test_a_broadcast_multiply_and_sum_is_a_matrix_product(capsys, files):
+    # (x[:, :, None] * w[None]).sum(1), bf16 1024: written as N^3 multiplies and N^3 additions on the
+    # vector unit, 16.05 us; it is x @ w, 2 N^3 FLOPs at BF16: 2.17 us
+    n = 1024
+    r = roofline_json(capsys, files["bcast_sum"])
+    assert (r["totals"]["flops_matrix"], r["totals"]["flops_vector"]) == (2 * n**3, 0)
+    assert fused(r) == pytest.approx(2 * n**3 / BF16) and fused(r) <= 2.18e-6
+    assert "polynomial expansion (1 monomial, 1 on the matrix unit, 0 vector) for sum" in \
+        [w["words"] for w in r["rewrites"]]
+    assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(16.05e-6, rel=1e-3)
+
+
+def test_gathered_rows_of_a_product_are_computed_alone(capsys, files):
+    # relu(x @ w)[idx], bf16 2048, 16 indices: printed 17.36 us (the whole product); x[idx] @ w reads w
+    # (8 MB), at least one row of x (the new gather's fewest), idx, and writes 16 rows: 2.525 us
+    n = 2048
+    r = roofline_json(capsys, files["gathered_rows"])
+    nbytes = n * n * 2 + n * 2 + 16 * 8 + 16 * n * 2
+    assert r["totals"]["bytes_fused"] == nbytes == 8_458_368
+    assert r["totals"]["flops_matrix"] == 2 * 16 * n * n
+    assert fused(r) == pytest.approx(nbytes / BW) and fused(r) <= 2.53e-6
+    assert [w["kind"] for w in r["rewrites"]] == ["gathered rows computed alone"] * 2
+    assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(2 * n**3 / BF16)
+
+
+def test_a_chain_of_sums_of_products_with_a_shared_factor_is_one_product(capsys, files):
+    # x @ w[0] + x @ w[1] + x @ w[2] + x @ w[3] (a sum in a Python loop), bf16 2048: printed 69.46 us (four
+    # GEMMs); x @ (w[0] + w[1] + w[2] + w[3]) is one GEMM, 17.36 us, and 3 N^2 additions of weights
+    n = 2048
+    r = roofline_json(capsys, files["sum_loop"])
+    assert (r["totals"]["flops_matrix"], r["totals"]["flops_vector"]) == (2 * n**3, 3 * n * n)
+    assert fused(r) == pytest.approx(2 * n**3 / BF16) and fused(r) <= 17.37e-6
+    assert [w["kind"] for w in r["rewrites"]] == ["shared factor"] * 6
+    assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(8 * n**3 / BF16, rel=1e-3)

@@ -25,6 +25,7 @@ from solar_compiler.records import ProgramInfo
 from solar_compiler.report import render_text
 from solar_compiler.text.parser import parse_kernels
 from solar_compiler.transforms.catalogue import catalogue_module
+from solar_compiler.transforms.gather_hoist import HOISTED
 from solar_compiler.transforms.indicator_gather import GATHERED
 
 BW = 3.35e12
@@ -249,3 +250,62 @@ def test_a_loop_that_bounds_by_the_reduced_variable_is_kept():
                         Y[i] += F[i, v] * W[v, u]
         """)
     assert catalogue_module(m)[1] == []
+
+
+# ---- gathers of a computed tensor, hoisted into the node that computes it -----------------------------
+ROWS = """\
+    kernel r(x: f32[64, 32] input, w: f32[32, 48] input, idx: i64[8] input, Y: f32[8, 48] output):
+        local T: f32[64, 48]
+        local R: f32[64, 48]
+        for i in range(64):
+            for j in range(48):
+                T[i, j] = 0.0
+                for k in range(32):
+                    T[i, j] += x[i, k] * w[k, j]
+        for i in range(64):
+            for j in range(48):
+                R[i, j] = max(T[i, j], 0.0)
+        for a in range(8):
+            for j in range(48):
+                Y[a, j] = R[idx[a], j] * 2.0
+    """
+
+
+def run_pair(text: str, idx_hi: int):
+    m = lifted(text)
+    priced, rewrites = catalogue_module(m)
+    (before,), (after,) = module_graphs(m), module_graphs(priced)
+    kb, ka = graph_to_kernel(before)[0], graph_to_kernel(after)[0]
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        feed = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in kb.tensors
+                if t.role in ("input", "weight") and t.dtype == "f32"}
+        feed["idx"] = rng.integers(0, idx_hi, next(t for t in kb.tensors if t.name == "idx").shape)
+        want, got = execute(kb, feed), execute(ka, feed)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])  # the same arithmetic, in the same order
+    return rewrites, ka
+
+
+def test_a_gathered_product_computes_only_the_gathered_rows():
+    rewrites, ka = run_pair(ROWS, 64)
+    # relu's rows first, then the product's: 8 rows of 48 outputs of 32 products each
+    assert [(r.kind, r.what) for r in rewrites] == [
+        (HOISTED, "R_rows[a, j] = max(T[idx[a], j], 0.0)"),
+        (HOISTED, "T_rows[a, j] += x[idx[a], k] * w[k, j]")]
+    assert (rewrites[1].flops_before, rewrites[1].flops_after) == (2 * 64 * 48 * 32, 2 * 8 * 48 * 32)
+    assert {t.name for t in ka.tensors if t.role == "local"} == {"T_rows", "R_rows"}
+
+
+def test_a_product_read_elsewhere_too_is_computed_whole():
+    # Y also reads T at its own rows: relu's gathered rows are computed alone, the product is not
+    text = ROWS.replace("Y[a, j] = R[idx[a], j] * 2.0", "Y[a, j] = R[idx[a], j] * T[a, j]")
+    rewrites, _ = run_pair(text, 64)
+    assert [(r.kind, r.what) for r in rewrites] == [(HOISTED, "R_rows[a, j] = max(T[idx[a], j], 0.0)")]
+
+
+def test_a_gather_of_as_many_rows_as_the_tensor_is_kept():
+    text = ROWS.replace("idx: i64[8] input, Y: f32[8, 48]", "idx: i64[64] input, Y: f32[64, 48]") \
+        .replace("for a in range(8)", "for a in range(64)")
+    rewrites, _ = run_pair(text, 64)
+    assert rewrites == []

@@ -288,6 +288,35 @@ def test_reduction_is_never_split():
     assert len(statements(n)) == 2
 
 
+def test_a_reduction_whose_pieces_write_apart_is_split():
+    # a block-diagonal B (torch.block_diag): the products with its two zero blocks add 0; the kept
+    # points are two blocks, not convex, whose writes (j < 4, j >= 4) are disjoint: two guarded copies
+    # of the contraction, half its products (the hull would keep all of them)
+    text = """kernel bd(x: f32[8, 8] input, w: f32[4, 4] input, v: f32[4, 4] input, Y: f32[8, 8] output):
+    local B: f32[8, 8]
+    for i in range(4):
+        for j in range(8):
+            if j < 4:
+                B[i, j] = w[i, j]
+            if j >= 4:
+                B[i, j] = 0.0
+    for i in range(4):
+        for j in range(8):
+            if j < 4:
+                B[i + 4, j] = 0.0
+            if j >= 4:
+                B[i + 4, j] = v[i, j - 4]
+    for i in range(8):
+        for j in range(8):
+            Y[i, j] = 0.0
+            for k in range(8):
+                Y[i, j] += x[i, k] * B[k, j]
+"""
+    k, n = run_both(text, exact=False)
+    assert counts(n)["Y[i, j] += x[i, k] * B[k, j]"] == 8 * 8 * 4
+    assert kernel_costs(n).flops_matrix == 2 * 8 * 8 * 4 == kernel_costs(k).flops_matrix // 2
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(2, 7), st.integers(2, 7), st.integers(1, 4), st.integers(-3, 3), st.integers(0, 3),
        st.sampled_from(["ge", "lt"]))

@@ -50,8 +50,9 @@ CASES: dict[str, tuple[int, int, int]] = {
     "conv_transpose2d.py": (3936256, 4194304, 4194304),
     # 2 layers, B=8, T=32, I=64, H=128, 4 gates. Input projections 2*B*T*4H*I + 2*B*T*4H*H
     # = 16777216 + 33554432; recurrent 2*B*4H*H = 1048576 per step and layer: the counter counts all
-    # 32 steps (2*32*1048576), we drop step 0, whose h0 is zero (2*31*1048576)
-    "lstm.py": (115343360, 0, 117440512),
+    # 32 steps (2*32*1048576), we drop step 0, whose h0 is zero (2*31*1048576); narrowing also drops
+    # the forget gate's input projection at step 0 (it multiplies c0 = 0): 2*B*H*(64 + 128) = 393216
+    "lstm.py": (114950144, 0, 117440512),
     # B=8, T=32, I=64, H=96, 3 gates, h0 given: 2*T*B*3H*I + 2*T*B*3H*H = 9437184 + 14155776
     "gru.py": (23592960, 23592960, 23592960),
     # "bi,oij,bj->bo", B=32, I=32, J=48, O=16: ours one contraction 2*B*O*I*J; torch's einsum does
@@ -82,6 +83,7 @@ def counted(path: str, decomposed: bool) -> int:
 #: (28 x 28 outputs, 1,534 real products per channel pair: 3 x (1024 - 4) / 2 + 4) and 14 x 14
 #: (10 x 10 outputs, 292: 3 x (196 - 4) / 2 + 4), each fewer than the direct taps (19,600; 2,500):
 #: 2*8*6*3*1534 + 2*8*16*6*292 + the linears' 787,200
+AS_WRITTEN = {"lstm.py": 115343360}  # before narrowing: its forget gate at step 0 included
 FAST_CONV: dict[str, int] = {"small_cnn.py": 2 * 8 * 6 * 3 * 1534 + 2 * 8 * 16 * 6 * 292 + 787_200}
 
 
@@ -113,8 +115,8 @@ def test_flops_matrix_against_flop_counter(name, reports, monkeypatch):
     # the products as written (the classical model) are what FlopCounterMode counts
     written = report["classical"]["totals"]
     assert written["flops_matrix"] == ours
-    # no masked work is removed by narrowing in these programs: as written = needed
-    assert written["flops_matrix_as_written"] == ours
+    # no masked work is removed by narrowing in these programs but the LSTM's: as written = needed
+    assert written["flops_matrix_as_written"] == AS_WRITTEN.get(name, ours)
     assert report["totals"]["flops_matrix"] == FAST_CONV.get(name, ours)
     path = f"examples/torch/{name}"
     assert counted(path, decomposed=False) == default
@@ -125,7 +127,7 @@ def test_the_differences_are_exactly_the_documented_ones():
     """Each difference from the decomposed count is the derived excluded work, nothing else."""
     padding_taps = 2 * 4 * 32 * 16 * (48 * 48 - 47 * 47)
     cropped_taps = 2 * 4 * 16 * 8 * (64 * 64 - 62 * 62)
-    zero_h0_steps = 2 * (2 * 8 * 4 * 128 * 128)
+    zero_h0_steps = 2 * (2 * 8 * 4 * 128 * 128) + 2 * 8 * 128 * (64 + 128)  # and the step-0 forget gate
     masked_half = 2 * (2 * 4 * 8 * (128 * 128 - 128 * 129 // 2) * 64)
     second_contraction = 2 * 32 * 16 * 32
     expected = {"conv2d_strided_padded.py": padding_taps, "conv_transpose2d.py": cropped_taps,

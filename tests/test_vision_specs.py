@@ -213,10 +213,11 @@ def test_timm_vit_validates_and_its_matrix_flops_by_hand(tmp_path, monkeypatch):
     assert as_written - 5 * norms(t) == 10_449_408  # FlopCounterMode's count (SDPA on the math backend)
     # The head reads the class token only, so the last block's proj, MLP, second norm, the final norm
     # and its attention rows shrink to that token; its K and V stay whole (every token is attended),
-    # and so do its queries: qkv is one linear whose output rows are kept whole per token.
-    narrowed = patch_embed + block(t, t) + block(t, 1) + head + 3 * norms(t) + 2 * norms(1)
+    # and its queries shrink to the class token too: qkv is one linear whose kept outputs (the class
+    # token's q, every token's k and v) are two pieces writing apart, one copy of the product each.
+    narrowed = patch_embed + block(t, t) + block(1, 1) + head + 3 * norms(t) + 2 * norms(1)
     assert (r["totals"]["flops_matrix_as_written"], r["totals"]["flops_matrix"]) == (as_written, narrowed) \
-        == (10_459_008, 7_786_368)
+        == (10_459_008, 7_491_456)
 
 
 def test_a_zero_initialised_weight_matrix_is_redrawn_so_validation_checks_something():

@@ -725,7 +725,11 @@ def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCos
         fm, fv = totals[scope_of(pos)]
         fm_after = fm - sum(ops[i].flops_matrix for i in here) + e.flops_matrix
         fv_after = fv - sum(ops[i].flops_vector for i in here) + e.flops_vector
-        if e.flops_matrix + e.flops_vector >= written or fv_after > fv or (fm_after > fm and fm_after > fv):
+        total = e.flops_matrix + e.flops_vector
+        # fewer FLOPs, or as many with vector work moved to the matrix unit (a broadcast multiply
+        # and a sum that are a matrix product: never slower there)
+        if total > written or (total == written and fv_after >= fv) or fv_after > fv or \
+                (fm_after > fm and fm_after > fv):
             continue
         if e.flops_matrix and o.matrix_dtype is not None and o.matrix_dtype != e.matrix_dtype:
             continue  # the node's own matrix dtype prices its products: keep one dtype per node

@@ -210,9 +210,13 @@ def shared_factor_sums(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[in
     """(sum node, kept contraction, dropped contraction, elements of the combined operand) for each
     element-wise `a + b` / `a - b` of two locals only it reads, each written by one contraction (zero
     fills aside) over the same domain whose two factors are one shared read (same tensor and map) and
-    one other read through the same map in both: `x @ w1 + x @ w2` is `x @ (w1 + w2)`."""
+    one other read through the same map in both: `x @ w1 + x @ w2` is `x @ (w1 + w2)`. A chain of
+    such sums (`x @ w1 + x @ w2 + x @ w3`, a sum in a Python loop) is one product too: a sum node
+    found here stands for its kept contraction where a later sum reads its result alone."""
     roles, writers, readers = _uses(graph, nodes)
     out = []
+    stands_for: dict[str, int] = {}  # the result of a sum found here -> its kept contraction
+    found: set[int] = set()
     for pos, n in enumerate(nodes):
         op = st.stored_value(n).owner
         if n.reduce.data != "none" or n.dynamic_positions or _main_guards(n) or n.init is not None or \
@@ -224,7 +228,9 @@ def shared_factor_sums(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[in
         if a == b or maps[op.lhs.index] != maps[-1] or maps[op.rhs.index] != maps[-1] or \
                 not all(i.is_var() for i in node_indices(n, len(maps) - 1)):
             continue
-        branches = [_sum_of_one_contraction(roles, nodes, writers, t) for t in (a, b)]
+        branches = [stands_for.get(t) if writers.get(t) and set(writers[t]) == {_last(writers[t])} and
+                    _last(writers[t]) in found else _sum_of_one_contraction(roles, nodes, writers, t)
+                    for t in (a, b)]
         if None in branches or any(readers.get(t) != {pos} for t in (a, b)):
             continue
         ka, kb = branches
@@ -232,7 +238,13 @@ def shared_factor_sums(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[in
         other = _other_operand(nodes[ka], nodes[kb])
         if other is not None:
             out.append((pos, ka, kb, st.image_count(nodes[ka], other)))
+            stands_for[n.output_name] = ka
+            found.add(pos)
     return out
+
+
+def _last(xs: Sequence[int]) -> int:
+    return xs[-1]
 
 
 def _other_operand(p: NodeOp, q: NodeOp) -> list[AffineExpr] | None:
@@ -251,6 +263,16 @@ def _other_operand(p: NodeOp, q: NodeOp) -> list[AffineExpr] | None:
     for i in (0, 1):
         j = 1 - i
         for k in (0, 1):
-            if (rp[i][0], mp[i]) == (rq[k][0], mq[k]) and mp[j] == mq[1 - k] and rp[j][0] != rq[1 - k][0]:
+            if (rp[i][0], mp[i]) == (rq[k][0], mq[k]) and \
+                    ((mp[j] == mq[1 - k] and rp[j][0] != rq[1 - k][0]) or
+                     (rp[j][0] == rq[1 - k][0] and _shifted(mp[j].data.results, mq[1 - k].data.results))):
                 return list(mp[j].data.results)
     return None
+
+
+def _shifted(a: Sequence[AffineExpr], b: Sequence[AffineExpr]) -> bool:
+    """Two reads of one tensor at a constant offset from each other, not equal (`w[0, k, j]` and
+    `w[1, k, j]`: two slices of one stacked tensor, added element by element as well)."""
+    forms = [(st.linear_form(x), st.linear_form(y)) for x, y in zip(a, b, strict=True)]
+    return all(f is not None and g is not None and f[0] == g[0] for f, g in forms) and \
+        any(f[1] != g[1] for f, g in forms)  # type: ignore[index]

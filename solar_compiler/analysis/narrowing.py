@@ -89,11 +89,12 @@ def _forward(k: Kernel, stmts: list[_Stmt]) -> None:
             st.drop = root.pop(ident, _empty_like(st.dom))
         injective = (solo_vars(s.indices) >= set(ctx.ivs)
                      or iteration_count(ctx) == footprint(ctx, s.indices))
-        # Copies of a statement run one after the other (statement-at-a-time), so only an
-        # injective `=` may be split into pieces or constant stores; anything else keeps one copy
-        # on a convex region, with its reads live everywhere.
-        st.splittable = s.kind == "=" and injective
-        st.root = root if st.splittable and not isinstance(s.value, Const) else {}
+        # Copies of a statement run one after the other (statement-at-a-time), so an injective `=`
+        # may be split into pieces or constant stores, and a reduction outside scans into pieces (its
+        # contributions combine in any order: a block-diagonal product keeps its two blocks);
+        # anything else keeps one copy on a convex region, with its reads live everywhere.
+        st.splittable = (s.kind == "=" and injective) or (s.kind != "=" and not scans)
+        st.root = root if s.kind == "=" and st.splittable and not isinstance(s.value, Const) else {}
         stored = _union(st.root.values(), st.dom)
         if st.drop is not None and st.splittable:
             stored = stored.union(st.drop)

@@ -26,7 +26,8 @@ entry of its own (docs/bounds.md section 0.0, not applied yet).
 
 Only exact polynomials: a `max`, `exp`, `abs` or a gather anywhere stops the entry (an L1 distance
 keeps its figure). The node takes the expansion when it needs fewer FLOPs than it and the locals it
-absorbs as written, and the graph's matrix work after it stays within its matrix or its vector work
+absorbs as written (or as many, with vector work moved to the matrix unit: `(x[:, :, None] * w[None])
+.sum(1)` is `x @ w`), and the graph's matrix work after it stays within its matrix or its vector work
 as written: a matrix FLOP is never priced slower than a vector FLOP of the same dtype
 (`hw/pricing.py`), so under the fused bound's max over units no target's bound rises.
 """
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from xdsl.ir import BlockArgument, SSAValue
+from xdsl.ir.affine import AffineDimExpr
 
 from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.polyhedral import node_indices, node_loop_ranges
@@ -92,6 +94,23 @@ def _mul(a: Poly, b: Poly) -> Poly:
     if len(out) > MAX_MONOMIALS:
         raise _NotPolynomial
     return {m: c for m, c in out.items() if c}
+
+
+def _starts_at_zero(n: NodeOp) -> bool:
+    """Whether the sum accumulates into zeros: a folded zero init, or a node before it that stores 0
+    in every element of the tensor, once each (an unfolded zero fill)."""
+    if n.init is not None:
+        return n.init.value.data == 0
+    fill = st.init_producer(n)
+    if fill is None or fill.reduce.data != "none" or fill.guards is not None or fill.dynamic_positions:
+        return False
+    o = st.stored_value(fill).owner
+    out = fill.get_indexing_maps().data[-1].data.results
+    graph = n.parent_op()
+    decl = graph.tensor_ops().get(n.output_name) if isinstance(graph, GraphOp) else None
+    return isinstance(o, ConstOp) and o.value.value.data == 0 and decl is not None and \
+        len({str(e) for e in out}) == len(out) == fill.get_num_loops() and \
+        all(isinstance(e, AffineDimExpr) for e in out) and st.points(fill) == math.prod(decl.dims)
 
 
 def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
@@ -285,8 +304,9 @@ def _price_monomial(m: Monomial, coeff: Fraction, reduced: frozenset[str], size:
 
 def expand(graph: GraphOp, nodes: Sequence[NodeOp], pos: int,
            pair_dtype: Callable[[Iterable[str]], str], tables: GraphTables | None = None) -> Expansion | None:
-    """The expansion of the sum node at `pos`, or None where its body is no polynomial of two or more
-    monomials over a box domain (module docstring); `pair_dtype` gives a matrix product's dtype;
+    """The expansion of the sum node at `pos`, or None where its body is no polynomial over a box
+    domain with a product for the matrix unit (module docstring; one monomial: a broadcast multiply
+    summed, a matrix product); `pair_dtype` gives a matrix product's dtype;
     `tables`: the graph's (built here when not given)."""
     n = nodes[pos]
     if n.reduce.data != "add" or n.dynamic_positions or NodeOp.ints(n.guard_scopes):
@@ -299,8 +319,8 @@ def expand(graph: GraphOp, nodes: Sequence[NodeOp], pos: int,
     dtype_of = builder.dtypes
     try:
         poly = builder.node(n, None)
-        if len(poly) < 2:
-            return None
+        if not poly or (len(poly) == 1 and st.contraction_factors(n) is not None):
+            return None  # one monomial of a contraction: the node as it is
         out_idx = node_indices(n, len(n.get_indexing_maps().data) - 1)
         if not all(e.is_var() for e in out_idx):
             return None
@@ -313,7 +333,7 @@ def expand(graph: GraphOp, nodes: Sequence[NodeOp], pos: int,
         return None
     if not priced.pairs:  # no product for the matrix unit: a linear rearrangement (distributivity)
         return None
-    adds = len(poly) - 1 + (0 if n.init is not None and n.init.value.data == 0 else 1)
+    adds = len(poly) - 1 + (0 if _starts_at_zero(n) else 1)
     priced.vector += adds * math.prod(size[v] for v in outs)
     dtypes = [pair_dtype([join(dtype_of[t] for t in a), join(dtype_of[t] for t in b)])
               for a, b in priced.pairs]
@@ -326,5 +346,6 @@ def expand(graph: GraphOp, nodes: Sequence[NodeOp], pos: int,
         gone -= keep
     absorbed = tuple(sorted(builder.positions[w] for w in gone - {n}))
     n_matrix = len(priced.pairs)
-    words = f"{len(poly)} monomials, {n_matrix} on the matrix unit, {len(poly) - n_matrix} vector"
+    words = f"{len(poly)} monomial{'s' * (len(poly) != 1)}, {n_matrix} on the matrix unit, " \
+        f"{len(poly) - n_matrix} vector"
     return Expansion(pos, absorbed, priced.matrix, priced.vector, mdt, words)

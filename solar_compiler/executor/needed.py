@@ -430,6 +430,11 @@ def _box_ranges(st: _Stmt) -> dict[str, tuple[int, int]] | None:
     return out
 
 
+#: a reduction's kept points in more convex pieces than this stay one piece (their hull): each piece
+#: is a copy of the statement, and a region of many pieces is rarely worth its code
+MAX_REDUCTION_PIECES = 8
+
+
 def _kept(st: _Stmt, needed: isl.Set) -> isl.Set:
     """The points of an affine write that store a needed element and are neither killed nor
     identity contributions."""
@@ -440,9 +445,25 @@ def _kept(st: _Stmt, needed: isl.Set) -> isl.Set:
             base = base.subtract(cut)
     acc = _access(st.ctx, s.target, s.indices)
     kept = base.intersect(acc.intersect_range(needed).domain()).coalesce()
-    if not st.splittable and not kept.is_empty():  # one convex piece (see _forward)
+    if kept.is_empty():
+        return kept
+    # one convex piece (see _forward); so is a reduction whose pieces would accumulate into one
+    # element (two statements of one loop writing it), or that needs more than a few pieces
+    if not st.splittable or (s.kind != "=" and not _apart_pieces(kept, st.dom, acc)):
         kept = isl.Set.from_basic_set(kept.simple_hull()).intersect(st.dom).coalesce()
     return kept
+
+
+def _apart_pieces(kept: isl.Set, dom: isl.Set, acc: isl.Map) -> bool:
+    """Whether the convex pieces the rebuild guards `kept` by (`transforms/narrow._guarded`) write
+    pairwise disjoint elements, and are at most `MAX_REDUCTION_PIECES`."""
+    if kept.is_equal(dom):
+        return True
+    pieces = kept.compute_divs().coalesce().make_disjoint().get_basic_sets()
+    if len(pieces) > MAX_REDUCTION_PIECES:
+        return False
+    images = [acc.intersect_domain(isl.Set.from_basic_set(b)).range() for b in pieces]
+    return all(a.intersect(b).is_empty() for i, a in enumerate(images) for b in images[i + 1:])
 
 
 # ---- rebuilding the kernel -------------------------------------------------------------------------------

@@ -22,6 +22,9 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
   (`F.one_hot(idx, V).float() @ W`) is the gather of the rows the keys select
   (`transforms/indicator_gather.py`, applied first: the association orders are planned on the
   products that remain).
+* **gathered elements computed alone**: a gather of a local that one node computes for it alone
+  reads a producer of the gathered elements only (`relu(x @ w)[idx]` is `relu(x[idx] @ w)`;
+  `transforms/gather_hoist.py`, with the one-hot entry, before the association orders).
 * **value-dependent selects**: of two contractions only an element-wise select on tensor values
   reads, one per element suffices (`distinct.py`).
 * **fast convolution**: a 3 x 3 stride-1 convolution in a dtype cuDNN ships Winograd for is priced
@@ -52,12 +55,13 @@ from solar_compiler.analysis.fast_conv import FFT, WINOGRAD
 from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.poly_expand import POLY
 from solar_compiler.analysis.prefix_sums import SCAN
-from solar_compiler.analysis.structured import node_counts
+from solar_compiler.analysis.structured import NodeCounts, node_counts
 from solar_compiler.analysis.vector_work import FOLDED
 from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp
 from solar_compiler.dialects.graph_convert import NodeText
 from solar_compiler.errors import SolarError
 from solar_compiler.text.printer import print_assign
+from solar_compiler.transforms.gather_hoist import HOISTED, hoist_gather, hoist_matches
 from solar_compiler.transforms.indicator_gather import GATHERED, indicator_matches, rewrite_indicator
 from solar_compiler.transforms.reorder_chain import reorder_chains
 
@@ -106,9 +110,9 @@ def catalogue_module(module: ModuleOp, within_source_ops: bool = False) -> tuple
     the products that remain."""
     allowed = _one_source_op_nodes if within_source_ops else None
     base, done = module, []
-    if any(indicator_matches(g, allowed) for g in module_graphs(module)):
+    if any(indicator_matches(g, allowed) or hoist_matches(g, allowed) for g in module_graphs(module)):
         base = module.clone()
-        done = _gather_indicators(base, allowed)
+        done = _gathers(base, allowed)
     lifted = catalogue_plans(base, within_source_ops)
     if not lifted:
         return base, done
@@ -126,26 +130,39 @@ def catalogue_module(module: ModuleOp, within_source_ops: bool = False) -> tuple
     return copy, done
 
 
-def _gather_indicators(module: ModuleOp, allowed: Callable[[Sequence[NodeOp]], bool] | None) -> list[Rewrite]:
-    """Rewrite every indicator contraction of the module's graphs as its gather (in place: the
-    module is the catalogue's copy), one at a time, since each rewrite relinks its graph."""
+def _gathers(module: ModuleOp, allowed: Callable[[Sequence[NodeOp]], bool] | None) -> list[Rewrite]:
+    """Rewrite every indicator contraction of the module's graphs as its gather, and hoist every
+    gather of a computed local into the node that computes it (in place: the module is the
+    catalogue's copy), one at a time, since each rewrite relinks its graph."""
     done = []
     for g in module_graphs(module):
-        for _ in range(len(g.nodes())):
+        for _ in range(4 * len(g.nodes())):
             matches = indicator_matches(g, allowed)
-            if not matches:
+            if matches:
+                before = node_counts(matches[0].node)
+                new, _gathered = rewrite_indicator(g, matches[0])
+                done.append(_rewrite_record(g, GATHERED, new, _flops(before), _flops(node_counts(new))))
+                continue
+            hoists = hoist_matches(g, allowed)
+            if not hoists:
                 break
-            before = node_counts(matches[0].node)
-            new, _gathered = rewrite_indicator(g, matches[0])
-            after = node_counts(new)
-            text = NodeText(g)
-            _, _, loc = text.describe(new)
-            main = text.statements(new)[-1]  # the gather, without the folded init before it
-            what = print_assign(text.kernel, replace(main, loc=None))
-            done.append(Rewrite(GATHERED, g.kernel_name, loc or "", what,
-                                before.flops_matrix + before.flops_vector_literal,
-                                after.flops_matrix + after.flops_vector_literal))
+            before = node_counts(hoists[0].producer)
+            new = hoist_gather(g, hoists[0])
+            done.append(_rewrite_record(g, HOISTED, new, _flops(before), _flops(node_counts(new))))
     return done
+
+
+def _flops(c: NodeCounts) -> int:
+    return c.flops_matrix + c.flops_vector_literal
+
+
+def _rewrite_record(g: GraphOp, kind: str, new: NodeOp, before: int, after: int) -> Rewrite:
+    """The record of a rewrite that built `new`: its main statement as the report says it."""
+    text = NodeText(g)
+    _, _, loc = text.describe(new)
+    main = text.statements(new)[-1]  # without the folded init before it
+    return Rewrite(kind, g.kernel_name, loc or "", print_assign(text.kernel, replace(main, loc=None)),
+                   before, after)
 
 
 def _one_source_op_nodes(nodes: Sequence[NodeOp]) -> bool:
