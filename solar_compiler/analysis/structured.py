@@ -509,6 +509,20 @@ def reachable(values: Iterable[SSAValue]) -> list[Operation]:
     return order
 
 
+def block_args(v: SSAValue) -> list[BlockArgument]:
+    """The block arguments (the input reads) a body value is computed from, once each, in argument
+    order."""
+    seen: dict[int, BlockArgument] = {}
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, BlockArgument):
+            seen[x.index] = x
+        elif isinstance(x.owner, Operation):
+            stack.extend(x.owner.operands)
+    return [seen[i] for i in sorted(seen)]
+
+
 def _yield(node: NodeOp) -> YieldOp:
     y = node.body.block.last_op
     assert isinstance(y, YieldOp)

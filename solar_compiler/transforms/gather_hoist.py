@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     ArrayAttr,
-    DenseArrayBase,
     FlatSymbolRefAttr,
     Float64Type,
     FloatAttr,
@@ -35,13 +34,13 @@ from xdsl.dialects.builtin import (
     StringAttr,
     i64,
 )
-from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 
 from solar_compiler.analysis import structured as st
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, TensorOp, link_edges
 from solar_compiler.dialects.graph_convert import fresh_scope_number
-from solar_compiler.dialects.loop import CastOp, ConstOp, type_dtype
+from solar_compiler.dialects.loop import CastOp, ConstOp, i64_array, type_dtype
 from solar_compiler.loopir.rules import FLOAT_DTYPES
 
 HOISTED = "gathered rows computed alone"
@@ -212,7 +211,7 @@ def _producer(graph: GraphOp, h: Hoist, name: str, node_name: str) -> NodeOp:
     inputs: list[str] = []
     maps: list[AffineMapAttr] = []
     key_ops = st.reachable((g.indices[0],))
-    for a in _args(g.indices[0]):
+    for a in st.block_args(g.indices[0]):
         inputs.append(c.input_names[a.index])
         maps.append(over_c(c.get_indexing_maps().data[a.index].data.results))
         values[a] = block.insert_arg(a.type, len(block.args))
@@ -266,17 +265,17 @@ def _producer(graph: GraphOp, h: Hoist, name: str, node_name: str) -> NodeOp:
         "ivs": ArrayAttr([StringAttr(v) for v in names]), "iterator_types": ArrayAttr(types),
         "lower_bounds": AffineMapAttr(AffineMap(nd, 0, tuple(lbs))),
         "upper_bounds": AffineMapAttr(AffineMap(nd, 0, tuple(ubs))),
-        "steps": _ints([1] * nu + [NodeOp.ints(p.steps)[d] for d in reduced]),
+        "steps": i64_array((1,) * nu + tuple(NodeOp.ints(p.steps)[d] for d in reduced)),
         "indexing_maps": ArrayAttr([*maps, AffineMapAttr(AffineMap(nd, 0, tuple(
             AffineExpr.dimension(i) for i in range(nu))))]),
-        "scopes": _ints(list(range(base, base + nd)))}
+        "scopes": i64_array(tuple(range(base, base + nd)))}
     if p.origin is not None:
         props["origin"] = p.origin
     if p.reduce.data == "add":
         dtype = type_dtype(p.result.type.element_type)
         props["init"] = p.init if p.init is not None else \
             (FloatAttr(0.0, Float64Type()) if dtype in FLOAT_DTYPES else IntegerAttr(0, i64))
-        props["init_depth"] = _ints([nu, 0])
+        props["init_depth"] = i64_array((nu, 0))
         init_origin = p.init_origin if p.init is not None else (h.fill.origin if h.fill else None)
         if init_origin is not None:
             props["init_origin"] = init_origin
@@ -304,22 +303,6 @@ def _cast(block: Block, v: SSAValue, dtype: str) -> SSAValue:
     op = CastOp(v, dtype)
     block.add_op(op)
     return op.result
-
-
-def _args(v: SSAValue) -> list[BlockArgument]:
-    seen: dict[int, BlockArgument] = {}
-    stack = [v]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, BlockArgument):
-            seen[x.index] = x
-        elif isinstance(x.owner, Operation):
-            stack.extend(x.owner.operands)
-    return [seen[i] for i in sorted(seen)]
-
-
-def _ints(xs: Sequence[int]) -> DenseArrayBase:
-    return DenseArrayBase.from_list(i64, list(xs))
 
 
 def _fresh(base: str, taken: set[str]) -> str:

@@ -33,16 +33,14 @@ from xdsl.dialects.builtin import (
     AffineMapAttr,
     AffineSetAttr,
     ArrayAttr,
-    DenseArrayBase,
     FlatSymbolRefAttr,
-    i64,
 )
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap, AffineSet
 
 from solar_compiler.analysis import structured as st
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, YieldOp, link_edges
-from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, ConstOp, SelectOp, type_dtype
+from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, ConstOp, SelectOp, i64_array, type_dtype
 from solar_compiler.loopir.rules import INT_DTYPES
 
 GATHERED = "one-hot contraction as a gather"
@@ -265,26 +263,13 @@ def _key_ok(graph: GraphOp, n: NodeOp, base: NodeOp, key: SSAValue, to_base: Aff
             return False
         if isinstance(o, IndexOp) and k in o.map.data.compose(to_base).used_dims():
             return False
-    for v in _args(key):
+    for v in st.block_args(key):
         if k in base.indexing_maps.data[v.index].data.compose(to_base).used_dims():
             return False
         reads.append(base.input_names[v.index])
     nodes = graph.nodes()
     between = nodes[nodes.index(base) + 1:nodes.index(n)]
     return not any(x.output_name in reads for x in between)
-
-
-def _args(v: SSAValue) -> list[BlockArgument]:
-    """The block arguments a body value reads, once each, in argument order."""
-    seen: dict[int, BlockArgument] = {}
-    stack = [v]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, BlockArgument):
-            seen[x.index] = x
-        elif isinstance(x.owner, Operation):
-            stack.extend(x.owner.operands)
-    return [seen[i] for i in sorted(seen)]
 
 
 # ---- the rewritten node ----------------------------------------------------------------------------
@@ -313,7 +298,7 @@ def _gather_node(m: Match) -> tuple[NodeOp, list[str]]:
         return block.insert_arg(dtype_of.type, len(block.args))
 
     # the key first: its reads as inputs of the node, its ops cloned (index values through the maps)
-    for a in _args(m.key):
+    for a in st.block_args(m.key):
         read_at = m.base.indexing_maps.data[a.index].data.compose(m.to_base)
         values[a] = add_input(m.base.input_names[a.index], read_at, a)
     key_ops = set(st.reachable((m.key,)))
@@ -368,20 +353,21 @@ def _gather_node(m: Match) -> tuple[NodeOp, list[str]]:
     props["iterator_types"] = ArrayAttr([n.iterator_types.data[d] for d in keep])
     props["lower_bounds"] = amap([n.lower_bounds.data.results[d] for d in keep])
     props["upper_bounds"] = amap([n.upper_bounds.data.results[d] for d in keep])
-    props["steps"] = _ints([NodeOp.ints(n.steps)[d] for d in keep])
-    props["scopes"] = _ints([NodeOp.ints(n.scopes)[d] for d in keep])
+    props["steps"] = i64_array(tuple(NodeOp.ints(n.steps)[d] for d in keep))
+    props["scopes"] = i64_array(tuple(NodeOp.ints(n.scopes)[d] for d in keep))
     props["inputs"] = ArrayAttr([FlatSymbolRefAttr(t) for t in inputs])
     props["indexing_maps"] = ArrayAttr([*in_maps, amap(maps[-1].results)])
     props.pop("traced", None)  # the trace's footprint was taken on the domain as written
     if n.guards is not None:
         g = n.guards.data
         props["guards"] = AffineSetAttr(_shift_set(g, shifted, nd - 1))
-        props["guard_depths"] = _ints([x - (x > k) for x in NodeOp.ints(n.guard_depths)])
+        props["guard_depths"] = i64_array(tuple(x - (x > k) for x in NodeOp.ints(n.guard_depths)))
     if n.init is not None:
         loops, guards = NodeOp.ints(n.init_depth)
-        props["init_depth"] = _ints([loops - (loops > k), guards])
+        props["init_depth"] = i64_array((loops - (loops > k), guards))
         if n.init_guard_depths is not None:
-            props["init_guard_depths"] = _ints([x - (x > k) for x in NodeOp.ints(n.init_guard_depths)])
+            depths = NodeOp.ints(n.init_guard_depths)
+            props["init_guard_depths"] = i64_array(tuple(x - (x > k) for x in depths))
     new = NodeOp.create(properties=props, regions=[Region(block)], result_types=[n.result.type])
     new.location = n.location
     return new, gathered
@@ -389,10 +375,6 @@ def _gather_node(m: Match) -> tuple[NodeOp, list[str]]:
 
 def _shift_set(s: AffineSet, shifted: Callable[[AffineExpr], AffineExpr], num_dims: int) -> AffineSet:
     return AffineSet(num_dims, 0, tuple(shifted(c) for c in s.constraints), s.eq_flags)
-
-
-def _ints(xs: Sequence[int]) -> DenseArrayBase:
-    return DenseArrayBase.from_list(i64, list(xs))
 
 
 def _indicator_uses(arg: BlockArgument) -> set[Operation]:
