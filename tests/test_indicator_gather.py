@@ -309,3 +309,11 @@ def test_a_gather_of_as_many_rows_as_the_tensor_is_kept():
         .replace("for a in range(8)", "for a in range(64)")
     rewrites, _ = run_pair(text, 64)
     assert rewrites == []
+
+
+def test_a_gather_inside_a_scan_is_kept():
+    # the reader runs inside a scan loop: a producer of its rows would run in loops of its own,
+    # outside the scan's interleaved steps, so nothing is hoisted
+    text = ROWS.replace("for a in range(8):", "for a in scan(8):")
+    rewrites, _ = run_pair(text, 64)
+    assert rewrites == []

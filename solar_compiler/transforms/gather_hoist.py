@@ -113,6 +113,8 @@ def _match(graph: GraphOp, c: NodeOp, g: GatherOp) -> Hoist | None:
     if not isinstance(p, NodeOp) or p.dynamic_positions or p.guards is not None or \
             p.reduce.data not in ("none", "add"):
         return None
+    if any(k.data == "sequential" for n in (c, p) for k in n.iterator_types.data):
+        return None  # P' runs in loops of its own: never inside a scan, whose steps interleave
     if [u.operation for u in p.result.uses] != [g] or c.input_names.count(g.tensor_name):
         return None  # P computes T for this gather alone
     key = g.indices[0]
