@@ -60,9 +60,10 @@ class Hoist:
 def hoist_matches(graph: GraphOp, allowed: Allowed | None = None) -> list[Hoist]:
     """Every gather of a local that one node computes for it alone, fewer elements than the local."""
     out = []
+    decls = graph.tensor_ops()
     for c in graph.nodes():
         for g in c.gathers():
-            h = _match(graph, c, g)
+            h = _match(graph, decls, c, g)
             if h is not None and (allowed is None or allowed(tuple(x for x in (c, h.producer, h.fill) if x))):
                 out.append(h)
     return out
@@ -101,8 +102,8 @@ def hoist_gather(graph: GraphOp, h: Hoist) -> NodeOp:
 
 
 # ---- matching ------------------------------------------------------------------------------------
-def _match(graph: GraphOp, c: NodeOp, g: GatherOp) -> Hoist | None:
-    decl = graph.tensor_ops().get(g.tensor_name)
+def _match(graph: GraphOp, decls: dict[str, TensorOp], c: NodeOp, g: GatherOp) -> Hoist | None:
+    decl = decls.get(g.tensor_name)
     m = g.map.data
     if decl is None or decl.role.data != "local" or m.num_symbols != 1 or len(g.indices) != 1:
         return None

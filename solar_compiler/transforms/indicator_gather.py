@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import (
     AffineSetAttr,
     ArrayAttr,
     FlatSymbolRefAttr,
+    TensorType,
 )
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap, AffineSet
@@ -230,9 +231,9 @@ def _inverse(node: NodeOp, m: AffineMap, symbol_at: int | None) -> AffineMap | N
 
 
 def _shape(node: NodeOp) -> tuple[int, ...] | None:
-    graph = node.parent_op()
-    decl = graph.tensor_ops().get(node.output_name) if isinstance(graph, GraphOp) else None
-    return tuple(decl.dims) if decl is not None else None
+    """The shape of the tensor the node writes (its result's type: no walk over the declarations)."""
+    t = node.result.type
+    return tuple(t.get_shape()) if isinstance(t, TensorType) else None
 
 
 def _const(e: AffineExpr) -> int | None:
