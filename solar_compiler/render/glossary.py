@@ -63,9 +63,10 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
              "update are the program; the lines by phase under the totals split it into forward, "
              "backward and optimizer (docs/training.md)."),
     ("model", "the model of computation the bounds cover (--algorithms): default (any order, fusion and "
-              "tiling, and the catalogue of rewrites: reassociated contraction trees, repeated, symmetric "
-              "and duplicated products once, a shared factor multiplied once, one branch of a "
-              "value-dependent select, Winograd and FFT convolution, polynomial expansion, factors folded "
+              "tiling, and the catalogue of rewrites: reassociated contraction trees, prefix sums as scans, "
+              "repeated, symmetric and duplicated products once, a shared factor multiplied once, one "
+              "branch of a value-dependent select, one-hot contractions as gathers, gathered elements "
+              "computed alone, Winograd and FFT convolution, polynomial expansion, factors folded "
               "through contractions, constant buffers computed from indices; docs/bounds.md section 0), "
               "with what the bound was "
               "priced as, or classical (the products as written, SOLAR's model)."),
