@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from xdsl.ir import BlockArgument, SSAValue
-from xdsl.ir.affine import AffineDimExpr
 
 from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.polyhedral import node_indices, node_loop_ranges
@@ -97,20 +96,12 @@ def _mul(a: Poly, b: Poly) -> Poly:
 
 
 def _starts_at_zero(n: NodeOp) -> bool:
-    """Whether the sum accumulates into zeros: a folded zero init, or a node before it that stores 0
-    in every element of the tensor, once each (an unfolded zero fill)."""
+    """Whether the sum accumulates into zeros: a folded zero init, or a zero fill of the whole tensor
+    before it (an unfolded one)."""
     if n.init is not None:
         return n.init.value.data == 0
     fill = st.init_producer(n)
-    if fill is None or fill.reduce.data != "none" or fill.guards is not None or fill.dynamic_positions:
-        return False
-    o = st.stored_value(fill).owner
-    out = fill.get_indexing_maps().data[-1].data.results
-    graph = n.parent_op()
-    decl = graph.tensor_ops().get(n.output_name) if isinstance(graph, GraphOp) else None
-    return isinstance(o, ConstOp) and o.value.value.data == 0 and decl is not None and \
-        len({str(e) for e in out}) == len(out) == fill.get_num_loops() and \
-        all(isinstance(e, AffineDimExpr) for e in out) and st.points(fill) == math.prod(decl.dims)
+    return fill is not None and st.whole_fill(fill, 0)
 
 
 def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:

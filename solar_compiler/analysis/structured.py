@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import cmp_to_key, lru_cache
 
 import islpy as isl
-from xdsl.dialects.builtin import AffineMapAttr, AffineSetAttr, DenseArrayBase
+from xdsl.dialects.builtin import AffineMapAttr, AffineSetAttr, DenseArrayBase, TensorType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -507,6 +507,19 @@ def reachable(values: Iterable[SSAValue]) -> list[Operation]:
         stack.append((v, True))
         stack.extend((x, False) for x in o.operands)
     return order
+
+
+def whole_fill(node: NodeOp, value: float) -> bool:
+    """Whether the node stores the literal `value` in every element of its tensor, once each (a
+    fill, such as an unfolded zero init): no reduction, guard or loaded position, an output map of
+    distinct loop variables, as many points as the tensor has elements."""
+    o = stored_value(node).owner
+    out = node.get_indexing_maps().data[-1].data.results
+    t = node.result.type
+    return node.reduce.data == "none" and node.guards is None and not node.dynamic_positions and \
+        isinstance(o, ConstOp) and o.value.value.data == value and isinstance(t, TensorType) and \
+        all(isinstance(e, AffineDimExpr) for e in out) and len({e.position for e in out}) == len(out) and \
+        points(node) == math.prod(t.get_shape())
 
 
 def block_args(v: SSAValue) -> list[BlockArgument]:

@@ -40,8 +40,9 @@ from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, Affine
 from solar_compiler.analysis import structured as st
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, TensorOp, link_edges
 from solar_compiler.dialects.graph_convert import fresh_scope_number
-from solar_compiler.dialects.loop import CastOp, ConstOp, i64_array, type_dtype
+from solar_compiler.dialects.loop import CastOp, i64_array, type_dtype
 from solar_compiler.loopir.rules import FLOAT_DTYPES
+from solar_compiler.transforms.indicator_gather import erase_dead
 
 HOISTED = "gathered rows computed alone"
 Allowed = Callable[[Sequence[NodeOp]], bool]
@@ -84,17 +85,7 @@ def hoist_gather(graph: GraphOp, h: Hoist) -> NodeOp:
     graph.body.block.insert_op_before(new, h.consumer)
     _read_directly(h, name)
     link_edges(graph)
-    for node in (h.producer, h.fill):
-        if node is not None and not node.result.uses:
-            node.detach()
-            node.erase(safe_erase=False)
-            link_edges(graph)
-    old = decls[h.gather.tensor_name]
-    if not any(h.gather.tensor_name in (*n.input_names, n.output_name, *(g.tensor_name for g in n.gathers()))
-               for n in graph.nodes()):
-        old.detach()
-        old.erase(safe_erase=False)
-    link_edges(graph)
+    erase_dead(graph, [n for n in (h.producer, h.fill) if n is not None])
     new.verify()
     h.consumer.verify()
     graph.verify_()
@@ -164,7 +155,7 @@ def _match(graph: GraphOp, decls: dict[str, TensorOp], c: NodeOp, g: GatherOp) -
                 return None
         else:
             fill = st.init_producer(p)
-            if fill is None or not _zero_fill(fill, decl.dims) or fill.result.uses and \
+            if fill is None or not st.whole_fill(fill, 0) or not isinstance(fill.dest.owner, TensorOp) or \
                     [u.operation for u in fill.result.uses] != [p]:
                 return None
     return Hoist(c, g, p, fill, tuple(used), loaded[0])
@@ -172,15 +163,6 @@ def _match(graph: GraphOp, decls: dict[str, TensorOp], c: NodeOp, g: GatherOp) -
 
 def _has_symbol(e: AffineExpr) -> bool:
     return any(isinstance(x, AffineSymExpr) for x in e.dfs())
-
-
-def _zero_fill(n: NodeOp, shape: Sequence[int]) -> bool:
-    o = st.stored_value(n).owner
-    out = n.get_indexing_maps().data[-1].data.results
-    return n.reduce.data == "none" and n.guards is None and not n.dynamic_positions and \
-        isinstance(o, ConstOp) and o.value.value.data == 0 and \
-        all(isinstance(e, AffineDimExpr) for e in out) and len({e.position for e in out}) == len(out) and \
-        st.points(n) == math.prod(shape) and n.dest is not None and isinstance(n.dest.owner, TensorOp)
 
 
 # ---- the rewrite ---------------------------------------------------------------------------------------

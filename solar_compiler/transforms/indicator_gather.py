@@ -88,7 +88,7 @@ def rewrite_indicator(graph: GraphOp, m: Match) -> tuple[NodeOp, list[str]]:
     block.detach_op(old)
     old.erase(safe_erase=False)
     link_edges(graph)
-    _erase_dead(graph, m.chain)
+    erase_dead(graph, m.chain)
     new.verify()
     graph.verify_()
     return new, gathered
@@ -189,9 +189,7 @@ def _scatter(node: NodeOp, value: SSAValue, m: AffineMap, chain: list[NodeOp]) \
     to_node = _inverse(node, m, j)
     fill = st.init_producer(node)
     e = m.results[j]
-    if to_node is None or fill is None or not isinstance(e, AffineDimExpr) or fill.reduce.data != "none" or \
-            fill.guards is not None or fill.dynamic_positions or _literal(st.stored_value(fill)) != 0 or \
-            _inverse(fill, AffineMap.identity(len(fill.indexing_maps.data[-1].data.results)), None) is None:
+    if to_node is None or fill is None or not isinstance(e, AffineDimExpr) or not st.whole_fill(fill, 0):
         return None
     y = node.body.block.last_op
     assert isinstance(y, YieldOp)
@@ -390,9 +388,10 @@ def _indicator_uses(arg: BlockArgument) -> set[Operation]:
         v = op.result
 
 
-def _erase_dead(graph: GraphOp, chain: Sequence[NodeOp]) -> None:
-    """Erase the indicator's nodes whose result nothing uses (locals only, readers first), then the
-    declarations no node names any more; the edges are relinked."""
+def erase_dead(graph: GraphOp, chain: Sequence[NodeOp]) -> None:
+    """Erase the nodes whose result nothing uses (locals only, readers first: the walk stops at the
+    first one still used), then the declarations no node names any more; the edges are relinked.
+    Shared by the rewrites that leave the nodes they replaced without readers."""
     changed = False
     for node in chain:
         decl = graph.tensor_ops().get(node.output_name)
