@@ -21,7 +21,7 @@ traced footprint, so their rows count at their fewest (one per loaded index): th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import (
@@ -42,10 +42,9 @@ from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, T
 from solar_compiler.dialects.graph_convert import fresh_scope_number
 from solar_compiler.dialects.loop import CastOp, i64_array, type_dtype
 from solar_compiler.loopir.rules import FLOAT_DTYPES
-from solar_compiler.transforms.indicator_gather import erase_dead
+from solar_compiler.transforms.indicator_gather import Allowed, erase_dead
 
 HOISTED = "gathered rows computed alone"
-Allowed = Callable[[Sequence[NodeOp]], bool]
 
 
 @dataclass(frozen=True)
@@ -79,8 +78,7 @@ def hoist_gather(graph: GraphOp, h: Hoist) -> NodeOp:
     t = decls[h.gather.tensor_name]
     ranges = h.consumer.get_static_loop_intervals()
     shape = tuple(ranges[u][1] + 1 for u in h.used)
-    decl = TensorOp(name, shape, t.dtype, "local")
-    list(decls.values())[-1].parent_block().insert_op_after(decl, list(decls.values())[-1])
+    graph.body.block.insert_op_after(TensorOp(name, shape, t.dtype, "local"), list(decls.values())[-1])
     new = _producer(graph, h, name, node_name)
     graph.body.block.insert_op_before(new, h.consumer)
     _read_directly(h, name)
