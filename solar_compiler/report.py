@@ -412,7 +412,10 @@ def _bounds_table(r: dict[str, Any], hws: list[str], fid: list[str], ca: bool) -
         cells = [f, fmt_bytes(nbytes)]
         for h in hws:
             bh = r["bounds"][h]
-            by = {"fused": bh["fused_bottleneck"], "unfused": "per kernel" if _grouped(r) else "per op",
+            per = "per kernel" if _grouped(r) else "per op"
+            floor = bh.get("latency_floor_s") or 0.0
+            by = {"fused": bh["fused_bottleneck"],
+                  "unfused": "latency" if floor and bh["unfused_s"] == floor else per,
                   "cache-aware": bh["cache_aware_bottleneck"] or "-"}[f]
             cells += [fmt_time(bh[key]), by]
         b.add_row(*cells)
@@ -421,6 +424,12 @@ def _bounds_table(r: dict[str, Any], hws: list[str], fid: list[str], ca: bool) -
             cells = [f"  fused {res} term", ""]
             for h in hws:
                 cells += [fmt_time(r["bounds"][h]["fused_terms_s"][res]), ""]
+            b.add_row(*cells)
+        if any(r["bounds"][h].get("latency_floor_s") for h in hws):
+            cells = ["  latency floor", ""]
+            for h in hws:
+                floor = r["bounds"][h].get("latency_floor_s")
+                cells += [fmt_time(floor) if floor else "-", ""]
             b.add_row(*cells)
     if ca:
         names = list(dict.fromkeys(x["name"] for h in hws for x in r["bounds"][h]["levels"]))
@@ -432,6 +441,14 @@ def _bounds_table(r: dict[str, Any], hws: list[str], fid: list[str], ca: bool) -
                 cells += [fmt_time(r["bounds"][h]["cache_aware_terms_s"][name]) if per[h] else "-", ""]
             b.add_row(*cells)
     return b
+
+
+def _met(d: dict[str, Any], latency_s: float) -> str:
+    """'yes', 'no', or why no figure can meet the latency (it is below the target's latency floor)."""
+    if d["met"]:
+        return "yes"
+    floor = d.get("latency_floor_s") or 0.0
+    return f"no, below the latency floor {fmt_time(floor)}" if floor > latency_s else "no"
 
 
 def _inverse_table(con: Any, r: dict[str, Any], fidelities: list[str]) -> None:
@@ -448,5 +465,5 @@ def _inverse_table(con: Any, r: dict[str, Any], fidelities: list[str]) -> None:
             t.add_row(h, f, fmt_rate(d["dram_bw_Bps"], "B/s"), f"{d['dram_bw_x']:.3g}x",
                       fmt_rate(d["matrix_flops"], "FLOP/s"), f"{d['matrix_x']:.3g}x",
                       fmt_rate(d["vector_flops"], "FLOP/s"), f"{d['vector_x']:.3g}x",
-                      f"{d['scale_x']:.3g}x" if "scale_x" in d else "-", "yes" if d["met"] else "no")
+                      f"{d['scale_x']:.3g}x" if "scale_x" in d else "-", _met(d, inv["latency_s"]))
     con.print(t)

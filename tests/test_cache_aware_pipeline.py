@@ -87,9 +87,11 @@ def test_narrowed_counts_with_as_written_beside(capsys, tmp_path):
             t["flops_vector_as_written"]) == (768, 640, 128)
     assert (t["bytes_unfused"], t["bytes_unfused_as_written"]) == (864, 1088)
     assert t["bytes_fused"] == t["bytes_fused_as_written"] == 576
-    # compulsory-bound: 576 / 3.35e12 at every fidelity; both levels move the compulsory bytes
+    # compulsory-bound: 576 / 3.35e12 at every fidelity, below the latency floor (141 ns), which binds;
+    # both levels move the compulsory bytes
     h = r["bounds"]["H100_SXM"]
-    assert h["fused_s"] == h["cache_aware_s"] == 576 / H100_BW
+    assert h["fused_terms_s"]["memory"] == h["cache_aware_terms_s"]["chip"] == 576 / H100_BW
+    assert h["fused_s"] == h["cache_aware_s"] == h["latency_floor_s"] == 141e-9
     assert [lv["bytes"] for lv in h["levels"]] == [576.0, 576.0]
     rc, out, _ = run(capsys, path, "--roofline=all", "--format=json", "--no-narrow")
     r = json.loads(out)

@@ -28,9 +28,11 @@ def _load():
 
 gsc = _load()
 
-# fused bound = compulsory bytes / DRAM bandwidth, in ms
-MATMUL_MS = (256 * 128 + 128 * 192 + 256 * 192) * 4 / BW * 1e3  # A, B read; C written
-SOFTMAX_MS = 2 * 64 * 1024 * 4 / BW * 1e3                        # x read, y written
+# fused bound = compulsory bytes / DRAM bandwidth, in ms, or H200's latency floor (141 ns,
+# docs/bounds.md section 9) where that is larger: matmul's 75 ns and softmax's 109 ns of bytes
+FLOOR_MS = 141e-9 * 1e3
+MATMUL_MS = max((256 * 128 + 128 * 192 + 256 * 192) * 4 / BW * 1e3, FLOOR_MS)  # A, B read; C written
+SOFTMAX_MS = max(2 * 64 * 1024 * 4 / BW * 1e3, FLOOR_MS)                        # x read, y written
 # train mode: x read, y written, weight + bias read (32 each); batch statistics, no running stats read
 BATCHNORM_TRAIN_MS = (2 * 16 * 32 * 16 * 16 + 2 * 32) * 4 / BW * 1e3
 # eval mode reads running_mean and running_var too

@@ -77,7 +77,8 @@ def test_json_shape_exact_keys():
                            "bytes_fused_as_written": fused}
     assert list(r["bounds"]) == ["H100_SXM", "A100_SXM"]
     for b in r["bounds"].values():
-        assert set(b) == {"unfused_s", "fused_s", "fused_bottleneck", "fused_terms_s", "cache_aware_s",
+        assert set(b) == {"unfused_s", "fused_s", "fused_bottleneck", "fused_terms_s", "latency_floor_s",
+                          "cache_aware_s",
                           "cache_aware_bottleneck", "bytes_cache_aware", "cache_aware_terms_s", "levels"}
         # costs only (no kernels): no cache-aware bound
         assert {k: b[k] for k in b if "cache" in k or k == "levels"} == dict.fromkeys(
@@ -98,7 +99,7 @@ def test_json_shape_exact_keys():
         assert set(inv) == {"fused", "unfused"}
         for d in inv.values():
             assert set(d) == {"dram_bw_Bps", "dram_bw_x", "matrix_flops", "matrix_x", "vector_flops",
-                              "vector_x", "scale_x", "met"}
+                              "vector_x", "scale_x", "latency_floor_s", "met"}
     h = r["hw"]["H100_SXM"]
     assert set(h) == {"description", "path", "precision", "dram_bw", "matrix", "vector", "memory"}
     assert h["memory"] == [
@@ -381,7 +382,10 @@ def test_e2e_example_text_and_plot(capsys, tmp_path):
     # 64x32x16 f32: 65,536 FLOPs; A 8 KiB + B 2 KiB + C 4 KiB = 14,336 bytes / 3.35 TB/s = 4.279 ns
     assert ("totals: 65,536 FLOPs (65,536 matrix, 0 vector); 14,336 bytes unfused, 14,336 bytes "
             "compulsory") in out
-    assert rows["fused"] == ["fused", "14,336", "4.279 ns", "memory"]
+    # the bound is the latency floor: one read's round trip on H100 (docs/bounds.md section 9)
+    assert rows["fused"] == ["fused", "14,336", "141 ns", "latency"]
+    assert rows["fused memory term"] == ["fused memory term", "", "4.279 ns", ""]
+    assert rows["latency floor"] == ["latency floor", "", "141 ns", ""]
     assert "unfused" not in rows and "cache-aware" not in rows
     assert "kernels by bound" not in out  # a view of the unfused bound: only with --roofline=all/unfused
     rc, out, err = solar_opt(capsys, "examples/loop/matmul.loop", "--roofline=all", "--hw", "H100_SXM")

@@ -134,7 +134,7 @@ def test_main_fields_render_in_the_width():
 
 
 def test_measured_total_and_modules():
-    total = 8 * 10760 / BW
+    total = max(8 * 10760 / BW, 141e-9)  # 25.7 ns of bytes: H100's latency floor, 141 ns, binds
     r = blocks_report(Measured("t.json", 2 * total, {"h.0": 8 * 5120 / BW * 4}))
     m = json.loads(json.dumps(r["measured"]))  # the JSON carries it
     sol = m["sol"]["H100_SXM"]

@@ -202,6 +202,7 @@ class GraphBounds:
     kernels: tuple[KernelBound, ...] = ()  # the kernels of the unfused bound
     cache_aware: CacheAwareBounds | None = None  # None when not asked for
     cache_state: str = "cold"
+    latency_floor_s: float = 0.0  # `latency_floor_s`: one memory round trip, 0 when none applies
 
     @property
     def cache_aware_s(self) -> float | None:
@@ -220,10 +221,13 @@ class GraphBounds:
 
     @property
     def fused_s(self) -> float:
-        return max(self.fused_matrix_s, self.fused_vector_s, self.fused_memory_s)
+        return max(self.fused_matrix_s, self.fused_vector_s, self.fused_memory_s, self.latency_floor_s)
 
     @property
     def fused_bottleneck(self) -> str:
+        resources = max(self.fused_matrix_s, self.fused_vector_s, self.fused_memory_s)
+        if self.latency_floor_s > resources:
+            return "latency"
         return _binding(self.fused_matrix_s, self.fused_vector_s, self.fused_memory_s)
 
 
@@ -234,9 +238,24 @@ def _binding(t_matrix: float, t_vector: float, t_memory: float) -> str:
 
 
 def _argmax_memory_first(terms: dict[str, float], levels: Sequence[str]) -> str:
-    """The term equal to the maximum: memory levels first (outermost first), then matrix, vector."""
+    """The term equal to the maximum: memory levels first (outermost first), then matrix, vector,
+    then the latency floor."""
     best = max(terms.values())
-    return next(n for n in (*levels, "matrix", "vector") if n in terms and terms[n] == best)
+    return next(n for n in (*levels, "matrix", "vector", "latency") if n in terms and terms[n] == best)
+
+
+def latency_floor_s(hw: HwTarget, bytes_read: float) -> float:
+    """The shortest time a program that reads `bytes_read` > 0 bytes can take on `hw`: one round trip
+    of a read from outside an SM (the target's `l2.latency`, an L2 hit, which no DRAM read beats).
+
+    Why it is a lower bound under the timing contract (docs/bounds.md section 9): a timed call starts
+    with its inputs off the SMs (a kernel launch leaves no data in an SM's registers, shared memory or
+    L1), some output depends on a value read, and that output cannot be written before the read's
+    data has come back; so the span from the first kernel's start to the last kernel's end holds at
+    least one round trip, cold L2 or warm. 0 when the target has no such figure or nothing is read."""
+    if hw.l2_latency is None or bytes_read <= 0:
+        return 0.0
+    return hw.l2_latency.value
 
 
 def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto", cache_state: str = "cold",
@@ -309,6 +328,7 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precis
         unfused_memory_s=unfused_memory_s,
         kernels=tuple(kbs),
         cache_state=cache_state,
+        latency_floor_s=latency_floor_s(hw, sum(g.compulsory_bytes for g in graphs) - written),
     )
     if kernels is None:
         return b
@@ -368,6 +388,8 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     terms.update({x.name: x.time_s for x in lv})
     if not warm:  # warm: every level's traffic already holds its part of the fused memory term
         terms[names[0]] = max(terms[names[0]], b.fused_memory_s)
+    if b.latency_floor_s:
+        terms["latency"] = b.latency_floor_s
     ops = []
     all_ops = [o for g in graphs for o in g.ops]
     for o, oc, q, tb in zip(b.ops, all_ops, per_op, tiled, strict=True):
@@ -431,7 +453,8 @@ def inverse_roofline(b: GraphBounds, graphs: Sequence[GraphCosts], latency_s: fl
     program meets the latency iff every multiple is <= 1. Unfused: the sum of per-kernel maxima has no
     per-resource inverse, so ``scale_x`` is the uniform scale of ALL the target's figures that meets
     the latency (unfused_s / latency), and the per-resource figures say what each resource would need
-    if it alone carried its total work.
+    if it alone carried its total work. No scaling of figures beats the target's latency floor
+    (``latency_floor_s``): a latency below it is never met, whatever ``scale_x`` says.
     """
     flops_m = sum(g.flops_matrix for g in graphs)
     flops_v = sum(g.flops_vector for g in graphs)
@@ -442,9 +465,11 @@ def inverse_roofline(b: GraphBounds, graphs: Sequence[GraphCosts], latency_s: fl
                 "vector_flops": flops_v / latency_s, "vector_x": b.fused_vector_s / latency_s}
 
     fused = figures(sum(g.compulsory_bytes for g in graphs), b.fused_memory_s)
-    fused["scale_x"] = b.fused_s / latency_s
+    fused["scale_x"] = max(b.fused_matrix_s, b.fused_vector_s, b.fused_memory_s) / latency_s
+    fused["latency_floor_s"] = b.latency_floor_s
     fused["met"] = b.fused_s <= latency_s
     unfused = figures(b.bytes_unfused, b.unfused_memory_s)
-    unfused["scale_x"] = b.unfused_s / latency_s
+    unfused["scale_x"] = max(sum(k.bound_s for k in b.kernels), fused["scale_x"] * latency_s) / latency_s
+    unfused["latency_floor_s"] = b.latency_floor_s
     unfused["met"] = b.unfused_s <= latency_s
     return {"fused": fused, "unfused": unfused}

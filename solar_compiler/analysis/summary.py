@@ -257,6 +257,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                        "fused_bottleneck": b.fused_bottleneck,
                        "fused_terms_s": {"matrix": b.fused_matrix_s, "vector": b.fused_vector_s,
                                          "memory": b.fused_memory_s},
+                       "latency_floor_s": b.latency_floor_s,
                        **_cache_aware_record(b)}
                    for h, b in bounds.items()},
         "ops": op_rows,

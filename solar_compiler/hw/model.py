@@ -20,7 +20,7 @@ from solar_compiler.hw.pricing import Priced
 
 #: Units a figure may carry. MAC/s is deliberately absent: 1 MAC = 2 FLOP, and storing MAC/s is the
 #: classic 2x error. Sparse-vs-dense cannot be detected from a number; the files' headers say "dense".
-UNITS = ("FLOP/s", "OP/s", "bytes", "bytes/s", "Hz", "count")
+UNITS = ("FLOP/s", "OP/s", "bytes", "bytes/s", "Hz", "count", "s")
 #: Matrix (tensor-core / matrix-core / BLAS) formats a target may list. `fp4` (e2m1, Blackwell's
 #: block-scaled NVFP4 / MXFP4 tensor rate) prices contractions on `f4e2m1` operands.
 MATRIX_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4", "binary")
@@ -144,6 +144,9 @@ class HwTarget:
     path: str
     measured_on: str | None = None
     cluster_size: Figure | None = None
+    #: Shortest round trip of a read that leaves an SM (an L2 hit): the latency floor of any program
+    #: that reads memory (solar_compiler.analysis.bounds.latency_floor_s, docs/bounds.md section 9).
+    l2_latency: Figure | None = None
 
     emulation: dict[str, Emulation] = field(default_factory=dict)
     measured: dict[str, Figure] = field(default_factory=dict)
@@ -216,6 +219,7 @@ class HwTarget:
             "dram.capacity": self.dram_capacity,
             "l2.size": self.l2_size,
             "l2.bandwidth": self.l2_bw,
+            "l2.latency": self.l2_latency,
             "sm.count": self.sm_count,
             "sm.smem_per_sm": self.smem_per_sm,
             "sm.regfile_per_sm": self.regfile_per_sm,

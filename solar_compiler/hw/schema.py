@@ -170,7 +170,7 @@ class _Validator:
         dram = self.mapping(doc["dram"], "dram")
         self.keys(dram, "dram", ("bandwidth", "capacity"), required=("bandwidth",))
         l2 = self.mapping(doc.get("l2", {}), "l2")
-        self.keys(l2, "l2", ("size", "bandwidth"))
+        self.keys(l2, "l2", ("size", "bandwidth", "latency"))
         sm = self.mapping(doc.get("sm", {}), "sm")
         self.keys(sm, "sm", ("count", "smem_per_sm", "regfile_per_sm", "cluster_size"))
         sm_count = self.opt_figure(sm, "count", "sm.count", ("count",))
@@ -196,6 +196,7 @@ class _Validator:
             clock_hz=self.figure(doc["clock_hz"], "clock_hz", ("Hz",)) if "clock_hz" in doc else None,
             levels=self.levels(doc["levels"], sm_count, cluster),
             cluster_size=cluster,
+            l2_latency=self.opt_figure(l2, "latency", "l2.latency", ("s",)),
             emulation=emulation,
             measured=measured,
             path=path,

@@ -19,10 +19,13 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("fidelity", "how much of the machine a bound models: unfused, fused, cache-aware (below)."),
     ("bound by", "the resource whose time is the bound: matrix (tensor/matrix cores), vector (the other "
                  "arithmetic units), memory (DRAM bandwidth), or a memory level (chip, sm) for "
-                 "cache-aware bounds; for a module, the resource binding the kernels that take most of "
-                 "its time."),
+                 "cache-aware bounds, or latency (the latency floor); for a module, the resource binding "
+                 "the kernels that take most of its time."),
     ("per kernel", "the unfused bound is a sum over kernels, each with its own bottleneck."),
     ("fused matrix/vector/memory term", "the three times whose maximum is the fused bound."),
+    ("latency floor", "one round trip of a read from outside an SM (the target's l2.latency, an L2 hit, "
+                      "which no DRAM read beats): no program that reads memory finishes sooner, so every "
+                      "fidelity's bound is at least this (docs/bounds.md section 9)."),
     ("cache-aware <level> term", "the traffic that must cross that level's boundary / its bandwidth."),
     ("level", "a memory level of a target, named for the storage on its fast side: chip (all on-chip "
               "storage, behind the DRAM boundary), sm (one SM's own storage, behind L2)."),
