@@ -90,6 +90,21 @@ def test_the_floor_binds_exactly_where_the_bytes_take_less_than_one_round_trip()
     assert graph_bounds(program(above), h100).fused_bottleneck == "memory"
 
 
+def test_each_eager_kernel_that_reads_takes_one_round_trip():
+    """Unfused: kernels run one after another, each that reads takes the floor; a fill does not."""
+    h100 = load_target("H100_SXM")
+    fill = replace(copy_op(4096, reads=False), name="S1")
+    g = GraphCosts("k", [copy_op(4096), fill, replace(copy_op(4096), name="S2")], 5 * 4096)
+    b = graph_bounds(g, h100)
+    assert [k.t_latency for k in b.kernels] == [1.41e-7, 0.0, 1.41e-7]
+    assert [k.bottleneck for k in b.kernels] == ["latency", "memory", "latency"]
+    assert b.unfused_s == 2 * 1.41e-7 + 4096 / H100_BW
+    assert b.fused_s == 1.41e-7  # one fused kernel: one round trip
+    inv = inverse_roofline(b, [g], 200e-9)
+    assert inv["fused"]["met"] is True and inv["unfused"]["met"] is False
+    assert inv["unfused"]["latency_floor_s"] == 2 * 1.41e-7
+
+
 def test_a_program_that_reads_nothing_has_no_floor():
     h100 = load_target("H100_SXM")
     b = graph_bounds(program(4096, reads=False), h100)

@@ -390,7 +390,7 @@ def test_e2e_example_text_and_plot(capsys, tmp_path):
     assert "kernels by bound" not in out  # a view of the unfused bound: only with --roofline=all/unfused
     rc, out, err = solar_opt(capsys, "examples/loop/matmul.loop", "--roofline=all", "--hw", "H100_SXM")
     kernel = next(line.split() for line in out.splitlines() if line.startswith("S1 "))
-    assert kernel == ["S1", "-", "65.5", "k", "14.3", "kB", "4.57", "4.279", "ns", "100.0%", "memory"]
+    assert kernel == ["S1", "-", "65.5", "k", "14.3", "kB", "4.57", "141", "ns", "100.0%", "latency"]
     assert ">S1 (100.0%)<" in plot.read_text()
 
 

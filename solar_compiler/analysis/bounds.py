@@ -116,7 +116,9 @@ class OpBound(_UnitTimes):
 
 @dataclass(frozen=True)
 class KernelBound(_UnitTimes):
-    """Times (seconds) of one kernel of the unfused bound: its ops' unit times summed, its bytes."""
+    """Times (seconds) of one kernel of the unfused bound: its ops' unit times summed, its bytes, and
+    the latency floor when it reads memory: eager kernels run one after another on one stream, so
+    each that reads takes at least one read's round trip of the total (docs/bounds.md section 9)."""
 
     name: str
     ops: tuple[int, ...]   # indices into GraphBounds.ops
@@ -124,6 +126,17 @@ class KernelBound(_UnitTimes):
     t_matrix: float
     t_vector: float
     t_memory: float
+    t_latency: float = 0.0
+
+    @property
+    def bound_s(self) -> float:
+        return max(self.t_matrix, self.t_vector, self.t_memory, self.t_latency)
+
+    @property
+    def bottleneck(self) -> str:
+        if self.t_latency > max(self.t_matrix, self.t_vector, self.t_memory):
+            return "latency"
+        return _binding(self.t_matrix, self.t_vector, self.t_memory)
 
 
 @dataclass(frozen=True)
@@ -252,7 +265,9 @@ def latency_floor_s(hw: HwTarget, bytes_read: float) -> float:
     with its inputs off the SMs (a kernel launch leaves no data in an SM's registers, shared memory or
     L1), some output depends on a value read, and that output cannot be written before the read's
     data has come back; so the span from the first kernel's start to the last kernel's end holds at
-    least one round trip, cold L2 or warm. 0 when the target has no such figure or nothing is read."""
+    least one round trip, cold L2 or warm. The same holds for each kernel of the unfused bound that
+    reads (eager kernels run one after another). 0 when the target has no such figure or nothing is
+    read."""
     if hw.l2_latency is None or bytes_read <= 0:
         return 0.0
     return hw.l2_latency.value
@@ -309,7 +324,8 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precis
             reads = sum(a.bytes for a in k.reads)
             kbs.append(KernelBound(k.name, idx, k.bytes, sum(ops[i].t_matrix for i in idx),
                                    sum(ops[i].t_vector for i in idx),
-                                   memory_time(reads, k.bytes - reads, hw, cache_state, levels)))
+                                   memory_time(reads, k.bytes - reads, hw, cache_state, levels),
+                                   latency_floor_s(hw, reads)))
         base += len(g.ops)
     unfused_memory_s = sum(k.t_memory for k in kbs)
     written = sum(g.compulsory_written for g in graphs)
@@ -469,7 +485,8 @@ def inverse_roofline(b: GraphBounds, graphs: Sequence[GraphCosts], latency_s: fl
     fused["latency_floor_s"] = b.latency_floor_s
     fused["met"] = b.fused_s <= latency_s
     unfused = figures(b.bytes_unfused, b.unfused_memory_s)
-    unfused["scale_x"] = max(sum(k.bound_s for k in b.kernels), fused["scale_x"] * latency_s) / latency_s
-    unfused["latency_floor_s"] = b.latency_floor_s
+    kernels = sum(max(k.t_matrix, k.t_vector, k.t_memory) for k in b.kernels)
+    unfused["scale_x"] = max(kernels, fused["scale_x"] * latency_s) / latency_s
+    unfused["latency_floor_s"] = max(b.latency_floor_s, sum(k.t_latency for k in b.kernels))
     unfused["met"] = b.unfused_s <= latency_s
     return {"fused": fused, "unfused": unfused}

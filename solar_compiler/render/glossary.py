@@ -11,7 +11,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
               "faster. A measured time below it is a bug in the bound (or a measurement of something else)."),
     ("unfused", "fidelity: one kernel per source op (one eager PyTorch kernel each), every kernel reading "
                 "its inputs from DRAM and writing its results back; its intermediates stay on chip. The "
-                "sum over kernels of max(compute time, bytes / DRAM bandwidth)."),
+                "sum over kernels of max(compute time, bytes / DRAM bandwidth, the latency floor if it "
+                "reads)."),
     ("fused", "fidelity: the whole program as one kernel: max of the matrix time, the vector time and the "
               "compulsory bytes (each input, weight and output once) / DRAM bandwidth."),
     ("cache-aware", "fidelity: the fused terms and, per memory level, the traffic that must cross its "
@@ -25,7 +26,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("fused matrix/vector/memory term", "the three times whose maximum is the fused bound."),
     ("latency floor", "one round trip of a read from outside an SM (the target's l2.latency, an L2 hit, "
                       "which no DRAM read beats): no program that reads memory finishes sooner, so every "
-                      "fidelity's bound is at least this (docs/bounds.md section 9)."),
+                      "fidelity's bound is at least this, and in the unfused bound each kernel that "
+                      "reads is (eager kernels run one after another; docs/bounds.md section 9)."),
     ("cache-aware <level> term", "the traffic that must cross that level's boundary / its bandwidth."),
     ("level", "a memory level of a target, named for the storage on its fast side: chip (all on-chip "
               "storage, behind the DRAM boundary), sm (one SM's own storage, behind L2)."),
