@@ -162,6 +162,13 @@ def test_report_and_measured_time_below_the_floor(tmp_path, capsys):
     assert b["L40S"]["fused_s"] == 128 / 864e9 and b["L40S"]["latency_floor_s"] == 0.0
     assert b["H100_SXM"]["cache_aware_bottleneck"] == "latency"
     assert b["H100_SXM"]["cache_aware_terms_s"]["latency"] == 1.41e-7
+    assert r["hw"]["B200"]["latency"] == {"value": 1.23e-7, "figure": "l2.latency", "estimate": True,
+                                          "source": load_target("B200").l2_latency.source}
+    assert r["hw"]["L40S"]["latency"] is None
+    rc = main([str(src), "--roofline=fused", "--hw", "H100_SXM,L40S"])
+    text = capsys.readouterr().out
+    assert "  latency:  floor 141 ns: one read's round trip from outside an SM (l2.latency, estimate)" in text
+    assert text.count("  latency:") == 1  # L40S has none
     # 100 ns measured: below the floor, so a violation (a measurement of something else)
     rc = main([str(src), "--roofline=fused", "--hw", "H100_SXM", "--measured", "100ns"])
     out = capsys.readouterr()

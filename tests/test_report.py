@@ -101,7 +101,7 @@ def test_json_shape_exact_keys():
             assert set(d) == {"dram_bw_Bps", "dram_bw_x", "matrix_flops", "matrix_x", "vector_flops",
                               "vector_x", "scale_x", "latency_floor_s", "met"}
     h = r["hw"]["H100_SXM"]
-    assert set(h) == {"description", "path", "precision", "dram_bw", "matrix", "vector", "memory"}
+    assert set(h) == {"description", "path", "precision", "dram_bw", "matrix", "vector", "memory", "latency"}
     assert h["memory"] == [
         {"name": "chip", "per": "chip", "units": 1, "capacity": 121_634_816, "bandwidth": 3.35e12,
          "describe": "on-chip capacity 121.6 MB"},

@@ -173,6 +173,9 @@ def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str) -> di
         "matrix": {d: _figure(hw.price_matrix(d, precision)) for d in mdt},
         "vector": {d: _figure(hw.price_vector(d)) for d in vdt},
         "memory": _memory_record(hw),
+        "latency": None if hw.l2_latency is None else {
+            "value": hw.l2_latency.value, "figure": "l2.latency", "source": hw.l2_latency.source,
+            "estimate": hw.l2_latency.estimate},
     }
 
 

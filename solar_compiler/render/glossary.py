@@ -24,6 +24,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                  "the kernels that take most of its time."),
     ("per kernel", "the unfused bound is a sum over kernels, each with its own bottleneck."),
     ("fused matrix/vector/memory term", "the three times whose maximum is the fused bound."),
+    ("latency", "in a target's header, its latency floor and the figure it comes from; as 'bound by', "
+                "the latency floor binds."),
     ("latency floor", "one round trip of a read from outside an SM (the target's l2.latency, an L2 hit, "
                       "which no DRAM read beats): no program that reads memory finishes sooner, so every "
                       "fidelity's bound is at least this, and in the unfused bound each kernel that "

@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from solar_compiler.render.fmt import fmt_rate
+from solar_compiler.render.fmt import fmt_rate, fmt_time
 
 LABEL_WIDTH = 12
 
@@ -47,6 +47,11 @@ def target_lines(name: str, hw: dict[str, Any]) -> list[tuple[str, str]]:
     mem = memory_line(hw)
     if mem:
         out.append(("  memory:", mem))
+    lat = hw.get("latency")
+    if lat:
+        est = ", estimate" if lat["estimate"] else ""
+        out.append(("  latency:", f"floor {fmt_time(lat['value'])}: one read's round trip from outside an SM "
+                                  f"(l2.latency{est})"))
     if "f32" in hw["matrix"]:  # the policy only changes how f32 contractions are priced
         out.append(("  policy:", hw["precision"]))
     return out
