@@ -215,7 +215,7 @@ class GraphBounds:
     kernels: tuple[KernelBound, ...] = ()  # the kernels of the unfused bound
     cache_aware: CacheAwareBounds | None = None  # None when not asked for
     cache_state: str = "cold"
-    latency_floor_s: float = 0.0  # `latency_floor_s`: one memory round trip, 0 when none applies
+    latency_floor_s: float = 0.0  # one read's round trip (`latency_floor_s`); 0 when none applies
 
     @property
     def cache_aware_s(self) -> float | None:
@@ -468,9 +468,10 @@ def inverse_roofline(b: GraphBounds, graphs: Sequence[GraphCosts], latency_s: fl
     several dtypes on one unit this is the uniform scale of all that unit's rates). Fused: the
     program meets the latency iff every multiple is <= 1. Unfused: the sum of per-kernel maxima has no
     per-resource inverse, so ``scale_x`` is the uniform scale of ALL the target's figures that meets
-    the latency (unfused_s / latency), and the per-resource figures say what each resource would need
-    if it alone carried its total work. No scaling of figures beats the target's latency floor
-    (``latency_floor_s``): a latency below it is never met, whatever ``scale_x`` says.
+    the latency (the kernels' resource times summed / latency), and the per-resource figures say what
+    each resource would need if it alone carried its total work. No scaling of figures beats the
+    target's latency floor (``latency_floor_s``): a latency below it is never met, whatever
+    ``scale_x`` says.
     """
     flops_m = sum(g.flops_matrix for g in graphs)
     flops_v = sum(g.flops_vector for g in graphs)
