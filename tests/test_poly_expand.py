@@ -9,6 +9,7 @@ BF16 vector 133.8 TFLOP/s. A MAC is 2 FLOPs.
 from __future__ import annotations
 
 import pytest
+from translated import fused_terms as fused
 from translated import roofline_json, translated_programs
 
 from solar_compiler.analysis.costs import program_costs
@@ -52,15 +53,6 @@ def files(tmp_path_factory):
     pytest.importorskip("torch")
     with translated_programs(tmp_path_factory.mktemp("poly_expand"), PROGRAMS) as paths:
         yield paths
-
-
-def fused(r: dict) -> float:
-    """The fused bound's resource part (matrix, vector, memory); the bound is it or the latency floor,
-    whichever is larger (the floor itself: tests/test_latency_floor.py)."""
-    b = r["bounds"]["H100_SXM"]
-    terms = max(b["fused_terms_s"].values())
-    assert b["fused_s"] == max(terms, b["latency_floor_s"])
-    return terms
 
 
 def test_squared_distances_are_one_gemm_and_two_norms(capsys, files):

@@ -152,6 +152,16 @@ def roofline_json(capsys, path: str, *extra: str) -> dict:
     return json.loads(out.out)
 
 
+def fused_terms(r: dict, hw: str = "H100_SXM") -> float:
+    """The fused bound's resource part (matrix, vector, memory) in report `r`, after checking that the
+    bound is it or the latency floor, whichever is larger (the floor: tests/test_latency_floor.py):
+    what a rewrite changes even where a small program's bound is the floor."""
+    b = r["bounds"][hw]
+    terms = max(b["fused_terms_s"].values())
+    assert b["fused_s"] == max(terms, b["latency_floor_s"])
+    return terms
+
+
 #: Bundled torch examples that must fail with a one-line error (example file -> the error's text):
 #: the suites that translate every example leave them out; test_torch_frontend checks the error.
 UNSUPPORTED_TORCH_EXAMPLES: dict[str, str] = {
