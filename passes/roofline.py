@@ -122,7 +122,10 @@ class RooflinePass(ModulePass):
         priced, rewrites = catalogue_module(op) if algorithms == "default" else (op, [])
         if algorithms == "default":
             rewrites += deduplicated(module_costs(priced, self.indirect, True))
-        if rewrites:
+        # sums a matrix unit may take (`costs._sums_on_matrix`) are priced by the default model only
+        sums = algorithms == "default" and any(o.flops_sum for g in module_costs(priced, self.indirect, True)
+                                                for o in g.ops)
+        if rewrites or sums:
             # the unfused kernels' traffic is the same in both models when no reassociation applies
             pairs = zip(module_graphs(priced), module_costs(priced, self.indirect, True), strict=True)
             priced_unfused = unfused if priced is op else \

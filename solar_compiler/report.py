@@ -163,6 +163,11 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
             if o["flops_priced"] else "no compute term"
         lines.append(f"{'LLM ops:' if i == 0 else '':<12}{o['op']} ({o['loc']}): an LLM's loop nest, not "
                      f"priced as written ({o['flops_written']:,} FLOPs): {priced}, its traffic counted")
+    moved = {h: r["bounds"][h].get("sum_adds_on_matrix") or 0.0 for h in hws}
+    if any(moved.values()):  # docs/bounds.md section 0.4, "Work either unit may do"
+        lines.append(f"{'sums:':<12}{tot['flops_sum']:,} additions of sums and scans may run on the matrix "
+                     "unit (one MAC with a ones operand each); the fused terms run "
+                     + ", ".join(f"{round(n):,} on {h}" for h, n in moved.items()) + " there")
     if r["narrowed"] and tot["flops_as_written"] != tot["flops"]:
         share = f" ({tot['flops'] / tot['flops_as_written']:.1%})" if tot["flops_as_written"] else ""
         both = _BEST if any(c["applied"] for c in r.get("chains", ())) else ""

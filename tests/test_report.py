@@ -70,7 +70,8 @@ def test_json_shape_exact_keys():
     flops, unfused, fused = 2 * N**3 + N * N, (1 + 4 + 2) * N * N * 4, 3 * N * N * 4
     # not narrowed: the as-written counts are the counts
     assert r["totals"] == {"flops": flops, "flops_matrix": 2 * N**3, "flops_vector": N * N,
-                           "flops_vector_literal": N * N, "bytes_unfused": unfused, "bytes_fused": fused,
+                           "flops_vector_literal": N * N, "flops_sum": 0, "bytes_unfused": unfused,
+                           "bytes_fused": fused,
                            "bytes_cache_aware": None,
                            "flops_as_written": flops, "flops_matrix_as_written": 2 * N**3,
                            "flops_vector_as_written": N * N, "bytes_unfused_as_written": unfused,
@@ -78,7 +79,7 @@ def test_json_shape_exact_keys():
     assert list(r["bounds"]) == ["H100_SXM", "A100_SXM"]
     for b in r["bounds"].values():
         assert set(b) == {"unfused_s", "fused_s", "fused_bottleneck", "fused_terms_s", "latency_floor_s",
-                          "cache_aware_s",
+                          "sum_adds_on_matrix", "cache_aware_s",
                           "cache_aware_bottleneck", "bytes_cache_aware", "cache_aware_terms_s", "levels"}
         # costs only (no kernels): no cache-aware bound
         assert {k: b[k] for k in b if "cache" in k or k == "levels"} == dict.fromkeys(
@@ -86,7 +87,8 @@ def test_json_shape_exact_keys():
         assert set(b["fused_terms_s"]) == {"matrix", "vector", "memory"}
     assert [o["name"] for o in r["ops"]] == ["S0", "S1", "S2"]
     assert set(r["ops"][1]) == {"name", "kernel", "equation", "label", "loc", "flops", "flops_matrix",
-                                "flops_vector", "flops_vector_literal", "flops_transcendental", "bytes",
+                                "flops_vector", "flops_vector_literal", "flops_transcendental", "flops_sum",
+                                "sum_dtype", "bytes",
                                 "unit", "matrix_dtype", "vector_dtype", "intensity", "sequential", "indirect",
                                 "bound_s",
                                 "bottleneck", "cache_aware_s", "cache_aware_bottleneck", "bytes_cache_aware",
@@ -101,7 +103,8 @@ def test_json_shape_exact_keys():
             assert set(d) == {"dram_bw_Bps", "dram_bw_x", "matrix_flops", "matrix_x", "vector_flops",
                               "vector_x", "scale_x", "latency_floor_s", "met"}
     h = r["hw"]["H100_SXM"]
-    assert set(h) == {"description", "path", "precision", "dram_bw", "matrix", "vector", "memory", "latency"}
+    assert set(h) == {"description", "path", "precision", "dram_bw", "matrix", "vector", "sum", "memory",
+                      "latency"}
     assert h["memory"] == [
         {"name": "chip", "per": "chip", "units": 1, "capacity": 121_634_816, "bandwidth": 3.35e12,
          "describe": "on-chip capacity 121.6 MB"},

@@ -101,17 +101,72 @@ class _UnitTimes:
 
 
 @dataclass(frozen=True)
+class Split:
+    """Unit times after the flexible work (sums' additions) is split between the units (`balance`);
+    `adds_on_matrix` is how many additions the split runs on the matrix unit."""
+
+    t_matrix: float
+    t_vector: float
+    adds_on_matrix: float = 0.0
+
+
+@dataclass(frozen=True)
+class SumMove:
+    """Work of one op that may run on either unit: `vector_s` seconds of its vector time (already in
+    it), or `matrix_s` seconds on the matrix unit instead, for `adds` additions (`OpCost.flops_sum`)."""
+
+    vector_s: float
+    matrix_s: float
+    adds: int
+
+
+def balance(t_matrix: float, t_vector: float, moves: Sequence[SumMove]) -> Split:
+    """The least max(matrix, vector) time over every split of the flexible work between the units,
+    any fraction of each move on either. Moving the work with the least matrix time per vector second
+    first, until the units balance, is optimal: the least matrix time that takes a given amount off
+    the vector unit is a fractional knapsack, which that order solves, and the optimum is where the
+    two times meet (or every move has moved)."""
+    adds = 0.0
+    if t_vector <= t_matrix:
+        return Split(t_matrix, t_vector)
+    for mv in sorted((m for m in moves if m.vector_s > 0), key=lambda m: m.matrix_s / m.vector_s):
+        if t_matrix + mv.matrix_s <= t_vector - mv.vector_s:
+            t_matrix, t_vector, adds = t_matrix + mv.matrix_s, t_vector - mv.vector_s, adds + mv.adds
+            continue
+        f = (t_vector - t_matrix) / (mv.vector_s + mv.matrix_s)
+        return Split(t_matrix + f * mv.matrix_s, t_vector - f * mv.vector_s, adds + f * mv.adds)
+    return Split(t_matrix, t_vector, adds)
+
+
+@dataclass(frozen=True)
 class OpBound(_UnitTimes):
-    """Times (seconds) one op needs on each resource of one target."""
+    """Times (seconds) one op needs on each resource of one target: `t_matrix` and `t_vector` as
+    the op's counts put its work (every addition on the vector unit), `sums` the part of its vector
+    work a matrix unit may do instead; its bound splits that between the units (`split`)."""
 
     name: str
     t_matrix: float
     t_vector: float
     t_memory: float
+    sums: SumMove | None = None
+
+    def split(self) -> Split:
+        return balance(self.t_matrix, self.t_vector, [self.sums] if self.sums else [])
+
+    @property
+    def bound_s(self) -> float:
+        s = self.split()
+        return max(s.t_matrix, s.t_vector, self.t_memory)
+
+    @property
+    def bottleneck(self) -> str:
+        s = self.split()
+        return _binding(s.t_matrix, s.t_vector, self.t_memory)
 
     @property
     def t_compute(self) -> float:
-        return max(self.t_matrix, self.t_vector)
+        s = self.split()
+        return max(s.t_matrix, s.t_vector)
 
 
 @dataclass(frozen=True)
@@ -208,14 +263,15 @@ class GraphBounds:
     hw: str
     precision: str
     ops: tuple[OpBound, ...]
-    fused_matrix_s: float   # sum over kernels of t_matrix (= over ops)
-    fused_vector_s: float   # sum over kernels of t_vector (= over ops)
+    fused_matrix_s: float   # sum over kernels of t_matrix, sums split between the units (`balance`)
+    fused_vector_s: float   # sum over kernels of t_vector, likewise
     fused_memory_s: float   # compulsory bytes / DRAM bandwidth
     unfused_memory_s: float  # sum over kernels of t_memory
     kernels: tuple[KernelBound, ...] = ()  # the kernels of the unfused bound
     cache_aware: CacheAwareBounds | None = None  # None when not asked for
     cache_state: str = "cold"
     latency_floor_s: float = 0.0  # one read's round trip (`latency_floor_s`); 0 when none applies
+    sum_adds_on_matrix: float = 0.0  # sums' additions the fused terms run on the matrix unit (`balance`)
 
     @property
     def cache_aware_s(self) -> float | None:
@@ -281,10 +337,16 @@ def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto", cache_state: str
         if op.matrix_dtype is None:
             raise SolarError(f"{op.loc or op.name}: op {op.name} has matrix FLOPs but no matrix dtype")
         t_matrix = op.flops_matrix / hw.matrix_peak(op.matrix_dtype, precision)
+    sums = None
     if op.flops_vector:
-        t_vector = op.flops_vector / hw.vector_peak(op.vector_dtype)
+        vector_rate = hw.vector_peak(op.vector_dtype)
+        t_vector = op.flops_vector / vector_rate
+        on_matrix = hw.price_sum(op.sum_dtype, precision) if op.flops_sum and op.sum_dtype else None
+        if on_matrix is not None:  # one MAC (2 FLOPs) per addition, against 1 vector FLOP
+            sums = SumMove(op.flops_sum / vector_rate, 2 * op.flops_sum / on_matrix.rate, op.flops_sum)
     reads = sum(a.bytes for a in op.reads)
-    return OpBound(op.name, t_matrix, t_vector, memory_time(reads, op.bytes - reads, hw, cache_state, levels))
+    return OpBound(op.name, t_matrix, t_vector, memory_time(reads, op.bytes - reads, hw, cache_state, levels),
+                   sums)
 
 
 def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precision: str = "auto",
@@ -318,15 +380,22 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precis
     ops = tuple(op_bound(o, hw, precision, cache_state, levels) for g in graphs for o in g.ops)
     kbs: list[KernelBound] = []
     base = 0
+    as_counted = [0.0, 0.0]  # matrix and vector seconds before any split, summed per kernel
     for g, u in zip(graphs, groups, strict=True):
         for k in u:
             idx = tuple(base + i for i in k.ops)
             reads = sum(a.bytes for a in k.reads)
-            kbs.append(KernelBound(k.name, idx, k.bytes, sum(ops[i].t_matrix for i in idx),
-                                   sum(ops[i].t_vector for i in idx),
+            t_matrix, t_vector = sum(ops[i].t_matrix for i in idx), sum(ops[i].t_vector for i in idx)
+            as_counted = [as_counted[0] + t_matrix, as_counted[1] + t_vector]
+            s = balance(t_matrix, t_vector, [ops[i].sums for i in idx if ops[i].sums is not None])
+            kbs.append(KernelBound(k.name, idx, k.bytes, s.t_matrix, s.t_vector,
                                    memory_time(reads, k.bytes - reads, hw, cache_state, levels),
                                    latency_floor_s(hw, reads)))
         base += len(g.ops)
+    # the whole program's split of its sums between the units: at most the kernels' splits summed
+    # (theirs is one split of the whole); without sums, the kernels' times summed in the unfused
+    # bound's order, so unfused >= fused holds exactly
+    fused = balance(*as_counted, [o.sums for o in ops if o.sums is not None])
     unfused_memory_s = sum(k.t_memory for k in kbs)
     written = sum(g.compulsory_written for g in graphs)
     fused_memory_s = memory_time(sum(g.compulsory_bytes for g in graphs) - written, written, hw, cache_state,
@@ -337,9 +406,9 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precis
         fused_memory_s = min(fused_memory_s, unfused_memory_s)
     b = GraphBounds(
         hw=hw.name, precision=precision, ops=ops,
-        # summed per kernel in the same order as the unfused sum, so unfused >= fused holds exactly
-        fused_matrix_s=sum(k.t_matrix for k in kbs),
-        fused_vector_s=sum(k.t_vector for k in kbs),
+        fused_matrix_s=fused.t_matrix,
+        fused_vector_s=fused.t_vector,
+        sum_adds_on_matrix=fused.adds_on_matrix,
         fused_memory_s=fused_memory_s,
         unfused_memory_s=unfused_memory_s,
         kernels=tuple(kbs),
@@ -411,7 +480,8 @@ def cache_aware_bounds(b: GraphBounds, graphs: Sequence[GraphCosts], kernels: Se
     for o, oc, q, tb in zip(b.ops, all_ops, per_op, tiled, strict=True):
         op_read = sum(a.bytes for a in oc.reads)
         q = {x.name: _traffic(q[x.name], op_read, oc.bytes - op_read, x, warm) for x in levels}
-        t = {"matrix": o.t_matrix, "vector": o.t_vector}
+        split = o.split()
+        t = {"matrix": split.t_matrix, "vector": split.t_vector}
         t.update({x.name: q[x.name] / x.bandwidth for x in lv})
         if not warm:
             t[names[0]] = max(t[names[0]], o.t_memory)
@@ -456,6 +526,9 @@ def check_costs(g: GraphCosts, unfused: Sequence[UnfusedKernel] | None = None,
     for o in g.ops:
         if min(o.flops_matrix, o.flops_vector, o.bytes) < 0:
             raise SolarError(f"{o.loc or o.name}: op {o.name} has negative costs")
+        if not 0 <= o.flops_sum <= o.flops_vector:
+            raise SolarError(f"{o.loc or o.name}: op {o.name} has {o.flops_sum} additions a matrix unit may "
+                             f"take, outside its {o.flops_vector} vector FLOPs (cost model bug)")
 
 
 # ---- inverse roofline ---------------------------------------------------------------------------
@@ -473,8 +546,9 @@ def inverse_roofline(b: GraphBounds, graphs: Sequence[GraphCosts], latency_s: fl
     target's latency floor (``latency_floor_s``): a latency below it is never met, whatever
     ``scale_x`` says.
     """
-    flops_m = sum(g.flops_matrix for g in graphs)
-    flops_v = sum(g.flops_vector for g in graphs)
+    # the sums' additions the fused split runs on the matrix unit count there, one MAC each
+    flops_m = sum(g.flops_matrix for g in graphs) + 2 * b.sum_adds_on_matrix
+    flops_v = sum(g.flops_vector for g in graphs) - b.sum_adds_on_matrix
 
     def figures(nbytes: int, t_mem: float) -> dict[str, float]:
         return {"dram_bw_Bps": nbytes / latency_s, "dram_bw_x": t_mem / latency_s,

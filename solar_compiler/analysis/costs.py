@@ -130,6 +130,11 @@ class OpCost:
     # an LLM wrote the node's loop nest: the FLOPs of that nest as written, which the figures above do
     # not price (only a plain contraction's products are; `_op_cost`); None: a template's node
     llm_flops: int | None = None
+    # the accumulation additions of a sum (part of `flops_vector`) that a matrix unit may do instead,
+    # one MAC each with a ones operand (`_sums_on_matrix`; default model only), and the dtype of the
+    # values summed, which prices them there (`HwTarget.price_sum`); 0 / None: none
+    flops_sum: int = 0
+    sum_dtype: str | None = None
 
     @property
     def vector_literal(self) -> int:
@@ -692,7 +697,31 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
             ops[drop] = replace(a, flops_matrix=0, algorithm=FACTORED)
             ops[total] = replace(t, flops_vector=combined, flops_transcendental=0, algorithm=FACTORED)
     _expand_polynomials(graph, nodes, ops, kernel_of)
+    _sums_on_matrix(graph, nodes, ops)
     return replace(g, ops=ops)
+
+
+def _sums_on_matrix(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCost]) -> None:
+    """Mark the accumulation additions of each sum that is not a contraction as work a matrix unit
+    may do (`OpCost.flops_sum`): an MMA computes `D = A B + C`, so adding x into an accumulator is one
+    MAC with a ones operand (FlashAttention takes its row sums so), and a prefix sum is a product with
+    a triangular ones matrix. Each addition is one MAC at least, whatever the tiling: an accumulation
+    merges one value into a partial sum, a MAC merges at most one too, and a scan's every output is
+    produced by at least one of them. The bound then splits these additions between the units
+    (`bounds.balance`). The body's other operations stay vector work; a sum the catalogue rewrote
+    (polynomial expansion, shared factors) keeps its rewritten work on the vector unit."""
+    values: ValueDtypes | None = None
+    for pos, (node, o) in enumerate(zip(nodes, ops, strict=True)):
+        if node.reduce.data != "add" or o.matrix_dtype is not None or o.llm_flops is not None or \
+                o.algorithm not in (None, FOLDED, SCAN):
+            continue
+        adds = prefix_sum_adds(node) if o.algorithm == SCAN else st.points(node)
+        adds = min(adds or 0, o.flops_vector - o.flops_transcendental)
+        if adds <= 0:
+            continue
+        values = values or ValueDtypes(graph)
+        dtype = values.stored(node, st.stored_value(node), st.reduced_dims(node))
+        ops[pos] = replace(o, flops_sum=adds, sum_dtype=dtype)
 
 
 def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCost],

@@ -12,6 +12,10 @@ which the text report shows.
 Vector FLOPs (`flops_vector`) are the fewest a legal implementation needs (`vector_work.py`:
 loop-invariant terms once, common subexpressions once, products reassociated);
 `flops_vector_literal` beside them counts every scalar op at every point as the statements write it.
+`flops_sum` (per op and in `totals`) is the part of `flops_vector` that is a sum's additions, which a
+matrix unit may do instead (one MAC with a ones operand each, priced at `hw.<target>.sum[sum_dtype]`);
+`bounds.<target>.sum_adds_on_matrix` is how many of them the fused terms run there (`bounds.balance`),
+and `fused_terms_s` are the terms after that split.
 Counts are those of the programs as costed: the needed work when `narrow-needed` ran. `narrowed` says
 whether it did; `totals.*_as_written` are the counts before narrowing (equal to the others when it
 did not run). `cache_size` is the DRAM-level capacity override (bytes) or `null`. `cache_state`
@@ -160,10 +164,14 @@ def _cache_aware_record(b: GraphBounds) -> dict[str, Any]:
                        for lv in ca.levels]}
 
 
-def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str) -> dict[str, Any]:
+def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str, sums: bool) -> dict[str, Any]:
+    """The target's figures the bounds used; `sums`: the fused terms ran additions on the matrix unit
+    (`sum` then lists the rate of each summed dtype there)."""
     ops = [o for g in graphs for o in g.ops]
     mdt = sorted({o.matrix_dtype for o in ops if o.flops_matrix and o.matrix_dtype})
     vdt = sorted({o.vector_dtype for o in ops if o.flops_vector})
+    sdt = sorted({o.sum_dtype for o in ops if o.flops_sum and o.sum_dtype}) if sums else []
+    on_matrix = {d: hw.price_sum(d, precision) for d in sdt}
     bw = hw.dram_bw
     return {
         "description": hw.description, "path": hw.path,
@@ -172,6 +180,7 @@ def _hw_record(hw: HwTarget, graphs: Sequence[GraphCosts], precision: str) -> di
                     "estimate": bw.estimate},
         "matrix": {d: _figure(hw.price_matrix(d, precision)) for d in mdt},
         "vector": {d: _figure(hw.price_vector(d)) for d in vdt},
+        "sum": {d: _figure(p) for d, p in on_matrix.items() if p is not None},
         "memory": _memory_record(hw),
         "latency": None if hw.l2_latency is None else {
             "value": hw.l2_latency.value, "figure": "l2.latency", "source": hw.l2_latency.source,
@@ -220,7 +229,8 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
             "equation": o.equation, "label": o.label, "loc": o.loc,
             "flops": o.flops, "flops_matrix": o.flops_matrix, "flops_vector": o.flops_vector,
             "flops_vector_literal": o.vector_literal,
-            "flops_transcendental": o.flops_transcendental, "bytes": o.bytes, "unit": o.unit,
+            "flops_transcendental": o.flops_transcendental, "flops_sum": o.flops_sum,
+            "sum_dtype": o.sum_dtype, "bytes": o.bytes, "unit": o.unit,
             "matrix_dtype": o.matrix_dtype, "vector_dtype": o.vector_dtype,
             "intensity": o.flops / o.bytes if o.bytes else None,
             "sequential": o.sequential, "indirect": o.indirect,
@@ -251,6 +261,7 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
             "flops_matrix": sum(g.flops_matrix for g in graphs),
             "flops_vector": sum(g.flops_vector for g in graphs),
             "flops_vector_literal": sum(g.flops_vector_literal for g in graphs),
+            "flops_sum": sum(o.flops_sum for _, o in ops),
             "bytes_unfused": sum(k["bytes"] for k in kernel_rows),
             "bytes_fused": sum(g.compulsory_bytes for g in graphs),
             "bytes_cache_aware": first.bytes_dram if first else None,
@@ -261,13 +272,15 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
                        "fused_terms_s": {"matrix": b.fused_matrix_s, "vector": b.fused_vector_s,
                                          "memory": b.fused_memory_s},
                        "latency_floor_s": b.latency_floor_s,
+                       "sum_adds_on_matrix": b.sum_adds_on_matrix,
                        **_cache_aware_record(b)}
                    for h, b in bounds.items()},
         "ops": op_rows,
         "kernels_unfused": kernel_rows,
         "modules": module_rows(kernel_rows, [t.name for t in targets]),
         "phases": phase_rows(kernel_rows, [t.name for t in targets]),
-        "hw": {t.name: _hw_record(t, graphs, precision) for t in targets},
+        "hw": {t.name: _hw_record(t, graphs, precision, bounds[t.name].sum_adds_on_matrix > 0)
+               for t in targets},
         "aliases": [a.to_json() for a in aliases],
         "value_dependent": [{"op": r["name"], "loc": r["loc"],
                              "tensors": [a.tensor for a in (*o.reads, *o.writes) if a.indirect],

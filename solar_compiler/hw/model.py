@@ -188,6 +188,11 @@ class HwTarget:
         """``vector_peak`` with the figure it came from."""
         return pricing.price_vector(self, dtype)
 
+    def price_sum(self, dtype: str, precision: str = "auto") -> Priced | None:
+        """The fastest matrix unit a sum over ``dtype`` values may run on, as a contraction with a
+        ones operand (``pricing.price_sum``); None when none applies."""
+        return pricing.price_sum(self, dtype, precision)
+
     def matrix_figure(self, dtype: str, precision: str = "auto") -> str:
         """The key of the figure a contraction on ``dtype`` is priced with: ``matrix.tf32``,
         ``vector.fp32`` or ``emulation.<name>`` (report labels name the figure actually used)."""

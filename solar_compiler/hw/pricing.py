@@ -18,6 +18,7 @@ units only. The result names the figure it used (``Priced.key``), so reports lab
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -121,6 +122,36 @@ def price_matrix(t: HwTarget, dtype: str, precision: str = "auto") -> Priced:
         keys.append("vector.fp32")
     keys += [f"emulation.{name}" for name, e in t.emulation.items() if e.computes in formats]
     return _pick(t, dtype, "contractions", keys)
+
+
+def price_sum(t: HwTarget, dtype: str, precision: str = "auto") -> Priced | None:
+    """The fastest matrix unit that may do a sum's additions over values of ``dtype``, or None when
+    no matrix format the target lists holds them: a sum is a contraction with a ones operand (one
+    MAC, 2 FLOPs at the unit's rate, per addition; MMA computes ``D = A B + C``, so an accumulation
+    ``c + x`` is ``c + x * 1``), which FlashAttention uses for its row sums.
+
+    The formats are those a contraction on ``dtype`` may use (``price_matrix``), matrix units only
+    (on a vector unit the addition is cheaper as an addition). A ones operand is exact in every
+    format, so an emulation needs a product per part of ``x`` only: a scheme that splits each operand
+    into p parts computes at most p^2 products, so one listing P products has p >= ceil(sqrt(P))
+    parts, and the sum costs ceil(sqrt(P)) products per addition at the ``via`` unit's rate (BF16x9:
+    3; FP16x3: 2; Ozaki-II with 6 moduli: 3); never more than the scheme itself needs."""
+    _check_dtype(t, dtype)
+    if precision not in POLICY_FORMAT:
+        raise HwTargetError(f"{t.name}: unknown precision policy {precision!r}")
+    formats = list(exact_formats(dtype))
+    extra = POLICY_FORMAT[precision]
+    if dtype == "f32" and extra is not None:
+        formats.insert(0, extra)
+    found = [p for p in (priced(t, f"matrix.{f}") for f in formats) if p is not None]
+    for name, e in t.emulation.items():
+        base = priced(t, e.via) if e.computes in formats and e.via.startswith("matrix.") else None
+        if base is not None:
+            parts = math.ceil(math.sqrt(e.products))
+            found.append(Priced(base.rate / parts, f"emulation.{name}",
+                                f"{name} emulation ({parts} {base.label} products per addition)",
+                                e.source, e.estimate or base.estimate))
+    return max(found, key=lambda p: p.rate, default=None)
 
 
 def operand_bits(dtype: str, precision: str = "auto") -> int:

@@ -88,6 +88,11 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("vector work", "the vector FLOPs counted are the fewest a legal implementation needs (loop-invariant "
                     "terms once, common subexpressions once, products reassociated); the line gives the "
                     "literal count (every op at every point as written) beside it when they differ."),
+    ("sums", "a sum's additions (of reductions and scans) may run on the matrix "
+                                "unit instead of the vector unit, one MAC (2 FLOPs) with a ones operand "
+                                "each, as FlashAttention takes its row sums; the fused terms (and each "
+                                "kernel's) split them between the two units so that the larger of the "
+                                "two times is least (default model only; docs/bounds.md section 0.4)."),
     ("chains", "contraction trees (chains of matrix products joined through intermediates used once) "
                "and the association order with the fewest FLOPs (opt_einsum); --reorder-chains rewrites "
                "the program to that order and checks it by execution (docs/reorder-chains.md)."),

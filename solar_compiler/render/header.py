@@ -23,6 +23,9 @@ def rates_line(hw: dict[str, Any]) -> str:
     vec = [f"{d} {fmt_rate(f['value'], 'FLOP/s')}{_figure(f)}" for d, f in hw["vector"].items()]
     if vec:
         parts.append("vector " + ", ".join(vec))
+    sums = [f"{d} {fmt_rate(f['value'], 'FLOP/s')}{_figure(f)}" for d, f in (hw.get("sum") or {}).items()]
+    if sums:
+        parts.append("sums on the matrix unit " + ", ".join(sums))
     parts.append(f"DRAM {fmt_rate(hw['dram_bw']['value'], 'B/s')}")
     return "; ".join(parts)
 
