@@ -188,6 +188,24 @@ LOOP_FORMS = {
                     for v in range(64):
                         Y[d, i] += s[d] * (W[v, d] * F[v, i])
         """,
+    # inline: the indicator is computed in the product's own body, against a table of keys (a
+    # selection buffer, frontends/torch/masks.py), as a select or a cast of the comparison
+    "inline_select": """\
+        kernel k(idx: i64[32] weight, W: f32[16, 64] input, Y: f32[16, 32] output):
+            for i in range(16):
+                for d in range(32):
+                    Y[i, d] = 0.0
+                    for v in range(64):
+                        Y[i, d] += W[i, v] * select(v == idx[d], 1.0, 0.0)
+        """,
+    "inline_cast": """\
+        kernel k(idx: i64[32] weight, W: f32[64, 16] input, Y: f32[32, 16] output):
+            for d in range(32):
+                for i in range(16):
+                    Y[d, i] = 0.0
+                    for v in range(64):
+                        Y[d, i] += f32(idx[d] == v) * W[v, i]
+        """,
     "scatter": """\
         kernel k(idx: i64[16, 1] input, W: f32[64, 32] weight, Y: f32[16, 32] output):
             local F: f32[16, 64]
@@ -248,6 +266,24 @@ def test_a_loop_that_bounds_by_the_reduced_variable_is_kept():
                 for v in range(64):
                     for u in range(v + 1):
                         Y[i] += F[i, v] * W[v, u]
+        """)
+    assert catalogue_module(m)[1] == []
+
+
+@pytest.mark.parametrize("body", [
+    "W[i, v] * select(v == idx[d], 1.0, 0.0) * f32(v)",  # the indicator's variable is used elsewhere too
+    "W[i, v] * select(v == idx[v], 1.0, 0.0)",           # the key depends on the indicator's variable
+    "W[i, v] * select(v == idx[d], 2.0, 0.0)",           # a scaled indicator
+    "W[i, v] * select(v <= idx[d], 1.0, 0.0)",           # no equality
+])
+def test_an_inline_factor_that_is_no_indicator_is_kept(body):
+    m = lifted(f"""\
+        kernel k(idx: i64[64] weight, W: f32[16, 64] input, Y: f32[16, 64] output):
+            for i in range(16):
+                for d in range(64):
+                    Y[i, d] = 0.0
+                    for v in range(64):
+                        Y[i, d] += {body}
         """)
     assert catalogue_module(m)[1] == []
 

@@ -21,7 +21,9 @@ which no kernel writer preserves).
 The indicator is followed through the nodes that built it (use-def chains): copies and casts that
 write their whole tensor in place (any permutation of the positions), down to a node that stores a
 comparison `key == k` (a cast of the bool, or a select of 1 and 0 on it), or to a scatter of 1 into
-a zero fill, one write per row. Anything else is left as written.
+a zero fill, one write per row. An indicator may also be computed in the contraction's own body
+(`_inline`): `x[i, k] * select(k == key[j], 1, 0)`, how a selection buffer is read against its table
+of keys (`frontends/torch/masks.py`); then no node is erased. Anything else is left as written.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Match:
     key: SSAValue
     to_base: AffineMap
     chain: tuple[NodeOp, ...]   # the nodes that built the indicator, the contraction's producer first
+    factor: SSAValue | None = None  # an indicator computed in the node's body (`_inline`), else None
 
 
 Allowed = Callable[[Sequence[NodeOp]], bool]
@@ -103,7 +106,12 @@ def _match(graph: GraphOp, n: NodeOp) -> Match | None:
         return None
     for f in st.operand_factors(st.stored_value(n)):
         arg = _peel_casts(f)
-        if not isinstance(arg, BlockArgument) or _entering_mul(arg) is None:
+        if _entering_mul(arg) is None:
+            continue
+        if not isinstance(arg, BlockArgument):
+            inline = _inline(graph, n, arg, red)
+            if inline is not None:
+                return inline
             continue
         found = _indicator(n, arg.index, n.indexing_maps.data[arg.index].data)
         if found is None:
@@ -112,6 +120,33 @@ def _match(graph: GraphOp, n: NodeOp) -> Match | None:
         if dim in red and _removable(n, dim) and _key_ok(graph, n, base, key, to_base, dim):
             return Match(n, arg.index, dim, base, key, to_base, chain)
     return None
+
+
+def _inline(graph: GraphOp, n: NodeOp, factor: SSAValue, red: frozenset[int]) -> Match | None:
+    """A factor computed in the node's own body that is an indicator of a reduced dim: `[k == key]`
+    as a bool, its cast, or a select of 1 and 0 on it, the key read from tensors at positions that
+    do not use `k` (a selection buffer's keys, masks.py). The match's `base` is the node itself and
+    `operand` is -1 (no input of the node holds the indicator)."""
+    cmp = _truth(factor).owner
+    if not isinstance(cmp, CmpOp) or cmp.pred.data != "eq":
+        return None
+    own = AffineMap.identity(n.get_num_loops())
+    for a, b in ((cmp.lhs, cmp.rhs), (cmp.rhs, cmp.lhs)):
+        if not isinstance(a.owner, IndexOp):
+            continue
+        e = a.owner.map.data.results[0]
+        if not isinstance(e, AffineDimExpr) or e.position not in red:
+            continue
+        k = e.position
+        if _removable(n, k, _indicator_ops(factor, b)) and _key_ok(graph, n, n, b, own, k):
+            return Match(n, -1, k, n, b, own, (), _peel_casts(factor))
+    return None
+
+
+def _indicator_ops(factor: SSAValue, key: SSAValue) -> set[Operation]:
+    """The ops of an inline indicator that only it needs: those `factor` reaches, less its key's and
+    literals (a literal may be shared)."""
+    return {o for o in st.reachable((factor,)) if not isinstance(o, ConstOp)} - set(st.reachable((key,)))
 
 
 def _peel_casts(v: SSAValue) -> SSAValue:
@@ -238,9 +273,10 @@ def _const(e: AffineExpr) -> int | None:
     return e.value if isinstance(e, AffineConstantExpr) else None
 
 
-def _removable(n: NodeOp, k: int) -> bool:
+def _removable(n: NodeOp, k: int, dropped: set[Operation] | frozenset[Operation] = frozenset()) -> bool:
     """Whether dim `k` can leave the node: no other bound, no guard, no index value and no gather of
-    its body uses it (a read that uses it becomes a gather)."""
+    its body uses it (a read that uses it becomes a gather), outside the ops `dropped` with the
+    indicator."""
     for i, (lb, ub) in enumerate(zip(n.lower_bounds.data.results, n.upper_bounds.data.results, strict=True)):
         if i != k and k in (st.dims_of(lb) | st.dims_of(ub)):
             return False
@@ -248,7 +284,7 @@ def _removable(n: NodeOp, k: int) -> bool:
                                     for c in n.guards.data.constraints):
         return False
     return not any(isinstance(o, IndexOp | GatherOp) and any(k in st.dims_of(r) for r in o.map.data.results)
-                   for o in st.body_ops(n))
+                   for o in st.body_ops(n) if o not in dropped)
 
 
 def _key_ok(graph: GraphOp, n: NodeOp, base: NodeOp, key: SSAValue, to_base: AffineMap, k: int) -> bool:
@@ -301,6 +337,8 @@ def _gather_node(m: Match) -> tuple[NodeOp, list[str]]:
         read_at = m.base.indexing_maps.data[a.index].data.compose(m.to_base)
         values[a] = add_input(m.base.input_names[a.index], read_at, a)
     key_ops = set(st.reachable((m.key,)))
+    factor = m.factor
+    skip = _indicator_uses(n.body.block.args[m.operand]) if factor is None else _indicator_ops(factor, m.key)
     for o in m.base.body.block.ops:
         if o in key_ops:
             if isinstance(o, IndexOp):
@@ -314,7 +352,7 @@ def _gather_node(m: Match) -> tuple[NodeOp, list[str]]:
     gathered: list[str] = []
     for a in n.body.block.args:
         t, mp = n.input_names[a.index], maps[a.index]
-        if a.index == m.operand:
+        if a.index == m.operand or a in values:  # the indicator, or a read of the key already added
             continue
         if k in mp.used_dims():
             g = GatherOp(t, amap(mp.results, 1), [key], type_dtype(a.type))
@@ -323,13 +361,13 @@ def _gather_node(m: Match) -> tuple[NodeOp, list[str]]:
             gathered.append(t)
         else:
             values[a] = add_input(t, mp, a)
-    skip = _indicator_uses(n.body.block.args[m.operand])
-    mul = _entering_mul(n.body.block.args[m.operand])
+    indicator = n.body.block.args[m.operand] if factor is None else factor
+    mul = _entering_mul(indicator)
     for o in n.body.block.ops:
-        if o in skip:
+        if o in skip or (factor is not None and o in key_ops):
             continue
         if o is mul:
-            other = mul.rhs if _peel_casts(mul.lhs) is n.body.block.args[m.operand] else mul.lhs
+            other = mul.rhs if _peel_casts(mul.lhs) is indicator else mul.lhs
             v = values[other]
             if v.type != mul.result.type:
                 cast = CastOp(v, type_dtype(mul.result.type))

@@ -20,11 +20,20 @@ are
 The buffer is then not read: a real implementation computes such a buffer from indices (FlashAttention's
 causal, local and block-sparse masks). Validation still feeds and checks it (the translation is
 compared against the model, whose buffer is the buffer itself).
+
+A 0/1 buffer that is none of these but has exactly one 1 in each column (or in each row): a
+*selection* matrix, a permutation among them (a channel shuffle or a feature reordering written as a
+product with a constant matrix), is the indicator of a key per column: `P[i, j] = [i == key[j]]`.
+Every read is that comparison against a table of keys (`OneHotBuffer`; an integer per column, not
+a row of the matrix), which the catalogue's one-hot entry then prices as a gather (`x @ P` reads
+`x[:, key]`). The table is a weight of the priced kernel; the validation kernel computes it from the
+buffer it is fed (`key[j] = sum_i i [P[i, j] != 0]`), so a buffer that is not one-hot for the fed
+values fails validation instead of being priced wrong.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +41,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from solar_compiler.errors import SolarError
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop
 from solar_compiler.frontends.captured_program import CapturedProgram, TensorMeta
 from solar_compiler.frontends.model_file import ModelFileError, ModelSpec, load_model_file
 from solar_compiler.loopir.affine import AffExpr
@@ -122,6 +133,72 @@ class AffineMask:
         return Select(cond, literal(self.inside, self.dtype), literal(self.outside, self.dtype), self.dtype)
 
 
+@dataclass(frozen=True)
+class OneHotBuffer:
+    """A 0/1 buffer with exactly one 1 per column (`axis` "col": `keys[j]` is the row of column j's 1)
+    or per row (`axis` "row": `keys[i]` is the column of row i's 1), over dims `row` and `col`."""
+
+    weight: str
+    source: str
+    shape: tuple[int, ...]
+    dtype: str
+    row: int
+    col: int
+    axis: str
+    keys: np.ndarray
+
+    def read_with(self, table: str) -> Callable[[Sequence[Index]], SExpr]:
+        """A reader of the buffer as the comparison of an index with `table`, the keys' tensor."""
+        def read(idx: Sequence[Index]) -> SExpr:
+            i, j = idx[self.row], idx[self.col]
+            pos, at = (i, j) if self.axis == "col" else (j, i)
+            cond = Cmp("eq", _position(pos), Read(table, (at,), "i64"), "bool")
+            if self.dtype == "bool":
+                return cond
+            return Select(cond, literal(1, self.dtype), literal(0, self.dtype), self.dtype)
+        return read
+
+    def note(self, table: str) -> str:
+        per = "column" if self.axis == "col" else "row"
+        return (f"selection buffer '{self.source}' {list(self.shape)} has one 1 per {per}: read as the "
+                f"comparison with its keys '{table}' ({len(self.keys)} i64), not as a matrix")
+
+
+def bind_selection(tr: Translator, hot: OneHotBuffer, buffer: str) -> str:
+    """Declare the keys' table of `hot` (kernel tensor `buffer`) as a weight of the priced kernel, and
+    emit into the validation prologue the statements that compute it from the buffer, `key[j] =
+    sum_i i [P[i, j] != 0]`; returns the table's name (`TorchTranslation.computed_weights`)."""
+    n = hot.shape[hot.col if hot.axis == "col" else hot.row]
+    table = tr.declare(f"{hot.weight}_keys", (n,), "i64", role="weight")
+    first, count, loc = len(tr.body), tr.n_statements, tr.loc
+    tr.loc = hot.source
+    at, over = Loop("k0", 0, n), Loop("k1", 0, hot.shape[hot.row if hot.axis == "col" else hot.col])
+    idx: list[Index] = [AffExpr.lit(0)] * len(hot.shape)
+    idx[hot.row if hot.axis == "col" else hot.col] = AffExpr.var("k1")
+    idx[hot.col if hot.axis == "col" else hot.row] = AffExpr.var("k0")
+    k0 = (AffExpr.var("k0"),)
+    tr.emit(table, k0, "=", literal(0, "i64"), [at])
+    one = Cmp("ne", Read(buffer, tuple(idx), hot.dtype), literal(0, hot.dtype), "bool")
+    tr.emit(table, k0, "+=", Select(one, IndexValue(AffExpr.var("k1")), literal(0, "i64"), "i64"), [at, over])
+    tr.validation_prologue.extend(tr.body[first:])
+    del tr.body[first:]
+    tr.n_statements, tr.loc = count, loc
+    return table.name
+
+
+def recognise_one_hot(values: np.ndarray, prefer: str = "col") -> tuple[str, np.ndarray] | None:
+    """(axis, keys) when the 2-D 0/1 (or bool) array `values` has exactly one 1 in each column
+    ("col") or in each row ("row"); a permutation has both, and gets `prefer`."""
+    if values.ndim != 2 or min(values.shape) < 2 or not np.isin(values, (0, 1)).all():
+        return None
+    ones = values != 0
+    by_col, by_row = bool((ones.sum(axis=0) == 1).all()), bool((ones.sum(axis=1) == 1).all())
+    if not (by_col or by_row):
+        return None
+    axis = prefer if by_col and by_row else "col" if by_col else "row"
+    return axis, (ones.argmax(axis=0) if axis == "col" else ones.argmax(axis=1)).astype(np.int64)
+
+
 def _position(x: Index) -> SExpr:
     """An index position as an i64 value: an affine one as its value, a loaded one widened."""
     if isinstance(x, AffExpr):
@@ -205,8 +282,9 @@ def _candidate(meta: TensorMeta) -> tuple[int, int] | None:
     return dims[0], dims[1]
 
 
-def affine_masks(program: CapturedProgram) -> list[AffineMask]:
-    """The program's constant buffers that are one value or affine regions (see the module doc)."""
+def affine_masks(program: CapturedProgram) -> list[AffineMask | OneHotBuffer]:
+    """The program's constant buffers that are one value, affine regions or selection matrices (see
+    the module doc)."""
     cands = {w.name: (w, rc) for w in program.weights if (rc := _candidate(w)) is not None}
     if not cands:
         return []
@@ -215,7 +293,7 @@ def affine_masks(program: CapturedProgram) -> list[AffineMask]:
     buffers = {n: src[n] for n in cands if n not in values and not src[n].startswith("global:")}
     if buffers:
         values.update(_buffer_values(program, buffers))
-    out: list[AffineMask] = []
+    out: list[AffineMask | OneHotBuffer] = []
     for name, v in values.items():
         meta, (r, c) = cands[name]
         v2 = np.asarray(v).reshape(meta.shape[r], meta.shape[c])
@@ -229,7 +307,37 @@ def affine_masks(program: CapturedProgram) -> list[AffineMask]:
             block, hi, lo, inside, outside = got
             out.append(AffineMask(name, where, tuple(meta.shape), meta.dtype, r, c, hi, lo, block,
                                   inside, outside))
+            continue
+        hot = recognise_one_hot(v2, _keys_axis(program, name))
+        if hot is not None:
+            out.append(OneHotBuffer(name, where, tuple(meta.shape), meta.dtype, r, c, *hot))
     return out
+
+
+_PRODUCTS = ("aten.mm.", "aten.bmm.", "aten.matmul.")
+_VIEWS = ("aten.view.", "aten.reshape.", "aten.unsqueeze.", "aten.expand.", "aten._unsafe_view.",
+          "aten.alias.")
+_TRANSPOSES = ("aten.t.", "aten.transpose.", "aten.permute.", "aten.numpy_T.")
+
+
+def _keys_axis(program: CapturedProgram, name: str) -> str:
+    """Which keys a permutation buffer gets: per row ("row") when the first matrix product that reads
+    it (or a view or transpose of it) sums over its columns (`P @ x`, `linear(x, P)`), else per
+    column (`x @ P` sums over its rows). Any other use keeps "col"; a wrong guess only leaves the
+    product priced as written."""
+    flipped = {name: False}
+    for node in program.nodes:
+        for pos, a in enumerate(node.args[:2]):
+            f = flipped.get(getattr(a, "name", None))
+            if f is None:
+                continue
+            if node.op.startswith(_PRODUCTS) or node.op.startswith("aten.linear.") and pos == 1:
+                over_columns = pos == 0 or node.op.startswith("aten.linear.")
+                return "row" if over_columns != f else "col"
+            if pos == 0 and node.op.startswith(_TRANSPOSES + _VIEWS):
+                turn = node.op.startswith(_TRANSPOSES)
+                flipped.update({o.name: f != turn for o in node.outputs if o is not None})
+    return "col"
 
 
 def _buffer_values(program: CapturedProgram, buffers: dict[str, str]) -> dict[str, np.ndarray]:

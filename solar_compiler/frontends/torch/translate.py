@@ -21,7 +21,7 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Kernel, Node, Read, TensorDecl
 from solar_compiler.loopir.rewrite import writes_as_inputs
 
-from .masks import affine_masks
+from .masks import OneHotBuffer, affine_masks, bind_selection
 from .registry import Template, lookup
 
 
@@ -52,15 +52,20 @@ class TorchTranslation:
     # the statements that copy the elements an in-place update of an input leaves unchanged (run
     # first, in the validation kernel only: `Translator.validation_prologue`)
     prologue: list[Node] = field(default_factory=list)
+    # weights of the priced kernel that the validation kernel computes in its prologue from tensors it
+    # is fed (a selection buffer's keys, masks.py), so they are locals there
+    computed_weights: list[str] = field(default_factory=list)
 
     def validation_kernel(self) -> Kernel:
         """The kernel with every random draw replaced by an input tensor of the same name, to be
         fed with the values torch drew (the drawing statements compute different values), the
-        copies of what in-place updates of inputs leave unchanged prepended, and the copies that
-        check the alias outputs appended."""
+        copies of what in-place updates of inputs leave unchanged and the computed weights prepended,
+        and the copies that check the alias outputs appended."""
         k = self.kernel
         if self.alias_nodes or self.prologue:
-            k = Kernel(k.name, [*k.tensors, *self.alias_tensors],
+            tensors = [TensorDecl(t.name, t.shape, t.dtype, "local") if t.name in self.computed_weights else t
+                       for t in k.tensors]
+            k = Kernel(k.name, [*tensors, *self.alias_tensors],
                        [*self.prologue, *k.body, *self.alias_nodes])
         return writes_as_inputs(k, set(self.random.values()))
 
@@ -76,7 +81,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
     for meta in program.weights:
         tr.bind_param(meta, "weight")
     narrow_constants(tr, program)
-    _bind_masks(tr, program)
+    tables = _bind_masks(tr, program)
     last_loc: str | None = None
     joined: tuple[str, str] | None = None  # the decomposed op call whose group is the last record
     for node in program.nodes:
@@ -111,7 +116,8 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
     _record_group(tr, "output copy", first)
     kernel = Kernel(sanitize(kernel_name), tr.tensors, tr.body)
     return TorchTranslation(kernel, tr.inputs, outputs, tr.random, tr.notes, tr.source_ops,
-                            [a.record() for a in aliases], check.tensors, check.nodes, tr.validation_prologue)
+                            [a.record() for a in aliases], check.tensors, check.nodes, tr.validation_prologue,
+                            tables)
 
 
 def _template_for(tr: Translator, node: AtenNode) -> Template:
@@ -137,13 +143,23 @@ def _record_group(tr: Translator, op: str, first: int, module: str | None = None
         tr.source_ops.append(rec)
 
 
-def _bind_masks(tr: Translator, program: CapturedProgram) -> None:
-    """Constant mask buffers that are affine regions are read as comparisons of their indices
-    (masks.py); the weight stays declared (validation feeds it) but is no longer read."""
+def _bind_masks(tr: Translator, program: CapturedProgram) -> list[str]:
+    """Constant mask buffers that are affine regions are read as comparisons of their indices, and
+    selection matrices as comparisons with a table of keys (masks.py); the weight stays declared
+    (validation feeds it) but is no longer read. Returns the tables, which the validation kernel
+    computes from their buffers."""
+    tables = []
     for m in affine_masks(program):
+        if isinstance(m, OneHotBuffer):
+            table = bind_selection(tr, m, tr.inputs[m.weight])
+            tables.append(table)
+            tr.env[m.weight] = Val(m.shape, m.dtype, m.read_with(table))
+            tr.notes.append(m.note(table))
+            continue
         mask = replace(m, weight=tr.inputs[m.weight])
         tr.env[m.weight] = Val(mask.shape, mask.dtype, mask.read)
         tr.notes.append(mask.note())
+    return tables
 
 
 @dataclass
