@@ -98,3 +98,28 @@ def test_a_scale_folds_through_the_contraction_that_writes_its_operand():
         work = VectorWork(g, fold=fold)
         work.skip(contraction)
         assert (work.node(scale), work.folded) == (want, fold)
+
+
+@pytest.mark.parametrize(("body", "ops"), [
+    # identities cost nothing: a scale of 1, a division by 1, an addition or subtraction of 0
+    ("x[i, j] * 1.0", 0),
+    ("1.0 * x[i, j] / 1.0", 0),
+    ("x[i, j] + 0.0", 0),
+    ("0.0 + x[i, j] - 0.0", 0),
+    ("(x[i, j] * 1.0) * m[i]", 32),      # one multiply left, per (i, j)
+    ("x[i, j] * 2.0 + 0.0", 32),         # a scale of 2 is an operation
+    ("x[i, j] - 1.0", 32),
+])
+def test_identities_are_no_operations(body, ops):
+    g = graph(HEADER + f"    for i in range(4):\n        for j in range(8):\n            y[i, j] = {body}\n")
+    assert counts(g) == {"S0": (ops, 0)}
+
+
+def test_a_band_product_narrowed_to_ones_costs_its_additions_only():
+    # what narrowing leaves of (tril(ones) @ x): Y[i, d] += x[k, d] * 1.0 for k <= i; the 1.0 is no
+    # operation, the accumulation one per point: 8 * 9 / 2 * 8 = 288 points (the zero init folded into
+    # the node, statement S1)
+    g = graph("kernel k(x: f32[8, 8] input, Y: f32[8, 8] output):\n"
+              "    for i in range(8):\n        for d in range(8):\n            Y[i, d] = 0.0\n"
+              "            for k in range(i + 1):\n                Y[i, d] += x[k, d] * 1.0\n")
+    assert counts(g) == {"S1": (288, 0)}

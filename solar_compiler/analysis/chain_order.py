@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
@@ -28,9 +28,10 @@ from xdsl.utils.exceptions import VerifyException
 
 from solar_compiler.analysis.chains import Factor, Tree, program_trees
 from solar_compiler.analysis.costs import GraphCosts, module_costs, program_costs
-from solar_compiler.analysis.graphs import module_graphs
+from solar_compiler.analysis.distinct import CSE, duplicates
+from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.manager import get_analysis
-from solar_compiler.dialects.einsum import GraphOp, TensorOp
+from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp
 from solar_compiler.dialects.einsum_build import IfBlock, ProductNest, product_graph
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr
@@ -113,7 +114,8 @@ def worth_pricing(t: Tree) -> bool:
 
 def plan_program(graph: GraphOp, costs: GraphCosts) -> list[ChainPlan]:
     """A plan for every tree of the graph that has more than one order (`costs`: the graph's)."""
-    by_name = {o.name: o for o in costs.ops}
+    nodes = node_ops(graph)
+    by_name = {o.name: o for o in _without_duplicates(costs, nodes).ops}  # written and orders alike
     tensors = graph.tensor_ops()
     taken = set(tensors)
     plans = []
@@ -332,8 +334,22 @@ def priced(t: Tree, optimizer: str, n: Nests) -> Order:
 
 
 def _graph_costs(graph: GraphOp) -> GraphCosts:
-    """The one place an order's graph is priced (the analyses' cost entry point)."""
-    return program_costs(graph)
+    """The one place an order's graph is priced (the analyses' cost entry point): a step identical to
+    an earlier one (the same product of the same tensors, loops renamed) costs no arithmetic, as the
+    default model prices the program after the rewrite (`distinct.duplicates`): `x @ x @ x @ x`
+    associated as `(x x)(x x)` is two products, as repeated squaring computes it."""
+    return _without_duplicates(program_costs(graph), node_ops(graph))
+
+
+def _without_duplicates(g: GraphCosts, nodes: Sequence[NodeOp]) -> GraphCosts:
+    """`g` with no arithmetic for a node that duplicates an earlier one (`distinct.duplicates`)."""
+    twins = duplicates(nodes, layouts=True)
+    if not twins:
+        return g
+    ops = list(g.ops)
+    for pos in twins:
+        ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0, algorithm=CSE)
+    return replace(g, ops=ops)
 
 
 def _const_holder(steps: list[Step], letters: dict[int, set[str]], result: dict[int, list[str]],

@@ -59,9 +59,11 @@ from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.distinct import (
     CSE,
     FACTORED,
+    PRESUMMED,
     SELECT,
     distinct_matrix_flops,
     duplicates,
+    presummed,
     select_branches,
     shared_factor_sums,
 )
@@ -660,9 +662,11 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
     if g.kernel != graph.kernel_name or len(g.ops) != len(nodes):
         raise LoopIRError(f"distinct costs: costs of {g.kernel} do not belong to program {graph.kernel_name}")
     ops = list(g.ops)
-    twins = duplicates(nodes)
-    # a recomputed tensor holds its twin's values (not for eager: its kernel sees two tensors)
-    same = {nodes[p].output_name: nodes[t].output_name for p, t in twins.items()} if kernel_of is None else {}
+    twins = duplicates(nodes, layouts=True)
+    # a recomputed tensor holds its twin's values, unless in another layout (not for eager: its kernel
+    # sees two tensors)
+    same = {nodes[p].output_name: nodes[t].output_name for p, t in duplicates(nodes).items()} \
+        if kernel_of is None else {}
     for pos, (node, o) in enumerate(zip(nodes, g.ops, strict=True)):
         if o.matrix_dtype is None:  # not a contraction: nothing of distinct.py applies
             continue
@@ -670,7 +674,13 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
         fast, winograd = fast_conv_flops(node, fm, o.matrix_dtype)  # inside the conv's own op
         if winograd is not None and fast < fm:
             fm, how = fast, winograd
-        if how is not None:
+        pre = presummed(node)
+        # its additions are sums a matrix unit may take (one MAC each): never slower than as written
+        if pre is not None and 2 * (pre[0] + pre[1]) < fm:
+            macs, adds, dtype = pre
+            ops[pos] = replace(o, flops_matrix=2 * macs, flops_vector=o.flops_vector + adds, flops_sum=adds,
+                               sum_dtype=dtype, algorithm=PRESUMMED)
+        elif how is not None:
             ops[pos] = replace(o, flops_matrix=fm, algorithm=how)
     if kernel_of is None and any(o.matrix_dtype for o in g.ops):
         _fold_through_contractions(graph, ops)

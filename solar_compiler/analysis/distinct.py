@@ -13,13 +13,20 @@ products once (docs/bounds.md, section 0). `costs.py` applies them when asked fo
   whose indices swap under exchanging two output variables of equal range, over a box domain: the
   output is symmetric, and the pairs a <= b suffice: n (n + 1) / 2 of the n^2.
 * **Common subexpressions** (CSE, what every compiler does): a node identical to an earlier one
-  (same statements, loops and guards, only its target differs) whose operands and whose earlier
-  twin's result no statement between them writes holds the same values: it needs no arithmetic.
+  (same statements, loops and guards, only its target differs; loops compared by position after a
+  renaming, `_renamed_key`) whose operands and whose earlier twin's result no statement between
+  them writes holds the same values: it needs no arithmetic. One that computes the same products
+  into another layout (a transposed result) needs none either, but is not the same tensor.
 * **A shared factor** (distributivity, `x @ w1 + x @ w2 = x @ (w1 + w2)`): an element-wise sum or
   difference of two locals that only it reads, each the sum of one contraction over the same domain,
   with one operand the same tensor read the same way and the other two read through the same map:
   one contraction suffices, after adding (subtracting) the two other operands element by element:
   the other contraction's products go, and the final sum's additions become the operands' additions.
+* **An operand repeated along the reduced variables** (distributivity inside one contraction,
+  `x.repeat(1, 2) @ w = x @ (w[:n] + w[n:])`): where one operand's reads of the reduced variables
+  repeat (its indices there a many-to-one function of them, `x[i, k % n]`), the other operand's
+  elements that meet one element of it are summed first, once per element of the result they
+  enter, and the product runs over the distinct elements only (`presummed`).
 * **Value-dependent selects** (`torch.where(m, x @ w1, x @ w2)`): an element-wise select whose
   condition reads tensor values, between two locals that only it reads, each the sum of one
   contraction (zero fills aside) of the same shape and cost: every output element is one of the two
@@ -32,17 +39,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from xdsl.ir import BlockArgument, SSAValue
-from xdsl.ir.affine import AffineExpr
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr
 
 from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.polyhedral import contraction_reads, node_indices, node_loop_ranges
-from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp
-from solar_compiler.dialects.loop import BinaryOp, ConstOp, SelectOp
+from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp
+from solar_compiler.dialects.loop import BinaryOp, ConstOp, SelectOp, type_dtype
 from solar_compiler.loopir.affine import AffExpr
 
 #: `OpCost.algorithm` of a node priced by an entry here
 BROADCAST, SYMMETRIC, CSE = "distinct products", "symmetric product", "common subexpression"
 FACTORED = "shared factor"
+PRESUMMED = "operand summed over a repeated operand's copies first"
 SELECT = "value-dependent select computes one branch"
 
 
@@ -68,6 +76,53 @@ def distinct_matrix_flops(node: NodeOp, flops: int, same: Mapping[str, str] | No
         num, den = half
         flops, how = -(-flops * num // den), SYMMETRIC
     return flops, how
+
+
+def presummed(node: NodeOp) -> tuple[int, int, str] | None:
+    """(MACs, additions, dtype of the summed operand) of the contraction with one operand summed over
+    the copies of the other (module doc), the cheaper of the two ways round; None when it does not
+    apply: a product of two direct reads, over a box domain (constant bounds, no guard), one of
+    whose reduced indices uses no output variable and repeats (fewer distinct values than the
+    reduced variables have points).
+
+    With A the repeated read (its reduced indices g, pure functions of the reduced variables) and B
+    the other (its indices without reduced variables b_o): `sum_r A[a_o, g(r)] B[b_o, b_r(r)] =
+    sum_m A[a_o, m] B'[b_o, m]`, `B'[b_o, m] = sum_{r: g(r) = m} B[b_o, b_r(r)]`. The product needs
+    one MAC per distinct (output element, m): image(output, g); B' has an entry per (output
+    variables B uses, m), each the sum of its terms, one per reduced point: footprint(those
+    variables and the reduced ones) - image(those variables, g) additions."""
+    reads = contraction_reads(node)
+    if reads is None or len(reads) != 2 or node.guards is not None or len(st.operand_factors(
+            st.stored_value(node))) != 2 or not _box(node):
+        return None
+    maps = node.get_indexing_maps().data
+    out = list(maps[-1].data.results)
+    reduced = st.reduced_dims(node)
+    best: tuple[int, int, str] | None = None
+    for (_, _, a), (_, _, b) in (reads, reads[::-1]):
+        ra, rb = maps[a].data.results, maps[b].data.results
+        g = [r for r in ra if st.dims_of(r) & reduced]
+        if not g or any(st.dims_of(r) - reduced for r in g):
+            continue
+        if st.image_count(node, g) >= st.footprint(node, reduced):
+            continue  # no repeat along the reduced variables
+        outer = set().union(*(st.dims_of(r) for r in rb)) - reduced  # the output variables B uses
+        macs = st.image_count(node, [*out, *g])
+        adds = st.footprint(node, outer | reduced) - st.image_count(node, [*_dims(outer), *g])
+        dtype = type_dtype(node.body.block.args[b].type)
+        if best is None or macs + adds < best[0] + best[1]:
+            best = (macs, adds, dtype)
+    return best
+
+
+def _dims(dims: set[int]) -> list[AffineExpr]:
+    return [AffineExpr.dimension(d) for d in sorted(dims)]
+
+
+def _box(node: NodeOp) -> bool:
+    """Every loop bound a constant."""
+    return all(isinstance(e, AffineConstantExpr)
+               for e in (*node.lower_bounds.data.results, *node.upper_bounds.data.results))
 
 
 def _symmetric_share(node: NodeOp, reads: Sequence[tuple[str, tuple[AffExpr, ...], int]]) \
@@ -101,9 +156,10 @@ def _read_tensors(node: NodeOp) -> set[str]:
     return set(node.input_names) | {g.tensor_name for g in st.body_ops(node) if isinstance(g, GatherOp)}
 
 
-def _body_key(node: NodeOp) -> object:
-    """The node's body as a value: its ops, attributes and types, reads named by tensor and map."""
-    maps = node.get_indexing_maps().data
+def _body_key(node: NodeOp, maps: Sequence[object] | None = None) -> object:
+    """The node's body as a value: its ops, attributes and types, reads named by tensor and map
+    (`maps`: the node's indexing maps, or those maps with its loops renamed)."""
+    maps = node.get_indexing_maps().data if maps is None else maps
     memo: dict[SSAValue, object] = {}
 
     def key(v: SSAValue) -> object:
@@ -122,16 +178,69 @@ def _body_key(node: NodeOp) -> object:
     return tuple(key(v) for v in y.operands)  # type: ignore[union-attr]
 
 
-def duplicates(nodes: Sequence[NodeOp]) -> dict[int, int]:
-    """Node position -> the earlier node it duplicates (same statements, loops and guards, only the
-    target differs), where no node between them writes an operand or the earlier result."""
+def _renamed_key(node: NodeOp, layouts: bool = False) -> object | None:
+    """The node's arithmetic up to a renaming of its loops: its dims renumbered in the order the
+    body's reads (walked from the yield) and then its output first use them; with `layouts`, the
+    output's own order left out: `t1[a, c] += x[a, b] * x[b, c]` and `t2[f, d] += x[d, e] * x[e, f]`
+    are the same products (the two halves of `x @ x @ x @ x` associated as (x x)(x x); the second in
+    a transposed layout, which its reader reads the other way round). None (compare as written) with a guard,
+    a bound that is not a constant, an index value or a gather in the body, or an output index that
+    is not a loop variable."""
+    maps = [m.data for m in node.get_indexing_maps().data]
+    out = maps[-1].results
+    if node.guards is not None or node.dynamic_positions or not _box(node) or \
+            not all(isinstance(r, AffineDimExpr) for r in out) or \
+            any(isinstance(o, IndexOp | GatherOp) for o in st.body_ops(node)):
+        return None
+    order: list[int] = []
+
+    def use(results: Sequence[AffineExpr]) -> None:
+        for r in results:
+            for d in sorted(st.dims_of(r)):
+                if d not in order:
+                    order.append(d)
+
+    def visit(v: SSAValue) -> None:
+        if isinstance(v, BlockArgument):
+            use(maps[v.index].results)
+        else:
+            for x in v.owner.operands:  # type: ignore[union-attr]
+                visit(x)
+
+    y = node.body.block.last_op
+    for v in y.operands:  # type: ignore[union-attr]
+        visit(v)
+    use(out)
+    use([AffineExpr.dimension(d) for d in range(node.get_num_loops())])
+    position = {d: i for i, d in enumerate(order)}
+    dims = [AffineExpr.dimension(position[d]) for d in range(len(order))]
+    renamed = [m.replace_dims_and_symbols(dims, [], len(order), 0)
+               for m in maps]
+    lbs, ubs = node.lower_bounds.data.results, node.upper_bounds.data.results
+    steps, kinds = NodeOp.ints(node.steps), node.iterator_types.data
+    return ("renamed", tuple((kinds[d], lbs[d], ubs[d], steps[d]) for d in order), node.reduce, node.init,
+            node.init_depth, _out_key([position[r.position] for r in out], layouts),  # type: ignore[attr-defined]
+            _body_key(node, renamed))
+
+
+def _out_key(dims: list[int], layouts: bool) -> tuple[int, ...]:
+    return tuple(sorted(dims)) if layouts else tuple(dims)
+
+
+def duplicates(nodes: Sequence[NodeOp], layouts: bool = False) -> dict[int, int]:
+    """Node position -> the earlier node it duplicates (same statements, loops and guards up to a
+    renaming of the loops, only the target differs), where no node between them writes an operand or
+    the earlier result. `layouts`: also a node that computes the same products into another layout
+    of its result (a transposed one): it needs no arithmetic either, but its tensor does not hold
+    its twin's values element for element (so not for `same` tensors)."""
     seen: dict[object, int] = {}
     out: dict[int, int] = {}
     for pos, n in enumerate(nodes):
         if n.dynamic_positions:
             continue
-        key = (tuple(n.iv_names), n.lower_bounds, n.upper_bounds, n.steps, n.guards, n.reduce, n.init,
-               n.init_depth, n.get_indexing_maps().data[-1], _body_key(n))
+        key = _renamed_key(n, layouts) or (tuple(n.iv_names), n.lower_bounds, n.upper_bounds, n.steps,
+                                           n.guards, n.reduce, n.init, n.init_depth,
+                                           n.get_indexing_maps().data[-1], _body_key(n))
         first = seen.get(key)
         if first is None:
             seen[key] = pos

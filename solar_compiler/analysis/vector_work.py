@@ -20,6 +20,10 @@ proved to keep the bound a lower bound in docs/bounds.md, "Minimal vector work")
   `(x - m[c]) / sqrt(v[c] + e) * w[c]` is one multiplication per element by a per-channel scale.
   The chain costs its cheapest association order (exact, by dynamic programming over the factors).
 
+* **Identities.** A factor or divisor of literal 1 and an addition or subtraction of literal 0 are
+  no operations: what narrowing leaves of a 0/1 mask inside its region (`x[i, k] * 1.0` of `x @
+  eye(n)` or of a band product).
+
 * **Factors folded through contractions.** A factor of a product chain may be applied on the other
   side of a contraction, wherever it is cheapest: a factor of a read of a local that only a
   contraction writes (zero-initialised) multiplies one of that contraction's operands instead (SDPA's
@@ -56,7 +60,7 @@ from xdsl.ir.affine import AffineBinaryOpExpr, AffineConstantExpr, AffineDimExpr
 
 from solar_compiler.analysis import structured as st
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, YieldOp
-from solar_compiler.dialects.loop import BinaryOp, CmpOp, ConstOp, SelectOp, UnaryOp
+from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, ConstOp, SelectOp, UnaryOp
 
 _OPS = (UnaryOp, BinaryOp, CmpOp, SelectOp)
 _EXACT_FACTORS = 8  # product chains up to this many factors get the exact cheapest association order
@@ -387,6 +391,10 @@ class _Node:
         o = v.owner
         if isinstance(v, BlockArgument) or not isinstance(o, Operation):
             return 0, 0
+        if isinstance(o, BinaryOp) and o.fn.data in ("add", "sub") and _literal_is(o.rhs, 0):
+            return self.count(o.lhs)  # x + 0 and x - 0 are x: no operation
+        if isinstance(o, BinaryOp) and o.fn.data == "add" and _literal_is(o.lhs, 0):
+            return self.count(o.rhs)
         if not isinstance(o, _OPS):
             n = t = 0
             # a gather's index arithmetic (not its source, a tensor value), a cast's operand
@@ -429,6 +437,9 @@ class _Node:
         (`_cheapest_product`; the written one is among them), plus its factors."""
         factors: list[SSAValue] = []
         _split(v, factors)
+        # a factor (or divisor) of literal 1 is no operation: what narrowing leaves of a 0/1 mask
+        # inside its region (`x * 1.0`), a scale of 1
+        factors = [f for f in factors if not _literal_is(f, 1)] or factors[:1]
         sets = [self.evars(f) for f in factors]
         n, t = self._cheapest_product(sets), 0
         moved = self.work.folds(self.node, factors) if self.work.fold else None
@@ -474,6 +485,14 @@ class _Node:
                 sub = (sub - 1) & rest
             best[mask] = (cost or 0) + self.points(union[mask])
         return best[(1 << k) - 1]
+
+
+def _literal_is(v: SSAValue, value: float) -> bool:
+    """Whether `v` is a literal equal to `value` (through casts, which keep 0 and 1 exact)."""
+    while isinstance(v.owner, CastOp):
+        v = v.owner.x
+    o = v.owner
+    return isinstance(o, ConstOp) and float(o.value.value.data) == value
 
 
 def _split(v: SSAValue, factors: list[SSAValue]) -> None:

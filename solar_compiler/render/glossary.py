@@ -71,7 +71,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
              "backward and optimizer (docs/training.md)."),
     ("model", "the model of computation the bounds cover (--algorithms): default (any order, fusion and "
               "tiling, and the catalogue of rewrites: reassociated contraction trees, prefix sums as scans, "
-              "repeated, symmetric and duplicated products once, a shared factor multiplied once, one "
+              "repeated, symmetric and duplicated products once, a shared factor multiplied once, an "
+              "operand repeated along the reduced variables summed first, one "
               "branch of a value-dependent select, one-hot contractions as gathers, gathered elements "
               "computed alone, Winograd and FFT convolution, polynomial expansion, factors folded "
               "through contractions, constant buffers computed from indices; docs/bounds.md section 0), "

@@ -25,6 +25,9 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
 * **gathered elements computed alone**: a gather of a local that one node computes for it alone
   reads a producer of the gathered elements only (`relu(x @ w)[idx]` is `relu(x[idx] @ w)`;
   `transforms/gather_hoist.py`, with the one-hot entry, before the association orders).
+* **an operand repeated along the reduced variables**: the other operand summed over its copies
+  first (`x.repeat(1, 2) @ w = x @ (w[:n] + w[n:])`; `distinct.presummed`, applied by the distinct
+  costs).
 * **value-dependent selects**: of two contractions only an element-wise select on tensor values
   reads, one per element suffices (`distinct.py`).
 * **fast convolution**: a 3 x 3 stride-1 convolution in a dtype cuDNN ships Winograd for is priced
@@ -50,7 +53,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.chain_order import ChainPlan, module_chain_plans
 from solar_compiler.analysis.costs import GraphCosts
-from solar_compiler.analysis.distinct import FACTORED, SELECT
+from solar_compiler.analysis.distinct import FACTORED, PRESUMMED, SELECT
 from solar_compiler.analysis.fast_conv import FFT, WINOGRAD
 from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.poly_expand import POLY
@@ -92,7 +95,7 @@ class Rewrite:
 def names_op(kind: str) -> bool:
     """Whether the report names an entry's source op ("Winograd F(4x4,3x3) for conv") rather than
     what the rewritten node computes."""
-    return kind.startswith((WINOGRAD, FFT, POLY)) or kind in (FOLDED, SELECT, FACTORED, SCAN)
+    return kind.startswith((WINOGRAD, FFT, POLY)) or kind in (FOLDED, SELECT, FACTORED, SCAN, PRESUMMED)
 
 
 def check_algorithms(name: str) -> str:

@@ -55,9 +55,9 @@ SEEDS = (0, 1)  # construction seeds whose buffer values must agree (0: the one 
 
 
 @dataclass(frozen=True)
-class AffineMask:
-    """`inside` exactly where `lo <= idx[col] // block[1] - idx[row] // block[0] <= hi` (None: that
-    side unbounded), `outside` elsewhere; `uniform`: `inside` everywhere (row, col unused)."""
+class ConstantBuffer:
+    """A constant buffer recognised over its two non-unit dims `row` and `col`: the weight it is, the
+    attribute it came from, its shape and dtype."""
 
     weight: str
     source: str
@@ -65,6 +65,13 @@ class AffineMask:
     dtype: str
     row: int
     col: int
+
+
+@dataclass(frozen=True)
+class AffineMask(ConstantBuffer):
+    """`inside` exactly where `lo <= idx[col] // block[1] - idx[row] // block[0] <= hi` (None: that
+    side unbounded), `outside` elsewhere; `uniform`: `inside` everywhere (row, col unused)."""
+
     hi: int | None
     lo: int | None
     block: tuple[int, int] = (1, 1)
@@ -134,16 +141,10 @@ class AffineMask:
 
 
 @dataclass(frozen=True)
-class OneHotBuffer:
+class OneHotBuffer(ConstantBuffer):
     """A 0/1 buffer with exactly one 1 per column (`axis` "col": `keys[j]` is the row of column j's 1)
     or per row (`axis` "row": `keys[i]` is the column of row i's 1), over dims `row` and `col`."""
 
-    weight: str
-    source: str
-    shape: tuple[int, ...]
-    dtype: str
-    row: int
-    col: int
     axis: str
     keys: np.ndarray
 
