@@ -64,6 +64,22 @@ def test_a_guard_or_no_repeat_leaves_it_as_written():
     assert presummed(n) is None  # no repeat
 
 
+def test_a_recurrence_is_not_summed_first():
+    # an Euler step x <- x + x @ w inside a scan loop: w's reads ignore the step t, but x changes from
+    # step to step, so the steps' products are not the same products (jax's lax.fori_loop gives this)
+    text = textwrap.dedent("""\
+        kernel r(w: f32[16, 16] input, x: f32[8, 16] output):
+            for t in scan(0, 4):
+                for i in range(8):
+                    for j in range(16):
+                        for k in range(16):
+                            x[i, j] += x[i, k] * w[k, j]
+        """)
+    (kern,) = parse_kernels(text, "t.loop")
+    (n,) = [n for n in lift_kernel(kern).nodes() if n.reduce.data == "add"]
+    assert presummed(n) is None
+
+
 REPEAT = """import torch
 N = 2048
 class Model(torch.nn.Module):

@@ -81,8 +81,8 @@ def distinct_matrix_flops(node: NodeOp, flops: int, same: Mapping[str, str] | No
 def presummed(node: NodeOp) -> tuple[int, int, str] | None:
     """(MACs, additions, dtype of the summed operand) of the contraction with one operand summed over
     the copies of the other (module doc), the cheaper of the two ways round; None when it does not
-    apply: a product of two direct reads, over a box domain (constant bounds, no guard), one of
-    whose reduced indices uses no output variable and repeats (fewer distinct values than the
+    apply: a product of two direct reads, over a box domain (constant bounds, no guard, no scan
+    loop), one of whose reduced indices uses no output variable and repeats (fewer distinct values than the
     reduced variables have points).
 
     With A the repeated read (its reduced indices g, pure functions of the reduced variables) and B
@@ -93,7 +93,7 @@ def presummed(node: NodeOp) -> tuple[int, int, str] | None:
     variables and the reduced ones) - image(those variables, g) additions."""
     reads = contraction_reads(node)
     if reads is None or len(reads) != 2 or node.guards is not None or len(st.operand_factors(
-            st.stored_value(node))) != 2 or not _box(node):
+            st.stored_value(node))) != 2 or not _box(node) or _scan(node):
         return None
     maps = node.get_indexing_maps().data
     out = list(maps[-1].data.results)
@@ -113,6 +113,12 @@ def presummed(node: NodeOp) -> tuple[int, int, str] | None:
         if best is None or macs + adds < best[0] + best[1]:
             best = (macs, adds, dtype)
     return best
+
+
+def _scan(node: NodeOp) -> bool:
+    """A node inside a scan loop: its operands change from step to step (a recurrence's state), so
+    terms at different steps are not products of the same values."""
+    return any(k.data == "sequential" for k in node.iterator_types.data)
 
 
 def _dims(dims: set[int]) -> list[AffineExpr]:
