@@ -96,12 +96,23 @@ FORMS = {
     "interleaved": "x.unsqueeze(2).expand(-1, -1, 2).reshape(N, 2 * N) @ w",
     "left": "w.t() @ x.repeat(2, 1)",
 }
+CONV = """import torch
+import torch.nn.functional as F
+class Model(torch.nn.Module):
+    def forward(self, x, w):
+        return F.conv2d(x.repeat(1, 2, 1, 1), w, padding=1)
+def get_inputs():
+    bf16 = torch.bfloat16
+    return [torch.randn(8, 128, 32, 32, dtype=bf16), torch.randn(256, 256, 3, 3, dtype=bf16)]
+def get_init_inputs():
+    return []
+"""
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     pytest.importorskip("torch")
-    programs = {name: REPEAT.replace("EXPR", e) for name, e in FORMS.items()}
+    programs = {name: REPEAT.replace("EXPR", e) for name, e in FORMS.items()} | {"conv": CONV}
     with translated_programs(tmp_path_factory.mktemp("presummed"), programs) as paths:
         yield paths
 
@@ -119,3 +130,16 @@ def test_a_product_with_a_repeated_operand_is_priced_at_half(capsys, files, name
     assert h["fused_s"] == pytest.approx(2 * n**3 / TF32, rel=1e-9)
     assert h["unfused_s"] == pytest.approx(h["fused_s"])  # inside one source op: eager may do it too
     assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(4 * n**3 / TF32, rel=1e-9)
+
+
+def test_a_convolution_of_repeated_channels_sums_its_filter_first(capsys, files):
+    # conv2d of x.repeat(1, 2, 1, 1) (the input channels c read as c % 128), bf16, padding 1: the two
+    # filter halves are summed first, 256 * 128 * 9 additions, and each tap of each output runs over
+    # 128 channels, not 256: half the products as written. The padding guards use the output and tap
+    # variables only, so they cut both copies alike
+    r = roofline_json(capsys, files["conv"])
+    assert r["validation"]["validated"]
+    assert [w["kind"] for w in r["rewrites"]] == [PRESUMMED]
+    written = r["classical"]["totals"]["flops_matrix"]
+    assert r["totals"]["flops_matrix"] * 2 == written and r["totals"]["flops_sum"] == 256 * 128 * 9
+    assert r["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(written / 2 / 989.4e12, rel=1e-9)  # 4.682 us

@@ -81,29 +81,35 @@ def distinct_matrix_flops(node: NodeOp, flops: int, same: Mapping[str, str] | No
 def presummed(node: NodeOp) -> tuple[int, int, str] | None:
     """(MACs, additions, dtype of the summed operand) of the contraction with one operand summed over
     the copies of the other (module doc), the cheaper of the two ways round; None when it does not
-    apply: a product of two direct reads, over a box domain (constant bounds, no guard, no scan
-    loop), one of whose reduced indices uses no output variable and repeats (fewer distinct values than the
-    reduced variables have points).
+    apply: a product of two direct reads, with constant loop bounds and no scan loop, one of whose
+    reduced indices uses no output variable and repeats (fewer distinct values than the reduced
+    variables have points), no guard using that index's variables.
 
-    With A the repeated read (its reduced indices g, pure functions of the reduced variables) and B
-    the other (its indices without reduced variables b_o): `sum_r A[a_o, g(r)] B[b_o, b_r(r)] =
-    sum_m A[a_o, m] B'[b_o, m]`, `B'[b_o, m] = sum_{r: g(r) = m} B[b_o, b_r(r)]`. The product needs
-    one MAC per distinct (output element, m): image(output, g); B' has an entry per (output
-    variables B uses, m), each the sum of its terms, one per reduced point: footprint(those
-    variables and the reduced ones) - image(those variables, g) additions."""
+    With A the repeated read and B the other, g is A's indices that are functions of the reduced
+    variables alone, with the reduced variables A's other indices use (a convolution's taps r, s of
+    `x[n, c % C, h + r, w + s]`): reduced points with equal g meet the same element of A at every
+    output point o. So `sum_r A(o, g(r)) B(o, r) = sum_m A(o, m) B'(o, m)`, `B'(o, m) = sum_{r: g(r)
+    = m} B(o, r)`, B' depending on o only through the output variables B uses. The product needs one
+    MAC per distinct (output element, m): image(output, g); B' has an entry per (those variables,
+    m), each the sum of its terms, one per reduced point: footprint(those variables and the reduced
+    ones) - image(those variables, g) additions."""
     reads = contraction_reads(node)
-    if reads is None or len(reads) != 2 or node.guards is not None or len(st.operand_factors(
-            st.stored_value(node))) != 2 or not _box(node) or _scan(node):
+    if reads is None or len(reads) != 2 or len(st.operand_factors(st.stored_value(node))) != 2 or \
+            not _box(node) or _scan(node):
         return None
     maps = node.get_indexing_maps().data
     out = list(maps[-1].data.results)
     reduced = st.reduced_dims(node)
+    guarded = set().union(*(st.dims_of(c.lhs) | st.dims_of(c.rhs) for c in node.guards.data.constraints)) \
+        if node.guards is not None else set()
     best: tuple[int, int, str] | None = None
     for (_, _, a), (_, _, b) in (reads, reads[::-1]):
         ra, rb = maps[a].data.results, maps[b].data.results
-        g = [r for r in ra if st.dims_of(r) & reduced]
-        if not g or any(st.dims_of(r) - reduced for r in g):
-            continue
+        pure = [r for r in ra if st.dims_of(r) and st.dims_of(r) <= reduced]
+        mixed = set().union(*(st.dims_of(r) for r in ra if st.dims_of(r) - reduced)) & reduced
+        g = [*pure, *_dims(mixed)]  # the reduced points with equal g meet the same element of A
+        if not pure or guarded & set().union(*(st.dims_of(r) for r in pure)):
+            continue  # nothing repeats, or a guard cuts the copies apart
         if st.image_count(node, g) >= st.footprint(node, reduced):
             continue  # no repeat along the reduced variables
         outer = set().union(*(st.dims_of(r) for r in rb)) - reduced  # the output variables B uses
