@@ -131,7 +131,8 @@ class RooflinePass(ModulePass):
             priced_unfused = unfused if priced is op else \
                 [unfused_kernels(p, g, self.indirect) for p, g in pairs]
             report = self._report(op, priced, algorithms == "default", priced_unfused, **args)
-            report = self._eager_unfused(op, priced, rewrites, report, args, priced_unfused)
+            if rewrites:  # sums alone split inside each node, so inside each eager kernel: nothing to redo
+                report = self._eager_unfused(op, priced, rewrites, report, args, priced_unfused)
         else:
             report = classical
         report["algorithms"] = algorithms
