@@ -27,8 +27,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import VerifyException
 
 from solar_compiler.analysis.chains import Factor, Tree, program_trees
-from solar_compiler.analysis.costs import GraphCosts, module_costs, program_costs
-from solar_compiler.analysis.distinct import CSE, duplicates
+from solar_compiler.analysis.costs import GraphCosts, free_twins, module_costs, program_costs
+from solar_compiler.analysis.distinct import duplicates
 from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.manager import get_analysis
 from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp
@@ -347,8 +347,7 @@ def _without_duplicates(g: GraphCosts, nodes: Sequence[NodeOp]) -> GraphCosts:
     if not twins:
         return g
     ops = list(g.ops)
-    for pos in twins:
-        ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0, algorithm=CSE)
+    free_twins(ops, twins)
     return replace(g, ops=ops)
 
 

@@ -62,7 +62,7 @@ from solar_compiler.analysis.distinct import (
     PRESUMMED,
     SELECT,
     distinct_matrix_flops,
-    duplicates,
+    duplicates_both,
     presummed,
     select_branches,
     shared_factor_sums,
@@ -662,10 +662,10 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
     if g.kernel != graph.kernel_name or len(g.ops) != len(nodes):
         raise LoopIRError(f"distinct costs: costs of {g.kernel} do not belong to program {graph.kernel_name}")
     ops = list(g.ops)
-    twins = duplicates(nodes, layouts=True)
+    in_layout, twins = duplicates_both(nodes)
     # a recomputed tensor holds its twin's values, unless in another layout (not for eager: its kernel
     # sees two tensors)
-    same = {nodes[p].output_name: nodes[t].output_name for p, t in duplicates(nodes).items()} \
+    same = {nodes[p].output_name: nodes[t].output_name for p, t in in_layout.items()} \
         if kernel_of is None else {}
     for pos, (node, o) in enumerate(zip(nodes, g.ops, strict=True)):
         if o.matrix_dtype is None:  # not a contraction: nothing of distinct.py applies
@@ -685,10 +685,7 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
     if kernel_of is None and any(o.matrix_dtype for o in g.ops):
         _fold_through_contractions(graph, ops)
     _scan_prefix_sums(nodes, ops)  # inside one node: eager's kernel may run it as a scan too
-    for pos, twin in twins.items():  # its twin's result holds its values: no arithmetic
-        if kernel_of is None or kernel_of[pos] == kernel_of[twin]:
-            ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0,
-                               algorithm=CSE)
+    free_twins(ops, twins, kernel_of)
     for drop, keep in select_branches(graph, nodes):  # one branch's sum per element suffices
         if kernel_of is not None and kernel_of[drop] != kernel_of[keep]:
             continue  # eager execution runs both branches' kernels
@@ -709,6 +706,16 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
     _expand_polynomials(graph, nodes, ops, kernel_of)
     _sums_on_matrix(graph, nodes, ops)
     return replace(g, ops=ops)
+
+
+def free_twins(ops: list[OpCost], twins: Mapping[int, int], kernel_of: Sequence[int] | None = None) -> None:
+    """No arithmetic for each node of `twins` (`distinct.duplicates`: position -> the earlier node it
+    duplicates), whose twin's result holds its values (CSE); with `kernel_of`, only where the twin
+    runs in the same kernel (eager execution runs every source op)."""
+    for pos, twin in twins.items():
+        if kernel_of is None or kernel_of[pos] == kernel_of[twin]:
+            ops[pos] = replace(ops[pos], flops_matrix=0, flops_vector=0, flops_transcendental=0, flops_sum=0,
+                               sum_dtype=None, algorithm=CSE)
 
 
 def _sums_on_matrix(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCost]) -> None:

@@ -190,12 +190,13 @@ def _body_key(node: NodeOp, maps: Sequence[object] | None = None) -> object:
     return tuple(key(v) for v in y.operands)  # type: ignore[union-attr]
 
 
-def _renamed_key(node: NodeOp, layouts: bool = False) -> object | None:
+def _renamed_key(node: NodeOp) -> tuple[object, tuple[int, ...]] | None:
     """The node's arithmetic up to a renaming of its loops: its dims renumbered in the order the
     body's reads (walked from the yield) and then its output first use them; with `layouts`, the
     output's own order left out: `t1[a, c] += x[a, b] * x[b, c]` and `t2[f, d] += x[d, e] * x[e, f]`
     are the same products (the two halves of `x @ x @ x @ x` associated as (x x)(x x); the second in
-    a transposed layout, which its reader reads the other way round). None (compare as written) with a guard,
+    a transposed layout, which its reader reads the other way round). Returned as the key without
+    the output's order and that order (renumbered dims). None (compare as written) with a guard,
     a bound that is not a constant, an index value or a gather in the body, or an output index that
     is not a loop variable."""
     maps = [m.data for m in node.get_indexing_maps().data]
@@ -230,13 +231,23 @@ def _renamed_key(node: NodeOp, layouts: bool = False) -> object | None:
                for m in maps]
     lbs, ubs = node.lower_bounds.data.results, node.upper_bounds.data.results
     steps, kinds = NodeOp.ints(node.steps), node.iterator_types.data
-    return ("renamed", tuple((kinds[d], lbs[d], ubs[d], steps[d]) for d in order), node.reduce, node.init,
-            node.init_depth, _out_key([position[r.position] for r in out], layouts),  # type: ignore[attr-defined]
-            _body_key(node, renamed))
+    core = ("renamed", tuple((kinds[d], lbs[d], ubs[d], steps[d]) for d in order), node.reduce, node.init,
+            node.init_depth, _body_key(node, renamed))
+    return core, tuple(position[r.position] for r in out)  # type: ignore[attr-defined]
 
 
-def _out_key(dims: list[int], layouts: bool) -> tuple[int, ...]:
-    return tuple(sorted(dims)) if layouts else tuple(dims)
+def _node_keys(nodes: Sequence[NodeOp]) -> list[tuple[object, tuple[int, ...]] | None]:
+    """Each node's `_renamed_key`, or its key as written where there is none; None for a node with
+    dynamic output positions (never a duplicate)."""
+    out: list[tuple[object, tuple[int, ...]] | None] = []
+    for n in nodes:
+        if n.dynamic_positions:
+            out.append(None)
+            continue
+        out.append(_renamed_key(n) or (("written", tuple(n.iv_names), n.lower_bounds, n.upper_bounds,
+                                        n.steps, n.guards, n.reduce, n.init, n.init_depth,
+                                        n.get_indexing_maps().data[-1], _body_key(n)), ()))
+    return out
 
 
 def duplicates(nodes: Sequence[NodeOp], layouts: bool = False) -> dict[int, int]:
@@ -245,24 +256,27 @@ def duplicates(nodes: Sequence[NodeOp], layouts: bool = False) -> dict[int, int]
     the earlier result. `layouts`: also a node that computes the same products into another layout
     of its result (a transposed one): it needs no arithmetic either, but its tensor does not hold
     its twin's values element for element (so not for `same` tensors)."""
+    return _twins(nodes, _node_keys(nodes), layouts)
+
+
+def duplicates_both(nodes: Sequence[NodeOp]) -> tuple[dict[int, int], dict[int, int]]:
+    """`duplicates(nodes)` and `duplicates(nodes, layouts=True)`, each node's key made once."""
+    keys = _node_keys(nodes)
+    return _twins(nodes, keys, False), _twins(nodes, keys, True)
+
+
+def _twins(nodes: Sequence[NodeOp], keys: Sequence[tuple[object, tuple[int, ...]] | None],
+           layouts: bool) -> dict[int, int]:
     seen: dict[object, int] = {}
     out: dict[int, int] = {}
-    for pos, n in enumerate(nodes):
-        if n.dynamic_positions:
-            continue
-        key = _renamed_key(n, layouts) or (tuple(n.iv_names), n.lower_bounds, n.upper_bounds, n.steps,
-                                           n.guards, n.reduce, n.init, n.init_depth,
-                                           n.get_indexing_maps().data[-1], _body_key(n))
-        first = seen.get(key)
-        if first is None:
-            seen[key] = pos
-            continue
-        read = _read_tensors(n) | {nodes[first].output_name}
-        if n.output_name in read:
-            continue
-        between = {h.output_name for h in nodes[first + 1:pos]}
-        if not between & read:
-            out[pos] = first
+    last_write: dict[str, int] = {}  # tensor -> the latest node so far that writes it
+    for pos, (n, k) in enumerate(zip(nodes, keys, strict=True)):
+        if k is not None:
+            first = seen.setdefault((k[0], tuple(sorted(k[1])) if layouts else k[1]), pos)
+            read = _read_tensors(n) | {nodes[first].output_name} if first != pos else set()
+            if read and n.output_name not in read and all(last_write.get(t, -1) <= first for t in read):
+                out[pos] = first
+        last_write[n.output_name] = pos
     return out
 
 

@@ -56,6 +56,8 @@ from solar_compiler.hw import MemoryLevel, operand_bits
 from solar_compiler.loopir.rules import DTYPES
 
 H_GRID = 2.0 ** (np.arange(0, 8 * 64) / 8)  # segment sizes (bytes) every bound is evaluated at
+_SPLITS = np.linspace(0.0, 1.0, 4097)  # splits of a segment's budget between operands and outputs
+_ROWS = 2  # budgets per block of `Family.per_segment`: each temporary (~64 KiB) under malloc's mmap threshold
 
 
 # ---- recognising contractions ----------------------------------------------------------------------------
@@ -355,12 +357,17 @@ class Family:
         if self.lam_ff == 0:
             return 2 * np.sqrt(self.lam * self.m_c) * (t / 3) ** 1.5
         # Upper bound of the max over x in [0, t]: on each grid cell the increasing term is taken at
-        # the cell's right end and the decreasing one at its left end.
-        f = np.linspace(0.0, 1.0, 4097)
-        x = t[..., None] * f
-        g = math.sqrt(self.lam) * x[..., 1:] * np.sqrt(self.m_c * (t[..., None] - x[..., :-1])) \
-            + self.lam_ff * x[..., 1:] ** 2
-        return g.max(axis=-1)
+        # the cell's right end and the decreasing one at its left end. A few budgets at a time: the same
+        # figures, ~3x faster than one 512 x 4096 pass, whose 16 MB temporaries are fresh pages each call.
+        flat = t.reshape(-1)
+        out = np.empty(flat.shape)
+        a = math.sqrt(self.lam)
+        for s in range(0, len(flat), _ROWS):
+            rows = flat[s:s + _ROWS, None]
+            x = rows * _SPLITS
+            g = a * x[:, 1:] * np.sqrt(self.m_c * (rows - x[:, :-1])) + self.lam_ff * x[:, 1:] ** 2
+            out[s:s + _ROWS] = g.max(axis=-1)
+        return out.reshape(t.shape)
 
     def at(self, h: np.ndarray | float, capacity: float, units: int = 1) -> np.ndarray:
         """The bound for segments of `h` bytes of I/O (valid for every h > 0; may be negative)."""

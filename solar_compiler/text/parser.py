@@ -165,6 +165,7 @@ class _KernelBuilder:
     def __init__(self, filename: str):
         self.filename = filename
         self.tensors: dict[str, TensorDecl] = {}
+        self._typing: Kernel | None = None
         self.scope: list[str] = []
         self.free_vars = False
 
@@ -208,6 +209,15 @@ class _KernelBuilder:
         if decl.name in self.tensors:
             raise self.err(f"tensor '{decl.name}' declared twice", tok)
         self.tensors[decl.name] = decl
+        self._typing = None
+
+    def typing_kernel(self) -> Kernel:
+        """The declarations so far as a kernel to type statements against: one per declaration
+        list, not one per statement (each indexes its tensors, so that was quadratic in a long
+        program)."""
+        if self._typing is None:
+            self._typing = Kernel("", list(self.tensors.values()))
+        return self._typing
 
     # ---- statements ---------------------------------------------------------------------
     def node(self, t: Tree) -> Node:
@@ -240,7 +250,7 @@ class _KernelBuilder:
             a = Assign(target, idx, str(op), self.expr(value), None if loc is None else str(loc)[1:-1],
                        self.loc(t))
             try:
-                return typecheck_assign(Kernel("", list(self.tensors.values())), a)
+                return typecheck_assign(self.typing_kernel(), a)
             except LoopIRError as e:
                 raise self.err(e.message, t) from None
         raise self.err(f"unexpected statement '{t.data}'", t)
