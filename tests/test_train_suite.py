@@ -3,11 +3,16 @@ against torch.autograd under `--step train`, and the backward matrix FLOPs of it
 convolution layers are 2x their forward FLOPs, or 1x for a layer whose input needs no gradient (only
 the weight gradient is computed). Every forward figure below is derived from the layer shapes in the
 example file: 2 * batch rows * in * out for a Linear, and 2 * N * C_out * (C_in / groups) * the
-valid (output, tap) pairs of each spatial dim for a convolution (padding taps are not counted)."""
+valid (output, tap) pairs of each spatial dim for a convolution (padding taps are not counted).
+Each step's matrix FLOPs also equal torch's FlopCounterMode on the real step (forward, loss,
+backward) but for the differences derived in benchmarks/flop_counter_train.py (docs/training.md)."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +22,19 @@ from solar_compiler.driver import main
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "examples/train"
+# toggling oneDNN for the counter warns about Intel-GPU TF32 on every call
+pytestmark = pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN:UserWarning")
+
+
+@functools.cache
+def _flop_counter_train():  # noqa: ANN202 - a module
+    """benchmarks/flop_counter_train.py: the counter's step and the derived differences."""
+    path = REPO / "benchmarks/flop_counter_train.py"
+    spec = importlib.util.spec_from_file_location("flop_counter_train", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def _taps(size: int, k: int, pad: int, dil: int = 1) -> int:
@@ -80,3 +98,9 @@ def test_training_step_validates_and_backward_products_are_2x_or_1x(capsys, name
         c[(k["module"], k["phase"])] += k["flops_matrix"]
     for module, (fwd, factor) in layers.items():
         assert (c[module, "forward"], c[module, "backward"]) == (fwd, factor * fwd), module
+    # the classical model's needed matrix FLOPs against FlopCounterMode's count of the real step
+    counter = _flop_counter_train()
+    mode = counter.MODES.get(f"{name}.py", "eval")
+    assert ("--mode" in extra) == (mode == "train")
+    counted = counter.counted(str(TRAIN / f"{name}.py"), mode, decomposed=True)
+    assert r["totals"]["flops_matrix"] - counted == counter.EXPECTED.get(f"{name}.py", (0, ""))[0]
