@@ -84,13 +84,9 @@ class TranslatePass(ModulePass):
         if any(op.body.block.ops) and info.frontend is not None:
             raise PassError(f"{path}: translate: the module is already translated")
         fe = get_frontend(self.frontend, path)
-        if self.step == "train" and fe.name == "jax":  # the jitted function is the step (docs/training.md)
-            raise PassError(f"{path}: translate: step=train is for torch models; a JAX file's function is "
-                            "the step itself (jax.value_and_grad + the update, examples/jax/train_mlp.py): "
-                            "translate it without step=train")
-        if self.step == "train" and fe.name != "torch":
+        if self.step == "train" and fe.name not in ("torch", "jax"):
             raise PassError(f"{path}: translate: training steps (step=train) are captured by the torch "
-                            f"frontend only, not {fe.name}")
+                            f"and JAX frontends only, not {fe.name}")
         options = FrontendOptions(mode=self.mode, step=self.step, optimizer=self.optimizer,
                                   no_cache=self.no_cache, timeout=float(self.timeout),
                                   memory_gb=float(self.memory_gb), validate=self.validate,

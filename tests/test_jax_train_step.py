@@ -121,10 +121,129 @@ def test_phases_from_transforms():
     assert [n.phase for n in fwd] == [None, None]
 
 
-def test_step_train_on_a_jax_file_says_the_function_is_the_step(capsys):
+def test_step_train_on_a_def_model_file_says_the_function_is_the_step(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert main([str(REPO / "examples/jax/train_mlp.py"), "--translate", "--step", "train"]) != 0
     err = capsys.readouterr().err.strip()
-    assert err.endswith("train_mlp.py: translate: step=train is for torch models; a JAX file's function is "
-                        "the step itself (jax.value_and_grad + the update, examples/jax/train_mlp.py): "
-                        "translate it without step=train"), err
+    assert err.endswith("train_mlp.py: --step train builds a step around an NNX Model's parameters; a "
+                        "`def model` file has none: write the step itself (jax.value_and_grad + the update, "
+                        "examples/jax/train_mlp.py) and translate it without --step train"), err
     assert len(err.splitlines()) == 1
+
+
+# ---- `--step train` on a Flax NNX model file (frontends/jax/train.py) -----------------------------------
+# examples/jax/nnx_train_mlp.py is train_mlp.py's model as nnx.Linear layers with get_loss = the same MSE
+NNX = {"nnx": [], "nnx_sgd": ["--optimizer", "sgd"], "nnx_adamw": ["--optimizer", "adamw"]}
+
+
+@pytest.fixture(scope="module")
+def nnx_reports(tmp_path_factory) -> dict[str, dict]:
+    """The NNX model's training step, without and with each optimizer, translated and reported."""
+    pytest.importorskip("flax")
+    tmp = tmp_path_factory.mktemp("nnxtrain")
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp))
+        mp.chdir(REPO)
+        for name, extra in NNX.items():
+            target = tmp / f"{name}.json"
+            assert main(["examples/jax/nnx_train_mlp.py", "--step", "train", *extra, "--translate",
+                         "--lift-einsum", "--roofline=all", "--hw", "H100_SXM", "--format=json", "-o",
+                         str(target)]) == 0, name
+            out[name] = json.loads(target.read_text())
+    return out
+
+
+@pytest.mark.parametrize("name", list(NNX))
+def test_nnx_step_validates_and_its_products_by_module_and_phase(name, nnx_reports):
+    """Validated against the jitted step built the same way; fc2 computes its weight and input
+    gradients, fc1 its weight gradient only (the step differentiates the nnx.Param leaves, not x);
+    backward work is the module's whose forward it transposes."""
+    r = nnx_reports[name]
+    v = r["validation"]
+    assert (v["frontend"], v["validated"], v["sizes"], v["step"]) == ("jax-jaxpr", True, "full", "train")
+    assert v["optimizer"] == (NNX[name][1] if NNX[name] else None)
+    c: Counter = Counter()
+    for k in r["kernels_unfused"]:
+        c[(k["module"], k["phase"])] += k["flops_matrix"]
+    assert (c["fc1", "forward"], c["fc1", "backward"]) == (FWD1, FWD1)
+    assert (c["fc2", "forward"], c["fc2", "backward"]) == (FWD2, 2 * FWD2)
+    assert sum(c.values()) == 2 * FWD1 + 3 * FWD2
+
+
+def test_nnx_step_updates_and_traffic_by_hand(nnx_reports):
+    phases = {n: {p["phase"]: p for p in r["phases"]} for n, r in nnx_reports.items()}
+    # optax.sgd: u = -lr g, p + u; optax.adamw: 16 per element as for train_mlp_adamw.py above
+    assert phases["nnx_sgd"]["optimizer"]["flops_vector"] == 2 * PARAMS
+    assert phases["nnx_adamw"]["optimizer"]["flops_vector"] == 16 * PARAMS
+    assert phases["nnx"]["optimizer"]["kernels"] == 0
+    # f32 compulsory traffic: x, y and the parameters read, the loss and the gradients written; with
+    # SGD the updated parameters instead of the gradients; AdamW reads and writes both moments too
+    assert nnx_reports["nnx"]["totals"]["bytes_fused"] == 4 * (B * D + B * O + PARAMS + 1 + PARAMS)
+    assert nnx_reports["nnx_sgd"]["totals"]["bytes_fused"] == 4 * (B * D + B * O + PARAMS + 1 + PARAMS)
+    assert nnx_reports["nnx_adamw"]["totals"]["bytes_fused"] == \
+        4 * (B * D + B * O + 3 * PARAMS + 1 + 3 * PARAMS)
+
+
+def test_nnx_step_without_get_loss_sums_the_outputs(tmp_path, monkeypatch, capsys):
+    """examples/jax/nnx_mlp.py (x[32, 64] -> Linear(64, 256) -> GELU -> Linear(256, 64)) has no
+    get_loss: the loss is the outputs' sum, whose gradient is a constant, so `down`'s two backward
+    products are reductions of it (vector work); `up`'s weight gradient is the one backward product."""
+    pytest.importorskip("flax")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.chdir(REPO)
+    assert main(["examples/jax/nnx_mlp.py", "--step", "train", "--translate", "--lift-einsum",
+                 "--roofline=unfused", "--hw", "H100_SXM", "--format=json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["validation"]["validated"] and r["validation"]["step"] == "train"
+    phases = {p["phase"]: p for p in r["phases"]}
+    assert phases["forward"]["flops_matrix"] == 2 * (2 * 32 * 64 * 256)
+    assert phases["backward"]["flops_matrix"] == 2 * 32 * 64 * 256
+
+
+def test_the_timed_nnx_step_is_the_bounded_step(monkeypatch):
+    """`solar-bench --step train --measure` times the step solar-opt bounds: jitted, the parameters
+    and AdamW's moments as arguments; its loss is the file's get_loss of the model's own forward, and
+    its outputs the loss, the updated parameters and both moments (leaves in NNX's state order)."""
+    pytest.importorskip("flax")
+    import numpy as np
+
+    from solar_compiler.frontends.jax.capture import construct
+    from solar_compiler.frontends.jax.timed import device, jitted_model
+    from solar_compiler.frontends.model_file import JAX_FORMAT, load_model_file
+
+    monkeypatch.chdir(REPO)
+    path = "examples/jax/nnx_train_mlp.py"
+    fn, args = jitted_model(path, "eval", device("cpu"), "train", "adamw")
+    out = fn(*args)
+    shapes = [(H,), (D, H), (O,), (H, O)]  # fc1.bias, fc1.kernel, fc2.bias, fc2.kernel
+    assert [tuple(o.shape) for o in out] == [(), *shapes * 3]
+    spec = load_model_file(path, JAX_FORMAT)
+    x, y = spec.sample_inputs()
+    want = spec.module.get_loss(construct(spec)(x, y), x, y)
+    assert np.allclose(np.asarray(out[0]), np.asarray(want), rtol=1e-6)
+    params = args[0][:4]
+    assert all(not np.allclose(np.asarray(p), np.asarray(q)) for p, q in zip(params, out[1:5], strict=True))
+
+
+def test_nnx_cnn_step_products_by_hand(tmp_path, monkeypatch, capsys):
+    """examples/jax/nnx_cnn.py, x[4, 16, 16, 3] (NHWC) -> Conv 3->16 3x3 SAME -> relu -> 2x2 avg pool ->
+    Conv 16->32 3x3 SAME -> relu -> pool -> Linear(512, 10), no get_loss (the outputs' sum). Classical
+    products over the taps inside the input: 16 outputs x 3 taps less the 2 on padding = 46 (output,
+    tap) pairs per dim at 16x16, 22 at 8x8. Backward: conv2 its input and weight gradients (2x), conv1
+    its weight gradient only (the image needs none), the head's products with the loss's constant
+    gradient are reductions (no product)."""
+    pytest.importorskip("flax")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.chdir(REPO)
+    assert main(["examples/jax/nnx_cnn.py", "--step", "train", "--translate", "--lift-einsum",
+                 "--roofline=unfused", "--algorithms", "classical", "--hw", "H100_SXM", "--format=json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["validation"]["validated"] and r["validation"]["step"] == "train"
+    c: Counter = Counter()
+    for k in r["kernels_unfused"]:
+        c[(k["module"], k["phase"])] += k["flops_matrix"]
+    conv1, conv2, head = 2 * 4 * 16 * 3 * 46**2, 2 * 4 * 32 * 16 * 22**2, 2 * 4 * 512 * 10
+    assert {k: v for k, v in c.items() if v} == {
+        ("conv1", "forward"): conv1, ("conv2", "forward"): conv2, ("head", "forward"): head,
+        ("conv1", "backward"): conv1, ("conv2", "backward"): 2 * conv2}

@@ -25,7 +25,8 @@ def measure_jax(path: str, cfg: TimingConfig) -> dict[str, Any]:
     """Timing statistics of one JAX model file (the record `measure_job` returns for PyTorch)."""
     from solar_compiler.frontends.jax.timed import timed_model
 
-    t = timed_model(path, cfg.mode, cfg.device, max(CPU_FLUSH_MIN_BYTES, 4 * llc_bytes()), CUDA_FLUSH_BYTES)
+    t = timed_model(path, cfg.mode, cfg.device, max(CPU_FLUSH_MIN_BYTES, 4 * llc_bytes()), CUDA_FLUSH_BYTES,
+                    cfg.step, cfg.optimizer or "")
     out: dict[str, Any] = {
         "framework": "jax",
         "device": "cuda" if t.gpu else "cpu",
@@ -38,6 +39,8 @@ def measure_jax(path: str, cfg: TimingConfig) -> dict[str, Any]:
         "jax": t.version,
         "mode": cfg.mode,
     }
+    if cfg.step == "train":  # the step solar-opt --step train bounds (frontends/jax/train.py)
+        out["step"], out["optimizer"] = "train", cfg.optimizer or None
     if cfg.compile:
         out["note"] = "--compile: a JAX model is timed jitted (XLA-compiled) in any case"
     kw = {"warmup": max(1, cfg.warmup), "trials": cfg.trials, "min_trials": cfg.min_trials,

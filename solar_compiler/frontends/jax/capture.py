@@ -78,6 +78,9 @@ class JaxModel:
     inputs: list[Any]            # abstract inputs
     input_names: list[str]
     mode: str = "eval"
+    trainable: list[bool] = field(default_factory=list)  # per param: an nnx.Param (what a step trains)
+    # the values of the params after the model's own (a training step's optimizer state), built for real
+    more_params: Callable[[], list[np.ndarray]] | None = None
 
     @property
     def who(self) -> str:
@@ -98,6 +101,8 @@ def load_model(spec: ModelSpec | str, mode: str = "eval") -> JaxModel:
     abstract = nnx.eval_shape(lambda: construct(spec))
     graphdef, state = nnx.split(abstract)
     leaves, treedef = jax.tree_util.tree_flatten_with_path(state)
+    _, param_state, _ = nnx.split(abstract, nnx.Param, ...)
+    param_paths = {p for p, _ in jax.tree_util.tree_flatten_with_path(param_state)[0]}
 
     def fn(params, *xs):
         model = nnx.merge(graphdef, jax.tree_util.tree_unflatten(treedef, params))
@@ -106,7 +111,7 @@ def load_model(spec: ModelSpec | str, mode: str = "eval") -> JaxModel:
             return model(*xs)
 
     return JaxModel(spec, fn, [v for _, v in leaves], [_path_name(p) for p, _ in leaves], flat_inputs,
-                    names, mode)
+                    names, mode, [p in param_paths for p, _ in leaves])
 
 
 def construct(spec: ModelSpec):
@@ -138,7 +143,8 @@ def real_params(model: JaxModel) -> list[np.ndarray]:
     from flax import nnx
 
     state = jax.jit(lambda: nnx.state(construct(model.spec)))()  # one compile for every initialiser
-    return [np.asarray(v) for v in jax.tree_util.tree_leaves(state)]
+    more = model.more_params() if model.more_params is not None else []
+    return [np.asarray(v) for v in jax.tree_util.tree_leaves(state)] + more
 
 
 def _flatten_inputs(spec: ModelSpec, inputs: list) -> tuple[list[Any], list[str]]:

@@ -28,7 +28,7 @@ def cache_key(path: str, options: FrontendOptions) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     versions = []
-    for pkg in ("jax", "jaxlib", "flax"):
+    for pkg in ("jax", "jaxlib", "flax", "optax"):  # optax: the update of a --step train step
         try:
             versions.append(f"{pkg} {version(pkg)}")
         except PackageNotFoundError:

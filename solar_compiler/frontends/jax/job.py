@@ -32,6 +32,7 @@ from solar_compiler.loopir.domain import check_bounds
 
 from .capture import JaxModel, capture, load_model
 from .reference import feed, file_inputs, fresh_inputs, real_params, reference
+from .train import train_model
 from .translate import JaxTranslation, translate_program
 
 # XLA's CPU client (its thread pools' address space) starts with this module, which the sandboxed
@@ -44,7 +45,7 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     t0 = time.perf_counter()
     try:
         spec = load_model_file(path, JAX_FORMAT)
-        model, prog = build_capture(spec, options.mode)
+        model, prog = build_capture(spec, options)
     except (ModelFileError, CaptureError) as e:
         raise SolarError(str(e), error_class=e.error_class) from None
     t1 = time.perf_counter()
@@ -61,7 +62,8 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
         record = {"validated": False, "method": None, "reason": "validation disabled (validate=false)",
                   "max_rel_err": None, "samples": 0, "sizes": None, "elements_checked": 0}
     t3 = time.perf_counter()
-    record = {"frontend": "jax-jaxpr", **record, "mode": options.mode,
+    step = {"step": "train", "optimizer": options.optimizer or None} if options.step == "train" else {}
+    record = {"frontend": "jax-jaxpr", **record, "mode": options.mode, **step,
               "seconds": {"capture": round(t1 - t0, 3), "translate": round(t2 - t1, 3),
                           "validate": round(t3 - t2, 3)}}
     notes = list(tt.notes)
@@ -75,16 +77,20 @@ def translate_job(path: str, options: FrontendOptions) -> Translation:
     return Translation([tt.kernel], record, [], notes, tt.source_ops, traced=traced)
 
 
-def build_capture(spec: ModelSpec, mode: str):
-    model = load_model(spec, mode)
+def build_capture(spec: ModelSpec, options: FrontendOptions):
+    """The file's model (its forward, or with `--step train` one training step: `train.py`) and its
+    capture."""
+    model = load_model(spec, options.mode)
+    if options.step == "train":
+        model = train_model(model, options.optimizer)
     return model, capture(model)
 
 
 def build(spec: ModelSpec, options: FrontendOptions, full: JaxTranslation):
     """A (reduced) instance captured and translated, for the shared size-reduction rules."""
     try:
-        model, prog = build_capture(spec, options.mode)
-    except CaptureError as e:
+        model, prog = build_capture(spec, options)
+    except (ModelFileError, CaptureError) as e:
         raise SolarError(str(e), error_class=e.error_class) from None
     tt = translate_program(prog, kernel_name=full.kernel.name)
     return tt.kernel, (model, prog, tt)

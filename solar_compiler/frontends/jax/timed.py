@@ -22,7 +22,8 @@ import numpy as np
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends.model_file import JAX_FORMAT, load_model_file
 
-from .capture import construct
+from .capture import construct, load_model, real_params
+from .train import train_model
 
 
 @dataclass
@@ -45,9 +46,17 @@ def device(want: str):
     return dev
 
 
-def jitted_model(path: str, mode: str, dev) -> tuple[Callable[..., Any], list[Any]]:
-    """The jitted function of a JAX model file and its arguments, placed on `dev`."""
+def jitted_model(path: str, mode: str, dev, step: str = "forward", optimizer: str = "") \
+        -> tuple[Callable[..., Any], list[Any]]:
+    """The jitted function of a JAX model file and its arguments, placed on `dev`: its forward, or with
+    `step="train"` the training step `solar-opt --step train` bounds (`train.py`), its parameters (and
+    optimizer state) as arguments."""
     spec = load_model_file(path, JAX_FORMAT)
+    if step == "train":
+        model = train_model(load_model(spec, mode), optimizer)
+        with jax.default_device(dev):
+            args = jax.device_put([real_params(model), *jax.tree_util.tree_leaves(spec.sample_inputs())], dev)
+        return jax.jit(model.fn), args
     with jax.default_device(dev):
         inputs = jax.device_put(spec.sample_inputs(), dev)
         if spec.entry == "model":
@@ -65,9 +74,10 @@ def jitted_model(path: str, mode: str, dev) -> tuple[Callable[..., Any], list[An
     return jax.jit(forward), [state, *inputs]
 
 
-def timed_model(path: str, mode: str, want: str, host_flush_bytes: int, gpu_flush_bytes: int) -> TimedJax:
+def timed_model(path: str, mode: str, want: str, host_flush_bytes: int, gpu_flush_bytes: int,
+                step: str = "forward", optimizer: str = "") -> TimedJax:
     dev = device(want)
-    fn, args = jitted_model(path, mode, dev)
+    fn, args = jitted_model(path, mode, dev, step, optimizer)
 
     def call(*a):
         return jax.block_until_ready(fn(*a))
