@@ -247,3 +247,24 @@ def test_nnx_cnn_step_products_by_hand(tmp_path, monkeypatch, capsys):
     assert {k: v for k, v in c.items() if v} == {
         ("conv1", "forward"): conv1, ("conv2", "forward"): conv2, ("head", "forward"): head,
         ("conv1", "backward"): conv1, ("conv2", "backward"): 2 * conv2}
+
+
+def test_nnx_transformer_block_step_with_adamw(tmp_path, monkeypatch, capsys):
+    """examples/jax/nnx_transformer_block.py (B 2, T 32, D 64, 4 heads; causal attention, layer norms,
+    GELU MLP) under --step train --optimizer adamw validates. Its nnx.Param elements by hand: two
+    layer norms 2 x (64 + 64), q, k, v and out projections 4 x (64 x 64 + 64), fc1 64 x 256 + 256, fc2
+    256 x 64 + 64: 49,984; AdamW's 16 FLOPs each; compulsory f32 traffic: x, the parameters and both
+    moments read, the loss, the parameters and both moments written."""
+    pytest.importorskip("flax")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.chdir(REPO)
+    assert main(["examples/jax/nnx_transformer_block.py", "--step", "train", "--optimizer", "adamw",
+                 "--translate", "--lift-einsum", "--roofline=fused", "--hw", "H100_SXM",
+                 "--format=json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["validation"]["validated"] and r["validation"]["optimizer"] == "adamw"
+    params = 2 * (64 + 64) + 4 * (64 * 64 + 64) + (64 * 256 + 256) + (256 * 64 + 64)
+    assert params == 49_984
+    phases = {p["phase"]: p for p in r["phases"]}
+    assert phases["optimizer"]["flops_vector"] == 16 * params
+    assert r["totals"]["bytes_fused"] == 4 * (2 * 32 * 64 + 3 * params + 1 + 3 * params)
