@@ -24,12 +24,14 @@ import os
 import sys
 import warnings
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, also when loaded by path
+from flop_counter_compare import Row, print_table, verdict  # noqa: E402
 
 from solar_compiler.bench.timing_train import train_step_fn
 from solar_compiler.errors import SolarError
@@ -97,16 +99,6 @@ DEFAULT_BELOW = {  # why the default count is below the decomposed one
 }
 
 
-@dataclass
-class Row:
-    name: str
-    ours: int | None
-    as_written: int | None
-    default: int
-    decomposed: int
-    error: str | None = None
-
-
 def ours(path: str, mode: str) -> tuple[int, int]:
     """(needed, as written) matrix FLOPs of the translated training step."""
     (k,) = translate_job(path, FrontendOptions(mode=mode, step="train")).kernels
@@ -139,43 +131,13 @@ def measure(name: str) -> Row:
     return Row(name, needed, written, default, decomposed)
 
 
-def verdict(r: Row) -> tuple[bool, str]:
-    """(explained, note) of one row."""
-    if r.ours is None:
-        return False, f"not translated: {r.error}"
-    notes = [DEFAULT_BELOW[r.name]] if r.name in DEFAULT_BELOW and r.default < r.decomposed else []
-    if r.default != r.decomposed and not notes:
-        return False, f"UNEXPLAINED default count {r.default}"
-    diff = r.ours - r.decomposed
-    if diff == 0 and r.name not in EXPECTED:
-        return True, "; ".join(["equal", *notes])
-    if r.name not in EXPECTED:
-        return False, f"UNEXPLAINED difference {diff}"
-    want, why = EXPECTED[r.name]
-    if diff != want:
-        return False, f"difference {diff}, derived {want}: {why}"
-    return True, "; ".join([f"{diff:+d}: {why}", *notes])
-
-
 def main() -> int:
     os.chdir(ROOT)
     warnings.filterwarnings("ignore")
     names = sorted(p.name for p in (ROOT / "examples" / "train").glob("*.py"))
     names = [n for n in names if not sys.argv[1:] or any(w in n for w in sys.argv[1:])]
-    cols = ("ours", "as written", "counter", "decomposed")
-    head = f"{'training step':22} " + " ".join(f"{c:>11}" for c in cols) + f" {'ratio':>6}  note"
-    print(head)
-    print("-" * len(head))
-    bad = 0
-    for name in names:
-        r = measure(name)
-        ok, note = verdict(r)
-        bad += not ok
-        nums = " ".join(f"{v:11d}" if v is not None else f"{'-':>11}"
-                        for v in (r.ours, r.as_written, r.default, r.decomposed))
-        ratio = f"{r.ours / r.decomposed:6.3f}" if r.ours is not None and r.decomposed else f"{'-':>6}"
-        print(f"{name:22} {nums} {ratio}  {note}", flush=True)
-    print(f"\n{len(names)} training steps, {bad} unexplained difference(s)")
+    bad = print_table("training step", names, measure,
+                      lambda r: verdict(r, EXPECTED, DEFAULT_BELOW, strict_default=True))
     return 1 if bad else 0
 
 

@@ -61,25 +61,23 @@ def counted(library: str, name: str, batch: int) -> int:
     return counter.get_total_flops()
 
 
-def padding_taps(library: str, name: str) -> int:
-    """FLOPs of one image's convolution taps on zero padding (module docstring)."""
+def padding_taps(model, images) -> int:  # noqa: ANN001 - a torch module and tensor
+    """FLOPs of the convolution taps of `model(images)` that fall on zero padding: FlopCounterMode
+    counts every tap of every output position (2 per MAC), we count the in-bounds ones. For a
+    convolution, the in-bounds (output position, tap) pairs are the sum of conv2d(ones input, ones
+    kernel) with its stride, padding and dilation: computed from each Conv2d's geometry, not from our IR."""
     import torch
 
-    from solar_compiler.frontends.zoo.vision_runtime import VisionModel, vision_inputs
-
-    torch.manual_seed(0)
-    model = VisionModel(library, name, "fp32", IMAGE, {}).eval()
-    (images,) = vision_inputs("fp32", 1, 3, IMAGE)
     total = 0
 
     def hook(conv, args, out) -> None:  # noqa: ANN001
         nonlocal total
-        _, _, h, w = args[0].shape
+        n, _, h, w = args[0].shape
         kh, kw = conv.kernel_size
         ones = torch.nn.functional.conv2d(torch.ones(1, 1, h, w), torch.ones(1, 1, kh, kw),
                                           stride=conv.stride, padding=conv.padding, dilation=conv.dilation)
         dense = out.shape[-2] * out.shape[-1] * kh * kw
-        total += 2 * conv.out_channels * (conv.in_channels // conv.groups) * (dense - int(ones.sum()))
+        total += 2 * n * conv.out_channels * (conv.in_channels // conv.groups) * (dense - int(ones.sum()))
 
     handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
     with torch.no_grad():
@@ -87,6 +85,18 @@ def padding_taps(library: str, name: str) -> int:
     for h in handles:
         h.remove()
     return total
+
+
+def image_padding_taps(library: str, name: str) -> int:
+    """`padding_taps` of one image through the named model."""
+    import torch
+
+    from solar_compiler.frontends.zoo.vision_runtime import VisionModel, vision_inputs
+
+    torch.manual_seed(0)
+    model = VisionModel(library, name, "fp32", IMAGE, {}).eval()
+    (images,) = vision_inputs("fp32", 1, 3, IMAGE)
+    return padding_taps(model, images)
 
 
 def transformer_terms(library: str, name: str) -> int:
@@ -122,7 +132,7 @@ def main() -> int:
     bad = 0
     for key in a.models:
         library, name = SPECS[key]
-        per_image = -padding_taps(library, name) + transformer_terms(library, name)
+        per_image = -image_padding_taps(library, name) + transformer_terms(library, name)
         for batch in a.batch:
             mine, theirs = ours(library, name, batch), counted(library, name, batch)
             want = batch * per_image

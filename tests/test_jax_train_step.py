@@ -23,21 +23,27 @@ PARAMS = D * H + H + H * O + O  # 3,152 f32 parameters
 FWD1, FWD2 = 2 * B * D * H, 2 * B * H * O  # 32,768 and 16,384: the two layers' forward products
 
 
-@pytest.fixture(scope="module")
-def reports(tmp_path_factory) -> dict[str, dict]:
-    """Both examples translated (validated, in the sandboxed child) into a fresh cache and reported."""
-    pytest.importorskip("jax")
-    tmp = tmp_path_factory.mktemp("jaxtrain")
+def translated_reports(tmp, runs: dict[str, list[str]]) -> dict[str, dict]:
+    """Each run's `solar-opt ARGS --translate --lift-einsum --roofline=all --hw H100_SXM` JSON report,
+    translated (validated, in the sandboxed child) into a fresh cache under `tmp`, by run name."""
     out = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(tmp))
         mp.chdir(REPO)
-        for name in ("train_mlp.py", "train_mlp_adamw.py"):
+        for name, args in runs.items():
             target = tmp / f"{name}.json"
-            assert main([f"examples/jax/{name}", "--translate", "--lift-einsum", "--roofline=all", "--hw",
-                         "H100_SXM", "--format=json", "-o", str(target)]) == 0, name
+            assert main([*args, "--translate", "--lift-einsum", "--roofline=all", "--hw", "H100_SXM",
+                         "--format=json", "-o", str(target)]) == 0, name
             out[name] = json.loads(target.read_text())
     return out
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict[str, dict]:
+    """Both examples translated and reported."""
+    pytest.importorskip("jax")
+    return translated_reports(tmp_path_factory.mktemp("jaxtrain"),
+                              {n: [f"examples/jax/{n}"] for n in ("train_mlp.py", "train_mlp_adamw.py")})
 
 
 def line_of(name: str, text: str) -> int:
@@ -140,18 +146,9 @@ NNX = {"nnx": [], "nnx_sgd": ["--optimizer", "sgd"], "nnx_adamw": ["--optimizer"
 def nnx_reports(tmp_path_factory) -> dict[str, dict]:
     """The NNX model's training step, without and with each optimizer, translated and reported."""
     pytest.importorskip("flax")
-    tmp = tmp_path_factory.mktemp("nnxtrain")
-    out = {}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(tmp))
-        mp.chdir(REPO)
-        for name, extra in NNX.items():
-            target = tmp / f"{name}.json"
-            assert main(["examples/jax/nnx_train_mlp.py", "--step", "train", *extra, "--translate",
-                         "--lift-einsum", "--roofline=all", "--hw", "H100_SXM", "--format=json", "-o",
-                         str(target)]) == 0, name
-            out[name] = json.loads(target.read_text())
-    return out
+    return translated_reports(tmp_path_factory.mktemp("nnxtrain"),
+                              {n: ["examples/jax/nnx_train_mlp.py", "--step", "train", *extra]
+                               for n, extra in NNX.items()})
 
 
 @pytest.mark.parametrize("name", list(NNX))

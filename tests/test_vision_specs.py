@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib.util
 import io
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -136,30 +138,14 @@ def test_a_suite_lists_vision_specs(tmp_path, monkeypatch):
 
 
 # ---- FLOPs derived independently ----------------------------------------------------------------------
-def _padding_taps(model, images) -> int:
-    """FLOPs of the convolution taps that fall on zero padding: FlopCounterMode counts every tap of
-    every output position (2 per MAC), we count the in-bounds ones. For a convolution, the in-bounds
-    (output position, tap) pairs are the sum of conv2d(ones input, ones kernel) with its stride,
-    padding and dilation: computed here from each Conv2d's geometry, not from our IR."""
-    import torch
-
-    total = 0
-
-    def hook(conv, args, out):
-        nonlocal total
-        n, _, h, w = args[0].shape
-        kh, kw = conv.kernel_size
-        ones = torch.nn.functional.conv2d(torch.ones(1, 1, h, w), torch.ones(1, 1, kh, kw),
-                                          stride=conv.stride, padding=conv.padding, dilation=conv.dilation)
-        dense = out.shape[-2] * out.shape[-1] * kh * kw
-        total += 2 * n * conv.out_channels * (conv.in_channels // conv.groups) * (dense - int(ones.sum()))
-
-    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
-    with torch.no_grad():
-        model(images)
-    for h in handles:
-        h.remove()
-    return total
+def _padding_taps(model, images) -> int:  # noqa: ANN001
+    """benchmarks/vision_flop_counter.py's count of the convolution taps on zero padding (from each
+    Conv2d's geometry, not from our IR)."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "vision_flop_counter.py"
+    spec = importlib.util.spec_from_file_location("vision_flop_counter", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.padding_taps(model, images)
 
 
 def test_resnet18_matrix_flops_are_flop_counters_less_the_padding_taps(tmp_path, monkeypatch):
