@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import islpy as isl
@@ -210,21 +210,27 @@ class ValueDtypes:
         found = narrowest(self.sets.of(node, v), (d for d in _ORDER if widens(d, declared)), _represents)
         return found or declared
 
-    def _stored_values(self, node: NodeOp, index: int) -> list[tuple[NodeOp, SSAValue | float]] | None:
-        """What the writers that can reach input `index` of `node` store, for a local written only by
-        `=` (or by a max/min, which picks a stored value); None otherwise (value_sets.ValueSets)."""
+    def _stored_values(self, node: NodeOp, index: int) \
+            -> Iterator[tuple[NodeOp, SSAValue | float] | None] | None:
+        """What the writers that can reach input `index` of `node` store, one at a time (None: not a
+        local); an item None for a writer that does not store (`=`) or pick (max/min) a value
+        (value_sets.ValueSets). Lazy: a local with many writers (a DenseNet concatenation) is
+        settled by the first whose values are unknown, without testing every writer's region."""
         t = node.input_names[index]
         if self.roles.get(t) != "local":
             return None
+        return self._stored_iter(node, t, index)
+
+    def _stored_iter(self, node: NodeOp, t: str, index: int) \
+            -> Iterator[tuple[NodeOp, SSAValue | float] | None]:
         seen = _read_region(node, t, node.get_indexing_maps().data[index].data)
-        out: list[tuple[NodeOp, SSAValue | float]] = []
         for w in self._reaching(node, t, node.ins[index]):
             if seen is not None and not _meets(w, seen):
                 continue
             if w.kind not in _PICKING_KINDS:
-                return None
-            out.append((w.node, _literal_attr(w.node.init)) if w.init else (w.node, st.stored_value(w.node)))
-        return out or None
+                yield None
+                return
+            yield (w.node, _literal_attr(w.node.init)) if w.init else (w.node, st.stored_value(w.node))
 
     def stored(self, node: NodeOp, v: SSAValue, reduced: frozenset[int]) -> str:
         """The dtype a contraction factor `v` of `node` may be priced at: `of`, looking also through

@@ -94,12 +94,15 @@ def dtype_values(dtype: str) -> Values:
     return None
 
 
+Writer = tuple[NodeOp, "SSAValue | float"]  # a writer of a local and the body value (or literal) it stores
+
+
 class ValueSets:
     """`of(node, v)`: the values of body value `v` of `node`, or None; `writers(node, index)` gives the
-    body values stored into the local that input `index` of `node` reads (None: not a local, or a
-    writer that accumulates)."""
+    body values stored into the local that input `index` of `node` reads, one writer at a time (None:
+    not a local; an item None: a writer that accumulates)."""
 
-    def __init__(self, writers: Callable[[NodeOp, int], list[tuple[NodeOp, SSAValue | float]] | None]):
+    def __init__(self, writers: Callable[[NodeOp, int], Iterable[Writer | None] | None]):
         self.writers = writers
         self._memo: dict[tuple[int, SSAValue], Values] = {}
         self._active: set[tuple[int, SSAValue]] = set()
@@ -125,12 +128,17 @@ class ValueSets:
             if stored is None:
                 return dtype_values(dt)
             out: set[float] = set()
-            for w, s in stored:
+            any_writer = False
+            for item in stored:  # lazily: the first writer of unknown values settles it
+                if item is None:
+                    return dtype_values(dt)
+                any_writer = True
+                w, s = item
                 got = frozenset({float(s)}) if isinstance(s, (int, float)) else self.of(w, s)
                 if got is None:
                     return dtype_values(dt)
                 out |= got
-            return _in_dtype(out, dt)
+            return _in_dtype(out, dt) if any_writer else dtype_values(dt)
         o = v.owner
         if isinstance(o, ConstOp):
             a = o.value
