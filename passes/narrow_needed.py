@@ -1,5 +1,5 @@
 """`narrow-needed`: restrict every statement of every `loop.kernel` to the points whose result can
-reach an output (the analysis: `analysis/narrowing.py`; the rewrite, the `NarrowNeeded` pattern:
+reach an output (the analysis: `transforms/needed_points.py`; the rewrite, the `NarrowNeeded` pattern:
 `transforms/narrow.py`): masked scores of causal attention, the upper triangle
 of `tril(A @ B)`, the unused rows of a sliced result, taps on a zero padding. Run it before
 `lift-einsum`, so that costs and bounds count needed work only (an einsum graph is lowered to its

@@ -215,12 +215,12 @@ def test_slices_written_apart_kill_nothing_and_an_overlap_kills_its_part():
     for i in range(4):
         Y[i + 2] = X[i] + 1.0
 """
-    from solar_compiler.analysis import narrowing
+    from solar_compiler.transforms import needed_points
 
     k, n = run_both(text, exact=True)
     assert counts(n) == {"Y[i] = X[i] * 2.0": 2, "Y[i + 4] = X[i] * 3.0": 2, "Y[i + 2] = X[i] + 1.0": 4}
-    assert narrowing._disjoint([(0, 3)], [(4, 7)]) and not narrowing._disjoint([(0, 3)], [(2, 5)])
-    assert not narrowing._disjoint(None, [(4, 7)])
+    assert needed_points._disjoint([(0, 3)], [(4, 7)]) and not needed_points._disjoint([(0, 3)], [(2, 5)])
+    assert not needed_points._disjoint(None, [(4, 7)])
 
 
 def test_scan_and_examples_unchanged():

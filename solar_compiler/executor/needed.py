@@ -1,5 +1,5 @@
 """The needed elements of a loop kernel, statement by statement on the loop AST: the fixpoint that
-both needed-work narrowing (`analysis/narrowing.py`: which points of each statement reach an
+both needed-work narrowing (`transforms/needed_points.py`: which points of each statement reach an
 output) and the backward slice of sampled validation (`executor/slicing.py`: which points compute
 a sample of output elements) run, with what it reads.
 

@@ -1,6 +1,6 @@
 """Needed-work narrowing, the rewrite: every statement of a kernel restricted to its needed points
 (the analysis, which points are needed and where a value is a known constant, is
-`analysis/narrowing.py`; see its module doc), and the `NarrowNeeded` pattern that replaces a
+`transforms/needed_points.py`; see its module doc), and the `NarrowNeeded` pattern that replaces a
 program op (`loop.kernel` or `einsum.graph`) of the module by its narrowed form.
 
 The rewrite works on the loop AST of the program (a kernel, or an einsum graph lowered to its
@@ -27,7 +27,6 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from solar_compiler.analysis.narrowing import needed_points
 from solar_compiler.dialects.convert import kernel_to_op
 from solar_compiler.dialects.einsum import GraphOp
 from solar_compiler.dialects.graph_convert import lift_kernel
@@ -66,6 +65,7 @@ from solar_compiler.loopir.ast import (
 )
 from solar_compiler.loopir.domain import loop_ranges
 from solar_compiler.loopir.rules import coerce_literal
+from solar_compiler.transforms.needed_points import needed_points
 
 
 @dataclass
