@@ -20,6 +20,15 @@ if TYPE_CHECKING:
     from solar_compiler.frontends.llm.config import LLMConfig
 
 
+#: the update `--optimizer` appends to a training step, in every frontend: torch's defaults
+#: (`torch.optim.SGD` lr 1e-3 without momentum; `torch.optim.AdamW`), docs/training.md
+OPTIMIZER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "sgd": {"lr": 1e-3},
+    "adamw": {"lr": 1e-3, "weight_decay": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8},
+}
+OPTIMIZERS = tuple(OPTIMIZER_DEFAULTS)
+
+
 @dataclass(frozen=True)
 class FrontendOptions:
     """Options of the `translate` pass, shared by all frontends (each uses what applies)."""

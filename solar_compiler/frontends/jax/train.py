@@ -1,5 +1,5 @@
-"""`--step train` for a Flax NNX model file: one training step built around the file's forward, as
-the torch frontend's `--step train` builds it (docs/training.md, "JAX"):
+"""`--step train` for a Flax NNX model file: one training step built around the file's forward, as the
+torch frontend's `--step train` builds it (docs/training.md, "JAX"):
 
     loss, grads = jax.value_and_grad(loss_of_forward)(the model's nnx.Param leaves)
     [the update: optax.sgd or optax.adamw, `--optimizer`]
@@ -7,13 +7,13 @@ the torch frontend's `--step train` builds it (docs/training.md, "JAX"):
 The loss is the file's `get_loss(outputs, *inputs)`, else the sum of every floating-point output
 (the torch rule). The step differentiates the `nnx.Param` leaves only (batch statistics and other
 state are read, never trained). Without an optimizer its outputs are the loss and the gradients;
-with one, the loss, the updated parameters and (AdamW) both updated moments, which are weights of the
-step (`opt.mu.<param>`, `opt.nu.<param>`), drawn small and non-zero so that validation checks every
-term of the update (the step count is 0: the first step's bias corrections). The hyperparameters
-are torch's defaults, as `--step train` uses for torch models: SGD lr 1e-3; AdamW lr 1e-3, betas
-(0.9, 0.999), eps 1e-8, weight decay 1e-2. A forward that updates NNX state in place (batch norm's
-running statistics under `--mode train`) has those writes dropped: the step's outputs do not hold
-them, so the bound counts less traffic than a real step (it stays a lower bound).
+with one, the loss, the updated parameters and (AdamW) both updated moments, which are weights of
+the step (`opt.mu.<param>`, `opt.nu.<param>`), drawn small and non-zero so that validation checks
+every term of the update (the step count is 0: the first step's bias corrections). The
+hyperparameters are those `--step train` uses for torch models (`frontends.OPTIMIZER_DEFAULTS`,
+torch's defaults). A forward that updates NNX state in place (batch norm's running statistics under
+`--mode train`) has those writes dropped: the step's outputs do not hold them, so the bound counts
+less traffic than a real step (it stays a lower bound).
 
 A `def model` file names no parameters (its arrays are all inputs), so it has nothing to train here:
 such a file writes its step itself (`jax.value_and_grad` + the update, examples/jax/train_mlp.py).
@@ -29,21 +29,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from solar_compiler.frontends import OPTIMIZER_DEFAULTS, OPTIMIZERS
 from solar_compiler.frontends.captured_program import CaptureError
 from solar_compiler.frontends.model_file import ModelFileError, exception_summary, user_line
 
 from .capture import JaxModel
 
-OPTIMIZERS = ("sgd", "adamw")
 MOMENTS = ("mu", "nu")  # optax's AdamW state: first and second moments
 
 
 def _optax(kind: str):  # noqa: ANN202 - optax is imported lazily (an optional extra)
+    """The optax transformation of `--optimizer kind`, with the hyperparameters every frontend uses."""
     import optax
 
+    d = OPTIMIZER_DEFAULTS[kind]
     if kind == "sgd":
-        return optax.sgd(1e-3)
-    return optax.adamw(1e-3, b1=0.9, b2=0.999, eps=1e-8, weight_decay=1e-2)
+        return optax.sgd(d["lr"])
+    (b1, b2) = d["betas"]
+    return optax.adamw(d["lr"], b1=b1, b2=b2, eps=d["eps"], weight_decay=d["weight_decay"])
 
 
 def train_model(model: JaxModel, optimizer: str = "") -> JaxModel:

@@ -9,10 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
+from solar_compiler.frontends import OPTIMIZER_DEFAULTS, OPTIMIZERS
 from solar_compiler.frontends.captured_program import CaptureError
 from solar_compiler.frontends.model_file import ModelSpec
-
-OPTIMIZERS = ("sgd", "adamw")
 
 
 @dataclass(frozen=True)
@@ -29,11 +28,9 @@ class Optimizer:
 
     @staticmethod
     def default(kind: str) -> Optimizer:
-        if kind == "sgd":
-            return Optimizer("sgd", lr=1e-3)
-        if kind == "adamw":
-            return Optimizer("adamw", lr=1e-3, weight_decay=1e-2)
-        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, not {kind!r}")
+        if kind not in OPTIMIZER_DEFAULTS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, not {kind!r}")
+        return Optimizer(kind, **OPTIMIZER_DEFAULTS[kind])
 
     @property
     def state(self) -> tuple[str, ...]:
