@@ -35,7 +35,8 @@ class NarrowNeededPass(ModulePass):
     name = "narrow-needed"
     verifies_output: ClassVar[bool] = True
 
-    seconds: float = 15.0  # CPU seconds narrowing may take per kernel (0: no limit); then as written
+    seconds: float = 15.0  # CPU seconds narrowing may take per kernel (0: no limit); then a floor
+    statement_seconds: float = 0.005  # ... or this much per statement when more (about 2x the cost)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         top = list(op.body.block.ops)
@@ -48,7 +49,7 @@ class NarrowNeededPass(ModulePass):
         keep = snapshot is not None and not snapshot.body.block.ops  # a second run keeps the first
         results = narrow_module(op, {k.name: k for k in kernels},
                                 seconds=self.seconds if self.seconds > 0 else None,
-                                snapshot=snapshot if keep else None)
+                                snapshot=snapshot if keep else None, per_statement=self.statement_seconds)
         gave_up: list[str] = []
         for i, k in enumerate(kernels):  # each op replaced in place: the same order
             res = results[k.name]

@@ -195,6 +195,27 @@ MODEL = {
 }
 
 
+#: Rewrites of one kind the model line spells out; the rest are counted (the JSON lists them all).
+REWRITES_SHOWN = 3
+
+
+def rewrite_words(rewrites: list[dict[str, Any]]) -> list[str]:
+    """The rewrites as the model line says them, at most REWRITES_SHOWN per kind: a network repeats
+    one rewrite per layer, which listed in full took pi0's report 150 lines."""
+    by_kind: dict[str, list[str]] = {}
+    for w in rewrites:
+        said = (w.get("words") or f"{w['kind']}: {w['what']}") + (f" ({w['loc']})" if w["loc"] else "")
+        seen = by_kind.setdefault(w["kind"], [])
+        if said not in seen:
+            seen.append(said)
+    out: list[str] = []
+    for kind, said in by_kind.items():
+        out += said[:REWRITES_SHOWN]
+        if len(said) > REWRITES_SHOWN:
+            out.append(f"{len(said) - REWRITES_SHOWN} more {kind} (--format json lists all)")
+    return out
+
+
 def model_line(r: dict[str, Any]) -> str:
     """What the bounds cover, and what the default bound was priced as (its rewrites)."""
     algorithms = r.get("algorithms", "classical")
@@ -202,9 +223,7 @@ def model_line(r: dict[str, Any]) -> str:
     rewrites = r.get("rewrites") or []
     if algorithms == "default":
         if rewrites:
-            words = list(dict.fromkeys(f"{w.get('words') or w['kind'] + ': ' + w['what']}"
-                                       + (f" ({w['loc']})" if w["loc"] else "") for w in rewrites))
-            text += "; priced as " + "; ".join(words)
+            text += "; priced as " + "; ".join(rewrite_words(rewrites))
             cl = r["classical"]["bounds"]
             text += "; as written: fused " + ", ".join(f"{h} {fmt_time(b['fused_s'])}" for h, b in cl.items())
         else:

@@ -580,7 +580,7 @@ def test_a_timed_out_narrowing_counts_only_the_output_writes(capsys, files):
     certainly needed counts, the output written once: 4 x 2048 x 64 bf16 = 1,048,576 B / 3.35 TB/s."""
     r = roofline_json(capsys, files["causal"])
     assert fused(r) <= 2.50e-6
-    t = roofline_json(capsys, files["causal"], "-p", "narrow-needed{seconds=0.000001}")
+    t = roofline_json(capsys, files["causal"], "-p", "narrow-needed{seconds=0.000001 statement_seconds=0.0}")
     out_bytes = 4 * 2048 * 64 * 2
     assert t["totals"]["bytes_fused"] == t["totals"]["bytes_unfused"] == out_bytes
     assert t["totals"]["flops_matrix"] == t["totals"]["flops_vector"] == 0

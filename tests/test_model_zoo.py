@@ -104,7 +104,8 @@ def test_shipped_names_and_repository_ids_resolve():
     assert find_shipped("Llama-2-7B")["name"] == "llama-2-7b"
     for name in shipped_names():
         entry = find_shipped(name)
-        assert entry["source"].startswith("https://huggingface.co/") and entry["config"]["architectures"]
+        assert entry["source"].startswith(("https://huggingface.co/", "https://github.com/")), entry["source"]
+        assert entry["config"]["architectures"]
 
 
 def test_widths_are_size_sites_and_counts_are_not():

@@ -78,6 +78,7 @@ class NarrowNeeded(RewritePattern):
 
     kernels: dict[str, Kernel]
     seconds: float | None = None
+    per_statement: float = 0.0  # budget seconds per statement, when more than `seconds` (`budget`)
     snapshot: AsWrittenOp | None = None
     results: dict[str, NarrowResult] = field(default_factory=dict)
 
@@ -87,7 +88,7 @@ class NarrowNeeded(RewritePattern):
         if not isinstance(op.parent_op(), ModuleOp) or name in self.results:
             return
         k = self.kernels[name]
-        res = narrow(k, seconds=self.seconds)
+        res = narrow(k, seconds=budget(self.seconds, self.per_statement, k))
         self.results[name] = res
         if not res.changed:  # nothing to narrow: the program stays as it is (and is its own as-written)
             return
@@ -99,10 +100,20 @@ class NarrowNeeded(RewritePattern):
         rewriter.replace(op, new)
 
 
+def budget(seconds: float | None, per_statement: float, k: Kernel) -> float | None:
+    """The CPU budget of narrowing `k`: `seconds`, or `per_statement` seconds per statement when that
+    is more. The budget is there to stop isl operations that blow up (quasi-affine sets); narrowing
+    costs about 2-3 ms per statement of plain affine code, so a fixed budget gave up on a large
+    program (pi0's 15,157 statements: 40-60 s) for its size alone, and its floor counts only the
+    output writes."""
+    return None if seconds is None else max(seconds, per_statement * len(statements(k)))
+
+
 def narrow_module(module: ModuleOp, kernels: dict[str, Kernel], seconds: float | None = None,
-                  snapshot: AsWrittenOp | None = None) -> dict[str, NarrowResult]:
+                  snapshot: AsWrittenOp | None = None,
+                  per_statement: float = 0.0) -> dict[str, NarrowResult]:
     """Apply `NarrowNeeded` to every program op of `module` once; the results by program name."""
-    pattern = NarrowNeeded(kernels, seconds, snapshot)
+    pattern = NarrowNeeded(kernels, seconds, per_statement, snapshot)
     PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
     return pattern.results
 

@@ -77,7 +77,7 @@ def _forward(k: Kernel, stmts: list[_Stmt]) -> None:
         ctx, s = st.ctx, st.ctx.stmt
         scans = [f for f in ctx.loops if f.sequential]
         vals.dirty = _written_in(stmts, scans[0]) if scans else set()
-        st.values = vals.snapshot()
+        st.values = vals.snapshot({r.tensor for r in stmt_reads(s)})
         if s.indirect:
             _forward_indirect(k, vals, st)
             continue

@@ -38,6 +38,7 @@ from solar_compiler.frontends.validation import (
     as_array,
     candidates,
     estimate,
+    executor_bytes,
     shrink,
     statement_seconds,
 )
@@ -248,7 +249,7 @@ def plan_sampled(kernel, cost: Cost, deadline: float | None = None):
     samples = {t.name: sample_points(t.shape, SAMPLE_POINTS, rng) for t in kernel.by_role("output")}
     sl = backward_slice(kernel, samples, deadline=deadline)
     secs = cost.framework_seconds + _slice_seconds(kernel, sl)
-    nbytes = cost.framework_bytes + sum(t.nbytes for t in kernel.tensors
+    nbytes = cost.framework_bytes + sum(executor_bytes(t) for t in kernel.tensors
                                         if t.name in sl.tensors and t.role not in ("input", "weight"))
     return samples, sl, secs, nbytes
 

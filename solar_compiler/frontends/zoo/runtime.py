@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["DTYPES", "PHASES", "SpecModel", "fixed", "spec_inputs"]
+__all__ = ["DTYPES", "PHASES", "SpecModel", "fixed", "spec_inputs", "transformers_module"]
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 PHASES = ("forward", "prefill", "decode")
@@ -35,7 +35,7 @@ def fixed(value: Any) -> Any:
     return value
 
 
-def _transformers():
+def transformers_module():
     from solar_compiler.frontends.zoo.vision_runtime import prepare_torchvision
 
     prepare_torchvision()  # transformers' model classes import torchvision when it is installed
@@ -52,7 +52,7 @@ def _transformers():
 def build_config(architecture: str, config: dict[str, Any]):
     """The transformers configuration object of `architecture` (a class name such as
     LlamaForCausalLM) with the values of `config` (a config.json's contents)."""
-    tf = _transformers()
+    tf = transformers_module()
     model_cls = getattr(tf, architecture, None)
     if model_cls is None:
         from solar_compiler.errors import SolarError

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from solar_compiler.errors import SolarError
+from solar_compiler.frontends.zoo.policy import POLICIES, POLICY_OPTIONS
+from solar_compiler.frontends.zoo.policy import model_source as policy_source
 
 
 class InputError(SolarError):
@@ -193,6 +195,8 @@ def _ident(key: str) -> str:
 def model_source(req: ZooRequest) -> str:
     """The model file of a request (see the module docstring)."""
     arch, config, source = resolve_config(req)
+    if arch in POLICIES:
+        return policy_source(req, arch, config, source, GENERATOR_VERSION)
     phase, seq, kv_len = plan(req, arch, config)
     runtime = (Path(__file__).parent / "runtime.py").read_bytes()
     widths = {k: v for k, v in config.items() if k in WIDTH_KEYS and type(v) is int}
@@ -365,19 +369,23 @@ def expand_argv(argv: list[str]) -> list[str] | None:
     args = [str(path) if a == req.spec else a for a in rest]
     if "--translate" not in args:
         args.append("--translate")
-    return with_timeout(args)
+    policy = not req.is_vision and resolve_config(req)[0] in POLICIES
+    return with_timeout(args, POLICY_OPTIONS if policy else None)
 
 
-def with_timeout(args: list[str]) -> list[str]:
-    """`timeout=SPEC_TIMEOUT` added to the translate options unless the command line sets one: a full-size
-    LLM is ~2000 ATen ops to capture, and its reduced instance (every layer, narrower) is captured and
-    executed again, which can outlast the frontend's default of 120 s on a loaded 2-core machine."""
+def with_timeout(args: list[str], defaults: dict[str, str] | None = None) -> list[str]:
+    """`timeout=SPEC_TIMEOUT` (and any other translate option of `defaults`) added to the translate
+    options unless the command line sets it: a full-size LLM is ~2000 ATen ops to capture, and its
+    reduced instance (every layer, narrower) is captured and executed again, which can outlast the
+    frontend's default of 120 s on a loaded 2-core machine."""
+    wanted = {"timeout": str(SPEC_TIMEOUT), **(defaults or {})}
     for i, a in enumerate(args):
         if a.startswith("--frontend-options"):
             value = a.partition("=")[2] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
-            if "timeout=" in value:
+            more = " ".join(f"{k}={v}" for k, v in wanted.items() if f"{k}=" not in value)
+            if not more:
                 return args
             if "=" in a:
-                return [*args[:i], f"{a} timeout={SPEC_TIMEOUT}", *args[i + 1:]]
-            return [*args[:i + 1], f"{value} timeout={SPEC_TIMEOUT}", *args[i + 2:]]
-    return [*args, "--frontend-options", f"timeout={SPEC_TIMEOUT}"]
+                return [*args[:i], f"{a} {more}", *args[i + 1:]]
+            return [*args[:i + 1], f"{value} {more}", *args[i + 2:]]
+    return [*args, "--frontend-options", " ".join(f"{k}={v}" for k, v in wanted.items())]
