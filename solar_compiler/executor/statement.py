@@ -386,14 +386,14 @@ def _assign(stmt: Assign, grid: Grid, ev: Evaluator, new: np.ndarray, state: Sta
     arr = state.tensors[stmt.target]
     cover = _injective_axes(stmt.indices, grid)
     injective = cover is not None and all(k in cover for k, a in enumerate(grid.axes) if a.count > 1)
-    if injective:
+    if injective or (cover is None and _plain_affine(stmt.indices)):
         view = ev.strided(stmt.target, arr, stmt.indices, writeable=True)
-        if view is not None:
+        if view is not None and (injective or _non_overlapping(view)):
             m = grid.mask()
             np.copyto(view, new, where=True if m is None else m)
             return
     flat, vals = _flatten(stmt, grid, ev, new, arr.shape, grid.shape, grid.mask())
-    if not injective and flat.size:
+    if not injective and flat.size and not _increasing(flat):
         _, first = np.unique(flat[::-1], return_index=True)  # last write in program order wins
         keep = flat.size - 1 - first
         flat, vals = flat[keep], vals[keep]
@@ -424,6 +424,32 @@ def _accumulate(stmt: Assign, grid: Grid, ev: Evaluator, res: np.ndarray, red: l
     if dtype != "f32" and dtype != "f64" and STORAGE[dtype].kind == "f":
         touched = np.unique(flat)
         target[touched] = quantize(target[touched], dtype)
+
+
+def _plain_affine(indices: Sequence[Index]) -> bool:
+    return all(isinstance(e, AffExpr) and not e.is_quasi() for e in indices)
+
+
+def _non_overlapping(view: np.ndarray) -> bool:
+    """Whether no two points of the strided `view` address one element: with its axes ordered by
+    stride, each stride exceeds the span of the smaller ones (mixed radix). A write such as
+    `group_norm[n, 3*g + k, ...]` (a group and its channel in one index) mixes two loop variables in
+    one index, so `_injective_axes` cannot call it one-to-one, but its view is: 3 x stride for g and
+    1 x stride for k over k < 3. Such writes otherwise go through `_flatten`, point by point."""
+    span = 0
+    for stride, n in sorted((abs(st), n) for st, n in zip(view.strides, view.shape, strict=True) if n > 1):
+        if stride <= span:
+            return False
+        span += stride * (n - 1)
+    return True
+
+
+def _increasing(flat: np.ndarray) -> bool:
+    """Whether the offsets, in program order, strictly increase: then no element is written twice.
+    A view's write through quasi-affine indices (`x[i // 8, i % 8]`) is not provably one-to-one by
+    `_injective_axes`, but is usually in order; this O(n) check spares the O(n log n) `np.unique`
+    (4.4 of a KernelBench GroupNorm problem's 18 s of validation)."""
+    return flat.size < 2 or bool(np.all(flat[1:] > flat[:-1]))
 
 
 def _flatten(stmt: Assign, grid: Grid, ev: Evaluator, values: np.ndarray, tshape: tuple[int, ...],
