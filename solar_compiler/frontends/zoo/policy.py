@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from solar_compiler.errors import SolarError
+from solar_compiler.frontends.zoo.template import entry_points
 
 __all__ = ["POLICIES", "POLICY_OPTIONS", "model_source"]
 
@@ -69,19 +70,6 @@ def model_source(req, arch: str, config: dict[str, Any], source: str, generator:
         "",
         "def config():",
         "    return {**FIXED, " + ", ".join(f"{k!r}: {k}" for k in WIDTH_KEYS) + "}",
-        "",
-        "",
-        "class Model(Pi0Policy):",
-        "    def __init__(self):",
-        "        super().__init__(config(), DTYPE)",
-        "",
-        "",
-        "def get_inputs():",
-        "    return policy_inputs(config(), DTYPE, BATCH)",
-        "",
-        "",
-        "def get_init_inputs():",
-        "    return []",
-        "",
     ]
+    lines += entry_points("Pi0Policy", "config(), DTYPE", "policy_inputs(config(), DTYPE, BATCH)")
     return "\n".join(lines)

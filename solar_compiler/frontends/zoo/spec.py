@@ -30,6 +30,7 @@ from typing import Any
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends.zoo.policy import POLICIES, POLICY_OPTIONS
 from solar_compiler.frontends.zoo.policy import model_source as policy_source
+from solar_compiler.frontends.zoo.template import entry_points
 
 
 class InputError(SolarError):
@@ -223,24 +224,10 @@ def model_source(req: ZooRequest) -> str:
         "",
         "def config():",
         "    return {**FIXED, " + ", ".join(f"{k!r}: {_ident(k)}" for k in widths) + "}",
-        "",
-        "",
-        "class Model(SpecModel):",
-        "    def __init__(self):",
-        "        super().__init__(ARCHITECTURE, config(), DTYPE, PHASE, KV_LEN)",
-        "",
-        "    def forward(self, input_ids, *kv_cache):",
-        "        return self.run(input_ids, kv_cache)",
-        "",
-        "",
-        "def get_inputs():",
-        "    return spec_inputs(ARCHITECTURE, config(), DTYPE, PHASE, BATCH, SEQ, KV_LEN)",
-        "",
-        "",
-        "def get_init_inputs():",
-        "    return []",
-        "",
     ]
+    lines += entry_points("SpecModel", "ARCHITECTURE, config(), DTYPE, PHASE, KV_LEN",
+                          "spec_inputs(ARCHITECTURE, config(), DTYPE, PHASE, BATCH, SEQ, KV_LEN)",
+                          forward=("self, input_ids, *kv_cache", "self.run(input_ids, kv_cache)"))
     return "\n".join(lines)
 
 

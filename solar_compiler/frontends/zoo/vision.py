@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from solar_compiler.frontends.zoo.spec import InputError, ZooRequest
+from solar_compiler.frontends.zoo.template import entry_points
 
 __all__ = ["GENERATOR_VERSION", "LISTING", "default_image_size", "model_source"]
 
@@ -100,19 +101,7 @@ def model_source(req: ZooRequest) -> str:
         f"IMAGE_SIZE = {size}",
         f"CHANNELS = fixed({channels!r})",
         f"KWARGS = fixed({kwargs!r})",
-        "",
-        "",
-        "class Model(VisionModel):",
-        "    def __init__(self):",
-        "        super().__init__(LIBRARY, NAME, DTYPE, IMAGE_SIZE, KWARGS)",
-        "",
-        "",
-        "def get_inputs():",
-        "    return vision_inputs(DTYPE, BATCH, CHANNELS, IMAGE_SIZE)",
-        "",
-        "",
-        "def get_init_inputs():",
-        "    return []",
-        "",
     ]
+    lines += entry_points("VisionModel", "LIBRARY, NAME, DTYPE, IMAGE_SIZE, KWARGS",
+                          "vision_inputs(DTYPE, BATCH, CHANNELS, IMAGE_SIZE)")
     return "\n".join(lines)
