@@ -16,7 +16,13 @@ from solar_compiler.driver import main
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends.model_file import find_size_sites
 from solar_compiler.frontends.zoo.policy import POLICY_OPTIONS
-from solar_compiler.frontends.zoo.spec import ZooRequest, find_shipped, model_source, with_timeout
+from solar_compiler.frontends.zoo.spec import (
+    ZooRequest,
+    expand_argv,
+    find_shipped,
+    model_source,
+    with_timeout,
+)
 
 REQUIRED = os.environ.get("SOLAR_TEST_REQUIRE_OPTIONAL") == "1"  # make test installs the zoo extra
 
@@ -115,3 +121,11 @@ def test_small_pi0_matrix_flops_by_hand(tmp_path, monkeypatch):
 ])
 def test_a_policy_spec_gets_a_larger_validation_budget_unless_one_is_given(args, expected):
     assert with_timeout(args, POLICY_OPTIONS) == expected
+
+
+def test_a_policy_spec_expands_with_its_budget(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    args = expand_argv(["hf:pi0", "--dtype", "bf16", "--roofline=fused"])
+    assert args[0].endswith(".py") and args[-2:] == ["--frontend-options", "timeout=900 time_budget=40"]
+    llama = expand_argv(["hf:llama-2-7b", "--phase", "prefill", "--seq", "16"])
+    assert llama[-2:] == ["--frontend-options", "timeout=900"]
