@@ -55,15 +55,6 @@ def _sub_configs(cfg: dict[str, Any]):
     return tf, pali, expert
 
 
-def _attention(model) -> None:
-    """SDPA attention everywhere (one kernel per attention in eager PyTorch, as openpi's JAX code
-    lowers to): the configuration objects default to the eager softmax path."""
-    for m in model.modules():
-        cfg = getattr(m, "config", None)
-        if cfg is not None:
-            cfg._attn_implementation = "sdpa"
-
-
 def _recording_cache():
     """A transformers DynamicCache that keeps each layer's (key, value) as written, so the prefix's
     K/V can be handed to every denoising step's fresh cache."""
@@ -125,7 +116,6 @@ class Pi0Policy(torch.nn.Module):
             self.action_time_mlp_in = torch.nn.Linear(2 * width, width)
             self.action_time_mlp_out = torch.nn.Linear(width, width)
             self.action_out_proj = torch.nn.Linear(width, adim)
-        _attention(self)
         self.steps = cfg["num_steps"]
         self.width = width
 
