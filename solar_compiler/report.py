@@ -77,6 +77,9 @@ def _validation_lines(v: dict[str, Any]) -> list[str]:
         sizes = v.get("sizes")
         same = "; the full-size kernel checked to be the same program" if v.get("full_size_same_program") \
             else ""
+        if same and v.get("repeated_blocks"):
+            same += (" with more copies of its repeated layer block (" + ", ".join(v["repeated_blocks"])
+                     + "), every copy checked to read its inputs alike")
         if sizes == "full":
             line += ", at full size"
         elif isinstance(sizes, str) and sizes.startswith("reduced: "):

@@ -108,15 +108,17 @@ def test_shipped_names_and_repository_ids_resolve():
         assert entry["config"]["architectures"]
 
 
-def test_widths_are_size_sites_and_counts_are_not():
-    """The reduced instance scales widths and lengths only: layer and head counts make the statement
-    list, which must stay the same program."""
+def test_widths_are_size_sites_layers_repeat_sites_and_other_counts_neither():
+    """The reduced instance scales widths and lengths, may run fewer layers (a repeat site, checked
+    by `same_program_repeated`), and keeps head counts, which make each layer's statement list."""
     src = model_source(ZooRequest("hf:llama-3-8b", "llama-3-8b", phase="decode", kv_len=4096, dtype="fp16"))
     sites = find_size_sites(ast.parse(src))
-    assert sites.keys() == {"BATCH", "SEQ", "KV_LEN", "hidden_size", "intermediate_size", "vocab_size"}
+    assert {k for k, s in sites.items() if not s.repeat} == \
+        {"BATCH", "SEQ", "KV_LEN", "hidden_size", "intermediate_size", "vocab_size"}
+    assert {k: s.value for k, s in sites.items() if s.repeat} == {"num_hidden_layers": 32}
     assert (sites["KV_LEN"].value, sites["hidden_size"].value, sites["vocab_size"].value) == \
         (4096, 4096, 128256)
-    assert "'num_hidden_layers': 32" in src and "'num_key_value_heads': 8" in src
+    assert "num_hidden_layers = repeated(32)" in src and "'num_key_value_heads': 8" in src
 
 
 def test_gpt2_prefill_defaults_to_its_positions():
@@ -279,7 +281,7 @@ def test_an_architecture_name_takes_overrides_on_its_defaults(tmp_path):
     req, _ = parse_request(["hf:LlamaForCausalLM", "hidden_size=256", "num_hidden_layers=3"])
     src = model_source(req)
     assert "LlamaForCausalLM from transformers defaults" in src and "hidden_size = 256" in src
-    assert "'num_hidden_layers': 3" in src
+    assert "num_hidden_layers = repeated(3)" in src
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 96}))
     req, _ = parse_request(["hf:my-gpt", "--config", str(cfg), "--seq", "64"])

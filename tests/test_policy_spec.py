@@ -27,18 +27,21 @@ from solar_compiler.frontends.zoo.spec import (
 REQUIRED = os.environ.get("SOLAR_TEST_REQUIRE_OPTIONAL") == "1"  # make test installs the zoo extra
 
 
-def test_pi0_widths_are_size_sites_and_counts_are_not():
-    """The reduced instance scales widths, image size and token counts; layer, head, camera and step
-    counts make the statement list and stay."""
+def test_pi0_widths_are_size_sites_layers_repeat_sites_and_counts_neither():
+    """The reduced instance scales widths, image size and token counts, may run fewer layers (repeat
+    sites); head, camera and step counts make the statement list and stay."""
     src = model_source(ZooRequest("hf:pi0", "pi0", dtype="bf16"))
     sites = find_size_sites(ast.parse(src))
-    assert sites.keys() == {"BATCH", "vision_head_dim", "vision_intermediate_size", "image_size",
-                            "hidden_size", "intermediate_size", "head_dim", "vocab_size",
-                            "expert_hidden_size", "expert_intermediate_size", "prompt_tokens",
-                            "action_horizon", "action_dim"}
+    assert {k for k, s in sites.items() if not s.repeat} == {
+        "BATCH", "vision_head_dim", "vision_intermediate_size", "image_size", "hidden_size",
+        "intermediate_size", "head_dim", "vocab_size", "expert_hidden_size", "expert_intermediate_size",
+        "prompt_tokens", "action_horizon", "action_dim"}
+    repeats = {k: s.value for k, s in sites.items() if s.repeat}
+    assert repeats == {"vision_layers": 27, "num_hidden_layers": 18}
     assert (sites["image_size"].value, sites["hidden_size"].value, sites["expert_hidden_size"].value,
             sites["action_horizon"].value) == (224, 2048, 1024, 50)
-    for count in ("'vision_layers': 27", "'num_hidden_layers': 18", "'num_steps': 10", "'num_images': 3"):
+    for count in ("vision_layers = repeated(27)", "num_hidden_layers = repeated(18)", "'num_steps': 10",
+                  "'num_images': 3"):
         assert count in src
     assert find_shipped("pi0-base")["config"]["architectures"] == ["Pi0Policy"]
 

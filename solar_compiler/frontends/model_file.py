@@ -95,6 +95,9 @@ class ModelSpec:
     get_inputs: Any
     get_init_inputs: Any  # None when the format allows leaving it out and the file does
     size_constants: dict[str, int] = field(default_factory=dict)  # size site key -> value (find_size_sites)
+    # repeat counts (`NAME = repeated(32)`: a number of identical layers) -> value: a reduced instance
+    # may lower them when its kernel is checked to be the full one with fewer copies of its blocks
+    repeat_counts: dict[str, int] = field(default_factory=dict)
     format: ModelFormat = TORCH_FORMAT
 
     @property
@@ -196,6 +199,7 @@ class SizeSite:
     col: int
     end_line: int
     end_col: int
+    repeat: bool = False  # the count inside `repeated(N)`
 
 
 _INT_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
@@ -230,6 +234,12 @@ def _sites_in(node: ast.expr, key: str, out: dict[str, SizeSite]) -> None:
     if value is not None:
         out[key] = SizeSite(key, value, node.lineno, node.col_offset, node.end_lineno or node.lineno,
                             node.end_col_offset or node.col_offset)
+        return
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "repeated" \
+            and len(node.args) == 1 and not node.keywords and (count := _const_int(node.args[0])) is not None:
+        a = node.args[0]
+        out[key] = SizeSite(key, count, a.lineno, a.col_offset, a.end_lineno or a.lineno,
+                            a.end_col_offset or a.col_offset, repeat=True)
         return
     if isinstance(node, (ast.Tuple, ast.List)):
         for i, e in enumerate(node.elts):
@@ -333,7 +343,8 @@ def _load_source(path: str, source: str, fmt: ModelFormat) -> ModelSpec:
     for n in ("get_inputs", "get_init_inputs"):
         if hasattr(module, n) and not callable(getattr(module, n)):
             raise ModelFileError(f"{path}:1: '{n}' must be a function")
-    sizes = {key: site.value for key, site in find_size_sites(tree).items()}
+    sites = find_size_sites(tree)
+    sizes = {key: site.value for key, site in sites.items() if not site.repeat}
     return ModelSpec(
         path=str(path),
         source=source,
@@ -342,6 +353,7 @@ def _load_source(path: str, source: str, fmt: ModelFormat) -> ModelSpec:
         get_inputs=module.get_inputs,
         get_init_inputs=getattr(module, "get_init_inputs", None),
         size_constants=sizes,
+        repeat_counts={key: site.value for key, site in sites.items() if site.repeat},
         format=fmt,
     )
 

@@ -7,6 +7,8 @@ large to execute) must show that the full-size kernel is the reduced one with on
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from solar_compiler.loopir.affine import AffExpr, FloorDiv
 from solar_compiler.loopir.ast import (
     Binary,
@@ -47,21 +49,37 @@ def same_program(a: Kernel, b: Kernel, source_b_as_a: tuple[str, str] | None = N
 
 
 def _shape(nodes: list[Node], rename: tuple[str, str] | None = None) -> list[object]:
-    out: list[object] = []
-    for n in nodes:
-        if isinstance(n, For):
-            out.append(("for", n.iv, n.sequential, _aff_shape(n.lb), _aff_shape(n.ub),
-                        tuple(_shape(n.body, rename))))
-        elif isinstance(n, If):
-            out.append(("if", tuple((c.op, _aff_shape(c.expr)) for c in n.conds),
-                        tuple(_shape(n.body, rename))))
-        else:
-            idx = tuple(_aff_shape(i) if isinstance(i, AffExpr) else _expr_shape(i) for i in n.indices)
-            loc = n.loc
-            if rename is not None and loc is not None and loc.startswith(rename[0] + ":"):
-                loc = rename[1] + loc[len(rename[0]):]
-            out.append(("stmt", n.target, n.kind, idx, _expr_shape(n.value), loc))
-    return out
+    def loc(text: str | None) -> str | None:
+        if rename is not None and text is not None and text.startswith(rename[0] + ":"):
+            return rename[1] + text[len(rename[0]):]
+        return text
+
+    return [node_form(n, str, loc=loc) for n in nodes]
+
+
+def node_form(n: Node, name: Callable[[str], object], exact: bool = False,
+              loc: Callable[[str | None], object] = lambda text: text) -> tuple:
+    """A node as a comparable value: its loops, guards, index expressions and ops, each tensor as
+    `name(tensor)` (called in the order the statements read, then write), each statement's location
+    as `loc(its loc)`. Without `exact`, integer coefficients, constants and literal values (the
+    size-derived parts) are left out."""
+    if isinstance(n, For):
+        return ("for", n.iv, n.sequential, n.step, _aff(n.lb, exact), _aff(n.ub, exact),
+                tuple(node_form(c, name, exact, loc) for c in n.body))
+    if isinstance(n, If):
+        return ("if", tuple((c.op, _aff(c.expr, exact)) for c in n.conds),
+                tuple(node_form(c, name, exact, loc) for c in n.body))
+    value = _expr(n.value, name, exact)
+    indices = tuple(_index(i, name, exact) for i in n.indices)
+    return ("stmt", name(n.target), n.kind, indices, value, loc(n.loc))
+
+
+def _aff(e: AffExpr, exact: bool) -> object:
+    return repr(e) if exact else _aff_shape(e)
+
+
+def _index(i, name: Callable[[str], object], exact: bool) -> object:
+    return _expr(i, name, exact) if isinstance(i, SExpr) else _aff(i, exact)
 
 
 def _aff_shape(e: AffExpr) -> object:
@@ -74,22 +92,22 @@ def _aff_shape(e: AffExpr) -> object:
     return tuple(sorted(atoms, key=repr))
 
 
-def _expr_shape(e: SExpr) -> object:
+def _expr(e: SExpr, name: Callable[[str], object], exact: bool) -> object:
     if isinstance(e, Read):
-        return ("read", e.tensor, tuple(_aff_shape(i) if isinstance(i, AffExpr) else _expr_shape(i)
-                                        for i in e.indices))
+        return ("read", name(e.tensor), tuple(_index(i, name, exact) for i in e.indices))
     if isinstance(e, Const):
-        return ("const", e.dtype)
+        return ("const", e.dtype, repr(e.value) if exact else None)
     if isinstance(e, IndexValue):
-        return ("index", _aff_shape(e.expr))
+        return ("index", _aff(e.expr, exact))
     if isinstance(e, Unary):
-        return ("unary", e.fn, e.dtype, _expr_shape(e.x))
+        return ("unary", e.fn, e.dtype, _expr(e.x, name, exact))
     if isinstance(e, Binary):
-        return ("binary", e.fn, e.dtype, _expr_shape(e.a), _expr_shape(e.b))
+        return ("binary", e.fn, e.dtype, _expr(e.a, name, exact), _expr(e.b, name, exact))
     if isinstance(e, Cmp):
-        return ("cmp", e.pred, _expr_shape(e.a), _expr_shape(e.b))
+        return ("cmp", e.pred, _expr(e.a, name, exact), _expr(e.b, name, exact))
     if isinstance(e, Select):
-        return ("select", e.dtype, _expr_shape(e.cond), _expr_shape(e.a), _expr_shape(e.b))
+        return ("select", e.dtype, _expr(e.cond, name, exact), _expr(e.a, name, exact),
+                _expr(e.b, name, exact))
     if isinstance(e, Cast):
-        return ("cast", e.dtype, _expr_shape(e.x))
+        return ("cast", e.dtype, _expr(e.x, name, exact))
     raise TypeError(f"unknown expression {e!r}")

@@ -92,8 +92,11 @@ class NarrowNeeded(RewritePattern):
         self.results[name] = res
         if not res.changed:  # nothing to narrow: the program stays as it is (and is its own as-written)
             return
-        new = kernel_to_op(res.kernel) if isinstance(op, KernelOp) else lift_kernel(res.kernel)
-        new.verify()
+        if isinstance(op, KernelOp):
+            new = kernel_to_op(res.kernel)
+            new.verify()
+        else:
+            new = lift_kernel(res.kernel)  # verified there
         if self.snapshot is not None:
             kept = op.clone() if isinstance(op, KernelOp) else kernel_to_op(k)
             rewriter.insert(kept, InsertPoint.at_end(self.snapshot.body.block))

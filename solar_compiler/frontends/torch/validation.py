@@ -10,7 +10,9 @@ Three methods, tried in this order (docs/torch-frontend.md, "Validation"):
    compared element by element;
 3. **reduced**: the module-level size definitions are scaled down (`ModelSpec.with_sizes`), the
    reduced file is re-captured, re-translated and validated (full or sampled), and the full-size
-   kernel must be the same program with only sizes changed (`same_program`).
+   kernel must be the same program with only sizes changed (`same_program`). Layer counts a file
+   marks `repeated(N)` drop to `REPEAT_KEEP` when the full-size kernel is checked to be the reduced
+   one with more copies of its repeated blocks (`same_program_repeated`); else they are kept.
 
 When none applies the record says `validated: false` with the reason in one line; the program is
 still bounded. A mismatch is never a "could not validate": it fails the translation.
@@ -43,6 +45,8 @@ from solar_compiler.frontends.validation import (
     statement_seconds,
 )
 
+REPEAT_KEEP = 3          # copies of a repeated layer a reduced instance keeps: a block after a
+                         # different first layer (a dense layer before MoE ones) still repeats
 SAMPLE_POINTS = 256     # random output elements per output in sampled validation (plus corners, edges)
 SLICE_MIN_SECONDS = 1.0  # CPU seconds the backward slice may always take
 
@@ -63,9 +67,12 @@ def validate(spec, prog, tt, options: FrontendOptions, filler=None, trace=None) 
         return {"validated": False, "method": None, "max_rel_err": None, "samples": 0, "sizes": None,
                 "elements_checked": 0, "reason": f"{why}; {reduced}"}
     overrides, spec_r, prog_r, tt_r, rec = reduced
-    sizes = ", ".join(f"{k}={v} (of {spec.size_constants[k]})" for k, v in overrides.items())
+    full = {**spec.size_constants, **spec.repeat_counts}
+    sizes = ", ".join(f"{k}={v} (of {full[k]})" for k, v in overrides.items())
+    fewer = [k for k in overrides if k in spec.repeat_counts]
     return {**rec, "method": "reduced", "reduced_method": rec["method"], "sizes": f"reduced: {sizes}",
-            "full_size_same_program": True, "why_reduced": why}
+            "full_size_same_program": True, "why_reduced": why,
+            **({"repeated_blocks": fewer} if fewer else {})}
 
 
 def at_size(spec, prog, tt, options: FrontendOptions, trace=None,
@@ -387,28 +394,58 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
     """(overrides, spec, program, translation, record) of the mildest reduction that validates within
     the budgets and is the same program as the full-size one, or a string saying why there is none.
     When scaling every size together does not build (a size tied to a literal inside the model), the
-    sizes that can be scaled alone are found and scaled together."""
+    sizes that can be scaled alone are found and scaled together. Layer counts (`repeated(N)`) drop to
+    `REPEAT_KEEP` in every candidate until one is not the same program with fewer layers (or does
+    not build with them); from then on every layer is kept."""
     sizes = {k: v for k, v in spec.size_constants.items() if v >= REDUCIBLE}
-    if not sizes:
+    fewer = {k: REPEAT_KEEP for k, v in spec.repeat_counts.items() if v > REPEAT_KEEP}
+    if not sizes and not fewer:
         return "the file has no module-level size definition to scale down"
-    why, tried = "no reduction of its size definitions fits the budget", 0
+    why = "no reduction of its size definitions fits the budget"
     seen: list[dict[str, int]] = []
-    for keys in _key_sets(spec, tt, options, sizes, filler):
-        for _, ov in candidates({k: sizes[k] for k in keys}):
+
+    def attempt(ov: dict[str, int]):
+        seen.append(ov)
+        progress.phase("validate", f"reduced instance {_sizes_text(ov)}: capturing and translating")
+        got = _try(spec, tt, ov, options, filler)
+        if isinstance(got, str):
+            progress.phase("validate", f"not usable: {got}")
+        return got
+
+    key_sets = _key_sets(spec, tt, options, sizes, filler) if sizes else iter([[]])
+    for keys in key_sets:
+        for ov in _with_fewer(candidates({k: sizes[k] for k in keys}), fewer):
             if not ov or ov in seen:
                 continue
-            seen.append(ov)
-            tried += 1
-            progress.phase("validate", f"reduced instance {_sizes_text(ov)}: capturing and translating")
-            got = _try(spec, tt, ov, options, filler)
+            got = attempt(ov)
+            if isinstance(got, str) and _unlike(got) and any(k in fewer for k in ov):
+                fewer.clear()  # fewer layers are not the same program: every layer kept from here on
+                ov = {k: v for k, v in ov.items() if k not in spec.repeat_counts}
+                if not ov or ov in seen:
+                    continue
+                got = attempt(ov)
             if isinstance(got, str):
-                progress.phase("validate", f"not usable: {got}")
                 why = got
-                if "does not build" in got or "different program" in got:
+                if _unlike(got):
                     break  # scaling further only moves further from the full-size program
                 continue
             return (ov, *got)
     return why
+
+
+def _unlike(why: str) -> bool:
+    return "does not build" in why or "different program" in why
+
+
+def _with_fewer(scaled, fewer: dict[str, int]):
+    """The scaled sizes, each with the layer counts lowered while `fewer` is not emptied (a file
+    with layer counts and no width to scale: the layer counts alone)."""
+    none = True
+    for _, ov in scaled:
+        none = False
+        yield {**ov, **fewer}
+    if none and fewer:
+        yield dict(fewer)
 
 
 def _sizes_text(ov: dict[str, int]) -> str:
@@ -432,6 +469,7 @@ def _key_sets(spec, tt, options, sizes: dict[str, int], filler):
 def _build(spec, tt, ov: dict[str, int], options: FrontendOptions, filler=None):
     """(spec, program, translation) of the reduced instance, or why it is not usable."""
     from solar_compiler.frontends.model_file import ModelFileError
+    from solar_compiler.loopir.repetition import same_program_repeated
     from solar_compiler.loopir.same_program import same_program
 
     from .capture import CaptureError, capture
@@ -445,7 +483,10 @@ def _build(spec, tt, ov: dict[str, int], options: FrontendOptions, filler=None):
                                  filler=op_filler(spec_r, prog_r, options, filler))
     except (ModelFileError, CaptureError, SolarError) as e:
         return f"the reduced instance {ov} does not build ({' '.join(str(e).split())[:160]})"
-    diff = same_program(tt.kernel, tt_r.kernel)
+    if any(k in spec.repeat_counts for k in ov):
+        diff = same_program_repeated(tt.kernel, tt_r.kernel)
+    else:
+        diff = same_program(tt.kernel, tt_r.kernel)
     if diff is not None:
         return f"the reduced instance {ov} is a different program ({diff})"
     return spec_r, prog_r, tt_r

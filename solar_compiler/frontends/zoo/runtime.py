@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["DTYPES", "PHASES", "SpecModel", "fixed", "spec_inputs", "transformers_module"]
+__all__ = ["DTYPES", "PHASES", "SpecModel", "fixed", "repeated", "spec_inputs", "transformers_module"]
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 PHASES = ("forward", "prefill", "decode")
@@ -33,6 +33,13 @@ def fixed(value: Any) -> Any:
     the reduced instance must be the same program, statement for statement, as the full-size one. A
     call is not a literal, so `model_file.find_size_sites` does not offer it for scaling."""
     return value
+
+
+def repeated(count: int) -> int:
+    """Marks a number of identical layers: a size-reduced instance may run fewer (3), provided its
+    kernel is checked to be the full-size one with fewer copies of the layer block
+    (`loopir/repetition.py`; `model_file.find_size_sites` records the count as a repeat site)."""
+    return count
 
 
 def transformers_module():
