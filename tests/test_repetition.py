@@ -12,13 +12,16 @@ from solar_compiler.loopir.repetition import Repeat, repeats, same_program_repea
 from solar_compiler.text.parser import parse_kernel
 
 
-def stack(n: int, d: int = 8, read=None, copies=None, op: str = "*", scale=lambda i: "0.5"):
+def stack(n: int, d: int = 8, read=None, copies=None, op: str = "*", scale=lambda i: "0.5",
+          pairs: bool = False):
     """A prefix node, `n` layers of two nodes (a product with the layer's own weight of the previous
     layer's output, then a scaling) and a suffix node. `read(l)`: the tensor layer l reads instead of
     the previous layer's output; `copies(l)`: each weight is first copied in a loop before the layers
-    (as a decode step copies each layer's KV cache), and layer l reads copy `copies(l)`."""
+    (as a decode step copies each layer's KV cache), and layer l reads copy `copies(l)`; `pairs`: after
+    the layers, two outputs per layer copy its output (as a prefill returns each layer's K and V)."""
     ws = ", ".join(f"w{i}: f32[{d}, {d}] weight" for i in range(n))
-    lines = [f"kernel k(x: f32[{d}] input, {ws}, y: f32[{d}] output):", f"  local e: f32[{d}]"]
+    outs = "".join(f", o{i}: f32[{d}] output" for i in range(2 * n if pairs else 0))
+    lines = [f"kernel k(x: f32[{d}] input, {ws}, y: f32[{d}] output{outs}):", f"  local e: f32[{d}]"]
     lines += [f"  local h{i}: f32[{d}]" for i in range(n)]
     lines += [f"  local c{i}: f32[{d}, {d}]" for i in range(n)] if copies else []
     lines += [f"  for i in range({d}):", "    e[i] = x[i] * 2.0"]
@@ -31,6 +34,8 @@ def stack(n: int, d: int = 8, read=None, copies=None, op: str = "*", scale=lambd
                   f"      h{i}[i] += {src}[j] * {w}[j, i]",
                   f"  for i in range({d}):", f"    h{i}[i] = h{i}[i] {op} {scale(i)}"]
     lines += [f"  for i in range({d}):", f"    y[i] = h{n - 1}[i] + e[i]"]
+    for i in range(2 * n if pairs else 0):
+        lines += [f"  for i in range({d}):", f"    o{i}[i] = h{i // 2}[i]"]
     return parse_kernel("\n".join(lines) + "\n")
 
 
@@ -57,6 +62,14 @@ def test_fewer_copies_of_the_layer_block_are_the_same_program(reduced):
 ])
 def test_per_layer_work_before_the_layers_moves_with_them(full, reduced):
     assert same_program_repeated(full, reduced) is None
+
+
+def test_alike_nests_per_layer_are_one_copy_together():
+    """Two alike output nests per layer (a K and a V) compress as one repeat of 2 x n nests, whose
+    copy c reads layer c // 2: no index moves with that copy, but with two nests as one copy it does."""
+    full = stack(5, pairs=True)
+    assert repeats(full)[-1] == Repeat(12, 1, 10, [12])
+    assert same_program_repeated(full, stack(3, pairs=True)) is None
 
 
 @pytest.mark.parametrize("full, reduced, why", [

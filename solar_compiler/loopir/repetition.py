@@ -357,11 +357,19 @@ def _form(flow: _Flow, sigs: list[tuple], items: list[Item], level: int = 0) -> 
         if isinstance(it, int):
             out.append(("node", sigs[it], flow.codes[it]))
             continue
-        copies = [_form(flow, sigs, _shifted(it.body, c * it.period), level + 1) for c in range(it.count)]
-        try:
-            out.append(("repeat", _fit(copies, list(range(it.count)), level)))
-        except _Differs:  # alike nodes that compute different things (cos and sin): not a repeat
-            out += [x for form in copies for x in form]
+        for m in (1, *(m for m in range(2, it.count // 2 + 1) if it.count % m == 0)):
+            # m copies as one: per layer a K and a V output, alike nests, each reading its layer
+            body = [x for c in range(m) for x in _shifted(it.body, c * it.period)]
+            period, count = it.period * m, it.count // m
+            copies = [_form(flow, sigs, _shifted(body, c * period), level + 1) for c in range(count)]
+            try:
+                out.append(("repeat", _fit(copies, list(range(count)), level)))
+                break
+            except _Differs:
+                continue
+        else:  # alike nests that compute different things (a cos and a sin): no repeat
+            out += [x for c in range(it.count) for x in _form(flow, sigs, _shifted(it.body, c * it.period),
+                                                                level + 1)]
     return out
 
 
