@@ -26,8 +26,9 @@ so the repeats are found on the statements themselves.
    (`2c + 1`: layer c reads the second of the two KV-cache copies a decode step makes per layer
    before the first one). The first and the last copy may name other sources (the first layer reads
    the embedding; a last layer cut short by dead-code removal); those ends are part of the form
-   and compared between the kernels like the rest. Alike nodes whose copies do not name their
-   sources alike (a cos and a sin of one angle) are no repeat: they stay single nodes.
+   and compared between the kernels like the rest. A repeat whose copies do not name their sources
+   alike is tried with 2, 3, ... copies as one (two alike output nests per layer, its K and its V,
+   each reading its layer), and else left as single nodes (a cos and a sin of one angle).
 3. **Interface.** The inputs and outputs, in declaration order, come from corresponding places
    (those of the copies between the first and the last aside: their number differs, and their
    nodes are checked alike by 2).
