@@ -3,6 +3,8 @@ cached entry's ops were verified with (converter, AST rules, dialect verifiers).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from solar_compiler.frontends import Translation
 from solar_compiler.frontends import cache as cache_module
 from solar_compiler.frontends.job import _ops_verify
@@ -31,6 +33,16 @@ def test_the_key_covers_the_dialects(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(cache_module, "SHARED_PACKAGES", ())
     assert cache_module.fingerprint("v", tmp_path) != with_dialects
     assert {"loopir/rules.py", "loopir/ast.py"} <= set(cache_module.SHARED_SOURCES)
+
+
+def test_the_key_covers_what_decides_validation() -> None:
+    """A cached record says how a translation was validated: the executor that ran it and the checks
+    that a reduced instance (with fewer layers too) is the same program are in the key."""
+    package = Path(cache_module.__file__).resolve().parents[1]
+    covered = {p.relative_to(package).as_posix() for pattern in cache_module.SHARED_SOURCES
+               for p in package.glob(pattern)}
+    assert {"loopir/repetition.py", "loopir/same_program.py", "executor/contract.py", "executor/statement.py",
+            "executor/evaluate.py", "executor/compare.py"} <= covered
 
 
 def test_the_suites_shared_translations_are_the_drivers_cache_hits(translation_cache, capsys) -> None:

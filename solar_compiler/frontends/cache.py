@@ -21,13 +21,13 @@ from solar_compiler.errors import SolarError
 from solar_compiler.frontends import FrontendOptions, Translation
 
 # shared modules whose code shapes a translation, relative to the solar_compiler package: the loop-IR
-# rewrites (simplification, random-draw stripping, the reduced-size check), the captured program, the
-# builder the templates emit with, the model-file loader, the validation rules, the comparison and
-# its tolerances, and the backward slice of sampled validation
-SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py",
+# rewrites (simplification, random-draw stripping, the reduced-size checks, with fewer layers too),
+# the captured program, the builder the templates emit with, the model-file loader, the validation
+# rules, and the executor that validates (its comparison and tolerances, the backward slice of sampled
+# validation)
+SHARED_SOURCES = ("loopir/simplify.py", "loopir/rewrite.py", "loopir/same_program.py", "loopir/repetition.py",
                   "frontends/captured_program.py", "frontends/builder/*.py", "frontends/model_file.py",
-                  "frontends/validation.py", "executor/compare.py", "executor/slicing.py",
-                  "executor/needed.py",
+                  "frontends/validation.py", "executor/*.py",
                   # a cached translation's ops were verified (`job._ops_verify`) by the converter
                   # (dialects/convert.py, in SHARED_PACKAGES), these rules and these dialects' verifiers
                   "loopir/ast.py", "loopir/rules.py", "frontends/__init__.py",
