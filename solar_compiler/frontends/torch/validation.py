@@ -412,8 +412,7 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
             progress.phase("validate", f"not usable: {got}")
         return got
 
-    key_sets = _key_sets(spec, tt, options, sizes, filler) if sizes else iter([[]])
-    for keys in key_sets:
+    for keys in _key_sets(spec, tt, options, sizes, filler):
         for ov in _with_fewer(candidates({k: sizes[k] for k in keys}), fewer):
             if not ov or ov in seen:
                 continue
@@ -438,14 +437,10 @@ def _unlike(why: str) -> bool:
 
 
 def _with_fewer(scaled, fewer: dict[str, int]):
-    """The scaled sizes, each with the layer counts lowered while `fewer` is not emptied (a file
-    with layer counts and no width to scale: the layer counts alone)."""
-    none = True
+    """The scaled sizes, each with the layer counts lowered while `fewer` is not emptied (read at
+    each step: the caller empties it when fewer layers are not the same program)."""
     for _, ov in scaled:
-        none = False
         yield {**ov, **fewer}
-    if none and fewer:
-        yield dict(fewer)
 
 
 def _sizes_text(ov: dict[str, int]) -> str:
