@@ -469,3 +469,16 @@ def test_rounding_amplified_program_is_judged_in_float64(tmp_path):
 def test_a_mutant_of_the_rounding_amplified_program_is_rejected_in_float64(tmp_path, mutated):
     with pytest.raises(SolarError, match=r"validation failed on get_inputs\(\): .* for f64\)"):
         fe.translate_job(write(tmp_path, "ill.py", ILL), FrontendOptions(mode="train"))
+
+
+def test_the_estimate_counts_the_executors_copies_of_narrow_float_inputs_and_weights():
+    """Sampled validation holds the framework's tensors and the executor's float32 copies of every
+    bf16/f16 input and weight together (a float32 one is fed without a copy). Leaving the copies out
+    let Mixtral's 3-layer fp16 instance (2.1 GB of experts in torch) exceed the 8 GB sandbox."""
+    k = parse_kernel("kernel k(x: bf16[64, 32] input, w: bf16[32, 16] weight, v: f32[16] weight, "
+                     "y: f32[64, 16] output):\n"
+                     "  for i in range(64):\n    for j in range(16):\n      y[i, j] = v[j]\n"
+                     "      for r in range(32):\n        y[i, j] += f32(x[i, r] * w[r, j])\n")
+    cost = estimate(k)
+    assert cost.converted_bytes == (64 * 32 + 32 * 16) * 4
+    assert cost.framework_bytes == 64 * 32 * 2 + 32 * 16 * 2 + 16 * 4 + 64 * 16 * 4

@@ -68,6 +68,9 @@ class Cost:
     kernel_bytes: int        # every kernel tensor (the executor allocates them all)
     framework_bytes: int     # inputs, weights and the peak of live intermediates of an eager run
     framework_seconds: float
+    # the executor's float32 copies of narrow-float inputs and weights, held beside the framework's
+    # own tensors while sampled validation runs (float32 ones are fed without a copy)
+    converted_bytes: int = 0
 
     def describe(self) -> str:
         return f"estimated {self.seconds:.1f} s, {self.kernel_bytes / 2**30:.2f} GB per sample"
@@ -181,7 +184,9 @@ def estimate(kernel: Kernel) -> Cost:
     for d in delta:
         live += d
         peak = max(peak, live)
-    return Cost(secs, sum(executor_bytes(t) for t in kernel.tensors), fixed + peak, fsecs)
+    converted = sum(executor_bytes(t) for t in kernel.tensors
+                    if t.role in ("input", "weight") and executor_bytes(t) != t.nbytes)
+    return Cost(secs, sum(executor_bytes(t) for t in kernel.tensors), fixed + peak, fsecs, converted)
 
 
 def executor_bytes(t: TensorDecl) -> int:

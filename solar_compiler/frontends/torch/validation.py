@@ -91,6 +91,10 @@ def at_size(spec, prog, tt, options: FrontendOptions, trace=None,
     why = f"whole execution {cost.describe()}"
     if cost.framework_bytes > budget_b:
         return None, f"{why}; the framework needs {cost.framework_bytes / 2**30:.2f} GB {where}"
+    if cost.framework_bytes + cost.converted_bytes > budget_b:  # Mixtral's 3-layer instance: 6.9 GB
+        return None, (f"{why}; the framework needs {cost.framework_bytes / 2**30:.2f} GB {where}, and "
+                      f"the executor {cost.converted_bytes / 2**30:.2f} GB more for float32 copies of its "
+                      "narrow-float inputs and weights")
     if cost.framework_seconds > options.time_budget:
         return None, f"{why}; the framework alone is estimated {cost.framework_seconds:.1f} s {where}"
     progress.phase("validate", f"whole execution does not fit the budget ({cost.describe()}): torch "
