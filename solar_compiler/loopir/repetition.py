@@ -164,10 +164,10 @@ def _compress(ids: list[int], lo: int, hi: int, prefix: list[int], powers: list[
 
 def repeats(kernel: Kernel) -> list[Item]:
     """The kernel's top-level nodes as a tree of repeats (see the module docstring)."""
-    return _tree(kernel, [signature(kernel, n) for n in kernel.body])
+    return _tree([signature(kernel, n) for n in kernel.body])
 
 
-def _tree(kernel: Kernel, sigs: list[tuple]) -> list[Item]:
+def _tree(sigs: list[tuple]) -> list[Item]:
     numbering: dict[tuple, int] = {}
     ids = [numbering.setdefault(s, len(numbering)) for s in sigs]
     prefix, powers = [0], [1]
@@ -404,7 +404,7 @@ def same_program_repeated(full: Kernel, reduced: Kernel) -> str | None:
     forms = []
     for k, what in ((full, "the full-size kernel"), (reduced, "the reduced kernel")):
         sigs = [signature(k, n) for n in k.body]
-        flow = _flow(k, _tree(k, sigs))
+        flow = _flow(k, _tree(sigs))
         try:
             forms.append((_closed(_form(flow, sigs, flow.tree)), _interface(flow)))
         except _Differs as e:
