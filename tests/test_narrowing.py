@@ -579,3 +579,16 @@ kernel k(x: f32[60] input, out: f32[12] output):
     assert sum(o.flops for o in kernel_costs(narrowed.kernel).ops) == len(touched)
     x = np.arange(60, dtype=np.float32)
     assert np.array_equal(execute(narrowed.kernel, {"x": x})["out"], execute(k, {"x": x})["out"])
+
+
+def test_a_div_mod_image_is_a_box_only_when_every_cell_is_touched():
+    """`_separable_image`'s test: index tuples (repeats allowed) fill their bounding box, or not."""
+    from solar_compiler.executor.needed import _fills_box
+
+    c = np.arange(120)
+    shuffled = [40 * (c % 3) + c // 3]  # a channel shuffle touches every channel below 120
+    assert _fills_box(shuffled, [0], [119])
+    rows, cols = np.divmod(np.arange(64), 8)
+    assert _fills_box([np.repeat(rows, 2), np.repeat(cols, 2)], [0, 0], [7, 7])  # repeats: still a box
+    assert not _fills_box([rows[:-1], cols[:-1]], [0, 0], [7, 7])  # the last cell missing
+    assert not _fills_box([2 * c], [0], [238])  # every other row
