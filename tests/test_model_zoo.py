@@ -213,6 +213,49 @@ def test_kernelbench_level4_from_pretrained_resolves_without_the_hub(tmp_path, m
     assert r["totals"]["flops_matrix"] == matrix + norms
 
 
+TINY_GPT2 = {"name": "tiny-gpt2", "repo": "test/tiny-gpt2", "aliases": [], "source": "(a test)",
+             "config": {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_head": 2,
+                        "n_layer": 6, "n_positions": 64, "vocab_size": 256, "bos_token_id": 0,
+                        "eos_token_id": 0}}
+
+
+@pytest.mark.parametrize("file_sets_width", [False, True])
+def test_a_kernelbench_level4_file_validates_on_fewer_layers_of_its_configuration(
+        tmp_path, monkeypatch, file_sets_width):
+    """A level-4 file's widths and layer count are in the shipped configuration, not in the file: they
+    are size sites `config.KEY` all the same, so the reduced instance runs 3 of the 6 layers, narrower
+    (the full-size kernel checked to be the same program with more copies of its layer block). A
+    value the file sets itself after `from_pretrained` is the file's, and no site."""
+    _transformers()
+    from solar_compiler.frontends import FrontendOptions
+    from solar_compiler.frontends.model_file import load_model_file
+    from solar_compiler.frontends.torch import frontend as fe
+    from solar_compiler.frontends.zoo import spec as zoo_spec
+
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "tiny-gpt2.json").write_text(json.dumps(TINY_GPT2))
+    monkeypatch.setattr(zoo_spec, "CONFIG_DIR", configs)
+    own = "config.n_embd = 48\n" if file_sets_width else ""
+    f = tmp_path / "m.py"
+    f.write_text(KB_FILE.format(name="test/tiny-gpt2").replace(
+        "config.n_layer, config.n_embd, config.n_head, config.vocab_size = 1, 32, 2, 64\n", own).replace(
+        "sequence_length = 8", "sequence_length = 32"))
+    spec = load_model_file(f)
+    widths = {"config.vocab_size": 256, **({} if file_sets_width else {"config.n_embd": 64})}
+    assert (spec.size_constants, spec.repeat_counts) == (
+        {"sequence_length": 32, "batch_size": 2, **widths}, {"config.n_layer": 6})
+    v = fe.translate_job(str(f), FrontendOptions(memory_budget_gb=0.002)).validation
+    assert (v["validated"], v["method"], v["full_size_same_program"]) == (True, "reduced", True), v
+    sizes = dict(part.split("=", 1) for part in v["sizes"].removeprefix("reduced: ").split(", "))
+    assert sizes["config.n_layer"] == "3 (of 6)" and v["repeated_blocks"] == ["config.n_layer"]
+    assert ("config.n_embd" in sizes) != file_sets_width and sizes["config.vocab_size"].endswith("(of 256)")
+    reduced = spec.with_sizes({"config.n_layer": 3, "config.n_embd": 32})
+    model = reduced.build_model()
+    assert (model.model.config.n_layer, len(model.model.transformer.h)) == (3, 3)
+    assert model.model.config.n_embd == (48 if file_sets_width else 32)
+
+
 def test_from_pretrained_of_an_unknown_name_is_one_line(tmp_path, monkeypatch):
     _transformers()
     f = tmp_path / "m.py"

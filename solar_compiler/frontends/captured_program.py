@@ -75,7 +75,7 @@ class CapturedProgram:
     weight_sources: dict[str, str] = field(default_factory=dict)
     #: values of the "const:" weights (small tensors created inside forward)
     constants: dict[str, np.ndarray] = field(default_factory=dict)
-    #: size constants of the model file as captured (after overrides)
+    #: size constants and repeat counts of the model file as captured (after overrides)
     size_constants: dict[str, int] = field(default_factory=dict)
     #: for each random tensor, its position among all random draws forward makes (in
     #: execution order, including draws whose values end up unused)

@@ -20,6 +20,7 @@ import itertools
 import sys
 import traceback
 import types
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,8 @@ class ModelSpec:
     # may lower them when its kernel is checked to be the full one with fewer copies of its blocks
     repeat_counts: dict[str, int] = field(default_factory=dict)
     format: ModelFormat = TORCH_FORMAT
+    # a shipped configuration's values set by a reduced instance (`config.KEY` sites: zoo/hub.py)
+    config_overrides: dict[str, int] = field(default_factory=dict)
 
     @property
     def entry(self) -> str:
@@ -117,10 +120,14 @@ class ModelSpec:
         lines = getattr(obj, "__firstlineno__", None)
         return lines if isinstance(lines, int) else 1
 
+    def _resolving(self) -> AbstractContextManager:
+        return _resolving(self.source, self.config_overrides)
+
     def _call(self, name: str) -> list:
         fn = getattr(self.module, name)
         try:
-            result = fn()
+            with self._resolving():
+                result = fn()
         except Exception as exc:  # noqa: BLE001 - reported as one line
             line = user_line(exc, self.abspath) or self._line_of(name)
             raise ModelFileError(f"{self.path}:{line}: {name}() raised {exception_summary(exc)}") from exc
@@ -143,7 +150,8 @@ class ModelSpec:
         """``Model(*get_init_inputs())``; errors become :class:`ModelFileError`."""
         init = self.init_inputs()
         try:
-            return self.Model(*init)
+            with self._resolving():
+                return self.Model(*init)
         except Exception as exc:  # noqa: BLE001
             line = user_line(exc, self.abspath) or self._line_of("Model")
             raise ModelFileError(
@@ -154,9 +162,15 @@ class ModelSpec:
         """Re-execute the source with the given size sites (keys of `size_constants`) replaced.
 
         Names defined from other names (`hidden = 4 * dim`) are not sites: they follow their sources
-        when the file is executed again, which keeps derived sizes consistent."""
+        when the file is executed again, which keeps derived sizes consistent. `config.KEY` sites
+        (a shipped configuration's values, zoo/hub.py) are set where the configuration is resolved."""
+        from solar_compiler.frontends.zoo.hub import CONFIG_PREFIX
+
+        config = {**self.config_overrides, **{k.removeprefix(CONFIG_PREFIX): v for k, v in overrides.items()
+                                              if k.startswith(CONFIG_PREFIX)}}
+        overrides = {k: v for k, v in overrides.items() if not k.startswith(CONFIG_PREFIX)}
         if not overrides:
-            return _load_source(self.path, self.source, self.format)
+            return _load_source(self.path, self.source, self.format, config)
         sites = find_size_sites(ast.parse(self.source))
         unknown = sorted(set(overrides) - set(sites))
         if unknown:
@@ -175,7 +189,7 @@ class ModelSpec:
         # Replace from the end of the file so earlier offsets stay valid.
         for a, b, text in sorted(edits, reverse=True):
             raw = raw[:a] + text.encode("utf-8") + raw[b:]
-        return _load_source(self.path, raw.decode("utf-8"), self.format)
+        return _load_source(self.path, raw.decode("utf-8"), self.format, config)
 
 
 def _line_offsets(source: str) -> list[int]:
@@ -283,7 +297,18 @@ def find_size_sites(tree: ast.Module) -> dict[str, SizeSite]:
     return found
 
 
-def _load_source(path: str, source: str, fmt: ModelFormat) -> ModelSpec:
+def _resolving(source: str, config_overrides: dict[str, int]) -> AbstractContextManager:
+    """Where `source` calls `from_pretrained`: the context that resolves shipped configurations under
+    `config_overrides` and lists them (zoo/hub.py)."""
+    if "from_pretrained" not in source:
+        return nullcontext([])
+    from solar_compiler.frontends.zoo.hub import resolving
+
+    return resolving(config_overrides)
+
+
+def _load_source(path: str, source: str, fmt: ModelFormat,
+                 config_overrides: dict[str, int] | None = None) -> ModelSpec:
     abspath = str(Path(path).resolve())
     try:
         tree = ast.parse(source, filename=abspath)
@@ -308,8 +333,10 @@ def _load_source(path: str, source: str, fmt: ModelFormat) -> ModelSpec:
         from solar_compiler.frontends.zoo.hub import offline_hub
 
         offline_hub()
+    config_overrides = dict(config_overrides or {})
     try:
-        exec(code, module.__dict__)
+        with _resolving(source, config_overrides) as resolved:
+            exec(code, module.__dict__)
     except ModuleNotFoundError as exc:
         sys.modules.pop(mod_name, None)
         line = user_line(exc, abspath) or 1
@@ -345,6 +372,12 @@ def _load_source(path: str, source: str, fmt: ModelFormat) -> ModelSpec:
             raise ModelFileError(f"{path}:1: '{n}' must be a function")
     sites = find_size_sites(tree)
     sizes = {key: site.value for key, site in sites.items() if not site.repeat}
+    counts = {key: site.value for key, site in sites.items() if site.repeat}
+    if resolved:
+        from solar_compiler.frontends.zoo.hub import config_sites
+
+        widths, layers = config_sites(resolved)
+        sizes, counts = {**sizes, **widths}, {**counts, **layers}
     return ModelSpec(
         path=str(path),
         source=source,
@@ -353,8 +386,9 @@ def _load_source(path: str, source: str, fmt: ModelFormat) -> ModelSpec:
         get_inputs=module.get_inputs,
         get_init_inputs=getattr(module, "get_init_inputs", None),
         size_constants=sizes,
-        repeat_counts={key: site.value for key, site in sites.items() if site.repeat},
+        repeat_counts=counts,
         format=fmt,
+        config_overrides=config_overrides,
     )
 
 

@@ -222,7 +222,8 @@ def capture(model: JaxModel) -> CapturedProgram:
     jaxpr = closed.jaxpr
     jaxpr, used = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
     fl = _Flattener(spec)
-    prog = CapturedProgram(spec.path, model.mode, "jaxpr", size_constants=dict(spec.size_constants))
+    prog = CapturedProgram(spec.path, model.mode, "jaxpr",
+                           size_constants={**spec.size_constants, **spec.repeat_counts})
     env: dict[Any, Operand] = {}
     n_params = len(model.params)
     for k, (var, is_used) in enumerate(zip(jaxpr.invars, used, strict=True)):

@@ -386,7 +386,8 @@ def _spec(program: CapturedProgram) -> ModelSpec:
     """The model file of `program` at the sizes it was captured with."""
     try:
         spec = load_model_file(program.source)
-        over = {k: v for k, v in program.size_constants.items() if spec.size_constants.get(k) != v}
+        full = {**spec.size_constants, **spec.repeat_counts}
+        over = {k: v for k, v in program.size_constants.items() if full.get(k) != v}
         return spec.with_sizes(over) if over else spec
     except ModelFileError as e:
         raise SolarError(str(e), error_class=e.error_class) from None

@@ -8,16 +8,57 @@ matched by repository id, name or alias) resolves to it, and a model is built fr
 random weights (bounds depend on shapes, not values; under the capture's fake tensors it allocates
 nothing). A local path is left to transformers. Any other name is an error naming the way out.
 Installed by `model_file` before it executes a file that mentions `from_pretrained`.
+
+A reduced instance of such a file (validation) needs the configuration's widths and layer count
+smaller, and they are not in the file. `resolving(overrides)` applies integer overrides to every
+shipped configuration resolved inside it and lists the ones resolved; `config_sites` names the
+widths and layer counts of a resolved configuration as size sites (`config.hidden_size`), which
+`ModelSpec.with_sizes` then sets through `resolving`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .spec import find_shipped, shipped_names
+from .spec import REPEAT_KEYS, WIDTH_KEYS, find_shipped, shipped_names
 
 _INSTALLED = False
+CONFIG_PREFIX = "config."  # size-site keys of a resolved configuration's values
+_OVERRIDES: dict[str, int] = {}  # configuration key -> value, while `resolving` is active
+# inside each active `resolving`: (name, configuration object, the values it was given) per resolution
+_RESOLVED: list[list[tuple[str, Any, dict[str, Any]]]] = []
+
+
+@contextmanager
+def resolving(overrides: dict[str, int] | None = None) -> Iterator[list[tuple[str, Any, dict[str, Any]]]]:
+    """Apply `overrides` (configuration key -> int) to every shipped configuration resolved inside;
+    yields the list of resolutions, filled as they happen."""
+    global _OVERRIDES
+    saved, resolved = _OVERRIDES, []
+    _OVERRIDES = dict(overrides or {})
+    _RESOLVED.append(resolved)
+    try:
+        yield resolved
+    finally:
+        _OVERRIDES = saved
+        _RESOLVED.pop()
+
+
+def config_sites(resolved: list[tuple[str, Any, dict[str, Any]]]) -> tuple[dict[str, int], dict[str, int]]:
+    """(widths, layer counts) of the one shipped configuration `resolved` names, as size sites keyed
+    `config.KEY` at their values as resolved. A value the file changed after the resolution is the
+    file's own, not a site (a reduced instance setting it would be undone by the file). None when no
+    configuration, or more than one, was resolved (one override would then set two models' widths)."""
+    if len({name for name, _, _ in resolved}) != 1:
+        return {}, {}
+    given = resolved[0][2]
+    kept = {k: v for k, v in given.items() if type(v) is int and (k in WIDTH_KEYS or k in REPEAT_KEYS)
+            and all(getattr(obj, k, None) == v for _, obj, _ in resolved)}
+    return ({CONFIG_PREFIX + k: v for k, v in kept.items() if k in WIDTH_KEYS},
+            {CONFIG_PREFIX + k: v for k, v in kept.items() if k in REPEAT_KEYS})
 
 
 class NoShippedConfig(RuntimeError):
@@ -54,11 +95,17 @@ def offline_hub() -> None:
     def config_from_pretrained(cls, name, *args, **kwargs):
         if Path(str(name)).exists():
             return original_config(cls, name, *args, **kwargs)
-        config = dict(_entry(name)["config"])
+        entry = _entry(name)
+        config = dict(entry["config"])
+        config.update({k: v for k, v in _OVERRIDES.items() if k in config})
         config.pop("architectures", None)
         for k in ("return_unused_kwargs", "trust_remote_code", "revision", "cache_dir", "token"):
             kwargs.pop(k, None)
-        return auto_config.for_model(config.pop("model_type"), **{**config, **kwargs})
+        given = {**config, **kwargs}
+        made = auto_config.for_model(given.pop("model_type"), **given)
+        if _RESOLVED:  # a value the call passes is the file's own, not a site
+            _RESOLVED[-1].append((entry["name"], made, {k: v for k, v in given.items() if k not in kwargs}))
+        return made
 
     def auto_model_from_pretrained(cls, name, *args, config=None, **kwargs):
         if Path(str(name)).exists():

@@ -78,7 +78,7 @@ def _dispatch_once(spec: ModelSpec, mode: str, fake_mode, user: UserFile,
         mode=mode,
         method="dispatch",
         fallback_reason=reason,
-        size_constants=dict(spec.size_constants),
+        size_constants={**spec.size_constants, **spec.repeat_counts},
     )
     namer = Namer()
     _, cia, python = tables()

@@ -84,7 +84,7 @@ def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> Ca
         source=spec.path,
         mode=mode,
         method="export",
-        size_constants=dict(spec.size_constants),
+        size_constants={**spec.size_constants, **spec.repeat_counts},
     )
     sig = ep.graph_signature
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}

@@ -238,7 +238,7 @@ def _module_stack(paths: dict[int, str]) -> Iterator[None]:
 def _program(spec: ModelSpec, mode: str, user: UserFile, gm, sample: list, params: dict, buffers: dict,
              state: dict, grad_names: list[str], opt: Optimizer | None) -> CapturedProgram:
     prog = CapturedProgram(source=spec.path, mode=mode, method="make_fx",
-                           size_constants=dict(spec.size_constants), step="train",
+                           size_constants={**spec.size_constants, **spec.repeat_counts}, step="train",
                            optimizer=opt.kind if opt is not None else None)
     namer = Namer()
     node_name: dict[Any, str] = {}
