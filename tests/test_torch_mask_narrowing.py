@@ -152,6 +152,24 @@ def test_upper_mask_buffer_with_offset(tmp_path):
         "where[i0, i1, i2] = 0.0 if i1 <= i2 - 1 else x[i0, i1, i2]")
 
 
+def test_a_mask_buffer_is_read_when_the_weights_are_too_large_to_build(tmp_path, monkeypatch):
+    """The buffers' values come from a build with the parameters on the meta device: a model whose
+    weights exceed the real-run limit (here set below them: GPT-Neo 2.7B's are 10 GB) still has its
+    mask recognised, as the same model below the limit does. A buffer computed from a parameter has
+    no value that way, and stays data."""
+    from solar_compiler.frontends.torch import masks
+
+    monkeypatch.setattr(masks, "REAL_RUN_LIMIT_BYTES", 20_000)  # the buffers 1 KB, the weights 256 KB
+    init = """\
+        self.w = nn.Parameter(torch.randn(256, 256))
+        self.register_buffer("hide", torch.triu(torch.ones(T, T), 1).bool())
+        self.register_buffer("copy", self.w[:T, :T].detach().clone())"""
+    tt = _translate(_model(tmp_path, init, "return (x + self.copy).masked_fill(self.hide, 0.0) @ self.w[:T, :T]"))
+    assert tt.notes == ["mask buffer 'hide' [16, 16] recognised as affine region i <= j - 1 "
+                        "(i, j: dims 0, 1); computed from indices, not read"]
+    assert _read_tensors(tt) >= {"copy"} and "hide" not in _read_tensors(tt)
+
+
 def test_parameter_mask_is_data(tmp_path):
     """A frozen nn.Parameter holding a triangle is still a parameter (its values may be trained): read."""
     init = "self.m = nn.Parameter(torch.tril(torch.ones(T, T)), requires_grad=False)"

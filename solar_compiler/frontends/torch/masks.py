@@ -33,6 +33,7 @@ values fails validation instead of being priced wrong.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -49,7 +50,15 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Cast, Cmp, Index, IndexValue, Read, Select, SExpr
 from solar_compiler.loopir.simplify import literal
 
-from .capture.util import REAL_RUN_LIMIT_BYTES, build_model, nbytes, quiet, resolve_attr, to_numpy
+from .capture.util import (
+    REAL_RUN_LIMIT_BYTES,
+    build_model,
+    nbytes,
+    parameters_on_meta,
+    quiet,
+    resolve_attr,
+    to_numpy,
+)
 
 SEEDS = (0, 1)  # construction seeds whose buffer values must agree (0: the one validation uses)
 
@@ -343,26 +352,29 @@ def _keys_axis(program: CapturedProgram, name: str) -> str:
 
 def _buffer_values(program: CapturedProgram, buffers: dict[str, str]) -> dict[str, np.ndarray]:
     """Values of the weights `buffers` (name -> attribute path) that are buffers, not parameters,
-    and come out the same for every construction seed; the model is built for real only when it
-    has such a buffer and its tensors fit the capture's real-run limit."""
+    and come out the same for every construction seed; the model is built for real, its parameters
+    on the meta device (`parameters_on_meta`), only when it has such a buffer and its buffers and
+    sample inputs fit the capture's real-run limit."""
     spec = _spec(program)
     with quiet():
         model, sample = build_model(spec, program.mode, FakeTensorMode())
     params = {n for n, _ in model.named_parameters()}
     kept = {n: fqn for n, fqn in buffers.items()
             if fqn not in params and fqn in {b for b, _ in model.named_buffers()} and not _state(model, fqn)}
-    size = nbytes(sample) + nbytes(model.parameters()) + nbytes(model.buffers())
+    size = nbytes(sample) + nbytes(model.buffers())
+    weights = nbytes(model.parameters())
     del model, sample
     if not kept or size > REAL_RUN_LIMIT_BYTES:
         return {}
     runs: list[dict[str, np.ndarray | None]] = []
     for seed in SEEDS:
-        with torch.random.fork_rng(), quiet():
-            torch.manual_seed(seed)
-            model, _ = build_model(spec, program.mode, None)
-            runs.append({n: None if (t := resolve_attr(model, fqn)) is None else to_numpy(t)
-                         for n, fqn in kept.items()})
-            del model
+        model = _built(spec, program.mode, seed, size + weights <= REAL_RUN_LIMIT_BYTES)
+        if model is None:
+            return {}
+        # a buffer computed from a parameter is on the meta device too: no value
+        runs.append({n: None if (t := resolve_attr(model, fqn)) is None or t.is_meta else to_numpy(t)
+                     for n, fqn in kept.items()})
+        del model
     out: dict[str, np.ndarray] = {}
     for n in kept:
         vs = [r[n] for r in runs]
@@ -380,6 +392,21 @@ def _state(model: torch.nn.Module, fqn: str) -> bool:
     except AttributeError:
         return False
     return isinstance(mod, torch.nn.modules.batchnorm._NormBase)
+
+
+def _built(spec: ModelSpec, mode: str, seed: int, weights_fit: bool) -> torch.nn.Module | None:
+    """The model built for real from `seed`, its parameters on the meta device; where its
+    constructor cannot run so (it computes with a parameter's values), with real parameters when
+    they fit the real-run limit (`weights_fit`), else None."""
+    for meta in (True, False) if weights_fit else (True,):
+        with torch.random.fork_rng(), quiet(), parameters_on_meta() if meta else contextlib.nullcontext():
+            torch.manual_seed(seed)
+            try:
+                return build_model(spec, mode, None)[0]
+            except Exception:  # noqa: BLE001 - a constructor that needs its parameters' values
+                if not meta:
+                    raise
+    return None
 
 
 def _spec(program: CapturedProgram) -> ModelSpec:

@@ -148,6 +148,25 @@ def tensor_attrs_to_buffers(model: torch.nn.Module) -> None:
                 mod.register_buffer(k, v, persistent=False)
 
 
+@contextlib.contextmanager
+def parameters_on_meta() -> Iterator[None]:
+    """Modules built inside keep their parameters on the meta device (allocated for a moment, then
+    dropped) and their buffers real: what a model's constant buffers hold (masks, position ids)
+    without its weights (GPT-Neo 2.7B's are 10 GB, its causal and local-window masks 128 MB)."""
+    register = torch.nn.Module.register_parameter
+
+    def on_meta(module: torch.nn.Module, name: str, param: Any) -> None:
+        if param is not None and param.device.type != "meta":
+            param = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        register(module, name, param)
+
+    torch.nn.Module.register_parameter = on_meta  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = register  # type: ignore[method-assign]
+
+
 def nbytes(tensors: Iterable[Any]) -> int:
     """Bytes of the tensors among `tensors` (other entries count nothing)."""
     return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
