@@ -333,3 +333,24 @@ def test_an_architecture_name_takes_overrides_on_its_defaults(tmp_path):
     cfg.write_text("{\n  \"n_embd\": ,\n}")
     with pytest.raises(SolarError, match=r"config.json:2: not JSON"):
         model_source(parse_request(["hf:my-gpt", "--config", str(cfg)])[0])
+
+
+def test_per_layer_lists_follow_a_reduced_layer_count():
+    """A reduced instance's fewer layers cut the configuration's per-layer lists (the configuration
+    classes reject a list longer than the count): GPT-Neo's `attention_types` (kinds and repeats)
+    and a plain list of layer kinds. Other lists stay."""
+    from solar_compiler.frontends.zoo.spec import fit_layer_lists
+
+    config = {"attention_types": [[["global", "local"], 16]], "num_layers": 4, "axial_pos_shape": [128, 512],
+              "layer_types": ["full", "sliding"] * 3}
+    assert fit_layer_lists(config, 4) == {**config, "attention_types": [[["global", "local"] * 2, 1]],
+                                          "layer_types": ["full", "sliding"] * 2}
+    transformers = _transformers()
+    from solar_compiler.frontends.zoo.hub import offline_hub, resolving
+
+    offline_hub()
+    with resolving({"num_layers": 4}) as resolved:
+        cfg = transformers.AutoConfig.from_pretrained("EleutherAI/gpt-neo-2.7B")
+    assert cfg.attention_layers == ["global", "local", "global", "local"] and len(resolved) == 1
+    full = transformers.AutoConfig.from_pretrained("EleutherAI/gpt-neo-2.7B")
+    assert len(full.attention_layers) == full.num_layers == 32

@@ -123,7 +123,7 @@ class Block(nn.Module):
     def __init__(self, d, i):
         super().__init__()
         self.fc = nn.Linear(d, d)
-        self.act = torch.tanh if ALTERNATE and i % 2 else torch.relu
+        self.act = (torch.relu, torch.tanh, torch.sigmoid)[i % KINDS]
 
     def forward(self, x):
         return x + self.act(self.fc(x))
@@ -145,7 +145,7 @@ class Model(nn.Module):
 dim = 1024
 tokens = 256
 layers = repeated(6)
-ALTERNATE = {alternate}
+KINDS = {kinds}
 
 
 def get_inputs():
@@ -157,25 +157,27 @@ def get_init_inputs():
 """
 
 
-@pytest.mark.parametrize("alternate", [False, True])
-def test_a_reduced_instance_runs_three_layers_when_they_repeat(tmp_path, alternate):
-    """Six identical layers validate on three (widths scaled too); layers that alternate two kinds
-    are not one block repeated (three are not two copies of the pair), so all six are kept."""
+@pytest.mark.parametrize(("kinds", "kept"), [(1, "3 (of 6)"), (2, "4 (of 6)"), (3, None)])
+def test_a_reduced_instance_runs_fewer_layers_when_they_repeat(tmp_path, kinds, kept):
+    """Six identical layers validate on three (widths scaled too). Layers that alternate two kinds
+    are not one block repeated three times (three layers are not two copies of the pair): they
+    validate on four, two copies of the two-layer block. Three kinds in turn repeat a block of three,
+    which neither three nor four layers hold twice: every layer is kept."""
     pytest.importorskip("torch")
     from solar_compiler.frontends import FrontendOptions
     from solar_compiler.frontends.model_file import load_model_file
     from solar_compiler.frontends.torch import frontend as fe
 
     path = tmp_path / "m.py"
-    path.write_text(LAYERS.format(alternate=alternate))
+    path.write_text(LAYERS.format(kinds=kinds))
     assert load_model_file(path).repeat_counts == {"layers": 6}
     v = fe.translate_job(str(path), FrontendOptions(memory_budget_gb=0.02)).validation
     assert (v["validated"], v["method"], v["full_size_same_program"]) == (True, "reduced", True)
     sizes = dict(part.split("=", 1) for part in v["sizes"].removeprefix("reduced: ").split(", "))
-    if alternate:
+    if kept is None:
         assert "layers" not in sizes and "repeated_blocks" not in v
     else:
-        assert sizes["layers"] == "3 (of 6)" and v["repeated_blocks"] == ["layers"]
+        assert sizes["layers"] == kept and v["repeated_blocks"] == ["layers"]
     assert sizes["dim"].endswith("(of 1024)") and v["max_rel_err"] < 1e-4
 
 

@@ -400,7 +400,8 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
     When scaling every size together does not build (a size tied to a literal inside the model), the
     sizes that can be scaled alone are found and scaled together. Layer counts (`repeated(N)`) drop to
     `REPEAT_KEEP` in every candidate until one is not the same program with fewer layers (or does
-    not build with them); from then on every layer is kept."""
+    not build with them); then to `REPEAT_KEEP + 1` (two copies of a block of two layers) until
+    that fails too; from then on every layer is kept."""
     sizes = {k: v for k, v in spec.size_constants.items() if v >= REDUCIBLE}
     fewer = {k: REPEAT_KEEP for k, v in spec.repeat_counts.items() if v > REPEAT_KEEP}
     if not sizes and not fewer:
@@ -420,13 +421,21 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
         for ov in _with_fewer(candidates({k: sizes[k] for k in keys}), fewer):
             if not ov or ov in seen:
                 continue
-            got = attempt(ov)
-            if isinstance(got, str) and _unlike(got) and any(k in fewer for k in ov):
-                fewer.clear()  # fewer layers are not the same program: every layer kept from here on
-                ov = {k: v for k, v in ov.items() if k not in spec.repeat_counts}
-                if not ov or ov in seen:
-                    continue
+            got, tried = attempt(ov), True
+            while isinstance(got, str) and _unlike(got) and any(k in fewer for k in ov):
+                # fewer layers are not the same program: two copies of a two-layer block (layers of
+                # two kinds alternating), then every layer kept from here on
+                more = {k: REPEAT_KEEP + 1 for k, v in fewer.items()
+                        if v == REPEAT_KEEP and spec.repeat_counts[k] > REPEAT_KEEP + 1}
+                fewer.clear()
+                fewer.update(more)
+                ov = {**{k: v for k, v in ov.items() if k not in spec.repeat_counts}, **fewer}
+                tried = bool(ov) and ov not in seen
+                if not tried:
+                    break
                 got = attempt(ov)
+            if not tried:
+                continue
             if isinstance(got, str):
                 why = got
                 if _unlike(got):

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .spec import REPEAT_KEYS, WIDTH_KEYS, find_shipped, shipped_names
+from .spec import REPEAT_KEYS, WIDTH_KEYS, find_shipped, shipped_names, with_layer_count
 
 _INSTALLED = False
 CONFIG_PREFIX = "config."  # size-site keys of a resolved configuration's values
@@ -102,7 +102,8 @@ def offline_hub() -> None:
         for k in ("return_unused_kwargs", "trust_remote_code", "revision", "cache_dir", "token"):
             kwargs.pop(k, None)
         given = {**config, **kwargs}
-        made = auto_config.for_model(given.pop("model_type"), **given)
+        kind = given.pop("model_type")
+        made = with_layer_count(lambda c: auto_config.for_model(kind, **c), given)
         if _RESOLVED:  # a value the call passes is the file's own, not a site
             _RESOLVED[-1].append((entry["name"], made, {k: v for k, v in given.items() if k not in kwargs}))
         return made

@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from solar_compiler.frontends.zoo.spec import with_layer_count
+
 __all__ = ["DTYPES", "PHASES", "SpecModel", "fixed", "repeated", "spec_inputs", "transformers_module"]
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -66,7 +68,8 @@ def build_config(architecture: str, config: dict[str, Any]):
 
         raise SolarError(f"transformers {tf.__version__} has no model class {architecture}",
                          error_class="input")
-    cfg = model_cls.config_class(**{k: v for k, v in config.items() if k not in ("architectures",)})
+    cfg = with_layer_count(lambda c: model_cls.config_class(**c),
+                           {k: v for k, v in config.items() if k not in ("architectures",)})
     impl = "sdpa" if getattr(model_cls, "_supports_sdpa", False) else "eager"
     cfg._attn_implementation = impl
     if any(k in config for k in MOE_KEYS):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,42 @@ WIDTH_KEYS = frozenset({
 # run fewer of them when its kernel is checked to be the full one with fewer copies of its layer block
 # (`loopir/repetition.py`).
 REPEAT_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers", "decoder_layers")
+
+
+def with_layer_count(make: Callable[[dict[str, Any]], Any], config: dict[str, Any]) -> Any:
+    """`make(config)`; when the configuration class rejects it and the configuration lists a kind
+    per layer for more layers than its count (a reduced instance's fewer layers), `make` of the
+    configuration with those lists cut to the count (`fit_layer_lists`)."""
+    try:
+        return make(config)
+    except Exception:  # noqa: BLE001 - ValueError, or huggingface_hub's strict-dataclass error
+        count = next((v for k, v in config.items() if k in REPEAT_KEYS and type(v) is int), None)
+        fitted = config if count is None else fit_layer_lists(config, count)
+        if fitted == config:
+            raise
+        return make(fitted)
+
+
+def fit_layer_lists(config: dict[str, Any], count: int) -> dict[str, Any]:
+    """`config` with every per-layer list cut to its first `count` layers: a list of layer kinds
+    (`layer_types`), or GPT-Neo's `attention_types` (`[[["global", "local"], 16]]`, kinds and
+    repeats), written out as `[[kinds, 1]]`."""
+    def kinds(v: Any) -> list[str] | None:
+        if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+            return v
+        if isinstance(v, list) and v and all(isinstance(x, list) and len(x) == 2 and isinstance(x[1], int)
+                                             and kinds(x[0]) is not None for x in v):
+            return [k for ks, n in v for _ in range(n) for k in ks]
+        return None
+
+    out = dict(config)
+    for key, v in config.items():
+        layers = kinds(v)
+        if layers is not None and len(layers) > count:
+            out[key] = layers[:count] if all(isinstance(x, str) for x in v) else [[layers[:count], 1]]
+    return out
+
+
 # keys naming the number of learned positions: a spec may not run past them
 POSITION_KEYS = ("n_positions", "max_position_embeddings")
 DEFAULT_SEQ = 2048
