@@ -164,7 +164,8 @@ def test_a_mask_buffer_is_read_when_the_weights_are_too_large_to_build(tmp_path,
         self.w = nn.Parameter(torch.randn(256, 256))
         self.register_buffer("hide", torch.triu(torch.ones(T, T), 1).bool())
         self.register_buffer("copy", self.w[:T, :T].detach().clone())"""
-    tt = _translate(_model(tmp_path, init, "return (x + self.copy).masked_fill(self.hide, 0.0) @ self.w[:T, :T]"))
+    forward = "return (x + self.copy).masked_fill(self.hide, 0.0) @ self.w[:T, :T]"
+    tt = _translate(_model(tmp_path, init, forward))
     assert tt.notes == ["mask buffer 'hide' [16, 16] recognised as affine region i <= j - 1 "
                         "(i, j: dims 0, 1); computed from indices, not read"]
     assert _read_tensors(tt) >= {"copy"} and "hide" not in _read_tensors(tt)
