@@ -180,3 +180,17 @@ def test_solo_vars_covering_every_variable_means_injective(texts):
     acc = isl.Map(f"{{ [i, j] -> [{', '.join(e.to_isl() for e in idx)}] : 0 <= i < 6 and 0 <= j < 6 }}")
     if solo_vars(idx) >= {"i", "j"}:
         assert acc.is_injective()
+
+
+def test_a_split_index_joined_again_is_the_index():
+    """`n * (e // n) + e % n` is `e` (a view reshaped and reshaped back): without the fold the index
+    nested once more at every such pair, and OPT's 24 layers made a 2^24-term expression."""
+    i = AffExpr.var("i0")
+    assert 256 * (i // 256) + i % 256 == i
+    assert ((i % 256) + 256 * (i // 256)) // 256 == i // 256
+    assert 2 * ((i + 3) % 8) + 16 * ((i + 3) // 8) == 2 * i + 6  # scaled, with a constant inside
+    assert str(i % 4 + 8 * (i // 4)) == "i0 % 4 + 8*(i0 // 4)"  # not the pair: kept
+    e = i
+    for _ in range(30):  # stays one level deep however often it is split and joined
+        e = (e % 64 + 64 * (e // 64)) // 1
+    assert e == i

@@ -47,6 +47,22 @@ def _atom_key(a: Atom) -> tuple[int, str]:
     return (0, a) if isinstance(a, str) else (1, str(a))
 
 
+def _fold_div_mod(coeffs: Mapping[Atom, int], const: int) -> tuple[dict[Atom, int], int]:
+    """`c * (e % n) + c * n * (e // n)` is `c * e`: a view reshaped and reshaped back (a flat row
+    `i` split as `(i // 256, i % 256)`, then joined again) reads its own index. Without the fold the
+    index nests once more at every such pair: OPT's 24 layers made `e` a 2^24-term string."""
+    out = dict(coeffs)
+    for a in [a for a in coeffs if type(a) is Mod]:
+        c = out.get(a, 0)
+        div = FloorDiv(a.num, a.den)
+        if c and out.get(div, 0) == c * a.den:
+            del out[a], out[div]
+            for t, k in a.num.terms:
+                out[t] = out.get(t, 0) + c * k
+            const += c * a.num.const
+    return out, const
+
+
 def _kept_hash(self: Any) -> int:
     """A frozen dataclass's hash, computed once and kept on the instance."""
     got = self.__dict__.get("_hash")
@@ -91,6 +107,8 @@ class AffExpr:
 
     @staticmethod
     def _make(coeffs: Mapping[Atom, int], const: int) -> AffExpr:
+        if any(type(a) is Mod for a in coeffs):
+            coeffs, const = _fold_div_mod(coeffs, const)
         items = [(a, c) for a, c in coeffs.items() if c != 0]
         if len(items) > 1:
             if all(type(a) is str for a, _ in items):
