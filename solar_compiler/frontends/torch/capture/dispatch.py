@@ -103,20 +103,23 @@ def _dispatch_once(spec: ModelSpec, mode: str, fake_mode, user: UserFile,
             rec.globals_by_id[id(gval)] = gname
 
     ctx = fake_mode if fake_mode is not None else contextlib.nullcontext()
-    with (
-        ctx,
-        torch.no_grad(),
-        quiet(),
-        enable_python_dispatcher(),
-        _override_composite_implicit_decomp(cia),
-        _module_tracker(model, stack),
-    ):
-        with rec:
-            out = model(*sample)
-        flat, _ = torch.utils._pytree.tree_flatten(out)
-        for o in flat:
-            if isinstance(o, torch.Tensor):
-                prog.outputs.append(rec.name_of(o))
+    try:
+        with (
+            ctx,
+            torch.no_grad(),
+            quiet(),
+            enable_python_dispatcher(),
+            _override_composite_implicit_decomp(cia),
+            _module_tracker(model, stack),
+        ):
+            with rec:
+                out = model(*sample)
+            flat, _ = torch.utils._pytree.tree_flatten(out)
+            for o in flat:
+                if isinstance(o, torch.Tensor):
+                    prog.outputs.append(rec.name_of(o))
+    finally:
+        rec.release()
     return finish(prog, rec.bool_index)
 
 

@@ -3,6 +3,7 @@ functional `AtenNode`s (see `DispatchRecorder`); `dispatch.py` runs it."""
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,12 @@ class ViewStep:
     n_out: int = 1  # number of results of the op
 
 
+def _forget(recorder: weakref.ref, key: int) -> None:
+    rec = recorder()
+    if rec is not None:
+        rec.forget(key)
+
+
 def _native_batch_norm_as_legit(inp, weight, bias, running_mean, running_var, training, momentum, eps):
     """``native_batch_norm`` as the ``_native_batch_norm_legit*`` ops export produces."""
     if running_mean is None or running_var is None:
@@ -68,7 +75,10 @@ _NATIVE_BN_FUNCTIONAL = {
 class DispatchRecorder(TorchDispatchMode):
     """Records executed ATen ops as functional AtenNodes.
 
-    Tensors are tracked by identity (kept alive so ids stay unique).  Views are nodes of
+    Tensors are tracked by identity; a tensor's entries are forgotten when it is freed (so a
+    reused id is a new tensor), rather than keeping every tensor alive: a capture on real
+    tensors (the fallback for data-dependent code) would otherwise hold every intermediate of
+    the forward pass at once (Reformer at KernelBench's sizes: over 8 GB).  Views are nodes of
     their own op and remember their chain from the base tensor; an in-place op becomes its
     functional counterpart producing a new version of the mutated tensor; a mutation
     through a view is written back to the base with ``*_scatter`` / ``view`` nodes, and
@@ -89,7 +99,7 @@ class DispatchRecorder(TorchDispatchMode):
         self.module_stack = module_stack
         self.names: dict[int, str] = {}
         self.metas: dict[int, TensorMeta] = {}
-        self.keep: list[Any] = []
+        self._finalizers: list[weakref.finalize] = []
         self.view_of: dict[int, tuple[torch.Tensor, list[ViewStep]]] = {}
         self.version: dict[int, int] = {}  # id(base) -> number of mutations
         self.seen: dict[int, int] = {}  # id(view) -> base version its name reflects
@@ -103,7 +113,17 @@ class DispatchRecorder(TorchDispatchMode):
     def register(self, t: torch.Tensor, name: str, meta: TensorMeta | None = None) -> None:
         self.names[id(t)] = name
         self.metas[id(t)] = meta or tensor_meta(name, t)
-        self.keep.append(t)
+        self._finalizers.append(weakref.finalize(t, _forget, weakref.ref(self), id(t)))
+
+    def release(self) -> None:
+        """Stop watching the tensors still alive (the model's weights outlive the capture)."""
+        for f in self._finalizers:
+            f.detach()
+        self._finalizers.clear()
+
+    def forget(self, key: int) -> None:
+        for table in (self.names, self.metas, self.view_of, self.version, self.seen):
+            table.pop(key, None)
 
     def _new_leaf(self, v: torch.Tensor) -> str:
         gname = self.globals_by_id.get(id(v))
