@@ -256,6 +256,49 @@ def test_a_kernelbench_level4_file_validates_on_fewer_layers_of_its_configuratio
     assert model.model.config.n_embd == (48 if file_sets_width else 32)
 
 
+TINY_REFORMER = {
+    "name": "tiny-reformer", "repo": "test/tiny-reformer", "aliases": [], "source": "(a test)",
+    "config": {"architectures": ["ReformerModelWithLMHead"], "model_type": "reformer",
+               "attn_layers": ["local", "lsh"] * 3, "hidden_size": 64, "axial_pos_embds_dim": [16, 48],
+               "axial_pos_shape": [4, 8], "max_position_embeddings": 32, "feed_forward_size": 128,
+               "num_attention_heads": 2, "attention_head_size": 16, "local_attn_chunk_length": 8,
+               "lsh_attn_chunk_length": 32, "num_buckets": 4, "num_hashes": 2, "vocab_size": 64,
+               "is_decoder": True, "hidden_act": "relu", "pad_token_id": 0, "eos_token_id": 2}}
+
+
+def test_a_reformer_validates_on_two_blocks_of_its_alternating_layers(tmp_path, monkeypatch):
+    """Reformer's six layers (local and LSH attention alternating) are counted by the length of
+    `attn_layers`: the reduced instance keeps four (three are not copies of one block), narrower, with
+    the axial position widths scaled to the hidden size they must sum to. The LSH chunk holds the whole
+    sequence, as in KernelBench's Reformer files (256 tokens, chunks of 256): transformers then runs
+    LSH layers as standard attention, without the bucket sort (no loop-IR template for `sort`)."""
+    _transformers()
+    from solar_compiler.frontends import FrontendOptions
+    from solar_compiler.frontends.model_file import load_model_file
+    from solar_compiler.frontends.torch import frontend as fe
+    from solar_compiler.frontends.zoo import spec as zoo_spec
+
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "tiny-reformer.json").write_text(json.dumps(TINY_REFORMER))
+    monkeypatch.setattr(zoo_spec, "CONFIG_DIR", configs)
+    f = tmp_path / "m.py"
+    f.write_text(KB_FILE.format(name="test/tiny-reformer").replace(
+        "config.n_layer, config.n_embd, config.n_head, config.vocab_size = 1, 32, 2, 64\n", "").replace(
+        "sequence_length = 8", "sequence_length = 32"))
+    spec = load_model_file(f)
+    assert spec.repeat_counts == {"config.num_hidden_layers": 6}
+    assert {"config.hidden_size": 64, "config.feed_forward_size": 128}.items() <= spec.size_constants.items()
+    v = fe.translate_job(str(f), FrontendOptions(memory_budget_gb=0.002)).validation
+    assert (v["validated"], v["method"], v["full_size_same_program"]) == (True, "reduced", True), v
+    sizes = dict(part.split("=", 1) for part in v["sizes"].removeprefix("reduced: ").split(", "))
+    assert sizes["config.num_hidden_layers"] == "4 (of 6)" and sizes["config.hidden_size"].endswith("(of 64)")
+    hidden = int(sizes["config.hidden_size"].split()[0])
+    model = spec.with_sizes({"config.num_hidden_layers": 4, "config.hidden_size": hidden}).build_model()
+    assert list(model.model.config.axial_pos_embds_dim) == [hidden // 4, 3 * hidden // 4]
+    assert len(model.model.reformer.encoder.layers) == 4
+
+
 def test_from_pretrained_of_an_unknown_name_is_one_line(tmp_path, monkeypatch):
     _transformers()
     f = tmp_path / "m.py"
@@ -354,3 +397,35 @@ def test_per_layer_lists_follow_a_reduced_layer_count():
     assert cfg.attention_layers == ["global", "local", "global", "local"] and len(resolved) == 1
     full = transformers.AutoConfig.from_pretrained("EleutherAI/gpt-neo-2.7B")
     assert len(full.attention_layers) == full.num_layers == 32
+
+
+def test_a_width_carries_its_parts_and_a_list_length_is_a_layer_count():
+    """Reformer states its layer count only as the length of `attn_layers`, and checks that
+    `axial_pos_embds_dim` sums to `hidden_size`: a reduced instance's `num_hidden_layers` cuts the
+    list, and a narrower hidden size scales the parts that sum to it (other integer lists stay)."""
+    from solar_compiler.frontends.zoo.spec import implicit_layer_count, with_overrides
+
+    config = {"attn_layers": ["local", "lsh"] * 6, "hidden_size": 1024, "axial_pos_embds_dim": [256, 768],
+              "axial_pos_shape": [128, 512], "num_buckets": [64, 128], "feed_forward_size": 4096}
+    assert implicit_layer_count(config) == 12
+    assert implicit_layer_count({**config, "num_hidden_layers": 12}) is None
+    reduced = {"hidden_size": 256, "num_hidden_layers": 4, "feed_forward_size": 1024}
+    assert with_overrides(config, reduced) == {
+        **config, "attn_layers": ["local", "lsh"] * 2, "hidden_size": 256, "axial_pos_embds_dim": [64, 192],
+        "feed_forward_size": 1024}
+    # parts that would not stay whole are left (the model then rejects the width: no reduced instance)
+    assert with_overrides(config, {"hidden_size": 1022})["axial_pos_embds_dim"] == [256, 768]
+    transformers = _transformers()
+    from solar_compiler.frontends.zoo.hub import config_sites, offline_hub, resolving
+
+    offline_hub()
+    with resolving({"num_hidden_layers": 4, "hidden_size": 512}) as resolved:
+        cfg = transformers.AutoConfig.from_pretrained("google/reformer-enwik8")
+    assert (cfg.attn_layers, cfg.num_hidden_layers) == (["local", "lsh"] * 2, 4)
+    assert list(cfg.axial_pos_embds_dim) == [128, 384]
+    assert config_sites(resolved)[1] == {"config.num_hidden_layers": 4}
+    with resolving() as resolved:
+        transformers.AutoConfig.from_pretrained("google/reformer-enwik8")
+    widths, counts = config_sites(resolved)
+    assert counts == {"config.num_hidden_layers": 12}
+    assert (widths["config.hidden_size"], widths["config.feed_forward_size"]) == (1024, 4096)

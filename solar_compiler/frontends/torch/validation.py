@@ -417,6 +417,7 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
             progress.phase("validate", f"not usable: {got}")
         return got
 
+    layers = dict(fewer)
     for keys in _key_sets(spec, tt, options, sizes, filler):
         for ov in _with_fewer(candidates({k: sizes[k] for k in keys}), fewer):
             if not ov or ov in seen:
@@ -439,6 +440,10 @@ def reduce_instance(spec, prog, tt, options: FrontendOptions, filler=None):
             if isinstance(got, str):
                 why = got
                 if _unlike(got):
+                    if not fewer and ov:
+                        # the sizes alone differ too: the layers are not to blame (the next key
+                        # set, sizes that scale alone, lowers them again)
+                        fewer.update(layers)
                     break  # scaling further only moves further from the full-size program
                 continue
             return (ov, *got)
@@ -468,7 +473,12 @@ def _key_sets(spec, tt, options, sizes: dict[str, int], filler):
     alone = []
     for k in sizes:
         ov = {k: shrink(sizes[k], 4)}
-        if ov[k] != sizes[k] and not isinstance(_build(spec, tt, ov, options, filler), str):
+        if ov[k] == sizes[k]:
+            continue
+        got = _build(spec, tt, ov, options, filler)
+        if isinstance(got, str):
+            progress.phase("validate", f"{k} cannot be scaled alone: {got}")
+        else:
             alone.append(k)
     if alone and len(alone) < len(sizes):
         yield alone

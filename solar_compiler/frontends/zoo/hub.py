@@ -23,7 +23,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .spec import REPEAT_KEYS, WIDTH_KEYS, find_shipped, shipped_names, with_layer_count
+from .spec import (
+    IMPLICIT_COUNT,
+    REPEAT_KEYS,
+    WIDTH_KEYS,
+    find_shipped,
+    implicit_layer_count,
+    shipped_names,
+    with_layer_count,
+    with_overrides,
+)
 
 _INSTALLED = False
 CONFIG_PREFIX = "config."  # size-site keys of a resolved configuration's values
@@ -97,15 +106,19 @@ def offline_hub() -> None:
             return original_config(cls, name, *args, **kwargs)
         entry = _entry(name)
         config = dict(entry["config"])
-        config.update({k: v for k, v in _OVERRIDES.items() if k in config})
         config.pop("architectures", None)
+        config = with_overrides(config, _OVERRIDES)
         for k in ("return_unused_kwargs", "trust_remote_code", "revision", "cache_dir", "token"):
             kwargs.pop(k, None)
         given = {**config, **kwargs}
         kind = given.pop("model_type")
         made = with_layer_count(lambda c: auto_config.for_model(kind, **c), given)
         if _RESOLVED:  # a value the call passes is the file's own, not a site
-            _RESOLVED[-1].append((entry["name"], made, {k: v for k, v in given.items() if k not in kwargs}))
+            sites = {k: v for k, v in given.items() if k not in kwargs}
+            count = implicit_layer_count(sites)
+            if count is not None:
+                sites[IMPLICIT_COUNT] = count
+            _RESOLVED[-1].append((entry["name"], made, sites))
         return made
 
     def auto_model_from_pretrained(cls, name, *args, config=None, **kwargs):

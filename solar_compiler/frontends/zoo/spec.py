@@ -58,6 +58,7 @@ WIDTH_KEYS = frozenset({
     "hidden_size", "intermediate_size", "head_dim", "vocab_size", "n_embd", "n_inner", "ffn_dim", "d_model",
     "encoder_ffn_dim", "decoder_ffn_dim", "moe_intermediate_size", "kv_lora_rank", "q_lora_rank",
     "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "word_embed_proj_dim", "embedding_size",
+    "feed_forward_size",
 })
 # Configuration keys that count identical layers: written `repeated(N)`, so that a reduced instance may
 # run fewer of them when its kernel is checked to be the full one with fewer copies of its layer block
@@ -79,23 +80,62 @@ def with_layer_count(make: Callable[[dict[str, Any]], Any], config: dict[str, An
         return make(fitted)
 
 
+def _layer_kinds(v: Any) -> list[str] | None:
+    """The kind of each layer, when `v` is a per-layer list: a list of kind names (`layer_types`,
+    Reformer's `attn_layers`), or GPT-Neo's `[[kinds, repeats], ...]`."""
+    if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+        return v
+    if isinstance(v, list) and v and all(isinstance(x, list) and len(x) == 2 and isinstance(x[1], int)
+                                         and _layer_kinds(x[0]) is not None for x in v):
+        return [k for ks, n in v for _ in range(n) for k in ks]
+    return None
+
+
 def fit_layer_lists(config: dict[str, Any], count: int) -> dict[str, Any]:
     """`config` with every per-layer list cut to its first `count` layers: a list of layer kinds
     (`layer_types`), or GPT-Neo's `attention_types` (`[[["global", "local"], 16]]`, kinds and
     repeats), written out as `[[kinds, 1]]`."""
-    def kinds(v: Any) -> list[str] | None:
-        if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
-            return v
-        if isinstance(v, list) and v and all(isinstance(x, list) and len(x) == 2 and isinstance(x[1], int)
-                                             and kinds(x[0]) is not None for x in v):
-            return [k for ks, n in v for _ in range(n) for k in ks]
-        return None
-
     out = dict(config)
     for key, v in config.items():
-        layers = kinds(v)
+        layers = _layer_kinds(v)
         if layers is not None and len(layers) > count:
             out[key] = layers[:count] if all(isinstance(x, str) for x in v) else [[layers[:count], 1]]
+    return out
+
+
+# The layer-count site of a configuration that states its count only as the length of its per-layer
+# lists (Reformer's `attn_layers`; transformers derives `num_hidden_layers` from it).
+IMPLICIT_COUNT = "num_hidden_layers"
+
+
+def implicit_layer_count(config: dict[str, Any]) -> int | None:
+    """The layer count of a configuration with per-layer lists (all of one length) and no count key."""
+    if any(type(config.get(k)) is int for k in REPEAT_KEYS):
+        return None
+    lengths = {len(kinds) for v in config.values() if (kinds := _layer_kinds(v)) is not None}
+    return lengths.pop() if len(lengths) == 1 else None
+
+
+def with_overrides(config: dict[str, Any], overrides: dict[str, int]) -> dict[str, Any]:
+    """`config` with the integer `overrides` (a reduced instance's widths and layer counts) applied.
+    A width's parts scale with it: an integer list summing to the width (Reformer's
+    `axial_pos_embds_dim`, which the model checks against `hidden_size`) is scaled by the same
+    factor when every part stays whole. An implicit layer count (`IMPLICIT_COUNT`) cuts the lists."""
+    out = dict(config)
+    for key, value in overrides.items():
+        old = config.get(key)
+        if type(old) is not int:
+            continue
+        out[key] = value
+        if key not in WIDTH_KEYS or old == value:
+            continue
+        for k, v in config.items():
+            if (isinstance(v, list) and len(v) > 1 and all(type(x) is int for x in v) and sum(v) == old
+                    and all(x * value % old == 0 for x in v)):
+                out[k] = [x * value // old for x in v]
+    count = overrides.get(IMPLICIT_COUNT)
+    if count is not None and implicit_layer_count(config) is not None:
+        out = fit_layer_lists(out, count)
     return out
 
 
