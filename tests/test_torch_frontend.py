@@ -83,19 +83,63 @@ def test_no_reducible_size_means_not_validated(tmp_path):
     assert "no module-level size definition" in v["reason"]
 
 
-def test_value_dependent_program_validates_on_the_traced_sample_only(monkeypatch):
+def test_a_value_dependent_program_validates_on_fresh_samples_that_trace_it_again(monkeypatch):
+    """A branch on a tensor value is recorded on real values; each fresh sample is captured again, and
+    where it takes the same branch (the same kernel text and constants) the translation is compared
+    on it: three samples, not the traced one alone."""
     monkeypatch.chdir(ROOT)
     t = fe.translate_job("examples/torch/data_dependent_branch.py", FrontendOptions())
-    assert t.validation["samples"] == 1 and t.validation["frontend"] == "torch-dispatch"
+    assert t.validation["samples"] == 3 and t.validation["frontend"] == "torch-dispatch", t.validation
+    assert "reason" not in t.validation
     assert len(t.value_dependent) == 1 and "_local_scalar_dense" in t.value_dependent[0]
 
 
+BRANCH = """
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > {threshold}:
+            return x * 2.0
+        return x - 1.0
+
+def get_inputs():
+    return [torch.randn(4, 4)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_fresh_sample_that_takes_another_branch_is_not_compared(tmp_path):
+    """The threshold lies between the sums of the traced sample and fresh sample 1: that sample
+    traces the other branch, so the translation (of the traced branch) is validated on the traced
+    sample only, and the record says why."""
+    from solar_compiler.frontends.model_file import load_model_file
+    from solar_compiler.frontends.torch.capture.inputs import fresh_tensors
+
+    f = tmp_path / "branch.py"
+    f.write_text(BRANCH.format(threshold=0.0))
+    spec = load_model_file(f)
+    torch.manual_seed(0)
+    traced = float(spec.sample_inputs()[0].sum())
+    fresh = float(fresh_tensors(spec, 1)["x"].sum())
+    f.write_text(BRANCH.format(threshold=(traced + fresh) / 2))
+    v = fe.translate_job(str(f), FrontendOptions()).validation
+    assert (v["validated"], v["samples"]) == (True, 1), v
+    assert v["reason"] == ("value-dependent program: validated on the traced sample only (fresh sample "
+                           "(seed 1) traces another program: its kernel differs)")
+
+
 def test_moe_with_nonzero_validates_on_the_traced_sample(monkeypatch):
+    """Each expert's token count (`nonzero`) is a shape of the kernel: a fresh sample routes other
+    counts, so it traces another program and is not compared."""
     monkeypatch.chdir(ROOT)
     t = fe.translate_job("examples/torch/moe_topk.py", FrontendOptions())
     v = t.validation
     assert (v["validated"], v["frontend"], v["samples"], v["sizes"]) == (True, "torch-dispatch", 1, "full")
-    assert v["reason"] == "value-dependent program: validated on the traced sample only"
+    assert v["reason"] == ("value-dependent program: validated on the traced sample only (fresh sample "
+                           "(seed 1) traces another program: its kernel differs)")
     assert v["max_rel_err"] < 1e-5
     assert sum("aten.nonzero.default" in x for x in t.value_dependent) == 4  # one per expert
 

@@ -148,8 +148,6 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
 
 def _samples_within(seconds: float, budget: float, prog) -> int:
     """How many samples (3, else 1) fit the budget; 0 when not even one does."""
-    if prog.value_dependent:
-        return 1 if seconds <= budget else 0
     return 1 + len(SAMPLE_SEEDS) if seconds * (1 + len(SAMPLE_SEEDS)) <= budget else \
         1 if seconds <= budget else 0
 
@@ -166,10 +164,42 @@ def _feed(tt, kernel, ins, ws, rnd):
     return {k: as_array(a, kernel.tensor(k)) for k, a in feed.items()}
 
 
-def _seeds(prog, n: int) -> list[int | None]:
-    """get_inputs() and fresh samples, n in all; a value-dependent program (its shapes or routing
-    follow the traced values) is compared on the traced sample only."""
-    return [None] if prog.value_dependent else [None, *SAMPLE_SEEDS][:n]
+def _seeds(spec, prog, tt, mode: str, n: int) -> tuple[list[int | None], str | None]:
+    """(get_inputs() and the fresh samples to compare on, n in all; why fewer). A value-dependent
+    program recorded on real values (the dispatch capture: a value Python reads may choose its
+    statements, shapes or constants) is compared on a fresh sample only where capturing again on
+    that sample gives the same program: the same kernel text and the same constants. An exported
+    graph was traced on fake tensors, so no value chose it: its value-dependent work (routing,
+    gathers) is computed by the kernel on any sample."""
+    seeds: list[int | None] = [None, *SAMPLE_SEEDS][:n]
+    if not prog.value_dependent or prog.method != "dispatch":
+        return seeds, None
+    for i, seed in enumerate(seeds[1:], 1):
+        why = _traces_another(spec, prog, tt, mode, seed)
+        if why is not None:
+            return seeds[:i], f"fresh sample (seed {seed}) traces another program: {why}"
+    return seeds, None
+
+
+def _traces_another(spec, prog, tt, mode: str, seed: int) -> str | None:
+    """None when the program captured on the fresh sample `seed` is `prog` (`_seeds`), else how not."""
+    from solar_compiler.text.printer import print_kernel
+
+    from .capture import CaptureError, capture, on_fresh_sample
+    from .translate import translate_program
+
+    progress.phase("validate", f"capturing again on fresh sample (seed {seed}): a value-dependent program")
+    try:
+        again = capture(on_fresh_sample(spec, seed), mode=mode)
+        kernel = translate_program(again, kernel_name=tt.kernel.name).kernel
+    except (CaptureError, SolarError) as e:
+        return f"it does not capture and translate alone ({' '.join(str(e).split())[:120]})"
+    if print_kernel(kernel) != print_kernel(tt.kernel):
+        return "its kernel differs"
+    if again.constants.keys() != prog.constants.keys() or not all(
+            _same(np.asarray(again.constants[k]), np.asarray(v)) for k, v in prog.constants.items()):
+        return "its constants differ"
+    return None
 
 
 def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace=None) -> dict[str, Any]:
@@ -184,7 +214,7 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace
     kernel = tt.validation_kernel()
     dtypes = {t.name: t.dtype for t in kernel.tensors}
     tols = summation_tolerances(kernel)
-    seeds = _seeds(prog, n)
+    seeds, fewer = _seeds(spec, prog, tt, mode, n)
     worst = 0.0
     f64: dict[str, float] = {}
     for i, seed in enumerate(seeds, 1):
@@ -202,7 +232,7 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace
         worst = max(worst, cmp.max_rel_err)
         _sample_done(i, len(seeds), t_sample)
     checked = sum(math.prod(t.shape) for t in kernel.by_role("output"))
-    return _record(prog, worst, len(seeds), checked, f64)
+    return _record(prog, worst, len(seeds), checked, f64, fewer)
 
 
 def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[str, Any] | str:
@@ -230,7 +260,7 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
     tols = summation_tolerances(kernel)
     worst = 0.0
     f64: dict[str, float] = {}
-    seeds = _seeds(prog, n)
+    seeds, fewer = _seeds(spec, prog, tt, options.mode, n)
     progress.phase("validate", f"sampled: {sum(len(v) for v in samples.values())} output elements, "
                                f"{len(seeds)} sample(s) (estimated {secs:.1f} s per sample)")
     for i, seed in enumerate(seeds, 1):
@@ -249,7 +279,7 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
         _check(spec, seed, verdict or cmp)
         worst = max(worst, cmp.max_rel_err)
         _sample_done(i, len(seeds), t_sample)
-    return _record(prog, worst, len(seeds), sum(len(v) for v in samples.values()), f64)
+    return _record(prog, worst, len(seeds), sum(len(v) for v in samples.values()), f64, fewer)
 
 
 def plan_sampled(kernel, cost: Cost, deadline: float | None = None):
@@ -363,14 +393,15 @@ def _check(spec, seed, cmp) -> None:
                             error_class="validate")
 
 
-def _record(prog, worst: float, samples: int, checked: int, f64: dict[str, float] | None = None) \
-        -> dict[str, Any]:
+def _record(prog, worst: float, samples: int, checked: int, f64: dict[str, float] | None = None,
+            fewer: str | None = None) -> dict[str, Any]:
     record: dict[str, Any] = {"validated": True, "max_rel_err": worst, "samples": samples,
                               "elements_checked": checked}
     if f64:  # compared in float64 too (`_against_f64`): the distances, per output
         record["float64_check"] = {k: float(v) for k, v in sorted(f64.items())}
-    if prog.value_dependent:
-        record["reason"] = "value-dependent program: validated on the traced sample only"
+    if prog.value_dependent and (samples == 1 or fewer):
+        on = "the traced sample only" if samples == 1 else f"{samples} samples"
+        record["reason"] = f"value-dependent program: validated on {on}" + (f" ({fewer})" if fewer else "")
     return record
 
 

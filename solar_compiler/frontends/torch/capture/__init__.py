@@ -42,7 +42,7 @@ from solar_compiler.frontends.captured_program import (
 
 from .entry import capture
 from .graph import torch_dtype
-from .inputs import fresh_inputs, input_names
+from .inputs import fresh_inputs, input_names, on_fresh_sample
 from .ops import KEEP_UNDECOMPOSED
 from .reference import run_reference, run_reference_f64
 
@@ -56,6 +56,7 @@ __all__ = [
     "capture",
     "fresh_inputs",
     "input_names",
+    "on_fresh_sample",
     "run_reference",
     "run_reference_f64",
     "sanitize",

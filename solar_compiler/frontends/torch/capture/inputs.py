@@ -3,11 +3,13 @@ and fresh samples for validation."""
 
 from __future__ import annotations
 
+import copy
 import inspect
 from pathlib import Path
 
 import numpy as np
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from solar_compiler.frontends.captured_program import Namer
 from solar_compiler.frontends.model_file import ModelSpec, load_model_file
@@ -43,13 +45,18 @@ def fresh_inputs(spec: ModelSpec | str | Path, seed: int) -> dict[str, np.ndarra
     """New samples of the inputs: ``get_inputs()`` under ``torch.manual_seed(seed)``, with
     integer tensors kept inside the [min, max] range observed in the seed-0 sample."""
     spec = spec if isinstance(spec, ModelSpec) else load_model_file(spec)
+    return {name: to_numpy(t) for name, t in fresh_tensors(spec, seed).items()}
+
+
+def fresh_tensors(spec: ModelSpec, seed: int) -> dict[str, torch.Tensor]:
+    """`fresh_inputs` as tensors, in `get_inputs()` order."""
     torch.manual_seed(0)
     base = spec.sample_inputs()
     torch.manual_seed(seed)
     new = spec.sample_inputs()
     names = input_names(spec, base)
     gen = torch.Generator().manual_seed(seed + 7919)
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, torch.Tensor] = {}
     tb = [t for t in base if isinstance(t, torch.Tensor)]
     tn = [t for t in new if isinstance(t, torch.Tensor)]
     for name, b, n in zip(names, tb, tn, strict=True):
@@ -64,5 +71,24 @@ def fresh_inputs(spec: ModelSpec | str | Path, seed: int) -> dict[str, np.ndarra
                 t = torch.randint(lo, hi + 1, tuple(b.shape), generator=gen, dtype=b.dtype)
         else:
             t = n if n.shape == b.shape else torch.randn(b.shape, generator=gen, dtype=b.dtype)
-        out[name] = to_numpy(t)
+        out[name] = t
     return out
+
+
+def on_fresh_sample(spec: ModelSpec, seed: int) -> ModelSpec:
+    """`spec` whose `get_inputs()` returns the fresh sample `seed` (`fresh_tensors`), for capturing
+    it again on those values. Called in a fake-tensor mode, it returns the file's own sample: no
+    value is read there, only shapes, which are the same."""
+    fresh = list(fresh_tensors(spec, seed).values())
+    own = spec.sample_inputs
+
+    def sample_inputs() -> list:
+        got = own()
+        if any(isinstance(v, FakeTensor) for v in got):
+            return got
+        values = iter(fresh)
+        return [next(values) if isinstance(v, torch.Tensor) else v for v in got]
+
+    new = copy.copy(spec)
+    new.sample_inputs = sample_inputs  # type: ignore[method-assign]
+    return new
