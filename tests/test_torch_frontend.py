@@ -131,6 +131,35 @@ def test_a_fresh_sample_that_takes_another_branch_is_not_compared(tmp_path):
                            "(seed 1) traces another program: its kernel differs)")
 
 
+@pytest.mark.parametrize("same_branch", [True, False])
+def test_when_one_sample_fits_it_is_a_fresh_one_that_traces_the_program(tmp_path, same_branch):
+    """With the budget for one sample, a value-dependent program is compared on fresh sample 1 where
+    that sample traces it again, and on the traced sample only where it does not."""
+    from solar_compiler.frontends.model_file import load_model_file
+    from solar_compiler.frontends.torch.capture import capture
+    from solar_compiler.frontends.torch.capture.inputs import fresh_tensors
+    from solar_compiler.frontends.torch.translate import translate_program
+    from solar_compiler.frontends.torch.validation import _seeds
+
+    f = tmp_path / "branch.py"
+    f.write_text(BRANCH.format(threshold=0.0))
+    spec = load_model_file(f)
+    torch.manual_seed(0)
+    traced = float(spec.sample_inputs()[0].sum())
+    fresh = float(fresh_tensors(spec, 1)["x"].sum())
+    threshold = min(traced, fresh) - 1.0 if same_branch else (traced + fresh) / 2
+    f.write_text(BRANCH.format(threshold=threshold))
+    spec = load_model_file(f)
+    prog = capture(spec)
+    tt = translate_program(prog)
+    assert prog.method == "dispatch" and prog.value_dependent
+    seeds, why = _seeds(spec, prog, tt, "eval", 1)
+    if same_branch:
+        assert (seeds, why) == ([1], None)
+    else:
+        assert (seeds, why) == ([None], "fresh sample (seed 1) traces another program: its kernel differs")
+
+
 def test_moe_with_nonzero_validates_on_the_traced_sample(monkeypatch):
     """Each expert's token count (`nonzero`) is a shape of the kernel: a fresh sample routes other
     counts, so it traces another program and is not compared."""

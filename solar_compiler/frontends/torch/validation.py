@@ -174,6 +174,10 @@ def _seeds(spec, prog, tt, mode: str, n: int) -> tuple[list[int | None], str | N
     seeds: list[int | None] = [None, *SAMPLE_SEEDS][:n]
     if not prog.value_dependent or prog.method != "dispatch":
         return seeds, None
+    if n == 1:  # one sample fits the budget: a fresh one where it traces the same program
+        why = _traces_another(spec, prog, tt, mode, SAMPLE_SEEDS[0])
+        return ([SAMPLE_SEEDS[0]], None) if why is None else \
+            ([None], f"fresh sample (seed {SAMPLE_SEEDS[0]}) traces another program: {why}")
     for i, seed in enumerate(seeds[1:], 1):
         why = _traces_another(spec, prog, tt, mode, seed)
         if why is not None:
@@ -232,7 +236,7 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace
         worst = max(worst, cmp.max_rel_err)
         _sample_done(i, len(seeds), t_sample)
     checked = sum(math.prod(t.shape) for t in kernel.by_role("output"))
-    return _record(prog, worst, len(seeds), checked, f64, fewer)
+    return _record(prog, worst, seeds, checked, f64, fewer)
 
 
 def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[str, Any] | str:
@@ -279,7 +283,7 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
         _check(spec, seed, verdict or cmp)
         worst = max(worst, cmp.max_rel_err)
         _sample_done(i, len(seeds), t_sample)
-    return _record(prog, worst, len(seeds), sum(len(v) for v in samples.values()), f64, fewer)
+    return _record(prog, worst, seeds, sum(len(v) for v in samples.values()), f64, fewer)
 
 
 def plan_sampled(kernel, cost: Cost, deadline: float | None = None):
@@ -393,14 +397,14 @@ def _check(spec, seed, cmp) -> None:
                             error_class="validate")
 
 
-def _record(prog, worst: float, samples: int, checked: int, f64: dict[str, float] | None = None,
+def _record(prog, worst: float, seeds: list[int | None], checked: int, f64: dict[str, float] | None = None,
             fewer: str | None = None) -> dict[str, Any]:
-    record: dict[str, Any] = {"validated": True, "max_rel_err": worst, "samples": samples,
+    record: dict[str, Any] = {"validated": True, "max_rel_err": worst, "samples": len(seeds),
                               "elements_checked": checked}
     if f64:  # compared in float64 too (`_against_f64`): the distances, per output
         record["float64_check"] = {k: float(v) for k, v in sorted(f64.items())}
-    if prog.value_dependent and (samples == 1 or fewer):
-        on = "the traced sample only" if samples == 1 else f"{samples} samples"
+    if prog.value_dependent and (seeds == [None] or fewer):
+        on = "the traced sample only" if seeds == [None] else f"{len(seeds)} samples"
         record["reason"] = f"value-dependent program: validated on {on}" + (f" ({fewer})" if fewer else "")
     return record
 
