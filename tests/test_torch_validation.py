@@ -206,6 +206,34 @@ def test_a_mutant_of_each_reduced_program_is_rejected(tmp_path, src, mutated):
         fe.translate_job(write(tmp_path, "m.py", src), SMALL)
 
 
+PADDED = """class Model(nn.Module):
+    def forward(self, x):
+        pad = (-x.shape[1]) % 64
+        if pad > 0:  # as BigBird pads its sequence to whole blocks of 64
+            x = torch.nn.functional.pad(x, (0, 0, 0, pad))
+        return x.view(x.shape[0], -1, 64, x.shape[2]).sum(2)
+
+sequence_length = 4095
+
+def get_inputs():
+    return [torch.randn(4, sequence_length, 256)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_size_one_short_of_a_block_stays_one_short_when_reduced(tmp_path):
+    """4095 tokens are padded by one to blocks of 64; 2048 would not be padded (another program), so
+    the reduced instance is 2047 (or 1023, ...): one short of a multiple of the same power of two."""
+    assert [shared_validation.shrink(4095, f) for f in (2, 4, 1024)] == [2047, 1023, 15]
+    assert (shared_validation.shrink(8205, 2), shared_validation.shrink(4096, 4)) == (4102, 1024)
+    v = fe.translate_job(write(tmp_path, "m.py", PADDED), SMALL).validation
+    assert (v["validated"], v["method"], v["full_size_same_program"]) == (True, "reduced", True), v
+    seq = int(v["sizes"].removeprefix("reduced: sequence_length=").split()[0])
+    assert seq % 64 == 63 and seq < 4095
+
+
 # ---- a 10^8-element float32 sum ------------------------------------------------------------------------
 SUM = """class Model(nn.Module):
     def forward(self, x):
