@@ -48,6 +48,7 @@ from xdsl.ir.affine import (
 from xdsl.ir.affine.affine_set import AffineConstraintKind
 from xdsl.utils.disjoint_set import DisjointSet
 
+from solar_compiler.analysis.enumerated_image import MAX_POINTS, enumerated_image, quasi_affine
 from solar_compiler.analysis.manager import identity_table
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, YieldOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, ConstOp, SelectOp, UnaryOp
@@ -301,7 +302,31 @@ def accesses(node: NodeOp) -> list[Access]:
 
 
 def _image(dims: tuple[int, ...], cons: tuple[Constraint, ...], results: tuple[AffineExpr, ...]) -> int:
+    box = _box(dims, cons) if any(quasi_affine(r) for r in results) else None
+    if box is not None:  # enumerated over a small box: isl's count of a div/mod image can take a minute
+        got = enumerated_image(*box, dims, results)
+        if got is not None:
+            return got
     return _image_of(dims, cons, tuple(isl_expr(r) for r in results))
+
+
+@lru_cache(maxsize=16384)
+def _box(dims: tuple[int, ...], cons: tuple[Constraint, ...]) -> tuple[list[int], list[int]] | None:
+    """(lower, upper) bounds of each dim when `{dims : cons}` is a box of at most MAX_POINTS."""
+    s = _isl_set(dims, cons)
+    if s.is_empty():
+        return None
+    try:
+        lows = [s.dim_min_val(i).to_python() for i in range(len(dims))]
+        highs = [s.dim_max_val(i).to_python() for i in range(len(dims))]
+    except (isl.Error, TypeError, ValueError):  # unbounded: no integer bound
+        return None
+    if not all(isinstance(v, int) for v in (*lows, *highs)):
+        return None
+    size = math.prod(h - lo + 1 for lo, h in zip(lows, highs, strict=True))
+    if size > MAX_POINTS or s.count_val().to_python() != size:
+        return None
+    return lows, highs
 
 
 @lru_cache(maxsize=65536)
