@@ -111,10 +111,9 @@ def get_init_inputs():
 """
 
 
-def test_a_fresh_sample_that_takes_another_branch_is_not_compared(tmp_path):
-    """The threshold lies between the sums of the traced sample and fresh sample 1: that sample
-    traces the other branch, so the translation (of the traced branch) is validated on the traced
-    sample only, and the record says why."""
+def _branch_file(tmp_path, between: bool):
+    """BRANCH with its threshold between the sums of the traced sample and fresh sample 1 (they take
+    different branches), or below both (the same branch)."""
     from solar_compiler.frontends.model_file import load_model_file
     from solar_compiler.frontends.torch.capture.inputs import fresh_tensors
 
@@ -124,7 +123,15 @@ def test_a_fresh_sample_that_takes_another_branch_is_not_compared(tmp_path):
     torch.manual_seed(0)
     traced = float(spec.sample_inputs()[0].sum())
     fresh = float(fresh_tensors(spec, 1)["x"].sum())
-    f.write_text(BRANCH.format(threshold=(traced + fresh) / 2))
+    f.write_text(BRANCH.format(threshold=(traced + fresh) / 2 if between else min(traced, fresh) - 1.0))
+    return f
+
+
+def test_a_fresh_sample_that_takes_another_branch_is_not_compared(tmp_path):
+    """The threshold lies between the sums of the traced sample and fresh sample 1: that sample
+    traces the other branch, so the translation (of the traced branch) is validated on the traced
+    sample only, and the record says why."""
+    f = _branch_file(tmp_path, between=True)
     v = fe.translate_job(str(f), FrontendOptions()).validation
     assert (v["validated"], v["samples"]) == (True, 1), v
     assert v["reason"] == ("value-dependent program: validated on the traced sample only (fresh sample "
@@ -137,19 +144,10 @@ def test_when_one_sample_fits_it_is_a_fresh_one_that_traces_the_program(tmp_path
     that sample traces it again, and on the traced sample only where it does not."""
     from solar_compiler.frontends.model_file import load_model_file
     from solar_compiler.frontends.torch.capture import capture
-    from solar_compiler.frontends.torch.capture.inputs import fresh_tensors
     from solar_compiler.frontends.torch.translate import translate_program
     from solar_compiler.frontends.torch.validation import _seeds
 
-    f = tmp_path / "branch.py"
-    f.write_text(BRANCH.format(threshold=0.0))
-    spec = load_model_file(f)
-    torch.manual_seed(0)
-    traced = float(spec.sample_inputs()[0].sum())
-    fresh = float(fresh_tensors(spec, 1)["x"].sum())
-    threshold = min(traced, fresh) - 1.0 if same_branch else (traced + fresh) / 2
-    f.write_text(BRANCH.format(threshold=threshold))
-    spec = load_model_file(f)
+    spec = load_model_file(_branch_file(tmp_path, between=not same_branch))
     prog = capture(spec)
     tt = translate_program(prog)
     assert prog.method == "dispatch" and prog.value_dependent
