@@ -228,6 +228,7 @@ def test_a_size_one_short_of_a_block_stays_one_short_when_reduced(tmp_path):
     the reduced instance is 2047 (or 1023, ...): one short of a multiple of the same power of two."""
     assert [shared_validation.shrink(4095, f) for f in (2, 4, 1024)] == [2047, 1023, 15]
     assert (shared_validation.shrink(8205, 2), shared_validation.shrink(4096, 4)) == (4102, 1024)
+    assert [shared_validation.shrink(50257, f) for f in (2, 4, 8)] == [25128, 12564, 6282]  # 50258 = 2 * odd
     v = fe.translate_job(write(tmp_path, "m.py", PADDED), SMALL).validation
     assert (v["validated"], v["method"], v["full_size_same_program"]) == (True, "reduced", True), v
     seq = int(v["sizes"].removeprefix("reduced: sequence_length=").split()[0])

@@ -200,16 +200,18 @@ def executor_bytes(t: TensorDecl) -> int:
 
 def shrink(value: int, factor: int) -> int:
     """`value / g` for the largest power of two g <= factor dividing it with a result >= MIN_REDUCED
-    (divisibility between sizes is kept); an odd value one short of such a multiple (a sequence of
-    4095 tokens, padded to blocks of 64 by BigBird) stays one short: `(value + 1) / g - 1` (2047,
-    padded the same way); any other odd value (an irregular size such as 8205) is divided by
-    `factor` and rounded."""
+    (divisibility between sizes is kept); an odd value one short of a multiple of `factor` (a
+    sequence of 4095 tokens, padded to blocks of 64 by BigBird) stays one short: `(value + 1) /
+    factor - 1` (2047, padded the same way); any other odd value (an irregular size such as 8205,
+    a vocabulary of 50257) is divided by `factor` and rounded."""
     if value < REDUCIBLE:
         return value
     g = _largest_divisor(value, factor, MIN_REDUCED)
     if g == 1 and value % 2:
         g = _largest_divisor(value + 1, factor, MIN_REDUCED + 1)
-        return (value + 1) // g - 1 if g > 1 else max(MIN_REDUCED, round(value / factor))
+        if g > 1 and (g == factor or round(value / factor) < MIN_REDUCED):
+            return (value + 1) // g - 1
+        return max(MIN_REDUCED, round(value / factor))
     return value // g
 
 
