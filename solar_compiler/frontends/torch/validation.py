@@ -176,17 +176,18 @@ def _seeds(spec, prog, tt, mode: str, n: int) -> tuple[list[int | None], str | N
         return seeds, None
     if n == 1:  # one sample fits the budget: a fresh one where it traces the same program
         why = _traces_another(spec, prog, tt, mode, SAMPLE_SEEDS[0])
-        return ([SAMPLE_SEEDS[0]], None) if why is None else \
-            ([None], f"fresh sample (seed {SAMPLE_SEEDS[0]}) traces another program: {why}")
+        seed = SAMPLE_SEEDS[0]
+        return ([seed], None) if why is None else ([None], f"fresh sample (seed {seed}) {why}")
     for i, seed in enumerate(seeds[1:], 1):
         why = _traces_another(spec, prog, tt, mode, seed)
         if why is not None:
-            return seeds[:i], f"fresh sample (seed {seed}) traces another program: {why}"
+            return seeds[:i], f"fresh sample (seed {seed}) {why}"
     return seeds, None
 
 
 def _traces_another(spec, prog, tt, mode: str, seed: int) -> str | None:
-    """None when the program captured on the fresh sample `seed` is `prog` (`_seeds`), else how not."""
+    """None when the program captured on the fresh sample `seed` is `prog` (`_seeds`), else why it is
+    not shown to be (a clause following "fresh sample (seed N)")."""
     from solar_compiler.text.printer import print_kernel
 
     from .capture import capture, on_fresh_sample
@@ -197,12 +198,12 @@ def _traces_another(spec, prog, tt, mode: str, seed: int) -> str | None:
         again = capture(on_fresh_sample(spec, seed), mode=mode)
         kernel = translate_program(again, kernel_name=tt.kernel.name).kernel
     except Exception as e:  # noqa: BLE001 - a probe: any failure means "not shown to be the same program"
-        return f"it does not capture and translate alone ({' '.join(str(e).split())[:120]})"
+        return f"could not be captured and translated again ({' '.join(str(e).split())[:120]})"
     if print_kernel(kernel) != print_kernel(tt.kernel):
-        return "its kernel differs"
+        return "traces another program: its kernel differs"
     if again.constants.keys() != prog.constants.keys() or not all(
             _same(np.asarray(again.constants[k]), np.asarray(v)) for k, v in prog.constants.items()):
-        return "its constants differ"
+        return "traces another program: its constants differ"
     return None
 
 
