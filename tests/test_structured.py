@@ -347,3 +347,20 @@ def test_footprints_of_a_triangle():
     assert st.image_count(node, st.accesses(node)[0].map.results[:1]) == 8  # the distinct i
     assert [(f.tensor, f.write, f.elements, f.indirect, f.traced) for f in st.footprints(node, True)] == [
         ("A", False, 64, False, False), ("Y", True, 36, False, False)]
+
+
+def test_a_div_mod_image_is_counted_from_its_domain_when_injective():
+    """A window partition (div/mod indices, SwinMLP's over 7x7 windows shifted by 4) that isl proves
+    injective touches one element per point; a many-to-one div/mod image is counted as a range."""
+    from xdsl.ir.affine import AffineExpr
+
+    from solar_compiler.analysis.structured import Constraint, _image
+
+    d0, d1, d2 = (AffineExpr.dimension(i) for i in range(3))
+    extents = (4, 784, 64)
+    cons = tuple(Constraint(t, frozenset({i}))
+                 for i, e in enumerate(extents) for t in (f"d{i} >= 0", f"d{i} < {e}"))
+    window = (25 * d0 + ((d1 % 28) + 4) // 7 + 5 * ((d1 // 28 + 4) // 7),
+              ((d1 % 28) + 4) % 7 + 7 * ((d1 // 28 + 4) % 7) + 49 * (d2 // 32), d2 % 32)
+    assert _image((0, 1, 2), cons, window) == 4 * 784 * 64
+    assert _image((0, 1, 2), cons, (d1 // 4, d2 % 8)) == 196 * 8
