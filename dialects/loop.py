@@ -170,31 +170,34 @@ class OriginAttr(ParametrizedAttribute):
     implements (its instance number, its name, its module path or "" at top level), and in a
     training step its phase: `#loop.origin<9, "aten.mm.default", "fc1", "backward">`, and after
     them `"llm"` when an LLM wrote the op's loop nest: `#loop.origin<3, "aten.sort.default", "", "",
-    "llm">` (its arithmetic is not priced as written, docs/llm-frontend.md)."""
+    "llm">`, or `"stand-in"` when a template's nest stands for another algorithm (a DFT for an FFT):
+    its arithmetic is not priced as written (docs/llm-frontend.md)."""
 
     name = "loop.origin"
     instance: IntAttr
     op: StringAttr
     module: StringAttr
     phase: StringAttr
-    by: StringAttr  # "llm", or "" (a template of the frontend)
+    by: StringAttr  # "llm", "stand-in", or "" (a template of the frontend, priced as written)
 
     def __init__(self, origin: Origin):
         super().__init__(IntAttr(origin.id), StringAttr(origin.op), StringAttr(origin.module or ""),
-                         StringAttr(origin.phase or ""), StringAttr("llm" if origin.llm else ""))
+                         StringAttr(origin.phase or ""), StringAttr(origin.by or ""))
 
     @property
-    def llm(self) -> bool:
-        return self.by.data == "llm"
+    def stand_in(self) -> bool:
+        """`Origin.stand_in`: the nest is one algorithm among many, not priced as written."""
+        return self.by.data != ""
 
     @property
     def origin(self) -> Origin:
         return Origin(self.instance.data, self.op.data, self.module.data or None, self.phase.data or None,
-                      self.llm)
+                      self.by.data or None)
 
     def verify(self) -> None:
-        if self.by.data not in ("", "llm"):
-            raise VerifyException(f"#loop.origin: the author is \"llm\" or absent, got {self.by.data!r}")
+        if self.by.data not in ("", "llm", "stand-in"):
+            raise VerifyException(f"#loop.origin: the author is \"llm\", \"stand-in\" or absent, "
+                                  f"got {self.by.data!r}")
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():

@@ -134,9 +134,10 @@ class TranslatePass(ModulePass):
 def stamp_origins(kernels: list[Kernel], source_ops: list[dict]) -> None:
     """Give every statement the source op it implements (`Assign.origin`), from the frontend's
     record of runs of statements (`Translation.source_ops`: `{"op", "loc", "first", "count"}` over
-    the statements of its single kernel, optionally `"module"`, `"phase"`, and `"by": "llm"` for an op
-    whose loop nest an LLM wrote). A record that does not cover the
-    statements exactly, in order, is an error: the kernels of the unfused bound would be wrong."""
+    the statements of its single kernel, optionally `"module"`, `"phase"`, and `"by"` for an op
+    whose loop nest stands in for its algorithm: "llm" or "stand-in", `Origin.by`). A record that does
+    not cover the statements exactly, in order, is an error: the kernels of the unfused bound would be
+    wrong."""
     if not source_ops:
         return
     if len(kernels) != 1:
@@ -148,7 +149,7 @@ def stamp_origins(kernels: list[Kernel], source_ops: list[dict]) -> None:
         if o.get("first") != at or not isinstance(o.get("count"), int) or o["count"] <= 0:
             break
         for c in ctxs[at:at + o["count"]]:
-            c.stmt.origin = Origin(i, str(o["op"]), o.get("module"), o.get("phase"), o.get("by") == "llm")
+            c.stmt.origin = Origin(i, str(o["op"]), o.get("module"), o.get("phase"), o.get("by"))
         at += o["count"]
     if at != len(ctxs):
         raise PassError(f"kernel {kernels[0].name}: the frontend's source-op record does not cover its "

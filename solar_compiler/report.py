@@ -161,11 +161,15 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
                         + (f", then the {opt} update" if opt else "") + " (docs/training.md)")
     if r.get("chains") and (r["reorder_chains"] or any(c["better"] for c in r["chains"])):
         lines.append(_chains_line(r))  # said only where it tells something
-    for i, o in enumerate(r.get("llm_ops") or []):  # docs/llm-frontend.md, "Pricing"
-        priced = f"{o['flops_priced']:,} FLOPs priced (the products of its plain contractions)" \
-            if o["flops_priced"] else "no compute term"
-        lines.append(f"{'LLM ops:' if i == 0 else '':<12}{o['op']} ({o['loc']}): an LLM's loop nest, not "
-                     f"priced as written ({o['flops_written']:,} FLOPs): {priced}, its traffic counted")
+    stand_in = "a reference nest for the op's production algorithm"
+    for kind, label, whose in (("llm", "LLM ops:", "an LLM's loop nest"),
+                               ("stand-in", "stand-ins:", stand_in)):
+        rows = [o for o in r.get("llm_ops") or [] if o.get("by", "llm") == kind]
+        for i, o in enumerate(rows):  # docs/llm-frontend.md, "Pricing"
+            priced = f"{o['flops_priced']:,} FLOPs priced (the products of its plain contractions)" \
+                if o["flops_priced"] else "no compute term"
+            lines.append(f"{label if i == 0 else '':<12}{o['op']} ({o['loc']}): {whose}, not "
+                         f"priced as written ({o['flops_written']:,} FLOPs): {priced}, its traffic counted")
     moved = {h: r["bounds"][h].get("sum_adds_on_matrix") or 0.0 for h in hws}
     if any(moved.values()):  # docs/bounds.md section 0.4, "Work either unit may do"
         lines.append(f"{'sums:':<12}{tot['flops_sum']:,} additions of sums and scans may run on the matrix "

@@ -107,7 +107,7 @@ kernel scan(x: f32[16] input, out: f32[16] output):
 def _by_llm(text: str):
     k = parse_kernel(text)
     for c in statements(k):
-        c.stmt.origin = Origin(0, "aten.op.default", None, None, llm=True)
+        c.stmt.origin = Origin(0, "aten.op.default", None, None, by="llm")
     return k
 
 
@@ -152,7 +152,7 @@ def test_an_llm_one_hot_gather_is_not_a_contraction_of_its_semantics(text):
 
 
 def test_the_origin_attribute_carries_the_mark_through_its_text_form():
-    attr = OriginAttr(Origin(3, "aten.sort.default", None, None, llm=True))
+    attr = OriginAttr(Origin(3, "aten.sort.default", None, None, by="llm"))
     ctx = Context()
     ctx.load_dialect(Builtin)
     ctx.load_dialect(Loop)
@@ -162,8 +162,8 @@ def test_the_origin_attribute_carries_the_mark_through_its_text_form():
     Printer(stream=out).print_attribute(attr)
     assert out.getvalue() == '#loop.origin<3, "aten.sort.default", "", "", "llm">'
     back = Parser(ctx, out.getvalue()).parse_attribute()
-    assert back == attr and back.origin.llm
-    plain = OriginAttr(replace(attr.origin, llm=False))
+    assert back == attr and back.origin.by == "llm"
+    plain = OriginAttr(replace(attr.origin, by=None))
     out = io.StringIO()
     Printer(stream=out).print_attribute(plain)
     assert out.getvalue() == '#loop.origin<3, "aten.sort.default", "">'

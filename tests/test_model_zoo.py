@@ -334,6 +334,23 @@ def test_small_llama_prefill_flops_by_hand(tmp_path, monkeypatch):
     assert r["totals"]["flops_matrix"] == 2 * per_layer + lm_head == 11_673_600
 
 
+SMALL_DEEPSEEK = ["hidden_size=64", "intermediate_size=128", "moe_intermediate_size=32",
+                  "num_hidden_layers=2", "num_attention_heads=4", "num_key_value_heads=4",
+                  "n_routed_experts=4", "num_experts_per_tok=2", "kv_lora_rank=32", "qk_rope_head_dim=8",
+                  "v_head_dim=16", "qk_nope_head_dim=16", "vocab_size=256"]
+
+
+def test_a_small_deepseek_v2_with_complex_rotary_embeddings_validates(tmp_path, monkeypatch):
+    """DeepSeek-V2 (MLA, a dense first layer, then routed and shared experts) applies its rotary
+    embedding as a complex product (`view_as_complex(q) * freqs_cis`, `freqs_cis = polar(1, angles)`):
+    captured on (real, imaginary) pairs, decode against a KV cache validates against transformers."""
+    _transformers()
+    r = _report(["hf:deepseek-v2-lite", *SMALL_DEEPSEEK, "--phase", "decode", "--kv-len", "32",
+                 "--lift-einsum", "--roofline=fused", "--hw", "H100_SXM"], tmp_path, monkeypatch)
+    v = r["validation"]
+    assert v["validated"] and v["method"] == "full", v
+
+
 def test_a_suite_lists_specs(tmp_path, monkeypatch):
     from solar_compiler.bench.suite import discover
 

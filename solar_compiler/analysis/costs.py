@@ -132,6 +132,9 @@ class OpCost:
     # an LLM wrote the node's loop nest: the FLOPs of that nest as written, which the figures above do
     # not price (only a plain contraction's products are; `_op_cost`); None: a template's node
     llm_flops: int | None = None
+    # who wrote that nest (`Origin.by`: "llm", or "stand-in" for a template's nest standing in for the
+    # op's production algorithm, a DFT for an FFT); None: a template's node priced as written
+    stand_in: str | None = None
     # the accumulation additions of a sum (part of `flops_vector`) that a matrix unit may do instead,
     # one MAC each with a ones operand (`_sums_on_matrix`; default model only), and the dtype of the
     # values summed, which prices them there (`HwTarget.price_sum`); 0 / None: none
@@ -595,7 +598,7 @@ def _op_cost(text: NodeText, tensors: Mapping[str, TensorOp], node: NodeOp, indi
         work.skip(node)
     else:
         fm, (fv, tr) = 0, work.node(node)
-    llm = node.origin is not None and node.origin.llm
+    llm = node.origin is not None and node.origin.stand_in
     llm_flops = fm + fv if llm else None
     if llm:  # one algorithm among many: price only the products a contraction means (docs/llm-frontend.md)
         fm, fv, tr, literal = (fm if llm_products else 0), 0, 0, 0
@@ -612,7 +615,8 @@ def _op_cost(text: NodeText, tensors: Mapping[str, TensorOp], node: NodeOp, indi
         flops_matrix=fm, flops_vector=fv, flops_transcendental=tr, matrix_dtype=mdt,
         vector_dtype=tensors[node.output_name].dtype, iterations=it, reads=tuple(rd),
         writes=tuple(wr), sequential=c.sequential, indirect=c.indirect, flops_vector_literal=literal,
-        algorithm=None, source=_source(node.origin), llm_flops=llm_flops)
+        algorithm=None, source=_source(node.origin), llm_flops=llm_flops,
+        stand_in=node.origin.by.data if llm else None)
 
 
 def _source(origin: OriginAttr | None) -> str | None:

@@ -152,7 +152,7 @@ def recognise(node: NodeOp, index: int, precision: str = "auto", values: ValueDt
     short of fast (Strassen-like) matrix multiplication, which the bound excludes as every published
     one does. A sum or a max of the operands does not qualify: distributing the reduction removes the
     need."""
-    if node.origin is not None and node.origin.llm and index not in _llm_priced(_graph(node)):
+    if node.origin is not None and node.origin.stand_in and index not in _llm_priced(_graph(node)):
         return None  # an LLM's nest, not the op's products: no theorem on its points (llm-frontend.md)
     out = node.output_name
     gathered = [o.tensor_name for o in body_ops(node) if isinstance(o, GatherOp)]

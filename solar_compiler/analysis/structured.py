@@ -674,7 +674,7 @@ def llm_priced_products(nodes: Sequence[NodeOp]) -> set[int]:
     indicators: set[str] = set()
     out: set[int] = set()
     for pos, n in enumerate(nodes):
-        if n.origin is None or not n.origin.llm:
+        if n.origin is None or not n.origin.stand_in:
             continue
         reads = {t for t in n.input_names if t != n.output_name}
         if plain_contraction(n) and not reads & indicators:

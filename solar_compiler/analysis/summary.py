@@ -303,15 +303,16 @@ def build_report(graphs: Sequence[GraphCosts], targets: Sequence[HwTarget], *, s
 
 
 def llm_op_rows(ops: Sequence[tuple[GraphCosts, OpCost]]) -> list[dict[str, Any]]:
-    """Per source op whose loop nest an LLM wrote (docs/llm-frontend.md, "Pricing"): the FLOPs of that
-    nest as written, which no bound prices, and the FLOPs priced (its plain contractions' products)."""
+    """Per source op whose loop nest an LLM wrote, or a template wrote as a stand-in for the op's
+    production algorithm (a row with `"by": "stand-in"`; docs/llm-frontend.md, "Pricing"): the FLOPs of
+    that nest as written, which no bound prices, and the FLOPs priced (its plain contractions' products)."""
     rows: dict[tuple[str, str | None], dict[str, Any]] = {}
     for g, o in ops:
         if o.llm_flops is None:
             continue
         key = (o.source or f"{g.kernel}.{o.name}", o.loc)
         row = rows.setdefault(key, {"op": key[0], "loc": o.loc, "nodes": 0, "flops_written": 0,
-                                    "flops_priced": 0})
+                                    "flops_priced": 0, **({"by": o.stand_in} if o.stand_in != "llm" else {})})
         row["nodes"] += 1
         row["flops_written"] += o.llm_flops
         row["flops_priced"] += o.flops

@@ -165,15 +165,22 @@ class Origin:
     instances in program order), the op's name (`aten.softmax.int`) and the module path it ran
     in (`attn.c_attn`, or None at top level). Consecutive statements with the same `id` form one
     kernel of the unfused bound. `phase` is the part of a training step the op belongs to
-    ("forward", "backward", "optimizer"; None outside a training step, docs/training.md). `llm`: an
-    LLM wrote the op's loop nest (a per-op fill-in, or the whole program): its arithmetic is one
+    ("forward", "backward", "optimizer"; None outside a training step, docs/training.md). `by`: who
+    wrote a loop nest that stands in for the op's algorithm, when it is not the op's arithmetic as
+    written: "llm" (an LLM's nest, a per-op fill-in or the whole program) or "stand-in" (a template's
+    nest for an op whose production algorithm is another, a DFT for an FFT). Such arithmetic is one
     algorithm among many, so the costs do not price it as written (docs/llm-frontend.md, "Pricing")."""
 
     id: int
     op: str
     module: str | None = None
     phase: str | None = None
-    llm: bool = False
+    by: str | None = None
+
+    @property
+    def stand_in(self) -> bool:
+        """The nest is one algorithm among many (an LLM's or a template's stand-in), not priced as written."""
+        return self.by is not None
 
 
 @dataclass(frozen=True)

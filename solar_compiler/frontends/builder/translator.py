@@ -69,6 +69,9 @@ class Translator:
         # statements only the validation kernel runs, before all others: the copy of the elements an
         # in-place update of an input leaves as they were (eager never moves them)
         self.validation_prologue: list[Node] = []
+        # set by a template whose nest stands in for the op's production algorithm (a DFT for an FFT):
+        # the op is then not priced as written (`Origin.by`); reset before each node
+        self.stand_in: str | None = None
 
     # ---- tensors ----------------------------------------------------------------------------
     def declare(self, hint: str, shape: Sequence[int], dtype: str, role: str = "local") -> TensorDecl:

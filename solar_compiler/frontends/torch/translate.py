@@ -89,24 +89,27 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
         tr.loc = node.loc or last_loc or f"{program.source}:1"
         last_loc = tr.loc
         first, declared = tr.n_statements, len(tr.tensors)
-        by_llm = False
+        tr.stand_in = None
         try:
             result = _template_for(tr, node)(tr, node)
         except NoTemplate as e:
             if filler is None or tr.n_statements != first:
                 raise
             del tr.tensors[declared:]  # what the template declared before giving up
-            result, by_llm = filler.fill(tr, node, e), True
+            result, tr.stand_in = filler.fill(tr, node, e), "llm"
+        by = tr.stand_in
         if node.called is not None and node.called == joined and tr.source_ops \
                 and tr.source_ops[-1]["first"] + tr.source_ops[-1]["count"] == first:
             # one eager kernel: one group, named after the call (a lone node keeps its own op's name)
             tr.source_ops[-1]["count"] += tr.n_statements - first
             tr.source_ops[-1]["op"] = node.called[1]
-            if by_llm:  # the group's arithmetic is then not priced as written, all of it (errs low)
-                tr.source_ops[-1]["by"] = "llm"
+            if by:  # the group's arithmetic is then not priced as written, all of it (errs low)
+                tr.source_ops[-1]["by"] = by
         else:
             grouped = len(tr.source_ops)
-            _record_group(tr, node.op, first, node.module_path, node.phase, by_llm)
+            # a lone node keeps its own op's name, unless it is not an ATen op (`solar.dft`)
+            op = node.called[1] if node.called and not node.op.startswith("aten.") else node.op
+            _record_group(tr, op, first, node.module_path, node.phase, by)
             joined = node.called if len(tr.source_ops) > grouped else None
         tr.bind_results(node, result)
     tr.node = None
@@ -130,16 +133,16 @@ def _template_for(tr: Translator, node: AtenNode) -> Template:
 
 
 def _record_group(tr: Translator, op: str, first: int, module: str | None = None,
-                  phase: str | None = None, by_llm: bool = False) -> None:
+                  phase: str | None = None, by: str | None = None) -> None:
     """One run of statements of one source op, with the nn.Module path it ran in (None at the top
-    level), in a training step its phase, and whether an LLM wrote its loop nest: `passes/translate.py`
-    stamps them on the statements (`Assign.origin`)."""
+    level), in a training step its phase, and who wrote a nest that stands in for its algorithm ("llm",
+    "stand-in": `Origin.by`): `passes/translate.py` stamps them on the statements (`Assign.origin`)."""
     if tr.n_statements > first:
         rec = {"op": op, "loc": tr.loc, "first": first, "count": tr.n_statements - first, "module": module}
         if phase is not None:
             rec["phase"] = phase
-        if by_llm:
-            rec["by"] = "llm"
+        if by:
+            rec["by"] = by
         tr.source_ops.append(rec)
 
 

@@ -21,6 +21,7 @@ from solar_compiler.frontends.captured_program import (
     tensor_refs,
 )
 
+from .complex_pairs import lower_complex
 from .ops import aten_op, is_random_name
 
 
@@ -50,7 +51,16 @@ _DTYPE_NAMES = {
 }
 
 
+#: complex dtypes: a complex tensor is held as (real, imaginary) pairs of its component dtype; as an
+#: op argument (`_to_copy(dtype=complex64)`) the complex dtype keeps a name of its own, which the
+#: pair lowering (`frontends/complex_pairs.py`) reads
+_COMPLEX = {torch.complex64: ("c64", "f32"), torch.complex128: ("c128", "f64"),
+            torch.complex32: ("c32", "f16")}
+
+
 def dtype_name(dtype: torch.dtype) -> str:
+    if dtype in _COMPLEX:
+        return _COMPLEX[dtype][0]
     try:
         return _DTYPE_NAMES[dtype]
     except KeyError:
@@ -70,6 +80,8 @@ def tensor_meta(name: str, t: torch.Tensor) -> TensorMeta:
         if not isinstance(s, int):
             raise SymbolicShape(f"symbolic size {s}")
         shape.append(int(s))
+    if t.dtype in _COMPLEX:
+        return TensorMeta(name, (*shape, 2), _COMPLEX[t.dtype][1], complex=True)
     return TensorMeta(name, tuple(shape), dtype_name(t.dtype))
 
 
@@ -166,7 +178,8 @@ def has_bool_index(args, val_of) -> bool:
 
 # ---- post-processing -----------------------------------------------------------------------------------
 def finish(prog: CapturedProgram, bool_index: set[int]) -> CapturedProgram:
-    """Dead-code elimination, unused outputs -> None, weights/random tensors restricted to use.
+    """Dead-code elimination, unused outputs -> None, weights/random tensors restricted to use, ops on
+    complex values rewritten on their (real, imaginary) pairs (`complex_pairs.py`).
 
     ``bool_index`` holds the ids of index/index_put nodes indexing with a boolean mask.
     """
@@ -202,7 +215,7 @@ def finish(prog: CapturedProgram, bool_index: set[int]) -> CapturedProgram:
         reason = _value_dependence(node, id(node) in bool_index)
         if reason:
             prog.value_dependent.append(f"{node.op} at {node.loc or '?'}: {reason}")
-    return prog
+    return lower_complex(prog)
 
 
 def _value_dependence(node: AtenNode, bool_index: bool) -> str | None:

@@ -4,7 +4,7 @@ functional `AtenNode`s (see `DispatchRecorder`); `dispatch.py` runs it."""
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -172,7 +172,7 @@ class DispatchRecorder(TorchDispatchMode):
         )
 
     def _fresh_meta(self, base: str, like: TensorMeta) -> TensorMeta:
-        return TensorMeta(self.namer.fresh(base), like.shape, like.dtype)
+        return replace(like, name=self.namer.fresh(base))
 
     def _replay(self, base: torch.Tensor, chain: list[ViewStep]) -> list[str]:
         """Emit the view chain on the current version of ``base``; names of every step."""
@@ -402,6 +402,6 @@ class DispatchRecorder(TorchDispatchMode):
             chain = chain + [step]
         else:
             base, chain = src, [step]
-        self.register(o, name, TensorMeta(name, step.out.shape, step.out.dtype))
+        self.register(o, name, replace(step.out, name=name))
         self.view_of[id(o)] = (base, chain)
         self.seen[id(o)] = self.version.get(id(base), 0)

@@ -205,16 +205,20 @@ def from_numpy_as(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     t = torch.from_numpy(np.ascontiguousarray(a))
     if dtype == torch.float4_e2m1fn_x2:
         return t.to(torch.uint8).view(dtype)
+    if dtype.is_complex:  # (real, imaginary) pairs, `to_numpy`'s layout
+        return torch.view_as_complex(t.to(dtype.to_real()).contiguous())
     return t.to(dtype)
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A copy of a real tensor as numpy (bf16/f8 widened to f32, packed fp4 as its bytes), outside any
-    active mode."""
+    """A copy of a real tensor as numpy (bf16/f8 widened to f32, packed fp4 as its bytes, a complex one
+    as its (real, imaginary) pairs: the loop IR's layout), outside any active mode."""
     with unset_fake_temporarily(), _disable_current_modes():
         t = t.detach()
         if t.dtype == torch.float4_e2m1fn_x2:
             t = t.view(torch.uint8)
+        if t.is_complex():
+            t = torch.view_as_real(t.resolve_conj())
         if t.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
             t = t.float()
         return t.cpu().contiguous().numpy().copy()
