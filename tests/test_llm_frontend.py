@@ -19,16 +19,17 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "llm"
 # per example: (the ops the LLM wrote with their attempts, total FLOPs priced, and the FLOPs of the
 # LLM's loop nests as written, derived by hand). An LLM's nest is one algorithm among many: only the
 # products of its plain contractions are priced (docs/llm-frontend.md, "Pricing"), none here.
-# sort_rows: rank[i, j] += i64(x[i,k] < x[i,j] or x[i,k] == x[i,j] and k < j): 8*16*16 = 2048 points
-#   of 2 comparisons, and, or and the += (5 vector FLOPs, the cast is free) = 10,240, and k < j once
-#   per (j, k): 256 (analysis/vector_work.py), all unpriced (an O(N^2) rank sort: a radix sort does no
-#   arithmetic); priced: values * 2.0, 128
+# kthvalue_rows: rank[i, j] += i64(x[i,k] < x[i,j] or x[i,k] == x[i,j] and k < j): 8*16*16 = 2048
+#   points of 2 comparisons, and, or and the += (5 vector FLOPs, the cast is free) = 10,240, and k < j
+#   once per (j, k): 256 (analysis/vector_work.py); the picks of rank 3, per (i, j) one comparison
+#   shared by both, a select and a max, a select and a min: 128 x 5 = 640; all unpriced (an O(N^2)
+#   rank count: a radix select does no arithmetic); priced: values * 2.0, 8
 # scatter_mean: 128 sums + 128 counts + per bucket element (32) a division, a comparison and a select
 # running_max (the whole program by the LLM): 15 scan steps of max + 16 additions
 # softsign: linear 4x32x32 (8,192 matrix; the bias is the accumulator's initial value, no FLOP) and
 #   * 3.0 (128) priced; the LLM's abs, +, / per element (384) not
 RECORDED = {
-    "sort_rows": ([("aten.sort.default", 2)], 128, 10_496),
+    "kthvalue_rows": ([("aten.kthvalue.default", 2)], 8, 11_136),
     "mask_assign": ([("aten.index.Tensor", 2), ("aten.index_put.default", 1)], None, None),
     "scatter_mean": ([("aten.scatter_reduce.two", 2)], 0, 352),
     "running_max": ([("the whole program", 2)], 0, 31),
@@ -79,9 +80,9 @@ def test_text_report_names_the_path_of_each_op(capsys):
 
 
 def test_deterministic_path_rejects_the_examples(capsys):
-    assert main([str(EXAMPLES / "sort_rows.py"), "--translate", "--frontend=torch"]) == 1
+    assert main([str(EXAMPLES / "kthvalue_rows.py"), "--translate", "--frontend=torch"]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.endswith("sort_rows.py:11: no loop-IR template for aten.sort.default (%x)")
+    assert err.endswith("kthvalue_rows.py:11: no loop-IR template for aten.kthvalue.default (%x, 4)")
     assert main([str(EXAMPLES / "scatter_mean.py"), "--translate"]) == 1  # auto, no model configured
     err = capsys.readouterr().err.strip()
     assert "scatter_mean.py:14: no loop-IR template for scatter reduction 'mean'" in err
@@ -98,24 +99,27 @@ MODEL = textwrap.dedent('''
 
     class Model(nn.Module):
         def forward(self, x):
-            return torch.sort(x).values + 1.0
+            return torch.kthvalue(x, 3).values + 1.0
 
 
     def get_inputs():
-        return [torch.randn(N)]
+        return [torch.randn(2, N)]
 
 
     def get_init_inputs():
         return []
 ''')
 SORT = """```loop
-kernel sort(self: f32[8] input, values: f32[8] output):
-    local rank: i64[8]
-    for j in range(8):
-        rank[j] = 0
-        for k in range(8):
-            rank[j] += i64(self[k] < self[j] or (self[k] == self[j] and k < j))
-        values[rank[j]] = self[j]
+kernel kthvalue(self: f32[2, 8] input, values: f32[2] output):
+    local rank: i64[2, 8]
+    for i in range(2):
+        for j in range(8):
+            rank[i, j] = 0
+            for k in range(8):
+                rank[i, j] += i64(self[i, k] < self[i, j] or (self[i, k] == self[i, j] and k < j))
+        values[i] = -inf
+        for j in range(8):
+            values[i] max= self[i, j] if rank[i, j] == 2 else -inf
 ```
 """
 
@@ -126,12 +130,12 @@ def test_manual_provider_prompt_exit_3_then_rerun_finishes(tmp_path, capsys):
     args = [str(src), "--translate", "--llm-model=manual", "--llm-transcript-dir", "dialog", "-t", "loop"]
     assert main(args) == 3
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["solar-opt: error: dialog/001.prompt.md: prompt for aten.sort.default at m.py:10 written; "
-                   "put the model's answer in dialog/001.response.md and rerun the same command"]
+    assert err == ["solar-opt: error: dialog/001.prompt.md: prompt for aten.kthvalue.default at m.py:10 "
+                   "written; put the model's answer in dialog/001.response.md and rerun the same command"]
     prompt = (tmp_path / "dialog" / "001.prompt.md").read_text()
-    assert "aten.sort.default(self=self: f32[8]) -> (values: f32[8])" in prompt
-    assert "- `self: f32[8] input`\n- `values: f32[8] output`" in prompt
-    descending = SORT.replace("self[k] < self[j]", "self[k] > self[j]")
+    assert "aten.kthvalue.default(self=self: f32[2, 8], k=3) -> (values: f32[2])" in prompt
+    assert "- `self: f32[2, 8] input`\n- `values: f32[2] output`" in prompt
+    descending = SORT.replace("self[i, k] < self[i, j]", "self[i, k] > self[i, j]")
     (tmp_path / "dialog" / "001.response.md").write_text(descending)
     assert main(args) == 3  # wrong: the repair prompt says where
     capsys.readouterr()
@@ -139,14 +143,14 @@ def test_manual_provider_prompt_exit_3_then_rerun_finishes(tmp_path, capsys):
     assert "It was rejected: validation failed on the reference pair: values[0]: got" in repair
     # self-contained: the original task and the rejected answer, nothing to continue
     assert repair.startswith((tmp_path / "dialog" / "001.prompt.md").read_text().rstrip())
-    assert "self[k] > self[j]" in repair and "continue the conversation" not in repair
+    assert "self[i, k] > self[i, j]" in repair and "continue the conversation" not in repair
     (tmp_path / "dialog" / "002.response.md").write_text(SORT)
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "values[sort_rank[j]] = x[j]" in out.replace("getitem", "values")
+    assert "values[i] max= x[i, j] if kthvalue_rank[i, j] == 2 else -inf" in out.replace("getitem", "values")
     recs = [json.loads(x) for x in (tmp_path / "dialog" / "transcript.jsonl").read_text().splitlines()]
     assert [(r["task"], r["attempt"], r["accepted"]) for r in recs] == \
-        [("aten.sort.default at m.py:10", 1, False), ("aten.sort.default at m.py:10", 2, True)]
+        [("aten.kthvalue.default at m.py:10", 1, False), ("aten.kthvalue.default at m.py:10", 2, True)]
 
 
 ADD = textwrap.dedent('''

@@ -23,7 +23,7 @@ from solar_compiler.loopir.domain import check_bounds, iteration_count  # noqa: 
 from solar_compiler.loopir.same_program import same_program  # noqa: E402
 from solar_compiler.loopir.simplify import simplify_affine  # noqa: E402
 from solar_compiler.text.parser import parse_kernel  # noqa: E402
-from solar_compiler.text.printer import print_kernel  # noqa: E402
+from solar_compiler.text.printer import print_assign, print_kernel  # noqa: E402
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
@@ -270,6 +270,17 @@ def test_gathers(tmp_path):
     assert len(indirect) == 6
 
 
+def test_a_gather_through_a_rolled_or_repeated_view_wraps_the_loaded_index(tmp_path):
+    """Reformer gathers by sorted bucket positions from rolled and concatenated chunks: the loaded
+    index goes through the view's `% n` as an integer remainder (export decomposes this roll into an
+    index by computed positions; `repeat` and a concatenation of one tensor stay views)."""
+    fwd = "return x.roll(3, 1)[:, ids], x.repeat(1, 2)[:, ids + 5], torch.cat([x, x], 1)[:, ids + 7]"
+    tt, _, _ = check(model(tmp_path, fwd, "torch.randint(0, 16, (6,)), torch.randn(4, 16)", sig="ids, x"))
+    mods = [s for s in stmts(tt)
+            if "% 16" in print_assign(tt.kernel, s.stmt) and any(r.indirect for r in reads(s.stmt.value))]
+    assert len(mods) == 2, [print_assign(tt.kernel, s.stmt) for s in stmts(tt)]
+
+
 # ---- attention -----------------------------------------------------------------------------------
 def test_sdpa_variants(tmp_path):
     fwd = """
@@ -396,12 +407,12 @@ def test_reshape_maps_simplify_exactly():
 
 # ---- errors and program identity ----------------------------------------------------------------------
 def test_unsupported_op_is_a_one_line_error_naming_it(tmp_path):
-    path = model(tmp_path, "return torch.sort(x, dim=1)[0]", "torch.randn(3, 4)")
+    path = model(tmp_path, "return torch.kthvalue(x, 2, dim=1)[0]", "torch.randn(3, 4)")
     prog = capture(path)
     with pytest.raises(SolarError) as e:
         translate_program(prog)
     msg = str(e.value)
-    assert "\n" not in msg and f"{path}:" in msg and "no loop-IR template for aten.sort" in msg
+    assert "\n" not in msg and f"{path}:" in msg and "no loop-IR template for aten.kthvalue" in msg
 
 
 def test_same_program_ignores_sizes_only(tmp_path):

@@ -189,6 +189,13 @@ def imul(i: Index, k: int) -> Index:
     return Binary("mul", i, Const(int(k), i.dtype), i.dtype)
 
 
+def imod(i: Index, n: int) -> Index:
+    """i mod n (n > 0): affine, or on a loaded index its integer remainder (floored, as `%`)."""
+    if isinstance(i, AffExpr):
+        return i % n
+    return Binary("mod", i, Const(int(n), i.dtype), i.dtype)
+
+
 def ineg_from(n: int, i: Index) -> Index:
     """n - i."""
     if isinstance(i, AffExpr):

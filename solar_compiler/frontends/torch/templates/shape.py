@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 
 from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, index_value, mul, select
-from solar_compiler.frontends.builder.index_maps import iadd, ineg_from, norm_dim, reshape_map
+from solar_compiler.frontends.builder.index_maps import iadd, imod, ineg_from, norm_dim, reshape_map
 from solar_compiler.frontends.builder.inplace import updated_input, validation_only
 from solar_compiler.frontends.builder.statements import (
     concat_into,
@@ -91,7 +91,7 @@ def _cat(tr: Translator, node: AtenNode) -> Val:
         # one tensor k times is `x.repeat` along dim (read x[i % n]), so the products it repeats are
         # seen as one (docs/bounds.md, deduplication); eager still writes the result (`_fresh_tensors`)
         x, n = parts[0], parts[0].shape[dim]
-        return view(x, meta.shape, lambda idx: [_aff(e) % n if d == dim else e for d, e in enumerate(idx)])
+        return view(x, meta.shape, lambda idx: [imod(e, n) if d == dim else e for d, e in enumerate(idx)])
     decl = tr.result()
     concat_into(tr, decl, parts, dim)
     return stored(decl)
@@ -167,7 +167,7 @@ def _roll(tr: Translator, node: AtenNode) -> Val:
     if dims is None:  # roll of the flattened tensor
         n = math.prod(x.shape)
         flat = view(x, (n,), reshape_map(x.shape, (n,)))
-        rolled = view(flat, (n,), lambda idx: [(_aff(idx[0]) + (n - shifts[0] % n)) % n])
+        rolled = view(flat, (n,), lambda idx: [imod(iadd(idx[0], n - shifts[0] % n), n)])
         return view(rolled, x.shape, reshape_map((n,), x.shape))
     by_dim = dict(zip(dims, shifts, strict=True))
 
@@ -175,7 +175,7 @@ def _roll(tr: Translator, node: AtenNode) -> Val:
         out: list[Index] = []
         for d, e in enumerate(idx):
             s = by_dim.get(d, 0) % x.shape[d] if x.shape[d] else 0
-            out.append((_aff(e) + (x.shape[d] - s)) % x.shape[d] if s else e)
+            out.append(imod(iadd(e, x.shape[d] - s), x.shape[d]) if s else e)
         return out
 
     return view(x, x.shape, index_map)
@@ -183,7 +183,7 @@ def _roll(tr: Translator, node: AtenNode) -> Val:
 
 def _aff(e: Index) -> AffExpr:
     if not isinstance(e, AffExpr):
-        raise ValueError("an indirect index into a rolled or repeated view")
+        raise ValueError("an indirect index into a diagonal view")
     return e
 
 
@@ -193,7 +193,7 @@ def _repeat(tr: Translator, node: AtenNode) -> Val:
     shape = tr.out_meta().shape
     off = len(shape) - x.ndim
     return view(x, shape, lambda idx: [e if x.shape[d] == shape[off + d] else
-                                       (AffExpr.lit(0) if x.shape[d] == 1 else _aff(e) % x.shape[d])
+                                       (AffExpr.lit(0) if x.shape[d] == 1 else imod(e, x.shape[d]))
                                        for d, e in enumerate(idx[off:])])
 
 

@@ -1,4 +1,4 @@
-"""Sort every row, keep the sorted values (scaled) and the permutation (aten.sort: no template)."""
+"""The 4th smallest value of every row, scaled, and where it is (aten.kthvalue: no template)."""
 import torch
 import torch.nn as nn
 
@@ -8,8 +8,8 @@ COLS = 16
 
 class Model(nn.Module):
     def forward(self, x):
-        values, order = torch.sort(x, dim=-1)
-        return values * 2.0, order
+        values, where = torch.kthvalue(x, 4, dim=-1)
+        return values * 2.0, where
 
 
 def get_inputs():

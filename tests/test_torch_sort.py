@@ -1,0 +1,65 @@
+"""sort, argsort and bincount (templates/sort.py): ranks by comparison, the element and its position
+written at their rank, a histogram by a scatter of ones. Each program is validated against torch on
+fresh samples (integer keys with ties check the stable order); the nests stand in for a radix sort
+and a histogram, so no compute term is priced and the traffic is derived by hand."""
+
+from __future__ import annotations
+
+import pytest
+from translated import roofline_json, translated_programs
+
+pytest.importorskip("torch")
+
+
+def _program(sig: str, body: str, inputs: str) -> str:
+    lines = "".join(f"        {line}\n" for line in body.strip().splitlines())
+    return ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+            f"    def forward(self, {sig}):\n{lines}\n\ndef get_inputs():\n    return [{inputs}]\n\n\n"
+            "def get_init_inputs():\n    return []\n")
+
+
+PROGRAMS = {
+    # values and indices along the last dim, descending; both outputs used
+    "sort_desc": _program("x", "return torch.sort(x, dim=-1, descending=True)", "torch.randn(4, 16)"),
+    # expert ids with many ties, as MoE dispatch sorts them: the stable order decides the indices (a
+    # sort that is not stable orders ties as its implementation likes: only its values are checked)
+    "argsort_ties": _program("e", "return torch.argsort(e.flatten(), stable=True), torch.sort(e, dim=0)[0]",
+                             "torch.randint(0, 4, (32, 2))"),
+    # tokens per expert, and a weighted histogram
+    "bincount": _program("e, w", """
+return torch.bincount(e, minlength=8), torch.bincount(e, weights=w, minlength=8)
+""", "torch.randint(0, 8, (64,)), torch.rand(64)"),
+}
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    with translated_programs(tmp_path_factory.mktemp("sort"), PROGRAMS) as p:
+        yield p
+
+
+def _report(capsys, paths, name: str) -> dict:
+    r = roofline_json(capsys, paths[name])
+    assert r["validation"]["validated"], r["validation"]
+    assert r["totals"]["flops"] == 0
+    assert [o["by"] for o in r["llm_ops"]] and {o["by"] for o in r["llm_ops"]} == {"stand-in"}
+    return r
+
+
+def test_a_sort_prices_its_traffic_only(capsys, paths):
+    r = _report(capsys, paths, "sort_desc")
+    assert r["totals"]["bytes_fused"] == 4 * 16 * 4 * 2 + 4 * 16 * 8  # x, the values, the i64 indices
+    assert r["llm_ops"][0]["flops_written"] > 0
+
+
+def test_an_argsort_of_tied_keys_follows_the_stable_order(capsys, paths):
+    r = _report(capsys, paths, "argsort_ties")
+    assert r["totals"]["bytes_fused"] == 64 * 8 * 3  # the keys and two index outputs, all i64
+
+
+def test_a_bincount_is_value_dependent_and_validated_on_samples_of_the_same_length(capsys, paths):
+    r = _report(capsys, paths, "bincount")
+    v = r["validation"]
+    assert v["samples"] == 3 and "output shape depends on values" in str(v["value_dependent"]), v
+    # the keys (i64) and weights (f32), two histograms of 8 bins (i64, and f32 as torch gives)
+    assert r["totals"]["bytes_fused"] == 64 * 8 + 64 * 4 + 8 * 8 + 8 * 4
