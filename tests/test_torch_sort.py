@@ -1,7 +1,8 @@
 """sort, argsort and bincount (templates/sort.py): ranks by comparison, the element and its position
-written at their rank, a histogram by a scatter of ones. Each program is validated against torch on
-fresh samples (integer keys with ties check the stable order); the nests stand in for a radix sort
-and a histogram, so no compute term is priced and the traffic is derived by hand."""
+written at their rank, a histogram by a scatter of ones; top-k (templates/select.py) by k selections.
+Each program is validated against torch on fresh samples (integer keys with ties check the stable
+order); the nests stand in for a radix sort, a radix select and a histogram, so no compute term is
+priced and the traffic is derived by hand."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ PROGRAMS = {
     # sort that is not stable orders ties as its implementation likes: only its values are checked)
     "argsort_ties": _program("e", "return torch.argsort(e.flatten(), stable=True), torch.sort(e, dim=0)[0]",
                              "torch.randint(0, 4, (32, 2))"),
+    # top-4 of 64 logits per row, as sampling and MoE routing take them: a radix select's stand-in
+    "topk": _program("x", "return torch.topk(x, 4, dim=-1)", "torch.randn(8, 64)"),
     # tokens per expert, and a weighted histogram
     "bincount": _program("e, w", """
 return torch.bincount(e, minlength=8), torch.bincount(e, weights=w, minlength=8)
@@ -55,6 +58,11 @@ def test_a_sort_prices_its_traffic_only(capsys, paths):
 def test_an_argsort_of_tied_keys_follows_the_stable_order(capsys, paths):
     r = _report(capsys, paths, "argsort_ties")
     assert r["totals"]["bytes_fused"] == 64 * 8 * 3  # the keys and two index outputs, all i64
+
+
+def test_a_top_k_stands_in_for_a_radix_select(capsys, paths):
+    r = _report(capsys, paths, "topk")
+    assert r["totals"]["bytes_fused"] == 8 * 64 * 4 + 8 * 4 * 4 + 8 * 4 * 8  # x, values, i64 indices
 
 
 def test_a_bincount_is_value_dependent_and_validated_on_samples_of_the_same_length(capsys, paths):

@@ -1,7 +1,12 @@
 """topk by k successive selections: step j finds the largest element that comes after the
 (j-1)-th pick in (value descending, index ascending) order, then its smallest index. Work is
 O(N * k) comparisons per row, as a selection-based top-k does; the step loop is a `scan`.
-The picks depend on the values (the capture flags the program as value-dependent)."""
+The picks depend on the values (the capture flags the program as value-dependent).
+
+For k > 1 the nest stands in for a radix select (PyTorch's CUDA `topk`: integer digit histograms, a
+few passes whatever k is), whose work a k-step selection exceeds: no compute term, its traffic
+counted (`Translator.stand_in`, docs/llm-frontend.md section 7). A top-1 is a max and its index,
+the comparisons any implementation makes, priced as written."""
 
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ def _topk(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None]:
     dim = norm_dim(int(tr.arg(2, "dim", -1)), x.ndim)
     largest = bool(tr.arg(3, "largest", True))
     n = x.shape[dim]
+    if k > 1:
+        tr.stand_in = "stand-in"
     shape = [k if d == dim else s for d, s in enumerate(x.shape)]
     vals = tr.result(0) if tr.used(0) else tr.declare(f"{node.outputs[1].name}_values", shape, x.dtype)
     inds = tr.result(1) if tr.used(1) else tr.declare(f"{vals.name}_indices", shape, "i64")
