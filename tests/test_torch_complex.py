@@ -49,6 +49,20 @@ z = torch.fft.fft(x, dim=1)
 w = torch.fft.ifft(z * 1j + z.conj(), dim=1)
 return torch.fft.irfft2(w, s=(6, 9)), w.abs(), w.angle(), torch.add(w, x, alpha=2.0)
 """, "torch.randn(6, 12)"),
+    # Whisper's log-mel spectrogram: a windowed STFT, power, a mel filterbank product, a log
+    "logmel": _program("audio", """
+window = torch.hann_window(64)
+stft = torch.stft(audio, 64, 16, window=window, return_complex=True)
+mel = torch.linspace(0, 1, 8 * 33).reshape(8, 33) @ (stft[..., :-1].abs() ** 2)
+log_spec = torch.clamp(mel, min=1e-10).log10()
+return (torch.maximum(log_spec, log_spec.max() - 8.0) + 4.0) / 4.0
+""", "torch.randn(2, 512)"),
+    # a spectral mask between an STFT and its inverse (overlap-add)
+    "istft": _program("audio", """
+window = torch.hann_window(32)
+spec = torch.stft(audio, 32, 8, window=window, return_complex=True)
+return torch.istft(spec * torch.sigmoid(spec.abs()), 32, 8, window=window, length=audio.shape[-1])
+""", "torch.randn(2, 256)"),
     # a complex matrix product: three real products (cublasCgemm3m)
     "cmatmul": _program("a, b", """
 return torch.view_as_real(torch.view_as_complex(a) @ torch.view_as_complex(b))
@@ -101,6 +115,12 @@ def test_a_complex_output_and_multi_dim_transforms_validate(capsys, paths):
     assert r["totals"]["bytes_fused"] == 3 * 10 * 15 * 4 + 3 * 10 * 8 * 8
     r = _report(capsys, paths, "c2c")
     assert r["totals"]["flops"] > 0
+
+
+@pytest.mark.parametrize("name", ["logmel", "istft"])
+def test_audio_front_ends_through_stft_validate(capsys, paths, name):
+    r = _report(capsys, paths, name)
+    assert {o["by"] for o in r["llm_ops"]} == {"stand-in"}  # the transforms
 
 
 def test_a_complex_matrix_product_is_three_real_ones(capsys, paths):
