@@ -1,4 +1,4 @@
-"""sort, argsort and bincount (templates/sort.py): ranks by comparison, the element and its position
+"""sort, argsort, bincount and unique (templates/sort.py): ranks by comparison, the element and its position
 written at their rank, a histogram by a scatter of ones; top-k (templates/select.py) by k selections.
 Each program is validated against torch on fresh samples (integer keys with ties check the stable
 order); the nests stand in for a radix sort, a radix select and a histogram, so no compute term is
@@ -28,6 +28,9 @@ PROGRAMS = {
                              "torch.randint(0, 4, (32, 2))"),
     # top-4 of 64 logits per row, as sampling and MoE routing take them: a radix select's stand-in
     "topk": _program("x", "return torch.topk(x, 4, dim=-1)", "torch.randn(8, 64)"),
+    # the distinct expert ids, each token's slot among them and the tokens per id
+    "unique": _program("e", "return torch.unique(e, return_inverse=True, return_counts=True)",
+                       "torch.arange(20).reshape(5, 4) % 6"),
     # tokens per expert, and a weighted histogram
     "bincount": _program("e, w", """
 return torch.bincount(e, minlength=8), torch.bincount(e, weights=w, minlength=8)
@@ -71,3 +74,9 @@ def test_a_bincount_is_value_dependent_and_validated_on_samples_of_the_same_leng
     assert v["samples"] == 3 and "output shape depends on values" in str(v["value_dependent"]), v
     # the keys (i64) and weights (f32), two histograms of 8 bins (i64, and f32 as torch gives)
     assert r["totals"]["bytes_fused"] == 64 * 8 + 64 * 4 + 8 * 8 + 8 * 4
+
+
+def test_unique_with_inverse_and_counts_validates(capsys, paths):
+    r = _report(capsys, paths, "unique")
+    # the 20 ids, the 6 distinct ones, 20 inverse indices, 6 counts: all i64
+    assert r["totals"]["bytes_fused"] == (20 + 6 + 20 + 6) * 8

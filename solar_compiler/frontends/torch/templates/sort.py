@@ -13,14 +13,22 @@ fail validation (an explicit failure: their order is the implementation's choice
 bincount: `out[x[i]] += 1` (or the weight), a histogram, whose length is the traced sample's (the
 program is value-dependent); GPU histograms are atomics or sorts, integer work, so it is a
 stand-in too.
+
+unique (`_unique2`, sorted: CPU torch sorts whatever `sorted` says): an element is its value's
+first occurrence when no earlier element equals it; its slot is the number of first occurrences
+with a smaller value; every element writes its value there (equal values, one slot), its slot is its
+inverse index, and the counts add one per element. The number of distinct values is the traced
+sample's (value-dependent); the nest stands in for a sort and a scan (integer work).
 """
 
 from __future__ import annotations
 
+import math
+
 from solar_compiler.frontends.builder.exprs import bin_, c, cast, cmp, index_read, index_value, select
-from solar_compiler.frontends.builder.index_maps import norm_dim
+from solar_compiler.frontends.builder.index_maps import norm_dim, reshape_map
 from solar_compiler.frontends.builder.translator import Translator
-from solar_compiler.frontends.builder.values import Loop, Val, loops, stored
+from solar_compiler.frontends.builder.values import Loop, Val, loops, stored, view
 from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Read
@@ -74,3 +82,44 @@ def _bincount(tr: Translator, node: AtenNode) -> Val:
     one = cast(weights.read(idx), out.dtype) if weights is not None else c(1, out.dtype)
     tr.emit(out, [index_read(x, idx)], "+=", one, lps)
     return stored(out)
+
+
+@template("aten._unique2.default")
+def _unique(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None, Val | None]:
+    x = tr.val(node.args[0])
+    n = math.prod(x.shape)
+    flat = view(x, (n,), reshape_map(x.shape, (n,)))
+    tr.stand_in = STAND_IN
+    base = next(m for m in node.outputs if m is not None).name
+    i, j = AffExpr.var("i"), AffExpr.var("j")
+    xi, xj = flat.read([i]), flat.read([j])
+    one, zero = c(1, "i64"), c(0, "i64")
+    # repeat[j] = 1 where an earlier element equals x[j]
+    repeat = tr.declare(f"{base}_repeat", (n,), "i64")
+    tr.emit(repeat, [j], "=", zero, [Loop("j", 0, n)])
+    tr.emit(repeat, [j], "max=", select(cmp("eq", flat.read([AffExpr.var("k")]), xj), one, zero),
+            [Loop("j", 0, n), Loop("k", 0, j)])
+    slot = tr.declare(f"{base}_slot", (n,), "i64")
+    first = cmp("eq", Read(repeat.name, (j,), "i64"), zero)
+    tr.emit(slot, [i], "=", zero, [Loop("i", 0, n)])
+    tr.emit(slot, [i], "+=", select(bin_("and", first, cmp("lt", xj, xi)), one, zero),
+            [Loop("i", 0, n), Loop("j", 0, n)])
+    at = Read(slot.name, (i,), "i64")
+    values = inverse = counts = None
+    if tr.used(0):
+        out = tr.result(0)
+        tr.emit(out, [at], "=", cast(xi, out.dtype), [Loop("i", 0, n)])
+        values = stored(out)
+    if tr.used(1):
+        out = tr.result(1)
+        lps = loops("a", x.shape)
+        idx = [AffExpr.var(lp.iv) for lp in lps]
+        slots = view(stored(slot), x.shape, reshape_map((n,), x.shape))
+        tr.emit(out, idx, "=", cast(slots.read(idx), out.dtype), lps)
+        inverse = stored(out)
+    if tr.used(2):
+        out = tr.result(2)
+        tr.emit(out, [AffExpr.var("b")], "=", c(0, out.dtype), [Loop("b", 0, out.shape[0])])
+        tr.emit(out, [at], "+=", c(1, out.dtype), [Loop("i", 0, n)])
+        counts = stored(out)
+    return values, inverse, counts
