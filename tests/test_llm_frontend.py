@@ -153,6 +153,23 @@ def test_manual_provider_prompt_exit_3_then_rerun_finishes(tmp_path, capsys):
         [("aten.kthvalue.default at m.py:10", 1, False), ("aten.kthvalue.default at m.py:10", 2, True)]
 
 
+def test_a_zero_dim_result_is_checked_against_a_zero_dim_reference(tmp_path, capsys):
+    """The reference pair of an op returning a 0-d tensor keeps its shape (it once became (1,), and a
+    correct kernel's `values[]` was rejected for its shape)."""
+    src = tmp_path / "m.py"
+    src.write_text(MODEL.replace("torch.randn(2, N)", "torch.randn(N)"))
+    args = [str(src), "--translate", "--llm-model=manual", "--llm-transcript-dir", "dialog", "-t", "loop"]
+    assert main(args) == 3
+    one_row = SORT.replace("self: f32[2, 8] input, values: f32[2] output",
+                           "self: f32[8] input, values: f32[] output")
+    one_row = one_row.replace("rank: i64[2, 8]", "rank: i64[8]").replace("    for i in range(2):\n", "")
+    one_row = "\n".join(line[4:] if line.startswith("        ") else line for line in one_row.splitlines())
+    (tmp_path / "dialog" / "001.response.md").write_text(one_row.replace("[i, ", "[").replace("[i]", "[]"))
+    capsys.readouterr()
+    assert main(args) == 0, capsys.readouterr().err
+    assert "max= x[j] if kthvalue_rank[j] == 2 else -inf" in capsys.readouterr().out
+
+
 ADD = textwrap.dedent('''
     import torch
     import torch.nn as nn

@@ -309,7 +309,7 @@ def _run_op(op, schema, args, kwargs, feed, dtypes, outs, out_names) -> dict[str
         t = res[i].detach()
         if t.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
             t = t.float()
-        out[out_names[i]] = np.ascontiguousarray(t.numpy(), dtype=USER[m.dtype])
+        out[out_names[i]] = np.array(t.numpy(), dtype=USER[m.dtype], order="C")  # a 0-d result stays 0-d
     return out
 
 

@@ -202,7 +202,7 @@ def real_value(t) -> np.ndarray | None:
 def from_numpy_as(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     """`a` as a tensor of `dtype`; a packed fp4 tensor from its bytes (torch converts nothing to
     float4_e2m1fn_x2, it only views bytes as one)."""
-    t = torch.from_numpy(np.ascontiguousarray(a))
+    t = torch.from_numpy(np.array(a, order="C"))  # not ascontiguousarray: it makes a 0-d array 1-d
     if dtype == torch.float4_e2m1fn_x2:
         return t.to(torch.uint8).view(dtype)
     if dtype.is_complex:  # (real, imaginary) pairs, `to_numpy`'s layout
