@@ -7,17 +7,10 @@ product is 3 real ones; an FFT has no compute term, its traffic is counted."""
 from __future__ import annotations
 
 import pytest
-from translated import roofline_json, translated_programs
+from translated import forward_program as _program
+from translated import translated_programs, validated_json
 
 pytest.importorskip("torch")
-
-HEAD = "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, {sig}):\n"
-
-
-def _program(sig: str, body: str, inputs: str) -> str:
-    lines = "".join(f"        {line}\n" for line in body.strip().splitlines())
-    return (HEAD.format(sig=sig) + lines + f"\n\ndef get_inputs():\n    return [{inputs}]\n\n\n"
-            "def get_init_inputs():\n    return []\n")
 
 
 PROGRAMS = {
@@ -77,9 +70,7 @@ def paths(tmp_path_factory):
 
 
 def _report(capsys, paths, name: str) -> dict:
-    r = roofline_json(capsys, paths[name])
-    assert r["validation"]["validated"], r["validation"]
-    return r
+    return validated_json(capsys, paths[name])
 
 
 def test_a_complex_product_is_six_flops_per_element(capsys, paths):

@@ -7,16 +7,10 @@ priced and the traffic is derived by hand."""
 from __future__ import annotations
 
 import pytest
-from translated import roofline_json, translated_programs
+from translated import forward_program as _program
+from translated import translated_programs, validated_json
 
 pytest.importorskip("torch")
-
-
-def _program(sig: str, body: str, inputs: str) -> str:
-    lines = "".join(f"        {line}\n" for line in body.strip().splitlines())
-    return ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-            f"    def forward(self, {sig}):\n{lines}\n\ndef get_inputs():\n    return [{inputs}]\n\n\n"
-            "def get_init_inputs():\n    return []\n")
 
 
 PROGRAMS = {
@@ -45,8 +39,7 @@ def paths(tmp_path_factory):
 
 
 def _report(capsys, paths, name: str) -> dict:
-    r = roofline_json(capsys, paths[name])
-    assert r["validation"]["validated"], r["validation"]
+    r = validated_json(capsys, paths[name])
     assert r["totals"]["flops"] == 0
     assert [o["by"] for o in r["llm_ops"]] and {o["by"] for o in r["llm_ops"]} == {"stand-in"}
     return r

@@ -144,12 +144,28 @@ def translated_programs(tmp: Path, programs: Mapping[str, str]) -> Iterator[dict
         yield paths
 
 
+def forward_program(sig: str, body: str, inputs: str) -> str:
+    """The text of a model file whose `Model.forward(SIG)` runs `body` (lines of Python) on `inputs`
+    (the text of `get_inputs()`'s list), for `translated_programs`."""
+    lines = "".join(f"        {line}\n" for line in body.strip().splitlines())
+    return ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+            f"    def forward(self, {sig}):\n{lines}\n\ndef get_inputs():\n    return [{inputs}]\n\n\n"
+            "def get_init_inputs():\n    return []\n")
+
+
 def roofline_json(capsys, path: str, *extra: str) -> dict:
     """The JSON report of `solar-opt PATH --translate --roofline=all --hw H100_SXM EXTRA...`."""
     rc = main([path, "--translate", "--roofline=all", "--hw", "H100_SXM", "--format=json", *extra])
     out = capsys.readouterr()
     assert rc == 0, out.err
     return json.loads(out.out)
+
+
+def validated_json(capsys, path: str, *extra: str) -> dict:
+    """`roofline_json`, after checking that the translation validated."""
+    r = roofline_json(capsys, path, *extra)
+    assert r["validation"]["validated"], r["validation"]
+    return r
 
 
 def fused_terms(r: dict, hw: str = "H100_SXM") -> float:

@@ -34,6 +34,7 @@ from solar_compiler.frontends.captured_program import (
     Namer,
     TensorMeta,
     TensorRef,
+    tensor_refs,
 )
 
 DFT_OP = "solar.dft"
@@ -93,11 +94,10 @@ class _Lowering:
 
     # ---- queries ---------------------------------------------------------------------------
     def touches(self, node: AtenNode) -> bool:
-        refs = [a for a in _flat((node.args, node.kwargs)) if isinstance(a, TensorRef)]
         outs = [m for m in node.all_outputs or node.outputs if m is not None]
-        return any(self.metas[r.name].complex for r in refs if r.name in self.metas) \
+        return any(self.metas[r].complex for r in tensor_refs((node.args, node.kwargs)) if r in self.metas) \
             or any(m.complex for m in outs) or _complex_dtype_arg(node) \
-            or any(isinstance(a, complex) for a in _flat((node.args, node.kwargs)))
+            or any(isinstance(a, complex) for a in (*node.args, *node.kwargs.values()))
 
     def is_c(self, a: object) -> bool:
         return isinstance(a, TensorRef) and self.metas[a.name].complex
@@ -195,17 +195,6 @@ class _Lowering:
 
 class _Unsupported(Exception):
     pass
-
-
-def _flat(v: object):
-    if isinstance(v, (list, tuple)):
-        for x in v:
-            yield from _flat(x)
-    elif isinstance(v, dict):
-        for x in v.values():
-            yield from _flat(x)
-    else:
-        yield v
 
 
 # ---- rules ---------------------------------------------------------------------------------------------
