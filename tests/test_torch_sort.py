@@ -25,6 +25,13 @@ PROGRAMS = {
     # the distinct expert ids, each token's slot among them and the tokens per id
     "unique": _program("e", "return torch.unique(e, return_inverse=True, return_counts=True)",
                        "torch.arange(20).reshape(5, 4) % 6"),
+    # sampling as vLLM and FlashInfer do it: Gumbel-max with exponential noise, and multinomial draws
+    # (validation feeds torch's draws; the argmax over probs / q is checked against them)
+    "sampling": _program("logits", """
+probs = torch.softmax(logits / 0.7, dim=-1)
+q = torch.empty_like(probs).exponential_()
+return (probs / q).argmax(dim=-1), torch.multinomial(probs, 2)
+""", "torch.randn(4, 100)"),
     # tokens per expert, and a weighted histogram
     "bincount": _program("e, w", """
 return torch.bincount(e, minlength=8), torch.bincount(e, weights=w, minlength=8)
@@ -73,3 +80,12 @@ def test_unique_with_inverse_and_counts_validates(capsys, paths):
     r = _report(capsys, paths, "unique")
     # the 20 ids, the 6 distinct ones, 20 inverse indices, 6 counts: all i64
     assert r["totals"]["bytes_fused"] == (20 + 6 + 20 + 6) * 8
+
+
+def test_gumbel_max_and_multinomial_sampling_validate(capsys, paths):
+    """The softmax, the exponential draw and the division by it are priced as written; the
+    multinomial's inverse-CDF nest is a stand-in for a sampling kernel (no compute term)."""
+    r = validated_json(capsys, paths["sampling"])
+    assert [o["op"] for o in r["llm_ops"]] == ["multinomial"] and r["llm_ops"][0]["flops_priced"] == 0
+    # the probabilities are read once, the draws written: 4 x 100 f32 logits, 4 + 4 x 2 i64 indices
+    assert r["totals"]["bytes_fused"] == 4 * 100 * 4 + (4 + 4 * 2) * 8

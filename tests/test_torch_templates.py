@@ -134,7 +134,7 @@ def imported_alone() -> dict[str, dict]:
 ADDED_OPS = {"aten._embedding_bag.default", "aten._embedding_bag_forward_only.default"}
 ADDED_OPS |= {"solar.dft"}  # one DFT along one dim: what complex_pairs.py makes of torch's FFTs
 ADDED_OPS |= {"aten.sort.default", "aten.sort.stable", "aten.bincount.default",  # stand-in nests
-              "aten._unique2.default"}
+              "aten._unique2.default", "aten.multinomial.default", "aten.exponential.default"}
 ADDED_OPS |= {  # packed fp4 decoding and fp8 GEMMs (issue 22)
     "aten.__rshift__.Scalar", "aten.bitwise_right_shift.Tensor_Scalar", "aten.__lshift__.Scalar",
     "aten.bitwise_left_shift.Tensor_Scalar", "aten.view.dtype", "aten._scaled_mm.default"}

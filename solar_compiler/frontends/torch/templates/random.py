@@ -6,18 +6,26 @@ Box-Muller for normals), so drawing costs vector work (and transcendentals) that
 values and reads nothing, as a GPU Philox kernel does. The values differ from torch's; validation
 therefore runs a copy of the kernel in which these tensors are inputs fed with the values torch
 drew (`TorchTranslation.validation_kernel`).
+
+`exponential` (the Gumbel-max sampling of vLLM and FlashInfer: `probs / q.exponential_()`, then an
+argmax) is `-log(1 - u) / lambd`. `multinomial` is an inverse-CDF draw: the row's cumulative mass
+(a scan), then the count of categories whose cumulative mass is below a hashed share of the total.
+Its values are torch's in validation too, and the nest stands in for a sampling kernel (a
+stand-in, `Translator.stand_in`: its reads of the probabilities and its writes are priced, its
+arithmetic is not).
 """
 
 from __future__ import annotations
 
 import math
 
-from solar_compiler.frontends.builder.exprs import add, bin_, c, cast, cmp, index_value, mul, sub, un
+from solar_compiler.frontends.builder.exprs import add, bin_, c, cast, cmp, div, index_value, mul, sub, un
+from solar_compiler.frontends.builder.statements import scan_along
 from solar_compiler.frontends.builder.translator import Translator
-from solar_compiler.frontends.builder.values import Val, ivars, loops, stored
+from solar_compiler.frontends.builder.values import Loop, Val, ivars, loops, stored
 from solar_compiler.frontends.captured_program import AtenNode, TensorRef
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import SExpr
+from solar_compiler.loopir.ast import Read, SExpr
 
 from ..registry import template
 
@@ -41,6 +49,7 @@ def _normal01(lin: AffExpr) -> SExpr:
 @template("aten.bernoulli.default", "aten.bernoulli.p", "aten.bernoulli.Tensor", kind="bernoulli")
 @template("aten.randint.low", "aten.randint.default", "aten.randint_like.low_dtype",
           "aten.randint_like.default", kind="randint")
+@template("aten.exponential.default", kind="exponential")
 def _draw(tr: Translator, node: AtenNode, kind: str) -> Val:
     out = tr.result()
     tr.random[tr.out_meta().name] = out.name
@@ -61,6 +70,9 @@ def _draw(tr: Translator, node: AtenNode, kind: str) -> Val:
         else:
             prob = c(float(p), "f32")
         value = cast(cmp("lt", _uniform01(lin, 0.0), prob), "f32")
+    elif kind == "exponential":
+        lambd = float(tr.arg(1, "lambd", 1.0))
+        value = div(un("neg", un("log1p", un("neg", _uniform01(lin, 0.0)))), c(lambd, "f32"))
     elif kind == "randint":
         lo, hi = _int_range(tr, node)
         value = un("floor", add(mul(_uniform01(lin, 0.0), c(hi - lo, "f32")), c(lo, "f32")))
@@ -91,3 +103,25 @@ def _int_range(tr: Translator, node: AtenNode) -> tuple[int, int]:
             "aten.randint_like.low_dtype": lambda: (int(a[1]), int(a[2])),
             "aten.randint_like.default": lambda: (0, int(a[1]))}[node.op]()
 
+
+
+@template("aten.multinomial.default")
+def _multinomial(tr: Translator, node: AtenNode) -> Val:
+    probs = tr.val(node.args[0])
+    out = tr.result()
+    tr.random[tr.out_meta().name] = out.name
+    tr.stand_in = "stand-in"
+    cats = probs.shape[-1]
+    cum = tr.declare(f"{out.name}_cdf", probs.shape, "f32")
+    scan_along(tr, cum, probs, probs.ndim - 1, add)
+    lps = loops("i", out.shape)
+    idx = ivars(lps)
+    lin = AffExpr.lit(0)
+    for e, n in zip(idx, out.shape, strict=True):
+        lin = lin * n + e
+    row = idx[:-1]
+    total = Read(cum.name, (*row, AffExpr.lit(cats - 1)), "f32")
+    below = cmp("lt", Read(cum.name, (*row, AffExpr.var("v")), "f32"), mul(_uniform01(lin, 0.0), total))
+    tr.emit(out, idx, "=", c(0, out.dtype), lps)
+    tr.emit(out, idx, "+=", cast(below, out.dtype), [*lps, Loop("v", 0, cats)])
+    return stored(out)
