@@ -71,7 +71,16 @@ from xdsl.utils.exceptions import VerifyException
 
 from solar_compiler.loopir.affine import AffCond, AffExpr, AffineError
 from solar_compiler.loopir.affine_map import from_map, from_set, to_map, to_set
-from solar_compiler.loopir.ast import DTYPES, FLOAT_DTYPES, REDUCTIONS, ROLES, Origin, Traced
+from solar_compiler.loopir.ast import (
+    DTYPES,
+    FLOAT_DTYPES,
+    LLM_NEST,
+    REDUCTIONS,
+    ROLES,
+    STAND_IN,
+    Origin,
+    Traced,
+)
 from solar_compiler.loopir.rules import (
     RuleError,
     binary_result,
@@ -195,7 +204,7 @@ class OriginAttr(ParametrizedAttribute):
                       self.by.data or None)
 
     def verify(self) -> None:
-        if self.by.data not in ("", "llm", "stand-in"):
+        if self.by.data not in ("", LLM_NEST, STAND_IN):
             raise VerifyException(f"#loop.origin: the author is \"llm\", \"stand-in\" or absent, "
                                   f"got {self.by.data!r}")
 

@@ -159,6 +159,12 @@ class TensorDecl:
         return nbytes(self.dtype, math.prod(self.shape))
 
 
+#: who wrote a nest that stands in for an op's algorithm (`Origin.by`): an LLM, or a template whose
+#: nest computes the op's values by another algorithm than production code runs
+LLM_NEST = "llm"
+STAND_IN = "stand-in"
+
+
 @dataclass(frozen=True)
 class Origin:
     """The source-level op a statement implements: one eager kernel (`id` numbers the op's

@@ -11,6 +11,7 @@ from solar_compiler.errors import SolarError
 from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
     DTYPES,
+    STAND_IN,
     Assign,
     For,
     If,
@@ -69,9 +70,15 @@ class Translator:
         # statements only the validation kernel runs, before all others: the copy of the elements an
         # in-place update of an input leaves as they were (eager never moves them)
         self.validation_prologue: list[Node] = []
-        # set by a template whose nest stands in for the op's production algorithm (a DFT for an FFT):
-        # the op is then not priced as written (`Origin.by`); reset before each node
+        # who wrote a nest that stands in for the op's algorithm (`Origin.by`): `mark_stand_in`, or the
+        # LLM fill-in; reset before each node
         self.stand_in: str | None = None
+
+    def mark_stand_in(self) -> None:
+        """The current op's nest computes its values by another algorithm than production code runs
+        (a DFT for an FFT, a rank count for a radix sort): its arithmetic is not priced, its traffic
+        is (docs/llm-frontend.md section 7)."""
+        self.stand_in = STAND_IN
 
     # ---- tensors ----------------------------------------------------------------------------
     def declare(self, hint: str, shape: Sequence[int], dtype: str, role: str = "local") -> TensorDecl:

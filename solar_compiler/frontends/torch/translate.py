@@ -18,7 +18,7 @@ from solar_compiler.frontends.builder.translator import NoTemplate, TranslateErr
 from solar_compiler.frontends.builder.values import Val
 from solar_compiler.frontends.captured_program import AtenNode, CapturedProgram, TensorRef, sanitize
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Kernel, Node, Read, TensorDecl
+from solar_compiler.loopir.ast import LLM_NEST, Kernel, Node, Read, TensorDecl
 from solar_compiler.loopir.rewrite import writes_as_inputs
 
 from .masks import OneHotBuffer, affine_masks, bind_selection
@@ -96,7 +96,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
             if filler is None or tr.n_statements != first:
                 raise
             del tr.tensors[declared:]  # what the template declared before giving up
-            result, tr.stand_in = filler.fill(tr, node, e), "llm"
+            result, tr.stand_in = filler.fill(tr, node, e), LLM_NEST
         by = tr.stand_in
         if node.called is not None and node.called == joined and tr.source_ops \
                 and tr.source_ops[-1]["first"] + tr.source_ops[-1]["count"] == first:

@@ -27,8 +27,6 @@ from solar_compiler.loopir.ast import Binary, IndexValue, SExpr
 
 from ..registry import template
 
-STAND_IN = "stand-in"
-
 
 def _twiddle(k: AffExpr, n: AffExpr, length: int, sign: int, dtype: str) -> tuple[SExpr, SExpr]:
     """(cos, sin) of `sign 2 pi (k n mod length) / length`, computed in f64, as `dtype`."""
@@ -57,7 +55,7 @@ def _dft(tr: Translator, node: AtenNode) -> Val:
     def read(pos: list[AffExpr], part: int) -> SExpr:
         return cast(x.read(at(pos, None if real_in else part)), dt)
 
-    tr.stand_in = STAND_IN
+    tr.mark_stand_in()
     if real_out:
         _inverse_real(tr, x, out, dim, length, outer, iv)
         return stored(out)

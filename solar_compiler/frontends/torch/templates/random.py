@@ -110,7 +110,7 @@ def _multinomial(tr: Translator, node: AtenNode) -> Val:
     probs = tr.val(node.args[0])
     out = tr.result()
     tr.random[tr.out_meta().name] = out.name
-    tr.stand_in = "stand-in"
+    tr.mark_stand_in()
     cats = probs.shape[-1]
     cum = tr.declare(f"{out.name}_cdf", probs.shape, "f32")
     scan_along(tr, cum, probs, probs.ndim - 1, add)

@@ -226,7 +226,7 @@ def _bucketize(tr: Translator, node: AtenNode, values_first: bool) -> Val:
     right = bool(node.kwargs.get("right", False)) or node.kwargs.get("side") == "right"
     n = seq.shape[-1] if seq.ndim else 1
     if n > MAX_BOUNDARIES:
-        tr.stand_in = "stand-in"
+        tr.mark_stand_in()
     if seq.ndim > 1 and tuple(seq.shape[:-1]) != tuple(x.shape[:-1]):
         raise tr.error(f"searchsorted: sorted sequence {seq.shape} does not match the values' leading dims "
                        f"{x.shape}")

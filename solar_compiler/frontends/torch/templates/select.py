@@ -29,7 +29,7 @@ def _topk(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None]:
     largest = bool(tr.arg(3, "largest", True))
     n = x.shape[dim]
     if k > 1:
-        tr.stand_in = "stand-in"
+        tr.mark_stand_in()
     shape = [k if d == dim else s for d, s in enumerate(x.shape)]
     vals = tr.result(0) if tr.used(0) else tr.declare(f"{node.outputs[1].name}_values", shape, x.dtype)
     inds = tr.result(1) if tr.used(1) else tr.declare(f"{vals.name}_indices", shape, "i64")

@@ -35,8 +35,6 @@ from solar_compiler.loopir.ast import Read
 
 from ..registry import template
 
-STAND_IN = "stand-in"
-
 
 @template("aten.sort.default", "aten.sort.stable")
 def _sort(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None]:
@@ -44,7 +42,7 @@ def _sort(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None]:
     stable = node.op.endswith(".stable")
     dim = norm_dim(int(node.kwargs.get("dim", -1) if stable else tr.arg(1, "dim", -1)), x.ndim)
     descending = bool(node.kwargs.get("descending", False) if stable else tr.arg(2, "descending", False))
-    tr.stand_in = STAND_IN
+    tr.mark_stand_in()
     n = x.shape[dim]
     lps = loops("i", x.shape)
     idx = [AffExpr.var(lp.iv) for lp in lps]
@@ -74,7 +72,7 @@ def _sort(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None]:
 def _bincount(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
     weights = tr.opt_val(tr.arg(1, "weights", None))
-    tr.stand_in = STAND_IN
+    tr.mark_stand_in()
     out = tr.result()
     tr.emit(out, [AffExpr.var("b")], "=", c(0, out.dtype), [Loop("b", 0, out.shape[0])])
     lps = loops("i", x.shape)
@@ -89,7 +87,7 @@ def _unique(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None, Val
     x = tr.val(node.args[0])
     n = math.prod(x.shape)
     flat = view(x, (n,), reshape_map(x.shape, (n,)))
-    tr.stand_in = STAND_IN
+    tr.mark_stand_in()
     base = next(m for m in node.outputs if m is not None).name
     i, j = AffExpr.var("i"), AffExpr.var("j")
     xi, xj = flat.read([i]), flat.read([j])
