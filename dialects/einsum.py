@@ -741,6 +741,13 @@ def _name_value(v: SSAValue, name: str) -> None:
         v.name_hint = name
 
 
+def set_edges(node: NodeOp, ins: Sequence[SSAValue], dest: SSAValue | None) -> None:
+    """Set a node's input operands and init directly: a rewrite that knows the values it connects
+    (the latest ones of the tensors it names, at the node's position) edits a large graph without
+    relinking it all (`link_edges`)."""
+    _set_operands(node, [ins, [dest] if dest is not None else []])
+
+
 def _set_operands(op: Operation, groups: Sequence[Sequence[SSAValue]]) -> None:
     """Set an op's operand groups and their sizes (`LocatedOp` builds flat operand lists)."""
     op.operands = [v for g in groups for v in g]

@@ -61,6 +61,7 @@ from solar_compiler.transforms.catalogue import (
 )
 from solar_compiler.transforms.gather_hoist import HOISTED
 from solar_compiler.transforms.indicator_gather import GATHERED
+from solar_compiler.transforms.split_parts import SPLIT
 
 
 def parse_fidelity(text: str) -> tuple[str, ...]:
@@ -150,7 +151,7 @@ class RooflinePass(ModulePass):
         `priced_unfused`: the unfused kernels of `priced`'s programs (a program with origins has
         kernels that do not depend on the costs they are read with: reused when eager is priced)."""
         inside = catalogue_plans(op, within_source_ops=True)
-        gathered = any(r.kind in (GATHERED, HOISTED) for r in rewrites)  # chains planned after them
+        gathered = any(r.kind in (GATHERED, HOISTED, SPLIT) for r in rewrites)  # chains planned after them
         if not gathered and len(inside) == sum(r.kind == "reassociated" for r in rewrites):
             eager = priced  # every reassociation is inside one source op: the same program, counted
         else:

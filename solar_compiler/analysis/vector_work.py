@@ -163,14 +163,17 @@ class VectorWork:
 
     def _contractions_writing(self, tensor: str) -> list[NodeOp] | None:
         """The contractions that write local `tensor`, when nothing else does but zero fills (a
-        folded zero init included)."""
+        folded zero init included); each indexes it by loop variables or constants (a reassociated
+        step indexes a decode's single query row by its value)."""
         if not self._local(tensor):
             return None
         out = []
         for w in self._writers.get(tensor, []):
             if _zero_fill(w):
                 continue
-            if not _zero_init(w) or w.reduce.data != "add" or _operands(w) is None or not _bare_output(w):
+            if not _zero_init(w) or w.reduce.data != "add" or _operands(w) is None or w.dynamic_positions or \
+                    not all(isinstance(e, AffineDimExpr | AffineConstantExpr)
+                            for e in w.get_indexing_maps().data[-1].data.results):
                 return None
             out.append(w)
         return out or None
@@ -203,30 +206,50 @@ class VectorWork:
             if j == i or not isinstance(r, BlockArgument):
                 continue
             rmap = node.get_indexing_maps().data[r.index].data
-            if not _bare(rmap.results):
-                continue
-            name = node.input_names[r.index]
-            writers = self._contractions_writing(name)
-            if writers is None or not gv <= node.value_dims(r):
-                continue
-            first = min(self._pos[id(w)] for w in self._writers[name])
-            if any(self._pos[id(w)] >= first for t in tensors for w in self._writers.get(t, [])):
+            if not _bare(rmap.results) or not gv <= node.value_dims(r):
                 continue
             pos = {x.position: k for k, x in enumerate(rmap.results)}  # type: ignore[union-attr]
-            total: int | None = 0
-            for c in writers:
-                out = [x.position for x in c.get_indexing_maps().data[-1].data.results]  # type: ignore[union-attr]
-                need = {out[pos[v]] for v in gv}
-                memo: dict[SSAValue, frozenset[int]] = {}
-                fits = [st.footprint(c, c.value_dims(x, memo)) for x in _operands(c) or ()
-                        if need <= c.value_dims(x, memo)]
-                if not fits:
-                    total = None
-                    break
-                total += min(fits)  # type: ignore[operator]
-            if total is not None and (best is None or total < best):
-                best = total
+            cost = self._into_writers(node.input_names[r.index], frozenset(pos[v] for v in gv), tensors, 0)
+            if cost is not None and (best is None or cost < best):
+                best = cost
         return best
+
+    def _into_writers(self, name: str, need_pos: frozenset[int], tensors: frozenset[str],
+                      depth: int) -> int | None:
+        """The fewest operations of applying a factor that varies along positions `need_pos` of local
+        `name` in the contractions that write it: each at one of its operands, or, where that operand
+        is a local only this contraction reads and only contractions write (a reassociated chain:
+        `(q W_UK) c_kv`), further up the chain."""
+        writers = self._contractions_writing(name)
+        if writers is None:
+            return None
+        first = min(self._pos[id(w)] for w in self._writers[name])
+        if any(self._pos[id(w)] >= first for t in tensors for w in self._writers.get(t, [])):
+            return None
+        total = 0
+        for c in writers:
+            out = c.get_indexing_maps().data[-1].data.results
+            need = {e.position for k in need_pos for e in [out[k]] if isinstance(e, AffineDimExpr)}
+            memo: dict[SSAValue, frozenset[int]] = {}
+            fits = []
+            for x in _operands(c) or ():
+                dims = c.value_dims(x, memo)
+                if need <= dims:
+                    fits.append(st.footprint(c, dims))
+                if depth >= 4 or not isinstance(x, BlockArgument):
+                    continue
+                t = c.input_names[x.index]
+                xmap = c.get_indexing_maps().data[x.index].data.results
+                at = {e.position: k for k, e in enumerate(xmap) if isinstance(e, AffineDimExpr)}
+                if self._local(t) and self._readers_of.get(t) == [c] and need <= set(at) and \
+                        all(isinstance(e, AffineDimExpr | AffineConstantExpr) for e in xmap):
+                    deeper = self._into_writers(t, frozenset(at[d] for d in need), tensors, depth + 1)
+                    if deeper is not None:
+                        fits.append(deeper)
+            if not fits:
+                return None
+            total += min(fits)
+        return total
 
     def _fold_back(self, node: NodeOp, gv: frozenset[int], tensors: frozenset[str]) -> int | None:
         """`g` multiplies the value of a local that only contractions read, where `g` is constant
@@ -236,10 +259,20 @@ class VectorWork:
         writes = sum(1 + (w.init is not None) for w in self._writers.get(out_name, []))
         if node.reduce.data != "none" or not self._local(out_name) or not _bare_output(node) or writes != 1:
             return None
-        omap = node.get_indexing_maps().data[-1].data
         if not gv <= node.output_dims():
             return None
+        return self._into_readers(node, gv, tensors, 0)
+
+    def _into_readers(self, node: NodeOp, gv: frozenset[int], tensors: frozenset[str],
+                      depth: int) -> int | None:
+        """The fewest operations of applying a factor over `node`'s dims `gv` (output dims) in the
+        contractions that read `node`'s output, each at its output or an operand, or, where that
+        output is a local only such contractions read in turn (a reassociated chain: `P @ c_kv`, then
+        `@ W_UV`), further down the chain."""
+        out_name = node.output_name
+        omap = node.get_indexing_maps().data[-1].data
         pos = {x.position: k for k, x in enumerate(omap.results)}  # type: ignore[union-attr]
+        intervals = node.get_static_loop_intervals()
         here = self._pos[id(node)]
         total = 0
         readers = self._readers_of.get(out_name, [])
@@ -250,7 +283,7 @@ class VectorWork:
             if ops is None or len(mine) != 1 or not isinstance(mine[0], BlockArgument) or there < here:
                 return None
             mmap = c.get_indexing_maps().data[mine[0].index].data
-            if not _bare(mmap.results):
+            if not _bare_or_single(mmap.results, omap.results, intervals):
                 return None
             between = {w.output_name for w in self._nodes[here + 1:there]}
             if c.init is not None:  # its folded init runs before it, after `node`
@@ -260,13 +293,19 @@ class VectorWork:
                 return None
             if not self._zero_initialised(c):
                 return None
-            need = {mmap.results[pos[v]].position for v in gv}  # type: ignore[union-attr]
+            need = frozenset(e.position for v in gv for e in [mmap.results[pos[v]]]
+                             if isinstance(e, AffineDimExpr))
             if not need <= c.output_dims():
                 return None
             memo: dict[SSAValue, frozenset[int]] = {}
             fits = [st.footprint(c, c.output_dims())]
             fits += [st.footprint(c, c.value_dims(x, memo)) for x in ops
                      if x is not mine[0] and need <= c.value_dims(x, memo)]
+            if depth < 4 and self._local(c.output_name) and _bare_output(c) and \
+                    self._contractions_writing(c.output_name) == [c] and self._readers_of.get(c.output_name):
+                deeper = self._into_readers(c, need, tensors, depth + 1)
+                if deeper is not None:
+                    fits.append(deeper)
             total += min(fits)
         return total if readers else None
 
@@ -297,6 +336,16 @@ def _body_ops(node: NodeOp, values: tuple[SSAValue, ...]) -> list[Operation]:
 
 def _bare(results: tuple[AffineExpr, ...]) -> bool:
     return all(isinstance(x, AffineDimExpr) for x in results)
+
+
+def _bare_or_single(results: tuple[AffineExpr, ...], written: tuple[AffineExpr, ...],
+                    intervals: tuple[tuple[int, int], ...]) -> bool:
+    """A reader's map of a tensor a node writes at `written` (bare): each index a loop variable, or
+    the constant the writer's variable takes as its one value (a decode's single query row, which
+    a reassociated order indexes by its value): a factor varies along no such position."""
+    return all(isinstance(x, AffineDimExpr) or (isinstance(x, AffineConstantExpr) and
+                                                 intervals[w.position] == (x.value, x.value))  # type: ignore[union-attr]
+               for x, w in zip(results, written, strict=True))
 
 
 def _bare_output(node: NodeOp) -> bool:

@@ -13,6 +13,10 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
   contraction with ones): every tree whose cheapest association order (`chain_order.py`, priced
   exactly as emitted) needs strictly fewer FLOPs than the tree as written is rewritten to it
   (`transforms/reorder_chain.py`; proof in docs/reorder-chains.md).
+* **reads split per part**: a contraction over a local assembled by copies into slices is split
+  per copied part, reading the copies' sources, and a producer whose readers read disjoint parts is
+  computed per part (`transforms/split_parts.py`), kept only where the association entry then finds
+  a cheaper order through the new nodes: MLA's absorbed decode (`q W_UK` against the latent cache).
 * **scans**: a sum over ranges nested along an output variable its summand ignores shares its
   partial sums (`tril(ones) @ x` is `cumsum(x)`; `prefix_sums.py`, applied by the distinct costs).
 * **deduplication**: repeated products of broadcast, `repeat`ed and `expand`ed operands, symmetric
@@ -56,6 +60,7 @@ from solar_compiler.analysis.costs import GraphCosts
 from solar_compiler.analysis.distinct import FACTORED, PRESUMMED, SELECT
 from solar_compiler.analysis.fast_conv import FFT, WINOGRAD
 from solar_compiler.analysis.graphs import module_graphs, node_ops
+from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.poly_expand import POLY
 from solar_compiler.analysis.prefix_sums import SCAN
 from solar_compiler.analysis.structured import NodeCounts, node_counts
@@ -67,6 +72,7 @@ from solar_compiler.text.printer import print_assign
 from solar_compiler.transforms.gather_hoist import HOISTED, hoist_gather, hoist_matches
 from solar_compiler.transforms.indicator_gather import GATHERED, indicator_matches, rewrite_indicator
 from solar_compiler.transforms.reorder_chain import reorder_chains
+from solar_compiler.transforms.split_parts import SPLIT, Applied, forward_matches, split_matches, split_parts
 
 ALGORITHMS = ("default", "classical")
 
@@ -116,12 +122,18 @@ def catalogue_module(module: ModuleOp, within_source_ops: bool = False) -> tuple
     if any(indicator_matches(g, allowed) or hoist_matches(g, allowed) for g in module_graphs(module)):
         base = module.clone()
         done = _gathers(base, allowed)
+    if not within_source_ops:  # a split crosses source ops: the reads it splits are other ops'
+        split = _split_for_orders(base)
+        if split is not None:
+            base, more = split
+            done += more
     lifted = catalogue_plans(base, within_source_ops)
     if not lifted:
         return base, done
     copy = base if base is not module else module.clone()
     graphs = {g.kernel_name: g for g in copy.body.block.ops if isinstance(g, GraphOp)}
     new_nodes = reorder_chains(copy, lifted)
+    invalidate_analyses(copy)  # the plans were read off `base` before the rewrite, when it is the copy
     for p in lifted:
         assert p.best is not None
         loc = p.tree.locs[0] if p.tree.locs else ""
@@ -153,6 +165,32 @@ def _gathers(module: ModuleOp, allowed: Callable[[Sequence[NodeOp]], bool] | Non
             new = hoist_gather(g, hoists[0])
             done.append(_rewrite_record(g, HOISTED, new, _flops(before), _flops(node_counts(new))))
     return done
+
+
+def _split_for_orders(module: ModuleOp) -> tuple[ModuleOp, list[Rewrite]] | None:
+    """A copy of the module with reads split per part (`split_parts.py`) where the association entry
+    then finds a cheaper order through the new nodes, and the records; None where no split helps.
+    A split that no cheaper order uses is not kept, so that it moves no other figure."""
+    if not any(forward_matches(g) or split_matches(g) for g in module_graphs(module)):
+        return None
+    trial = module.clone()
+    applied = {g.kernel_name: split_parts(g) for g in module_graphs(trial)}
+    helpful = {k: _helpful(a, [p for p in module_chain_plans(trial) if p.better and p.tree.kernel == k])
+               for k, a in applied.items()}
+    if not any(helpful.values()):
+        return None
+    if any(helpful[k] != set(a.built) for k, a in applied.items()):
+        trial = module.clone()
+        applied = {g.kernel_name: split_parts(g, helpful[g.kernel_name].__contains__)
+                   for g in module_graphs(trial)}
+    return trial, [Rewrite(SPLIT, k, a.locs[key], a.words[key], 0, 0)
+                   for k, a in applied.items() for key in a.built]
+
+
+def _helpful(applied: Applied, plans: Sequence[ChainPlan]) -> set[str]:
+    """The splits (by the node they split) that built a node of a tree with a cheaper order."""
+    in_trees = {n for p in plans for n in (*p.tree.nodes, *p.tree.fills)}
+    return {key for key, built in applied.built.items() if built & in_trees}
 
 
 def _flops(c: NodeCounts) -> int:

@@ -1,0 +1,175 @@
+"""Reads split per part (`transforms/split_parts.py`): the catalogue entry that lets the association
+entry see through an assembled operand and a producer read in disjoint parts, MLA's absorbed decode
+among them. Counts by hand; the priced program runs in the executor against the program as
+written."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.context import Context
+
+from solar_compiler.analysis.graphs import module_graphs
+from solar_compiler.dialects.convert import kernels_to_module
+from solar_compiler.dialects.graph_convert import graph_to_kernel
+from solar_compiler.driver import main
+from solar_compiler.executor import execute
+from solar_compiler.passes.lift_einsum import LiftEinsumPass
+from solar_compiler.text.parser import parse_kernels
+from solar_compiler.transforms.catalogue import catalogue_module
+from solar_compiler.transforms.chain_sample import to_f64
+from solar_compiler.transforms.split_parts import SPLIT, forward_matches, split_matches, split_parts
+from tests.translated import forward_program, validated_json
+
+# MLA decode as transformers' DeepseekV2Attention computes it (`expand_kv`): one kv_b_proj expands
+# the latent cache into keys and values, keys assembled by new_empty and two copy_ into slices.
+MLA = '''import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+B, H, L, R, DN, DR, DV = 2, 4, 32, 64, 16, 8, 16
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.kv_b_proj = nn.Linear(R, H * (DN + DV), bias=False)
+
+    def forward(self, q, c_kv, k_rot):
+        b, _, l, _ = c_kv.shape
+        kv = self.kv_b_proj(c_kv).view(b, l, -1, DN + DV).transpose(1, 2)
+        k_nope, v = torch.split(kv, [DN, DV], dim=-1)
+        k_rot = k_rot.expand(-1, k_nope.shape[1], -1, -1)
+        k = kv.new_empty(*kv.shape[:-1], DN + DR)
+        k[..., :DN].copy_(k_nope)
+        k[..., DN:].copy_(k_rot)
+        return F.scaled_dot_product_attention(q, k, v, scale=(DN + DR) ** -0.5)
+
+
+def get_inputs():
+    return [torch.randn(B, H, 1, DN + DR), torch.randn(B, 1, L, R), torch.randn(B, 1, L, DR)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _lifted(capsys, path):
+    assert main([str(path), "--translate", "-t", "loop"]) == 0
+    text = capsys.readouterr().out
+    m = kernels_to_module(parse_kernels(text, str(path)))
+    LiftEinsumPass().apply(Context(), m)
+    return m
+
+
+def _same_outputs(before, after, seed: int = 0) -> None:
+    """Both programs in float64 on the same random inputs: the rewrites are identities of real
+    arithmetic."""
+    (g0,), (g1,) = module_graphs(before), module_graphs(after)
+    k0, k1 = to_f64(graph_to_kernel(g0)[0]), to_f64(graph_to_kernel(g1)[0])
+    rng = np.random.default_rng(seed)
+    inputs = {t.name: rng.standard_normal(t.shape) for t in k0.tensors if t.role in ("input", "weight")}
+    out0, out1 = execute(k0, inputs), execute(k1, inputs)
+    assert out0.keys() == out1.keys()
+    for name in out0:
+        assert np.allclose(out1[name], out0[name], rtol=1e-10, atol=1e-12), name
+
+
+def test_mla_decode_is_priced_absorbed(tmp_path, capsys):
+    """B = 2, H = 4 heads, L = 32 cached latents of R = 64, nope/rope/value widths 16/8/16. As
+    written, the expansion is 2 B L R H (DN + DV) = 1,048,576 matrix FLOPs, the scores 2 B H L (DN +
+    DR) = 12,288 and P V 2 B H L DV = 8,192: 1,069,056. Absorbed: q_nope W_UK 2 B H DN R = 16,384,
+    against the latent 2 B H L R = 32,768, the rotary part 2 B H L DR = 4,096, P c_kv 2 B H L R =
+    32,768, then W_UV 2 B H R DV = 16,384: 102,400. The softmax's vector work is what the default
+    model prices unsplit, 1,344: the max over 256 scores with the scale folded into q's 192 elements
+    (448; the fold reaches q through the absorbed product), the exponentials' sums (768), the
+    division folded into O's 128 elements (through P c_kv, then W_UV)."""
+    f = tmp_path / "mla.py"
+    f.write_text(MLA)
+    r = validated_json(capsys, str(f))
+    assert r["classical"]["totals"]["flops_matrix"] == 1_069_056
+    assert r["totals"]["flops_matrix"] == 102_400
+    assert r["totals"]["flops_vector"] == 1_344
+    assert r["classical"]["totals"]["flops_vector"] == 1_536  # scale and division at all 256 scores
+    kinds = [x["kind"] for x in r["rewrites"]]
+    assert kinds.count(SPLIT) == 2 and kinds.count("reassociated") == 2, kinds
+    words = {x["what"] for x in r["rewrites"] if x["kind"] == SPLIT}
+    assert words == {"slice_scatter_1 read per copied part", "linear computed per consumer's part"}
+
+
+def test_the_split_and_reassociated_program_computes_what_was_written(tmp_path, capsys):
+    f = tmp_path / "mla.py"
+    f.write_text(MLA)
+    m = _lifted(capsys, f)
+    priced, rewrites = catalogue_module(m)
+    assert priced is not m and sum(r.kind == SPLIT for r in rewrites) == 2
+    _same_outputs(m, priced)
+    _same_outputs(m, priced, seed=1)
+
+
+def test_a_contraction_over_a_concatenation_is_split_per_part(tmp_path, capsys):
+    """`torch.cat([x @ w, z], 1) @ v`, x 64 x 32, w 32 x 48, z 64 x 16, v 64 x 1 (f32): as written
+    2 * 64 * 32 * 48 + 2 * 64 * 64 = 204,800 matrix FLOPs. The concatenation is two copies; split
+    per part, `x @ (w @ v[:48])` is 2 * 32 * 48 + 2 * 64 * 32 = 7,168 and `z @ v[48:]` 2 * 64 * 16
+    = 2,048: 9,216."""
+    f = tmp_path / "cat.py"
+    f.write_text(forward_program(
+        "x, w, z, v", "return torch.cat([x @ w, z], 1) @ v",
+        "torch.randn(64, 32), torch.randn(32, 48), torch.randn(64, 16), torch.randn(64, 1)"))
+    r = validated_json(capsys, str(f))
+    assert r["classical"]["totals"]["flops_matrix"] == 204_800
+    assert r["totals"]["flops_matrix"] == 9_216
+    assert [x["kind"] for x in r["rewrites"]].count(SPLIT) == 1
+    m = _lifted(capsys, f)
+    priced, _ = catalogue_module(m)
+    _same_outputs(m, priced)
+
+
+def test_a_producer_read_in_two_parts_is_computed_per_part(tmp_path, capsys):
+    """`h = x @ w` (x 64 x 32, w 32 x 96), `a, b = h.split(48, 1)`, outputs `a @ u` and `b @ v` (u, v
+    48 x 1): as written 2 * 64 * 32 * 96 + 2 * 2 * 64 * 48 = 405,504. Per part, each is
+    `x @ (w_part @ u)`: 2 * (2 * 32 * 48 + 2 * 64 * 32) = 14,336."""
+    f = tmp_path / "halves.py"
+    f.write_text(forward_program(
+        "x, w, u, v", "a, b = (x @ w).split(48, 1)\nreturn a @ u, b @ v",
+        "torch.randn(64, 32), torch.randn(32, 96), torch.randn(48, 1), torch.randn(48, 1)"))
+    r = validated_json(capsys, str(f))
+    assert r["classical"]["totals"]["flops_matrix"] == 405_504
+    assert r["totals"]["flops_matrix"] == 14_336
+    m = _lifted(capsys, f)
+    (g,) = module_graphs(m)
+    assert [s.producer.output_name for s in split_matches(g)] == ["mm"]
+    priced, _ = catalogue_module(m)
+    _same_outputs(m, priced)
+
+
+def test_a_split_no_cheaper_order_uses_is_not_kept(tmp_path, capsys):
+    """A fused projection whose two halves are multiplied element by element (`a * b`, a bilinear
+    gate): the split matches (one product node reads two disjoint halves), but no order of
+    `(x w1) * (x w2)` is cheaper, so the default model prices the program as written and reports no
+    split."""
+    f = tmp_path / "bilinear.py"
+    f.write_text(forward_program("x, w", "a, b = (x @ w).chunk(2, -1)\nreturn a * b",
+                                 "torch.randn(64, 32), torch.randn(32, 96)"))
+    r = validated_json(capsys, str(f))
+    assert SPLIT not in [x["kind"] for x in r["rewrites"]]
+    assert r["totals"] == r["classical"]["totals"]
+    m = _lifted(capsys, f)
+    (g,) = module_graphs(m)
+    assert split_matches(g)  # it matches; `catalogue.py` drops it
+    priced, rewrites = catalogue_module(m)
+    assert priced is m and rewrites == []
+
+
+def test_a_read_across_a_region_no_copy_wrote_is_not_forwarded(tmp_path, capsys):
+    """`y = zeros(64, 48); y[:, :32] = x @ w; return y @ v`: the columns 32..47 are the fill's, not
+    a copy's, so the read of `y` is not split (narrowing drops the zero part on its own)."""
+    f = tmp_path / "fill.py"
+    f.write_text(forward_program("x, w, v", "y = torch.zeros(64, 48)\ny[:, :32] = x @ w\nreturn y @ v",
+                                 "torch.randn(64, 16), torch.randn(16, 32), torch.randn(48, 1)"))
+    m = _lifted(capsys, f)
+    (g,) = module_graphs(m)
+    assert not [x for x in forward_matches(g) if x.var is not None]
+    applied = split_parts(g)
+    g.verify()
+    assert all("read per copied part" not in w for w in applied.words.values())
