@@ -343,12 +343,21 @@ SMALL_DEEPSEEK = ["hidden_size=64", "intermediate_size=128", "moe_intermediate_s
 def test_a_small_deepseek_v2_with_complex_rotary_embeddings_validates(tmp_path, monkeypatch):
     """DeepSeek-V2 (MLA, a dense first layer, then routed and shared experts) applies its rotary
     embedding as a complex product (`view_as_complex(q) * freqs_cis`, `freqs_cis = polar(1, angles)`):
-    captured on (real, imaginary) pairs, decode against a KV cache validates against transformers."""
+    captured on (real, imaginary) pairs, decode against a KV cache validates against transformers,
+    and its attention is priced absorbed."""
     _transformers()
     r = _report(["hf:deepseek-v2-lite", *SMALL_DEEPSEEK, "--phase", "decode", "--kv-len", "32",
                  "--lift-einsum", "--roofline=fused", "--hw", "H100_SXM"], tmp_path, monkeypatch)
     v = r["validation"]
     assert v["validated"] and v["method"] == "full", v
+    # MLA decode priced absorbed (docs/model-zoo.md): per layer, 4 heads, 33 keys, latent 32, nope
+    # and value widths 16. The keys' tree as written: the expansion 2 * 33 * 32 * (4 * 16) = 135,168
+    # and the scores' nope part 2 * 4 * 33 * 16 = 4,224; absorbed, q_nope W_UK 2 * 4 * 16 * 32 =
+    # 4,096 and against the latent 2 * 4 * 33 * 32 = 8,448. The values' tree with o_proj (2 * 64 *
+    # 64 = 8,192): 135,168 + 4,224 + 8,192 as written; P c_kv 8,448, W_UV 4,096 and o_proj absorbed.
+    absorbed = sorted((x["flops_before"], x["flops_after"]) for x in r["rewrites"]
+                      if x["kind"] == "reassociated" and "kv_b_proj" in x["what"])
+    assert absorbed == [(139_392, 12_544)] * 2 + [(147_584, 20_736)] * 2
 
 
 def test_a_suite_lists_specs(tmp_path, monkeypatch):
