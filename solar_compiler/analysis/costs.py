@@ -67,6 +67,7 @@ from solar_compiler.analysis.distinct import (
     select_branches,
     shared_factor_sums,
 )
+from solar_compiler.analysis.distinct_keys import key_floor
 from solar_compiler.analysis.fast_conv import fast_conv_flops
 from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.poly_expand import POLY, GraphTables, expand
@@ -188,10 +189,11 @@ class Site:
     cons: tuple[Constraint, ...]
     indices: tuple[AffExpr | None, ...]
     traced: int | None = None  # a gather's (scatter's) distinct elements on the traced sample
+    floor: int = 0             # the fewest a gather of distinct keys touches (`distinct_keys.py`)
     _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:  # sites are cache keys: hash the nested expressions once
-        object.__setattr__(self, "_hash", hash((self.ivs, self.cons, self.indices, self.traced)))
+        object.__setattr__(self, "_hash", hash((self.ivs, self.cons, self.indices, self.traced, self.floor)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -225,7 +227,7 @@ def distinct_elements(sites: Sequence[Site]) -> int:
     for s in sites:
         if s.indirect:
             affine = Site(s.ivs, s.cons, tuple(i for i in s.indices if i is not None))
-            best = max(best, _union_count((affine,)), s.traced or 0)
+            best = max(best, _union_count((affine,)), s.traced or 0, s.floor)
     return best
 
 
@@ -513,10 +515,11 @@ class NodeSites:
         idx = from_map(m, n.iv_names, syms)
         if syms:  # a map without symbols has no loaded position: its indices as they are
             idx = tuple(None if str(e) in syms else e for e in idx)
-        traced = None
+        traced, floor = None, 0
         if None in idx and not s.init:
             traced = self._traced(n, s.node, tensor, write)
-        return Site(ivs, cons, idx, traced)
+            floor = 0 if write else key_floor(n, m, tensor)
+        return Site(ivs, cons, idx, traced, floor)
 
     def _traced(self, n: NodeOp, i: int, tensor: str, write: bool) -> int | None:
         """The traced sample's distinct elements of `tensor` for the node's indirect reads (or its

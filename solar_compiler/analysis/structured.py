@@ -413,6 +413,9 @@ def _min_elements(node: NodeOp, acc: list[Access]) -> int:
         if a.indirect:
             affine = [r for r in a.map.results if not isinstance(r, AffineSymExpr)]
             best = max(best, image_count(node, affine))
+            if a.kind == "gather":
+                from solar_compiler.analysis.distinct_keys import key_floor  # it reads this module's domains
+                best = max(best, key_floor(node, a.map, a.tensor))
     return best
 
 
