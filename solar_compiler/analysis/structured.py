@@ -49,7 +49,7 @@ from xdsl.ir.affine.affine_set import AffineConstraintKind
 from xdsl.utils.disjoint_set import DisjointSet
 
 from solar_compiler.analysis.manager import identity_table
-from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, YieldOp
+from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, TensorOp, YieldOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, ConstOp, SelectOp, UnaryOp
 from solar_compiler.loopir.rules import TRANSCENDENTAL, nbytes
 
@@ -523,6 +523,20 @@ def reachable(values: Iterable[SSAValue]) -> list[Operation]:
         stack.append((v, True))
         stack.extend((x, False) for x in o.operands)
     return order
+
+
+def zero_start(node: NodeOp, outs: int) -> tuple[NodeOp | None] | None:
+    """How an `add` reduction over its first `outs` (output) loops starts from zeros: a folded zero
+    init at their depth (`(None,)`), or a zero fill of the whole tensor that only it reads
+    (`(fill,)`); None when it starts from anything else."""
+    if node.init is not None:
+        ok = node.init.value.data == 0 and NodeOp.ints(node.init_depth) == (outs, 0)
+        return (None,) if ok else None
+    fill = init_producer(node)
+    if fill is None or not whole_fill(fill, 0) or not isinstance(fill.dest.owner, TensorOp) or \
+            [u.operation for u in fill.result.uses] != [node]:
+        return None
+    return (fill,)
 
 
 def whole_fill(node: NodeOp, value: float) -> bool:

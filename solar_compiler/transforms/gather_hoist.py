@@ -148,14 +148,10 @@ def _match(graph: GraphOp, decls: dict[str, TensorOp], c: NodeOp, g: GatherOp) -
         return None  # P' runs where C does: what P reads must hold the same values there
     fill = None
     if p.reduce.data == "add":
-        if p.init is not None:
-            if p.init.value.data != 0 or NodeOp.ints(p.init_depth) != (len(outs), 0):
-                return None
-        else:
-            fill = st.init_producer(p)
-            if fill is None or not st.whole_fill(fill, 0) or not isinstance(fill.dest.owner, TensorOp) or \
-                    [u.operation for u in fill.result.uses] != [p]:
-                return None
+        start = st.zero_start(p, len(outs))
+        if start is None:
+            return None
+        fill = start[0]
     return Hoist(c, g, p, fill, tuple(used), loaded[0])
 
 

@@ -441,10 +441,15 @@ def erase_dead(graph: GraphOp, chain: Sequence[NodeOp]) -> None:
         link_edges(graph)
     if not changed:
         return
+    drop_unnamed(graph)
+    link_edges(graph)
+
+
+def drop_unnamed(graph: GraphOp) -> None:
+    """Erase the declarations of locals no node names any more."""
     named = {t for x in graph.nodes()
              for t in (*x.input_names, x.output_name, *(g.tensor_name for g in x.gathers()))}
     for t, decl in graph.tensor_ops().items():
         if t not in named and decl.role.data == "local":
             decl.detach()
             decl.erase(safe_erase=False)
-    link_edges(graph)

@@ -64,6 +64,7 @@ from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp, YieldOp, l
 from solar_compiler.dialects.graph_convert import fresh_scope_number
 from solar_compiler.dialects.loop import i64_array, location_text, type_dtype
 from solar_compiler.loopir.rules import FLOAT_DTYPES
+from solar_compiler.transforms.indicator_gather import drop_unnamed
 
 SPLIT = "split per part"
 
@@ -163,20 +164,10 @@ def split_parts(graph: GraphOp, keep: Keep | None = None) -> Applied:
                 record(k, new, words, loc)
                 work.extend(new)
     if done.built:
-        _drop_unnamed(graph)
+        drop_unnamed(graph)
         link_edges(graph)
         graph.verify_()
     return done
-
-
-def _drop_unnamed(graph: GraphOp) -> None:
-    """Erase the declarations of locals no node names any more."""
-    named = {t for x in graph.nodes()
-             for t in (*x.input_names, x.output_name, *(g.tensor_name for g in x.gathers()))}
-    for t, decl in graph.tensor_ops().items():
-        if t not in named and decl.role.data == "local":
-            decl.detach()
-            decl.erase(safe_erase=False)
 
 
 # ---- shared checks --------------------------------------------------------------------------------------
@@ -538,14 +529,10 @@ def _split_match(decls: dict[str, TensorOp], p: NodeOp) -> Split | None:
         return None
     fill = None
     if p.reduce.data == "add":
-        if p.init is not None:
-            if p.init.value.data != 0 or NodeOp.ints(p.init_depth) != (len(out), 0):
-                return None
-        else:
-            fill = st.init_producer(p)
-            if fill is None or not st.whole_fill(fill, 0) or not isinstance(fill.dest.owner, TensorOp) or \
-                    [u.operation for u in fill.result.uses] != [p]:
-                return None
+        start = st.zero_start(p, len(out))
+        if start is None:
+            return None
+        fill = start[0]
     elif st.init_producer(p) is not None or st.reduced_dims(p):
         return None
     reads: list[tuple[NodeOp, int]] = []
