@@ -16,7 +16,8 @@ obstacles, and nothing else:
   cut v's range into intervals, each inside one copy's region, C becomes one node per interval,
   each reading that copy's source S directly at `h(f^-1(g))`: the first keeps C's init, the others
   accumulate onto it (a sum over a range is the sum of the sums over its parts). A read that lies
-  inside one copy's region is redirected without a split. The copies nothing reads any more are
+  inside one copy's region is redirected without a split (T has two writers at least: a tree joins
+  a tensor one copy wrote already). The copies nothing reads any more are
   erased. Exact: each piece reads the values C read. (Pieces along an output variable are not
   made: they would give a producer several writers, which the association entry does not join.)
 * **A producer read in disjoint parts is computed per part.** A node P that writes each element of a
@@ -33,7 +34,7 @@ finds a cheaper order through the new nodes (the report says "split per part" be
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -283,7 +284,10 @@ def _writers(c: NodeOp, arg: int) -> list[NodeOp] | None:
 
 def forward_matches(graph: GraphOp) -> list[Forward]:
     decls = graph.tensor_ops()
-    return [f for c in graph.nodes() for f in [_node_forward(decls, c)] if f is not None]
+    nodes = graph.nodes()
+    written = Counter(n.output_name for n in nodes)
+    return [f for c in nodes if any(written[t] > 1 for t in c.input_names)
+            for f in [_node_forward(decls, c)] if f is not None]
 
 
 def _node_forward(decls: dict[str, TensorOp], c: NodeOp) -> Forward | None:
@@ -305,8 +309,8 @@ def _node_forward(decls: dict[str, TensorOp], c: NodeOp) -> Forward | None:
 
 def _forward_match(c: NodeOp, a: int, box: Box) -> Forward | None:
     writers = _writers(c, a)
-    if not writers or not any(_copy_source(w) for w in writers):
-        return None
+    if not writers or len(writers) < 2 or not any(_copy_source(w) for w in writers):
+        return None  # one writer: a copy, which a tree joins already, or no copy at all
     g = c.get_indexing_maps().data[a].data.results
     regions = [_region(w) for w in writers]
     read = [_range(e, box) for e in g]
@@ -517,9 +521,18 @@ def split_matches(graph: GraphOp) -> list[Split]:
 
 def _split_match(decls: dict[str, TensorOp], p: NodeOp) -> Split | None:
     decl = decls.get(p.output_name)
-    if decl is None or decl.role.data != "local" or not _plain(p) or p.guards is not None or \
-            body_factors(p) is None:
+    if decl is None or decl.role.data != "local" or not p.result.uses:
         return None
+    reads: list[tuple[NodeOp, int]] = []
+    for use in p.result.uses:
+        o = use.operation
+        if not isinstance(o, NodeOp) or o.dest is p.result:
+            return None   # a gather's source, a later writer, the graph's return
+        if use.index < len(o.ins):
+            reads.append((o, use.index))
+    if len(reads) < 2 or not _plain(p) or p.guards is not None or body_factors(p) is None or \
+            any(body_factors(o) is None for o in {id(o): o for o, _ in reads}.values()):
+        return None   # only product nodes join trees
     box = _box(p)
     out = p.get_indexing_maps().data[-1].data.results
     if box is None or not all(isinstance(e, AffineDimExpr) for e in out) or \
@@ -534,16 +547,6 @@ def _split_match(decls: dict[str, TensorOp], p: NodeOp) -> Split | None:
             return None
         fill = start[0]
     elif st.init_producer(p) is not None or st.reduced_dims(p):
-        return None
-    reads: list[tuple[NodeOp, int]] = []
-    for use in p.result.uses:
-        o = use.operation
-        if not isinstance(o, NodeOp) or o.dest is p.result or body_factors(o) is None:
-            return None   # a gather's source, a later writer, the graph's return, not a product
-        for i, v in enumerate(o.ins):
-            if v is p.result and (o, i) not in reads:
-                reads.append((o, i))
-    if len(reads) < 2:
         return None
     images = []
     for c, i in reads:
