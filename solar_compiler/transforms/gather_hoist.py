@@ -34,7 +34,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     i64,
 )
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 
 from solar_compiler.analysis import structured as st
@@ -73,8 +73,8 @@ def hoist_gather(graph: GraphOp, h: Hoist) -> NodeOp:
     """Rewrite one match (module docstring); returns P'. The graph's edges are relinked."""
     decls = graph.tensor_ops()
     taken = set(decls) | {n.sym_name.data for n in graph.nodes()}
-    name = _fresh(f"{h.gather.tensor_name}_rows", taken)
-    node_name = _fresh(f"{h.producer.sym_name.data}_rows", taken | {name})
+    name = fresh_name(f"{h.gather.tensor_name}_rows", taken)
+    node_name = fresh_name(f"{h.producer.sym_name.data}_rows", taken | {name})
     t = decls[h.gather.tensor_name]
     ranges = h.consumer.get_static_loop_intervals()
     shape = tuple(ranges[u][1] + 1 for u in h.used)
@@ -237,7 +237,7 @@ def _producer(graph: GraphOp, h: Hoist, name: str, node_name: str) -> NodeOp:
         [p.upper_bounds.data.results[d].replace_dims_and_symbols(from_p, []) for d in reduced]
     types = [StringAttr("parallel")] * nu + [p.iterator_types.data[d] for d in reduced]
     names = [c.iv_names[u] for u in h.used]
-    names += [_fresh(p.iv_names[d], set(names)) for d in reduced]
+    names += [fresh_name(p.iv_names[d], set(names)) for d in reduced]
     props = {
         "sym_name": StringAttr(node_name), "inputs": ArrayAttr([FlatSymbolRefAttr(t) for t in inputs]),
         "output": FlatSymbolRefAttr(name), "reduce": p.reduce,
@@ -248,14 +248,22 @@ def _producer(graph: GraphOp, h: Hoist, name: str, node_name: str) -> NodeOp:
         "indexing_maps": ArrayAttr([*maps, AffineMapAttr(AffineMap(nd, 0, tuple(
             AffineExpr.dimension(i) for i in range(nu))))]),
         "scopes": i64_array(tuple(range(base, base + nd)))}
+    return producer_node(p, h.fill, nu, props, block)
+
+
+def producer_node(p: NodeOp, fill: NodeOp | None, outs: int, props: dict[str, Attribute],
+                  block: Block) -> NodeOp:
+    """A node computing part of producer `p`'s elements (`props`: its loops and maps, its output
+    variables the first `outs`), with `p`'s origin and, for a reduction, a folded zero init at that
+    depth (`p`'s own, or its zero `fill`'s origin): shared by the rewrites that rebuild a producer."""
     if p.origin is not None:
         props["origin"] = p.origin
     if p.reduce.data == "add":
         dtype = type_dtype(p.result.type.element_type)
         props["init"] = p.init if p.init is not None else \
             (FloatAttr(0.0, Float64Type()) if dtype in FLOAT_DTYPES else IntegerAttr(0, i64))
-        props["init_depth"] = i64_array((nu, 0))
-        init_origin = p.init_origin if p.init is not None else (h.fill.origin if h.fill else None)
+        props["init_depth"] = i64_array((outs, 0))
+        init_origin = p.init_origin if p.init is not None else (fill.origin if fill else None)
         if init_origin is not None:
             props["init_origin"] = init_origin
     new = NodeOp.create(properties=props, regions=[Region(block)], result_types=[p.result.type])
@@ -284,7 +292,8 @@ def _cast(block: Block, v: SSAValue, dtype: str) -> SSAValue:
     return op.result
 
 
-def _fresh(base: str, taken: set[str]) -> str:
+def fresh_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base_k` with the first k not taken."""
     if base not in taken:
         return base
     k = 1

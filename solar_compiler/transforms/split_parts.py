@@ -43,13 +43,9 @@ from xdsl.dialects.builtin import (
     AffineMapAttr,
     ArrayAttr,
     FlatSymbolRefAttr,
-    Float64Type,
-    FloatAttr,
-    IntegerAttr,
     StringAttr,
-    i64,
 )
-from xdsl.ir import Attribute, Block, BlockArgument, Region
+from xdsl.ir import Attribute, Block, BlockArgument
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -64,7 +60,7 @@ from solar_compiler.analysis.chains import body_factors
 from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp, YieldOp, link_edges, set_edges
 from solar_compiler.dialects.graph_convert import fresh_scope_number
 from solar_compiler.dialects.loop import i64_array, location_text, type_dtype
-from solar_compiler.loopir.rules import FLOAT_DTYPES
+from solar_compiler.transforms.gather_hoist import fresh_name, producer_node
 from solar_compiler.transforms.indicator_gather import drop_unnamed
 
 SPLIT = "split per part"
@@ -114,7 +110,7 @@ class _Edit:
     scope: int
 
     def fresh(self, base: str) -> str:
-        name = _fresh(base, self.taken)
+        name = fresh_name(base, self.taken)
         self.taken.add(name)
         return name
 
@@ -675,7 +671,7 @@ def _part_producer(edit: _Edit, p: NodeOp, fill: NodeOp | None, c: NodeOp, i: in
         [p.upper_bounds.data.results[d].replace_dims_and_symbols(from_p, []) for d in reduced]
     types = [StringAttr("parallel")] * nu + [p.iterator_types.data[d] for d in reduced]
     ivs = [c.iv_names[u] for u in used]
-    ivs += [_fresh(p.iv_names[d], set(ivs)) for d in reduced]
+    ivs += [fresh_name(p.iv_names[d], set(ivs)) for d in reduced]
     props = {
         "sym_name": StringAttr(node_name),
         "inputs": ArrayAttr([FlatSymbolRefAttr(x) for x in p.input_names]),
@@ -688,25 +684,5 @@ def _part_producer(edit: _Edit, p: NodeOp, fill: NodeOp | None, c: NodeOp, i: in
                                     AffineMapAttr(AffineMap(nd, 0, tuple(AffineExpr.dimension(j)
                                                                          for j in range(nu))))]),
         "scopes": i64_array(tuple(range(base, base + nd)))}
-    if p.origin is not None:
-        props["origin"] = p.origin
-    if p.reduce.data == "add":
-        dtype = type_dtype(p.result.type.element_type)
-        props["init"] = p.init if p.init is not None else \
-            (FloatAttr(0.0, Float64Type()) if dtype in FLOAT_DTYPES else IntegerAttr(0, i64))
-        props["init_depth"] = i64_array((nu, 0))
-        init_origin = p.init_origin if p.init is not None else (fill.origin if fill else None)
-        if init_origin is not None:
-            props["init_origin"] = init_origin
-    n = NodeOp.create(properties=props, regions=[Region(block)], result_types=[p.result.type])
-    n.location = p.location
-    return n
+    return producer_node(p, fill, nu, props, block)
 
-
-def _fresh(base: str, taken: set[str]) -> str:
-    if base not in taken:
-        return base
-    k = 1
-    while f"{base}_{k}" in taken:
-        k += 1
-    return f"{base}_{k}"
