@@ -309,3 +309,72 @@ def test_block_and_additive_mask_buffers_narrow_attention(tmp_path, capsys, mask
     assert t["flops_matrix"] == 2 * 2 * (2 * 32 * pairs)
     assert t["flops_matrix_as_written"] == 2 * 2 * (2 * 32 * 64 * 64)
     assert t["bytes_fused"] == 4 * 2 * 64 * 32 * 4  # q, k, v in, the output written; the mask not read
+
+
+# ---- masks computed in forward by index arithmetic beyond comparisons: //, %, |x| -------------------
+_ARANGE_ATTN = """\
+import torch
+import torch.nn as nn
+T = 64
+D = 32
+
+
+class Model(nn.Module):
+    def forward(self, q, k, v):
+        i = torch.arange(T)
+        keep = {keep}
+        s = (q @ k.transpose(-1, -2)).masked_fill(~keep, float("-inf"))
+        return torch.softmax(s, -1) @ v
+
+
+def get_inputs():
+    return [torch.randn(2, T, D), torch.randn(2, T, D), torch.randn(2, T, D)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("keep,pairs", [
+    # block-causal, blocks of 16: 10 of the 16 blocks (was priced whole: `i // 16` was stored)
+    ("(i[:, None] // 16) >= (i[None, :] // 16)", 10 * 16 * 16),
+    # a band |i - j| < 8: 15 per row less the 2 x (7 + ... + 1) cut at the edges (`abs` was stored)
+    ("(i[:, None] - i[None, :]).abs() < 8", 64 * 15 - 2 * 28),
+    # causal and every 4th key: row i keeps i // 4 + 1 keys, 4 x (0 + ... + 15) + 64 in all
+    ("((i[:, None] - i[None, :]) % 4 == 0) & (i[:, None] >= i[None, :])", 4 * 120 + 64),
+    # |i - j| <= 4 through max(i - j, j - i): the same split as abs, 64 x 9 - 2 x 10
+    ("torch.maximum(i[:, None] - i[None, :], i[None, :] - i[:, None]) <= 4", 64 * 9 - 2 * 10),
+])
+def test_index_arithmetic_masks_narrow_attention(tmp_path, capsys, keep, pairs):
+    """B = 2, T = 64, D = 32, the mask built in forward from an arange: QK^T and PV need 2 D FLOPs
+    per needed (i, j) pair each, as for the mask buffers above."""
+    p = tmp_path / "attn.py"
+    p.write_text(_ARANGE_ATTN.format(keep=keep))
+    r = report(capsys, str(p))
+    t = r["totals"]
+    assert t["flops_matrix"] == 2 * 2 * (2 * 32 * pairs)
+    assert t["flops_matrix_as_written"] == 2 * 2 * (2 * 32 * 64 * 64)
+    assert t["bytes_fused"] == 4 * 2 * 64 * 32 * 4  # no mask tensor: it is computed from indices
+
+
+def test_index_arithmetic_folds_to_affine_comparisons():
+    """`fold` makes `i // 16` and `i % 4` index values, and splits order comparisons of an integer
+    |x|, max or min of index values into comparisons of the operands; one of a tensor value stays."""
+    from solar_compiler.frontends.builder.exprs import fold
+    from solar_compiler.loopir.affine import AffExpr
+    from solar_compiler.loopir.ast import Binary, Cmp, Const, IndexValue, Read, Unary
+
+    i, j = AffExpr.var("i"), AffExpr.var("j")
+    div = fold(Binary("floordiv", IndexValue(i), Const(16, "i64"), "i64"))
+    assert div == IndexValue(i // 16)
+    mod = fold(Binary("mod", IndexValue(i - j), Const(4, "i64"), "i64"))
+    assert mod == IndexValue((i - j) % 4)
+    band = fold(Cmp("lt", Unary("abs", IndexValue(i - j), "i64"), Const(8, "i64"), "bool"))
+    assert band == Binary("and", Cmp("lt", IndexValue(i - j), Const(8, "i64"), "bool"),
+                          Cmp("lt", IndexValue(j - i), Const(8, "i64"), "bool"), "bool")
+    wide = fold(Cmp("gt", Const(2, "i64"), Binary("min", IndexValue(i), IndexValue(j), "i64"), "bool"))
+    assert wide == Binary("or", Cmp("lt", IndexValue(i), Const(2, "i64"), "bool"),
+                          Cmp("lt", IndexValue(j), Const(2, "i64"), "bool"), "bool")
+    data = Cmp("lt", Unary("abs", Read("x", (i,), "i64"), "i64"), Const(8, "i64"), "bool")
+    assert fold(data) == data  # a tensor's |x| is arithmetic: left as written

@@ -7,7 +7,10 @@ Two rewrites, both value-preserving:
   an unflatten gives the plain indices back and needed-work narrowing sees affine accesses.
 * `fold`: literal arithmetic evaluated, i64 arithmetic on index values made one index value, and an
   op applied to a two-literal select pushed into the select (`where(i >= j, 1.0, 0.0) == 0` becomes
-  `i < j`), so that masks built from indices reach their consumers as affine comparisons.
+  `i < j`), floor division and modulo of an index value by a positive constant made index values,
+  and an order comparison of an integer |x|, max or min of index values split into comparisons of
+  the operands (`|i - j| < w` is `i - j < w and j - i < w`), so that masks built from indices
+  (causal, banded, block-causal) reach their consumers as affine comparisons.
 
 `fold` takes the evaluator of a literal expression as an argument: the values must be the ones the
 executor computes, and the IR layer does not import the executor.
@@ -123,17 +126,55 @@ def _fold_index_arith(e: SExpr, kids: list[SExpr]) -> SExpr | None:
         if e.fn == "mul" and not (a.is_const() or b.is_const()):
             return None
         return IndexValue(a + b if e.fn == "add" else a - b if e.fn == "sub" else a * b)
+    if isinstance(e, Binary) and e.fn in ("floordiv", "mod") and isinstance(kids[0], IndexValue):
+        d = aff(kids[1])  # floor division and modulo by a positive constant are quasi-affine
+        if d is None or not d.is_const() or d.const <= 0:
+            return None
+        return IndexValue(kids[0].expr // d.const if e.fn == "floordiv" else kids[0].expr % d.const)
     return None
+
+
+# ---- comparisons of |x|, max and min of index values -----------------------------------------------
+_SWAP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def _pieces(x: SExpr) -> tuple[str, list[SExpr]] | None:
+    """`x` as ("max" | "min", operands) when it is |y| (max(y, -y)), max or min of integers."""
+    if isinstance(x, Unary) and x.fn == "abs" and x.dtype in INT_DTYPES:
+        return "max", [x.x, Unary("neg", x.x, x.dtype)]
+    if isinstance(x, Binary) and x.fn in ("max", "min") and x.dtype in INT_DTYPES:
+        return x.fn, [x.a, x.b]
+    return None
+
+
+def _split_cmp(e: Cmp) -> SExpr | None:
+    """An order comparison of an integer |x|, max or min with another value, as the logical
+    combination of comparisons of its operands (`|i - j| < 128` is `i - j < 128 and j - i < 128`),
+    so a band mask reaches needed-work narrowing as affine comparisons. Exact on integers."""
+    if e.pred not in _SWAP:
+        return None
+    pred, a, b = e.pred, e.a, e.b
+    if _pieces(a) is None:
+        pred, a, b = _SWAP[pred], b, a
+    got = _pieces(a)
+    if got is None:
+        return None
+    fn, ops = got
+    below = pred in ("lt", "le")  # max(..) < b: all are; min(..) < b: any is
+    logic = "and" if (fn == "max") == below else "or"
+    parts = [_split_cmp(Cmp(pred, o, b, "bool")) or Cmp(pred, o, b, "bool") for o in ops]
+    return Binary(logic, parts[0], parts[1], "bool")
 
 
 # ---- index-valued expressions and literal folding ------------------------------------------------------
 def index_only(e: SExpr) -> bool:
     """True when `e` reads no tensor and does no arithmetic (index values, literals, casts,
-    comparisons, selects and logical ops only): inlining it costs nothing narrowing cannot remove."""
+    comparisons, selects and logical ops only, and the integer |x|, max and min that a comparison
+    splits into affine ones): inlining it costs nothing narrowing cannot remove."""
     for x in e.walk():
         if isinstance(x, Read):
             return False
-        if isinstance(x, Unary | Binary) and x.fn not in _LOGICAL:
+        if isinstance(x, Unary | Binary) and x.fn not in _LOGICAL and _pieces(x) is None:
             return False
     return True
 
@@ -166,6 +207,10 @@ def fold(e: SExpr, evaluate: Callable[[SExpr], Literal | None]) -> SExpr:
             return cond if a.value else negate(cond)
         return Select(cond, a, b, e.dtype)
     e = with_children(e, new)
+    if isinstance(e, Cmp) and any(_pieces(k) is not None for k in new) and index_only(e):
+        split = _split_cmp(e)
+        if split is not None:
+            return fold(split, evaluate)
     sel = [k for k in new if isinstance(k, Select) and isinstance(k.a, Const) and isinstance(k.b, Const)]
     if all(isinstance(k, Const) for k in new):
         v = evaluate(e)
