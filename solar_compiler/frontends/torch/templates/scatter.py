@@ -71,17 +71,21 @@ def _in_place(tr: Translator, ref: object) -> TensorDecl | None:
     return decl
 
 
-def _target(tr: Translator, node: AtenNode, overwrites: bool = False) -> TensorDecl:
+def _target(tr: Translator, node: AtenNode, addressed: bool = True) -> TensorDecl:
     """Where the scatter writes: the base in place when possible, else a copy of it. A scatter that
-    only overwrites (`overwrites`) an input forward updates in place, as its final version that no
-    later op reads, writes its result without the copy: eager writes the updated elements into the
-    caller's buffer and moves nothing else. The copy then exists in the validation kernel only, run
-    first there (`Translator.validation_prologue`), so the output is still checked whole."""
+    touches only the elements it addresses (`addressed`: all but the masked select, which rewrites
+    every element) of an input forward updates in place, as its final version that no later op
+    reads, writes its result without the copy: eager (`index_put_`, `index_add_`, `scatter_add_`)
+    reads and writes the addressed elements of the caller's buffer and moves nothing else. The copy
+    then exists in the validation kernel only, run first there (`Translator.validation_prologue`), so
+    the output is still checked whole. An accumulating scatter then reads the old values of the
+    elements it adds into from the output, which the bound does not count as input bytes: it errs
+    low by at most those elements."""
     decl = _in_place(tr, node.args[0])
     if decl is not None:
         return decl
     out = tr.result()
-    updated = updated_input(tr, node) if overwrites else None
+    updated = updated_input(tr, node) if addressed else None
     if updated is not None:
         with validation_only(tr, node, updated):
             copy_into(tr, out, tr.val(node.args[0]))
@@ -116,7 +120,7 @@ def _index_put(tr: Translator, node: AtenNode) -> Val:
     first = advanced_position(dims)
     rest_shape = [n for d, n in enumerate(x.shape) if d not in dims]
     shape = [*rest_shape[:first], *bshape, *rest_shape[first:]]
-    out = _target(tr, node, overwrites=not accumulate)
+    out = _target(tr, node)
     lps = loops("i", shape)
     idx = ivars(lps)
     bidx = idx[first:first + nb]
@@ -138,7 +142,7 @@ def _masked_put(tr: Translator, node: AtenNode, x: Val, tens: list[tuple[int, Va
     if d is None or math.prod(values.shape) != 1 or tuple(x.shape[d:d + mask.ndim]) != tuple(mask.shape):
         raise tr.error("no loop-IR template for a boolean-mask index_put with one value per selected "
                        "element (their positions depend on values)")
-    out = _target(tr, node)
+    out = _target(tr, node, addressed=False)
     lps = loops("i", x.shape)
     idx = ivars(lps)
     hit = mask.read(idx[d:d + mask.ndim])

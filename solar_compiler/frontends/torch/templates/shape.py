@@ -11,7 +11,7 @@ from contextlib import nullcontext
 
 from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, index_value, mul, select
 from solar_compiler.frontends.builder.index_maps import iadd, imod, ineg_from, norm_dim, reshape_map
-from solar_compiler.frontends.builder.inplace import updated_input, validation_only
+from solar_compiler.frontends.builder.inplace import copied_from, updated_input, validation_only
 from solar_compiler.frontends.builder.statements import (
     concat_into,
     copy_into,
@@ -21,7 +21,7 @@ from solar_compiler.frontends.builder.statements import (
 )
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, generator, ivars, loops, stored, view
-from solar_compiler.frontends.captured_program import AtenNode
+from solar_compiler.frontends.captured_program import AtenNode, TensorRef
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import INT_DTYPES, Index, SExpr, TensorDecl
 from solar_compiler.loopir.simplify import literal
@@ -316,7 +316,12 @@ def _named_pad(tr: Translator, node: AtenNode, mode: str) -> Val:
 @template("aten.slice_scatter.default")
 def _slice_scatter(tr: Translator, node: AtenNode) -> Val:
     """base with base[.., start:end:step, ..] = src: disjoint statements, each element written once
-    (the kept ranges of base, then src)."""
+    (the kept ranges of base, then src). A scatter that only copies (`copied_from`: a source of the
+    base's shape, or the base's own slice written back where it was, as `buf[:, :8] += x` does) is
+    the tensor it copies, with no statement."""
+    same = copied_from(tr.program, node)
+    if same is not None:
+        return tr.val(TensorRef(same[0]))
     base, src = tr.val(node.args[0]), tr.val(node.args[1])
     dim = norm_dim(int(tr.arg(2, "dim", 0)), base.ndim)
     n = base.shape[dim]
