@@ -222,6 +222,27 @@ def get_inputs():
             torch.randn(N, N, dtype=bf)]
 """
 
+WHERE_TAILS = HEAD.replace("N = 4096", "N = 256") + """import torch.nn.functional as F
+class Model(nn.Module):
+    def forward(self, m, x, w1, w2):
+        return torch.where(m[:, None], F.relu(x @ w1), F.relu(x @ w2) * 2.0)
+def get_inputs():
+    bf = torch.bfloat16
+    return [torch.rand(N) > 0.5, torch.randn(N, N, dtype=bf), torch.randn(N, N, dtype=bf),
+            torch.randn(N, N, dtype=bf)]
+"""
+
+KEEPDIM_VIEW = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def forward(self, x):
+        return x.sum(-1, keepdim=True).expand(-1, 512)
+def get_inputs():
+    return [torch.randn(256, 512)]
+def get_init_inputs():
+    return []
+"""
+
 CAUSAL = """import torch
 import torch.nn as nn
 class Model(nn.Module):
@@ -272,7 +293,8 @@ def get_inputs():
 
 PROGRAMS = {"sum_loop": SUM_LOOP, "block_diag": BLOCK_DIAG, "bcast_sum": BCAST_SUM,
             "gathered_rows": GATHERED_ROWS,
-            "causal": CAUSAL, "conv": CONV, "sdpa8": SDPA8, "where": WHERE,
+            "causal": CAUSAL, "conv": CONV, "sdpa8": SDPA8, "where": WHERE, "where_tails": WHERE_TAILS,
+            "keepdim_view": KEEPDIM_VIEW,
             "eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "shared": SHARED, "expand": EXPAND,
             "repeat": REPEAT, "cat": CAT, "gram": GRAM,
             "syrk": SYRK, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST,
@@ -453,6 +475,17 @@ def test_a_broadcast_view_of_an_intermediate_writes_only_its_base(capsys, files)
     assert "output 0 ('expand') is a view of intermediate 'mul': no work" in render_text(r)
 
 
+def test_a_broadcast_view_of_a_keepdim_reduction_writes_only_its_base(capsys, files):
+    # x.sum(-1, keepdim=True).expand(-1, 512) on 256 x 512 f32: the view reads its 256 x 1 base at
+    # index 0 of the kept dim; eager writes the 256 sums only. Before: the 256 x 512 expansion was
+    # written (an audit of stop 44: 20.03 us at 4096 x 4096 bf16, now 10.02 us)
+    r = roofline_json(capsys, files["keepdim_view"])
+    assert r["totals"]["bytes_fused"] == 256 * 512 * 4 + 256 * 4 == 525_312
+    assert r["aliases"] == [{"position": 0, "output": "expand", "of": "sum_1", "role": "intermediate",
+                             "how": "a view"}]
+    assert r["validation"]["validated"]
+
+
 def test_the_mamba2_broadcast_output_on_b200_is_below_its_measured_time(capsys, files):
     # the issue's shape (validation skips it: 8 GB per sample); bound only
     r = roofline_json(capsys, files["broadcast_b200"], "--hw", "B200")
@@ -570,6 +603,25 @@ def test_a_row_masked_where_of_two_products_computes_each_row_once(capsys, files
     assert fused(r) == pytest.approx(2 * n**3 / BF16) and fused(r) <= 17.4e-6
     assert [w["words"] for w in r["rewrites"]] == ["value-dependent select computes one branch for mm"]
     assert r["classical"]["totals"]["flops_matrix"] == 4 * n**3
+
+
+def test_a_select_between_element_wise_chains_of_products_computes_one_chain(capsys, files):
+    # where(m[:, None], relu(x @ w1), relu(x @ w2) * 2), bf16 256: each element needs one branch's sum
+    # and chain; the first chain (one max per element) is cheaper in every kind of work than the
+    # second (a max and a multiply), so it is the one counted: 2 N^3 matrix FLOPs, N^2 maxes and N^2
+    # selects. Before (the rule saw only products read directly): 4 N^3 matrix and 4 N^2 vector FLOPs,
+    # as `--algorithms classical` still counts. At the audit's 2048 with tanh on the second branch:
+    # 34.73 -> 17.36 us on H100_SXM.
+    n = 256
+    r = roofline_json(capsys, files["where_tails"])
+    assert (r["totals"]["flops_matrix"], r["totals"]["flops_vector"]) == (2 * n**3, 2 * n * n)
+    assert [w["words"] for w in r["rewrites"]] == [
+        "value-dependent select computes one branch for mm",
+        "value-dependent select computes one branch for relu",
+        "value-dependent select computes one branch for mul"]
+    c = r["classical"]["totals"]
+    assert (c["flops_matrix"], c["flops_vector"]) == (4 * n**3, 4 * n * n)
+    assert r["validation"]["validated"]
 
 
 # ---- sound fallbacks ------------------------------------------------------------------------------------

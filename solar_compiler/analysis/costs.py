@@ -693,14 +693,15 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
         _fold_through_contractions(graph, ops)
     _scan_prefix_sums(nodes, ops)  # inside one node: eager's kernel may run it as a scan too
     free_twins(ops, twins, kernel_of)
-    for drop, keep in select_branches(graph, nodes):  # one branch's sum per element suffices
-        if kernel_of is not None and kernel_of[drop] != kernel_of[keep]:
+    for drop, keep, drop_tail, keep_tail in select_branches(graph, nodes):  # one branch per element
+        if kernel_of is not None and len({kernel_of[p] for p in (drop, keep, *drop_tail, *keep_tail)}) != 1:
             continue  # eager execution runs both branches' kernels
         a, b = ops[drop], ops[keep]
         if (a.flops_matrix, a.flops_vector, a.iterations, a.matrix_dtype, a.writes[0].elements) == \
                 (b.flops_matrix, b.flops_vector, b.iterations, b.matrix_dtype, b.writes[0].elements) \
-                and a.flops_matrix and b.algorithm is None:
-            ops[drop] = replace(a, flops_matrix=0, flops_vector=0, flops_transcendental=0, algorithm=SELECT)
+                and a.flops_matrix and b.algorithm is None and \
+                all(ops[p].algorithm is None for p in (*drop_tail, *keep_tail)):
+            _select_one_branch(ops, drop, drop_tail, keep_tail)
     for total, keep, drop, combined in shared_factor_sums(graph, nodes):  # x @ (w1 + w2): one product
         if kernel_of is not None and len({kernel_of[total], kernel_of[keep], kernel_of[drop]}) != 1:
             continue  # eager execution runs both contractions and the sum as written
@@ -713,6 +714,25 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
     _expand_polynomials(graph, nodes, ops, kernel_of)
     _sums_on_matrix(graph, nodes, ops)
     return replace(g, ops=ops)
+
+
+def _select_one_branch(ops: list[OpCost], drop: int, drop_tail: Sequence[int], keep_tail: Sequence[int]) \
+        -> None:
+    """Count one branch of a value-dependent select: its contraction (the other's, `drop`, costs the
+    same) and the element-wise chain that is cheaper in every kind of work; where neither is, no
+    chain's work (each element needs one of them, which one depends on values: errs low)."""
+    def work(tail: Sequence[int]) -> tuple[int, int]:
+        return sum(ops[p].flops_vector for p in tail), sum(ops[p].flops_transcendental for p in tail)
+
+    wd, wk = work(drop_tail), work(keep_tail)
+    if wk[0] <= wd[0] and wk[1] <= wd[1]:
+        free = list(drop_tail)
+    elif wd[0] <= wk[0] and wd[1] <= wk[1]:
+        free = list(keep_tail)
+    else:
+        free = [*drop_tail, *keep_tail]
+    for p in (drop, *free):
+        ops[p] = replace(ops[p], flops_matrix=0, flops_vector=0, flops_transcendental=0, algorithm=SELECT)
 
 
 def free_twins(ops: list[OpCost], twins: Mapping[int, int], kernel_of: Sequence[int] | None = None) -> None:

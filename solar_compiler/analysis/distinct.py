@@ -31,7 +31,11 @@ products once (docs/bounds.md, section 0). `costs.py` applies them when asked fo
   condition reads tensor values, between two locals that only it reads, each the sum of one
   contraction (zero fills aside) of the same shape and cost: every output element is one of the two
   sums, so whatever the condition's values, one sum per element suffices (gather the rows of each
-  branch, one product each): the work of one of the two contractions.
+  branch, one product each): the work of one of the two contractions. A branch may reach its sum
+  through element-wise nodes (`relu(x @ w1)`), each the only reader of the one local it maps
+  element for element: each output element then needs one branch's whole chain, and the branch
+  with the cheaper chain is the one counted (where neither chain is cheaper in every kind of work,
+  neither chain's element-wise work is: errs low).
 """
 
 from __future__ import annotations
@@ -293,10 +297,13 @@ def _uses(graph: GraphOp, nodes: Sequence[NodeOp]) \
     return roles, writers, readers
 
 
-def select_branches(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[int, int]]:
-    """(contraction node, the other branch's contraction node) for each element-wise select whose
-    condition reads tensor values and whose branches are locals only it reads, each written by one
-    contraction and zero fills (module rules); the caller keeps one when the two cost the same."""
+def select_branches(graph: GraphOp, nodes: Sequence[NodeOp]) \
+        -> list[tuple[int, int, list[int], list[int]]]:
+    """(contraction node, the other branch's contraction node, the element-wise nodes between the
+    first and the select, those of the second) for each element-wise select whose condition reads
+    tensor values and whose branches are locals only it reads, each written by one contraction and
+    zero fills (module rules), or by element-wise nodes over one (`where(m, relu(x @ w1), tanh(x @
+    w2))`); the caller keeps one when the two contractions cost the same."""
     roles, writers, readers = _uses(graph, nodes)
     out = []
     for pos, n in enumerate(nodes):
@@ -312,14 +319,46 @@ def select_branches(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[int, 
         if a == b or maps[sel.a.index].data != out_map or maps[sel.b.index].data != out_map or \
                 not all(i.is_var() for i in node_indices(n, len(maps) - 1)):
             continue
-        branches = [_sum_of_one_contraction(roles, nodes, writers, t) for t in (a, b)]
         cond = set(st.read_tensors(n, [sel.cond]))
-        if None in branches or any(readers.get(t) != {pos} for t in (a, b)) or cond & {a, b}:
+        if any(readers.get(t) != {pos} for t in (a, b)) or cond & {a, b}:
             continue
-        ka, kb = branches
-        assert ka is not None and kb is not None
-        out.append((kb, ka))
+        branches = [_branch(roles, nodes, writers, readers, t) for t in (a, b)]
+        if None in branches:
+            continue
+        (ka, tail_a), (kb, tail_b) = branches  # type: ignore[misc]
+        out.append((kb, ka, tail_b, tail_a))
     return out
+
+
+def _branch(roles: dict[str, str], nodes: Sequence[NodeOp], writers: dict[str, list[int]],
+            readers: dict[str, set[int]], tensor: str) -> tuple[int, list[int]] | None:
+    """(the contraction node whose sum local `tensor` is, the element-wise nodes in between) when
+    each of those maps, element for element, the one local it reads, of which it is the only
+    reader; else None. Element (i, j) of `tensor` then needs element (i, j) of the sum alone."""
+    tail: list[int] = []
+    while len(tail) < 8:
+        k = _sum_of_one_contraction(roles, nodes, writers, tensor)
+        if k is not None:
+            return k, tail
+        at = list(dict.fromkeys(writers.get(tensor, [])))
+        if roles.get(tensor) != "local" or len(at) != 1:
+            return None
+        n = nodes[at[0]]
+        if n.reduce.data != "none" or n.dynamic_positions or _main_guards(n) or \
+                any(isinstance(g, GatherOp) for g in st.body_ops(n)):
+            return None
+        maps = n.get_indexing_maps().data
+        if not all(i.is_var() for i in node_indices(n, len(maps) - 1)):
+            return None
+        local = {t for t in n.input_names if roles.get(t) == "local"}
+        if len(local) != 1:
+            return None
+        (tensor,) = local
+        if any(t == tensor and maps[i].data != maps[-1].data for i, t in enumerate(n.input_names)) or \
+                readers.get(tensor) != {at[0]}:
+            return None
+        tail.append(at[0])
+    return None
 
 
 def _sum_of_one_contraction(roles: dict[str, str], nodes: Sequence[NodeOp], writers: dict[str, list[int]],

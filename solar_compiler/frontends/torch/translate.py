@@ -303,13 +303,16 @@ class Alias:
 
 def _covers_all(tr: Translator, v: Val, src: str) -> bool:
     """Whether `v` reads every element of tensor `src` (each index a distinct view variable over the
-    tensor's whole extent: a permutation, with broadcast dimensions the index does not name)."""
+    tensor's whole extent, or 0 on a dimension of extent 1: a permutation, with broadcast dimensions
+    the index does not name)."""
     decl = next(t for t in tr.tensors if t.name == src)
     idx = tuple(AffExpr.var(f"_alias{d}") for d in range(v.ndim))
     e = v.read(idx)
     assert isinstance(e, Read)
     dims: list[int] = []
     for ix, extent in zip(e.indices, decl.shape, strict=True):
+        if isinstance(ix, AffExpr) and extent == 1 and not ix.terms and ix.const == 0:
+            continue  # a size-1 dimension (a `keepdim` reduction's) read at its one index
         if not isinstance(ix, AffExpr) or ix.const != 0 or len(ix.terms) != 1 or ix.terms[0][1] != 1:
             return False
         name = ix.terms[0][0]
