@@ -96,7 +96,8 @@ _TYPE_OF = {
     "f64": Float64Type(), "f32": Float32Type(), "bf16": BFloat16Type(), "f16": Float16Type(),
     "f8e4m3": Float8E4M3FNType(), "f8e5m2": Float8E5M2Type(), "f4e2m1": Float4E2M1FNType(),
     "i64": IntegerType(64), "i32": IntegerType(32), "i16": IntegerType(16), "i8": IntegerType(8),
-    "u8": IntegerType(8, Signedness.UNSIGNED), "bool": IntegerType(1),
+    "u8": IntegerType(8, Signedness.UNSIGNED), "u16": IntegerType(16, Signedness.UNSIGNED),
+    "bool": IntegerType(1),
 }
 _NAME_OF = {v: k for k, v in _TYPE_OF.items()}
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from translated import forward_program
 
 torch = pytest.importorskip("torch")
 
@@ -378,3 +379,19 @@ def test_index_arithmetic_folds_to_affine_comparisons():
                           Cmp("lt", IndexValue(j), Const(2, "i64"), "bool"), "bool")
     data = Cmp("lt", Unary("abs", Read("x", (i,), "i64"), "i64"), Const(8, "i64"), "bool")
     assert fold(data) == data  # a tensor's |x| is arithmetic: left as written
+
+
+@pytest.mark.parametrize("n", [200, 512])
+def test_an_identity_built_in_forward_is_computed_from_indices(tmp_path, capsys, n):
+    """`x @ torch.eye(n)` in forward: torch decomposes eye into aranges of the narrowest unsigned
+    dtype (uint8 up to 256, uint16 beyond: a capture error before) compared for equality, cast to
+    the operand's dtype. The casts keep the indices (all in range), so the products by the zeros are
+    not needed: no matrix FLOPs, x read and the output written (f32); one product by 1 per element."""
+    p = tmp_path / "eye.py"
+    p.write_text(forward_program("x", f"return x @ torch.eye({n}, dtype=x.dtype)", f"torch.randn(64, {n})"))
+    r = report(capsys, str(p))
+    t = r["totals"]
+    assert (t["flops_matrix"], t["flops_vector"]) == (0, 64 * n)
+    assert t["flops_matrix_as_written"] == 2 * 64 * n * n
+    assert t["bytes_fused"] == 2 * 64 * n * 4
+

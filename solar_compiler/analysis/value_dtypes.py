@@ -63,8 +63,9 @@ from solar_compiler.loopir.rules import DTYPES, E2M1_VALUES, INT_DTYPES, int_ran
 HOLDS: dict[str, frozenset[str]] = {
     "bool": frozenset(DTYPES),
     "i8": frozenset({"i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"}),
-    "u8": frozenset({"u8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"}),
+    "u8": frozenset({"u8", "i16", "u16", "i32", "i64", "f16", "bf16", "f32", "f64"}),
     "i16": frozenset({"i16", "i32", "i64", "f32", "f64"}),
+    "u16": frozenset({"u16", "i32", "i64", "f32", "f64"}),
     "i32": frozenset({"i32", "i64", "f64"}),
     "i64": frozenset({"i64"}),
     "f8e4m3": frozenset({"f8e4m3", "f16", "bf16", "f32", "f64"}),
@@ -78,7 +79,8 @@ HOLDS: dict[str, frozenset[str]] = {
 # Narrowest first; among equal widths integer before float (an exact i8 product is the cheapest). fp4
 # comes after the 8-bit integers so that a literal such as 2.0 stays i8 (joined with an i8 operand, an
 # integer product), as before fp4 existed; an e2m1 value that is no integer (0.5) is fp4.
-_ORDER = ("bool", "i8", "u8", "f4e2m1", "f8e4m3", "f8e5m2", "bf16", "f16", "i16", "i32", "f32", "i64", "f64")
+_ORDER = ("bool", "i8", "u8", "f4e2m1", "f8e4m3", "f8e5m2", "bf16", "f16", "i16", "u16", "i32", "f32", "i64",
+          "f64")
 
 _EXACT_OPS_UNARY = ("neg", "abs")
 _EXACT_OPS_BINARY = ("max", "min")

@@ -48,6 +48,7 @@ from solar_compiler.loopir.ast import (
     Unary,
 )
 from solar_compiler.loopir.domain import iteration_count, unnamed_access
+from solar_compiler.loopir.rules import INT_DTYPES, int_range
 
 Known = dict[object, isl.Set]  # constant value -> region where the expression / tensor holds it
 _CMP = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "eq": "=="}
@@ -167,8 +168,10 @@ class _Values:
         if isinstance(e, Cmp):
             cond = _affine_cmp(e)
             if cond is not None:
-                true = region.intersect(cond(ctx))
-                return _nonempty({True: true, False: region.subtract(true)})
+                fits, holds = cond(ctx)
+                known = region.intersect(fits)
+                true = known.intersect(holds)
+                return _nonempty({True: true, False: known.subtract(true)})
         if isinstance(e, Select):
             c = self.of(e.cond, ctx, region)
             t, f = c.get(True, _empty_like(region)), c.get(False, _empty_like(region))
@@ -192,7 +195,18 @@ class _Values:
 
 
 def _affine_cmp(e: Cmp):  # noqa: ANN202 - returns a region builder or None
+    """(where the comparison's operands are their affine values, where it holds) as a builder of
+    isl sets in a statement's space, when both operands are index values or integer literals, or
+    index values cast to an integer dtype (`torch.eye`'s uint16 aranges): the cast keeps the value
+    where it is in the dtype's range, and only there is the comparison known."""
+    fits: list[AffCond] = []
+
     def aff(x: SExpr) -> AffExpr | None:
+        if isinstance(x, Cast) and isinstance(x.x, IndexValue) and x.dtype in INT_DTYPES:
+            lo, hi = int_range(x.dtype)
+            fits.extend((AffCond.compare(x.x.expr, ">=", AffExpr.lit(lo)),
+                         AffCond.compare(x.x.expr, "<=", AffExpr.lit(hi))))
+            return x.x.expr
         if isinstance(x, IndexValue):
             return x.expr
         if isinstance(x, Const) and isinstance(x.value, int) and not isinstance(x.value, bool):
@@ -202,10 +216,17 @@ def _affine_cmp(e: Cmp):  # noqa: ANN202 - returns a region builder or None
     a, b = aff(e.a), aff(e.b)
     if a is None or b is None:
         return None
+
+    def fit(ctx: StmtContext) -> isl.Set:
+        out = isl.Set(f"{{ {_space(ctx)} }}")
+        for f in fits:
+            out = out.intersect(_cond_set(ctx, f))
+        return out
+
     if e.pred == "ne":
-        return lambda ctx: _cond_set(ctx, AffCond.compare(a, "==", b)).complement()
+        return lambda ctx: (fit(ctx), _cond_set(ctx, AffCond.compare(a, "==", b)).complement())
     cond = AffCond.compare(a, _CMP[e.pred], b)
-    return lambda ctx: _cond_set(ctx, cond)
+    return lambda ctx: (fit(ctx), _cond_set(ctx, cond))
 
 
 def _fold(e: SExpr, args: Sequence[object]) -> object | None:

@@ -23,7 +23,7 @@ STORAGE: dict[str, np.dtype] = {
     "bf16": np.dtype(np.float32), "f8e4m3": np.dtype(np.float32), "f8e5m2": np.dtype(np.float32),
     "f4e2m1": np.dtype(np.float32),
     "i64": np.dtype(np.int64), "i32": np.dtype(np.int32), "i16": np.dtype(np.int16), "i8": np.dtype(np.int8),
-    "u8": np.dtype(np.uint8), "bool": np.dtype(np.bool_),
+    "u8": np.dtype(np.uint8), "u16": np.dtype(np.uint16), "bool": np.dtype(np.bool_),
 }
 # What callers pass in and get back: the real NumPy dtype where one exists, float32 for bf16/f8.
 USER: dict[str, np.dtype] = {**STORAGE, "f16": np.dtype(np.float16)}

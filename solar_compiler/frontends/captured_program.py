@@ -33,7 +33,7 @@ class TensorRef:
 class TensorMeta:
     name: str
     shape: tuple[int, ...]
-    dtype: str  # loop-IR dtype name: f64 f32 bf16 f16 f8e4m3 f8e5m2 i64 i32 i8 bool (also u8 i16)
+    dtype: str  # loop-IR dtype name: f64 f32 bf16 f16 f8e4m3 f8e5m2 i64 i32 i8 bool (also u8 u16 i16)
     #: a complex tensor, held as (real, imaginary) pairs: `shape` ends with that pair's 2 and `dtype` is
     #: the component's (complex64: f32), the layout of `torch.view_as_real` (`complex_pairs.py`)
     complex: bool = False

@@ -48,13 +48,14 @@ EXACT: dict[str, tuple[str, ...]] = {
     "i8": ("int8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
     "u8": ("int8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
     "i16": ("int32", "fp32", "fp64"),
+    "u16": ("int32", "fp32", "fp64"),
     "i32": ("int32", "fp64"),
     "i64": (),
     "bool": ("binary", "int4", "int8", "fp8", "int32", "fp16", "bf16", "tf32", "fp32", "fp64"),
 }
 # Integer ALU throughput is taken to be at most the fp32 lane rate (true of every target here: H100
 # runs INT32 at half its FP32 rate), so integer/bool work is also priced at the fp32 vector rate.
-_INT_DTYPES = ("i64", "i32", "i16", "i8", "u8", "bool")
+_INT_DTYPES = ("i64", "i32", "i16", "u16", "i8", "u8", "bool")
 #: The reduced-precision format each policy lets an f32 contraction use besides the fp32 contract
 #: ("fp32": none).
 POLICY_FORMAT = {"auto": "tf32", "fp32": None, "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}

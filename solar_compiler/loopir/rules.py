@@ -18,13 +18,13 @@ from solar_compiler.errors import LoopIRError, SolarError
 #: float4_e2m1fn_x2 and NVFP4 / MXFP4 storage. `u8` is unsigned (a packed-fp4 byte is read as one).
 DTYPES: dict[str, int | float] = {
     "f64": 8, "f32": 4, "bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1, "f4e2m1": 0.5,
-    "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "bool": 1,
+    "i64": 8, "i32": 4, "i16": 2, "u16": 2, "i8": 1, "u8": 1, "bool": 1,
 }
 #: The value of each e2m1 (fp4) code 0..15: bit 3 the sign, bits 2-1 the exponent, bit 0 the mantissa.
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 FLOAT_DTYPES = ("f64", "f32", "bf16", "f16", "f8e4m3", "f8e5m2", "f4e2m1")
-INT_DTYPES = ("i64", "i32", "i16", "i8", "u8")
-UNSIGNED_DTYPES = ("u8",)
+INT_DTYPES = ("i64", "i32", "i16", "u16", "i8", "u8")
+UNSIGNED_DTYPES = ("u8", "u16")
 UNARY_FNS = ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs", "floor", "ceil",
              "round", "sign", "not", "sin", "cos", "log1p", "expm1", "reciprocal", "isnan",
              "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh")

@@ -161,8 +161,8 @@ def _evaluate(e: SExpr) -> Literal | None:
 
 # ---- dtypes -----------------------------------------------------------------------------------
 _CATEGORY = {"bool": 0, **{d: 1 for d in INT_DTYPES}, **{d: 2 for d in FLOAT_DTYPES}}
-_RANK = {"bool": 0, "u8": 1, "i8": 1, "i16": 2, "i32": 3, "i64": 4, "f4e2m1": 0, "f8e4m3": 1, "f8e5m2": 1,
-         "f16": 2, "bf16": 2, "f32": 3, "f64": 4}
+_RANK = {"bool": 0, "u8": 1, "i8": 1, "i16": 2, "u16": 2, "i32": 3, "i64": 4, "f4e2m1": 0, "f8e4m3": 1,
+         "f8e5m2": 1, "f16": 2, "bf16": 2, "f32": 3, "f64": 4}
 
 
 def promote(tr: Translator, *args: object) -> str:
@@ -188,4 +188,6 @@ def _widest(dtypes: list[str]) -> str:
         return "f32"
     if cat == 1 and {"u8", "i8"} <= set(cands) and not {"i16", "i32", "i64"} & set(cands):
         return "i16"  # torch: uint8 with int8 promotes to int16
+    if cat == 1 and "u16" in cands and {"i8", "i16"} & set(cands) and not {"i32", "i64"} & set(cands):
+        return "i32"  # and uint16 with a signed type no wider to int32
     return max(cands, key=lambda d: _RANK[d])

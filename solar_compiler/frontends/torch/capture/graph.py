@@ -46,6 +46,7 @@ _DTYPE_NAMES = {
     torch.int16: "i16",
     torch.int8: "i8",
     torch.uint8: "u8",
+    torch.uint16: "u16",  # `torch.eye(n)` for 256 < n <= 65,536 decomposes into uint16 aranges
     torch.float4_e2m1fn_x2: "u8",  # two e2m1 values per byte: the capture holds the bytes (its uint8 view)
     torch.bool: "bool",
 }
