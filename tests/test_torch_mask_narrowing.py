@@ -395,3 +395,52 @@ def test_an_identity_built_in_forward_is_computed_from_indices(tmp_path, capsys,
     assert t["flops_matrix_as_written"] == 2 * 64 * n * n
     assert t["bytes_fused"] == 2 * 64 * n * 4
 
+
+
+# ---- buffers of any values that are zero outside a block band -----------------------------------------
+_ZERO_OUTSIDE = """\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("B", {buffer})
+
+    def forward(self, x):
+        return x @ self.B
+
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("buffer,region,points,read", [
+    # a diagonal of random values: one product per (i, j), the 64 diagonal values read
+    ("torch.diag(torch.rand(64) + 1)", "i >= j and i <= j", 64 * 64, 64),
+    # four random 16 x 16 blocks on the diagonal: 16 products per (i, j), the 4 blocks read
+    ("torch.block_diag(*[torch.randn(16, 16) for _ in range(4)])",
+     "i // 16 >= j // 16 and i // 16 <= j // 16", 64 * 64 * 16, 4 * 16 * 16),
+    # a lower-triangular random matrix (TRMM): k >= j, 64 x 65 / 2 per row of x
+    ("torch.tril(torch.randn(64, 64))", "i >= j", 64 * 64 * 65 // 2, 64 * 65 // 2),
+])
+def test_a_buffer_zero_outside_a_block_band_is_read_and_multiplied_there_only(
+        tmp_path, capsys, buffer, region, points, read):
+    """x @ B, B a buffer whose values change with the construction seed but whose zeros do not: the
+    zeros are fixed when the model is built, so a kernel skips their products and never reads them
+    (before: 2 x 64^3 matrix FLOPs and all of B read, as for any data)."""
+    p = tmp_path / "zero_outside.py"
+    p.write_text(_ZERO_OUTSIDE.format(buffer=buffer))
+    r = report(capsys, str(p))
+    assert r["validation"]["notes"] == [
+        f"buffer 'B' [64, 64] is 0 outside affine region {region} (i, j: dims 0, 1); read there only"]
+    t = r["totals"]
+    assert t["flops_matrix"] == 2 * points
+    assert t["flops_matrix_as_written"] == 2 * 64 ** 3
+    assert t["bytes_fused"] == (2 * 64 * 64 + read) * 4

@@ -15,11 +15,16 @@ are
   need not be 0/1: an additive mask of 0 and -inf, a scaled identity. Every read is the comparison
   of the read's index expressions, selecting between the two values. A read of a diagonal at a
   loaded position (`eye(n)[labels]`, the one-hot idiom) is the equality of the loaded index and
-  the other one, which the catalogue's one-hot entry then prices as a gather.
+  the other one, which the catalogue's one-hot entry then prices as a gather;
+* any values on a block band and 0 elsewhere (a diagonal, a block-diagonal or a triangular matrix
+  of random values): the zeros are fixed when the model is built even where the values change with
+  the seed, so every read is the buffer's own value inside the band and 0 outside, and the buffer is
+  read only there.
 
-The buffer is then not read: a real implementation computes such a buffer from indices (FlashAttention's
-causal, local and block-sparse masks). Validation still feeds and checks it (the translation is
-compared against the model, whose buffer is the buffer itself).
+The buffer is then not read (the last kind: only inside its band): a real implementation computes
+such a buffer from indices (FlashAttention's causal, local and block-sparse masks). Validation
+still feeds and checks it (the translation is compared against the model, whose buffer is the
+buffer itself).
 
 A 0/1 buffer that is none of these but has exactly one 1 in each column (or in each row): a
 *selection* matrix, a permutation among them (a channel shuffle or a feature reordering written as a
@@ -87,6 +92,9 @@ class AffineMask(ConstantBuffer):
     inside: bool | int | float = 1
     outside: bool | int | float = 0
     uniform: bool = False
+    #: the buffer's own values inside (read there), `outside` (0) elsewhere: a diagonal or a
+    #: block-diagonal buffer of any values, whose zeros are fixed when the model is built
+    data: bool = False
 
     def region(self) -> str:
         if self.uniform:
@@ -105,6 +113,9 @@ class AffineMask(ConstantBuffer):
         if self.uniform:
             return (f"constant buffer '{self.source}' {list(self.shape)} is {_value(self.inside)} "
                     "everywhere; a literal, not read")
+        if self.data:
+            return (f"buffer '{self.source}' {list(self.shape)} is {_value(self.outside)} outside affine "
+                    f"region {self.region()} (i, j: dims {self.row}, {self.col}); read there only")
         values = "" if (self.inside, self.outside) in ((1, 0), (True, False)) else \
             f" ({_value(self.inside)} there, {_value(self.outside)} elsewhere)"
         kind = "mask buffer" if not values else "constant buffer"
@@ -117,7 +128,7 @@ class AffineMask(ConstantBuffer):
             return literal(self.inside, self.dtype)
         i, j = idx[self.row], idx[self.col]
         if not (isinstance(i, AffExpr) and isinstance(j, AffExpr)):  # a gather from the mask
-            return self._gathered(i, j, idx)
+            return Read(self.weight, tuple(idx), self.dtype) if self.data else self._gathered(i, j, idx)
         br, bc = self.block
         if (br > 1 and i.is_quasi()) or (bc > 1 and j.is_quasi()):
             return Read(self.weight, tuple(idx), self.dtype)  # a division of a division: read as data
@@ -127,11 +138,13 @@ class AffineMask(ConstantBuffer):
             conds.append(Cmp("ge", IndexValue(i), IndexValue(j - self.hi), "bool"))
         if self.lo is not None:
             conds.append(Cmp("le", IndexValue(i), IndexValue(j - self.lo), "bool"))
-        one, zero = literal(self.inside, self.dtype), literal(self.outside, self.dtype)
+        one: SExpr = Read(self.weight, tuple(idx), self.dtype) if self.data else \
+            literal(self.inside, self.dtype)
+        zero = literal(self.outside, self.dtype)
         value: SExpr = one
         for cond in reversed(conds):  # nested selects: both sides must hold
             value = Select(cond, value, zero, self.dtype)
-        if self.dtype == "bool" and len(conds) == 1 and self.inside is True:
+        if self.dtype == "bool" and len(conds) == 1 and self.inside is True and not self.data:
             return conds[0]
         return value
 
@@ -301,9 +314,17 @@ def affine_masks(program: CapturedProgram) -> list[AffineMask | OneHotBuffer]:
     src = {n: program.weight_sources.get(n, n) for n in cands}
     values = {n: program.constants[n] for n in cands if src[n].startswith("const:")}
     buffers = {n: src[n] for n in cands if n not in values and not src[n].startswith("global:")}
+    nonzero: dict[str, np.ndarray] = {}
     if buffers:
-        values.update(_buffer_values(program, buffers))
+        fixed, nonzero = _buffer_values(program, buffers)
+        values.update(fixed)
     out: list[AffineMask | OneHotBuffer] = []
+    for name, nz in nonzero.items():
+        meta, (r, c) = cands[name]
+        zeros = _zeros_outside(np.asarray(nz).reshape(meta.shape[r], meta.shape[c]))
+        if zeros is not None:
+            out.append(AffineMask(name, program.weight_sources.get(name, name), tuple(meta.shape), meta.dtype,
+                                  r, c, zeros[1], zeros[2], zeros[0], outside=0, data=True))
     for name, v in values.items():
         meta, (r, c) = cands[name]
         v2 = np.asarray(v).reshape(meta.shape[r], meta.shape[c])
@@ -321,7 +342,20 @@ def affine_masks(program: CapturedProgram) -> list[AffineMask | OneHotBuffer]:
         hot = recognise_one_hot(v2, _keys_axis(program, name))
         if hot is not None:
             out.append(OneHotBuffer(name, where, tuple(meta.shape), meta.dtype, r, c, *hot))
+            continue
+        zeros = _zeros_outside(v2 != 0)
+        if zeros is not None:
+            out.append(AffineMask(name, where, tuple(meta.shape), meta.dtype, r, c, zeros[1], zeros[2],
+                                  zeros[0], outside=0, data=True))
     return out
+
+
+def _zeros_outside(nonzero: np.ndarray) -> tuple[tuple[int, int], int | None, int | None] | None:
+    """((br, bc), hi, lo) when the 2-D bool array `nonzero` (where a buffer is not 0) is true exactly
+    on a block band (a diagonal, a block diagonal, a triangle), else None."""
+    if not nonzero.any() or nonzero.all():
+        return None
+    return recognise_block_band(nonzero)
 
 
 _PRODUCTS = ("aten.mm.", "aten.bmm.", "aten.matmul.")
@@ -350,11 +384,13 @@ def _keys_axis(program: CapturedProgram, name: str) -> str:
     return "col"
 
 
-def _buffer_values(program: CapturedProgram, buffers: dict[str, str]) -> dict[str, np.ndarray]:
+def _buffer_values(program: CapturedProgram, buffers: dict[str, str]) \
+        -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Values of the weights `buffers` (name -> attribute path) that are buffers, not parameters,
-    and come out the same for every construction seed; the model is built for real, its parameters
-    on the meta device (`parameters_on_meta`), only when it has such a buffer and its buffers and
-    sample inputs fit the capture's real-run limit."""
+    and come out the same for every construction seed, and where the others are not zero when that
+    comes out the same (a block-diagonal buffer of random blocks); the model is built for real, its
+    parameters on the meta device (`parameters_on_meta`), only when it has such a buffer and its
+    buffers and sample inputs fit the capture's real-run limit."""
     spec = _spec(program)
     with quiet():
         model, sample = build_model(spec, program.mode, FakeTensorMode())
@@ -365,22 +401,27 @@ def _buffer_values(program: CapturedProgram, buffers: dict[str, str]) -> dict[st
     weights = nbytes(model.parameters())
     del model, sample
     if not kept or size > REAL_RUN_LIMIT_BYTES:
-        return {}
+        return {}, {}
     runs: list[dict[str, np.ndarray | None]] = []
     for seed in SEEDS:
         model = _built(spec, program.mode, seed, size + weights <= REAL_RUN_LIMIT_BYTES)
         if model is None:
-            return {}
+            return {}, {}
         # a buffer computed from a parameter is on the meta device too: no value
         runs.append({n: None if (t := resolve_attr(model, fqn)) is None or t.is_meta else to_numpy(t)
                      for n, fqn in kept.items()})
         del model
     out: dict[str, np.ndarray] = {}
+    nonzero: dict[str, np.ndarray] = {}
     for n in kept:
         vs = [r[n] for r in runs]
-        if all(v is not None for v in vs) and all(np.array_equal(vs[0], v) for v in vs[1:]):
+        if any(v is None for v in vs) or any(v.dtype.kind == "f" and np.isnan(v).any() for v in vs):
+            continue
+        if all(np.array_equal(vs[0], v) for v in vs[1:]):
             out[n] = vs[0]  # type: ignore[assignment]
-    return out
+        elif all(np.array_equal(vs[0] != 0, v != 0) for v in vs[1:]):
+            nonzero[n] = vs[0] != 0  # type: ignore[operator]
+    return out, nonzero
 
 
 def _state(model: torch.nn.Module, fqn: str) -> bool:
