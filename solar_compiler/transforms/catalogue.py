@@ -72,7 +72,14 @@ from solar_compiler.text.printer import print_assign
 from solar_compiler.transforms.gather_hoist import HOISTED, hoist_gather, hoist_matches
 from solar_compiler.transforms.indicator_gather import GATHERED, indicator_matches, rewrite_indicator
 from solar_compiler.transforms.reorder_chain import reorder_chains
-from solar_compiler.transforms.split_parts import SPLIT, Applied, forward_matches, split_matches, split_parts
+from solar_compiler.transforms.split_parts import (
+    SPLIT,
+    Applied,
+    forward_matches,
+    split_matches,
+    split_parts,
+    term_matches,
+)
 
 ALGORITHMS = ("default", "classical")
 
@@ -171,7 +178,7 @@ def _split_for_orders(module: ModuleOp) -> tuple[ModuleOp, list[Rewrite]] | None
     """A copy of the module with reads split per part (`split_parts.py`) where the association entry
     then finds a cheaper order through the new nodes, and the records; None where no split helps.
     A split that no cheaper order uses is not kept, so that it moves no other figure."""
-    if not any(forward_matches(g) or split_matches(g) for g in module_graphs(module)):
+    if not any(forward_matches(g) or split_matches(g) or term_matches(g) for g in module_graphs(module)):
         return None
     trial = module.clone()
     applied = {g.kernel_name: split_parts(g) for g in module_graphs(trial)}

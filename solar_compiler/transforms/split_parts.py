@@ -28,8 +28,16 @@ obstacles, and nothing else:
   was; each consumer reads its own part. Exact, and no more work: the parts are disjoint subsets
   of T.
 
-Neither rewrite changes a FLOP; `catalogue.py` keeps them only where the association entry then
-finds a cheaper order through the new nodes (the report says "split per part" beside it).
+* **A sum over an element-wise sum is split per term.** A sum node R whose one operand is a local T
+  that one element-wise node E wrote whole, as a sum of reads (`x @ w + b`), and that only R reads,
+  becomes one sum per term, each reading the term's tensor through E's map (`sum_i (mm[i, j] +
+  b[j])` is `sum_i mm[i, j] + sum_i b[j]`): the first keeps R's init, the others accumulate onto
+  it, and E goes. Exact in real arithmetic (distributivity); the sum of the product term then joins
+  the product's tree (`(x @ w + b).sum(0)` is `x.sum(0) @ w + n b`).
+
+None of the rewrites changes a FLOP of a product; `catalogue.py` keeps them only where the
+association entry then finds a cheaper order through the new nodes (the report says "split per
+part" beside it).
 """
 
 from __future__ import annotations
@@ -59,7 +67,7 @@ from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.chains import body_factors
 from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp, YieldOp, link_edges, set_edges
 from solar_compiler.dialects.graph_convert import fresh_scope_number
-from solar_compiler.dialects.loop import i64_array, location_text, type_dtype
+from solar_compiler.dialects.loop import BinaryOp, ConstOp, UnaryOp, i64_array, location_text, type_dtype
 from solar_compiler.transforms.gather_hoist import fresh_name, producer_node
 from solar_compiler.transforms.indicator_gather import drop_unnamed
 
@@ -86,6 +94,19 @@ class Split:
     producer: NodeOp
     fill: NodeOp | None
     reads: tuple[tuple[NodeOp, int], ...]
+
+
+@dataclass(frozen=True)
+class Terms:
+    """A sum node of a local that one element-wise node wrote as a sum of reads: its terms, as the
+    writer's input positions and signs (`sub(%0, add(%1, %0))`: (0, +), (1, -), (0, -))."""
+
+    consumer: NodeOp
+    writer: NodeOp
+    terms: tuple[tuple[int, int], ...]   # (writer input position, sign: 1 or -1)
+    #: a node that accumulated onto the writer's result before the consumer read it (`nn.Linear`'s
+    #: products onto its copied bias): its sum is one more term, and the writer becomes a zero fill
+    onto: NodeOp | None = None
 
 
 @dataclass
@@ -145,6 +166,13 @@ def split_parts(graph: GraphOp, keep: Keep | None = None) -> Applied:
             c = work.popleft()
             if c.parent is None or (keep is not None and not keep(key(c))):
                 continue  # erased by an earlier rewrite, or not to be split
+            t = _term_match(decls, c)
+            if t is not None:
+                k, words, loc = key(c), f"sum of {c.input_names[0]} per term", c.location
+                new = split_terms(edit, t)
+                record(k, new, words, loc)
+                work.extendleft(reversed(new))
+                continue
             f = _node_forward(decls, c)
             if f is not None:
                 k, words, loc = key(c), f"{c.input_names[f.arg]} read per copied part", c.location
@@ -480,15 +508,15 @@ def _unread(w: NodeOp, region: Box) -> bool:
         v = following.result
 
 
-def _through_copy(g: AffineMap, w: NodeOp) -> AffineMap:
-    """C's read `g` of T, as a read of the copy's source: the copy's read map at the copy's variables
-    that write g's elements (`h(f^-1(g))`)."""
+def _through_copy(g: AffineMap, w: NodeOp, arg: int = 0) -> AffineMap:
+    """C's read `g` of T, as a read of the writer's operand `arg` (a copy's source): the writer's
+    read map at the writer's variables that write g's elements (`h(f^-1(g))`)."""
     offs = _out_offsets(w)
     assert offs is not None
     at: list[AffineExpr] = [AffineExpr.constant(0)] * w.get_num_loops()
     for r, (d, k) in enumerate(offs):
         at[d] = g.results[r] + (-k) if k else g.results[r]
-    h = w.get_indexing_maps().data[0].data
+    h = w.get_indexing_maps().data[arg].data
     return AffineMap(g.num_dims, 0, tuple(e.replace_dims_and_symbols(at, []) for e in h.results))
 
 
@@ -686,3 +714,142 @@ def _part_producer(edit: _Edit, p: NodeOp, fill: NodeOp | None, c: NodeOp, i: in
         "scopes": i64_array(tuple(range(base, base + nd)))}
     return producer_node(p, fill, nu, props, block)
 
+
+
+# ---- sums over element-wise sums ------------------------------------------------------------------------
+def term_matches(graph: GraphOp) -> list[Terms]:
+    decls = graph.tensor_ops()
+    return [t for c in graph.nodes() if c.reduce.data == "add"
+            for t in [_term_match(decls, c)] if t is not None]
+
+
+def _term_match(decls: dict[str, TensorOp], c: NodeOp) -> Terms | None:
+    """C, a plain sum of one local's elements, and the element-wise node that wrote the local whole
+    as a sum of two or more reads, when C is the local's only reader (None otherwise)."""
+    if c.reduce.data != "add" or not _plain(c) or c.guards is not None or len(c.ins) != 1 or \
+            c.gathers() or _box(c) is None:
+        return None
+    y, e = c.body.block.last_op, c.ins[0].owner
+    decl = decls.get(c.input_names[0])
+    if not isinstance(y, YieldOp) or not isinstance(y.stored, BlockArgument) or decl is None or \
+            decl.role.data != "local" or not isinstance(e, NodeOp) or \
+            [u.operation for u in e.result.uses] != [c]:
+        return None
+    onto = None
+    if e.reduce.data == "add" and e.init is None and e.guards is None and not e.dynamic_positions and \
+            e.dest is not None and isinstance(e.dest.owner, NodeOp) and \
+            _region_of_sum(e) == tuple((0, n) for n in NodeOp.ints(decl.shape)):
+        onto, e = e, e.dest.owner  # type: ignore[assignment]
+        if [u.operation for u in e.result.uses] != [onto]:
+            return None
+    if e.reduce.data != "none" or e.init is not None or e.guards is not None or e.dynamic_positions or \
+            e.gathers() or (e.dest is not None and isinstance(e.dest.owner, NodeOp)) or \
+            _region(e) != tuple((0, n) for n in NodeOp.ints(decl.shape)):
+        return None
+    ey = e.body.block.last_op
+    terms = _addends(ey.stored) if isinstance(ey, YieldOp) else None
+    if terms is None or len(terms) + (onto is not None) < 2:
+        return None
+    return Terms(c, e, tuple(terms), onto)
+
+
+def _region_of_sum(n: NodeOp) -> Box | None:
+    """The box of T a `+=` node adds into, when its output indices are its parallel variables plus
+    constants over a box (its reduced variables appear in no output index)."""
+    box = _box(n)
+    if box is None:
+        return None
+    reduced = set(st.reduced_dims(n))
+    out = []
+    for e in n.get_indexing_maps().data[-1].data.results:
+        lin = _linear(e, len(box))
+        if lin is None:
+            return None
+        dims = [d for d, k in enumerate(lin[0]) if k]
+        if len(dims) != 1 or lin[0][dims[0]] != 1 or dims[0] in reduced:
+            return None
+        out.append((box[dims[0]][0] + lin[1], box[dims[0]][1] + lin[1]))
+    return tuple(out)
+
+
+def _addends(v: object, sign: int = 1) -> list[tuple[int, int]] | None:
+    """(block-argument position, sign) of each read a chain of `add`s and `sub`s of reads adds (None:
+    anything else in it)."""
+    if isinstance(v, BlockArgument):
+        return [(v.index, sign)]
+    o = getattr(v, "owner", None)
+    if isinstance(o, BinaryOp) and o.fn.data in ("add", "sub"):
+        a, b = _addends(o.lhs, sign), _addends(o.rhs, sign if o.fn.data == "add" else -sign)
+        return None if a is None or b is None else a + b
+    return None
+
+
+def split_terms(edit: _Edit, m: Terms) -> list[NodeOp]:
+    """Rewrite one match: one sum per term in C's place, each reading the term's tensor where E read
+    it for the elements C sums, the later ones accumulating onto the earlier; E goes."""
+    c, e = m.consumer, m.writer
+    g = c.get_indexing_maps().data[0].data
+    new: list[NodeOp] = []
+    for i, (arg, sign) in enumerate((*m.terms, (-1, 1)) if m.onto is not None else m.terms):
+        if arg < 0:  # the accumulated products: C itself, reading them over a zero fill
+            assert m.onto is not None
+            p = c.clone()
+            p.properties["sym_name"] = StringAttr(edit.fresh(f"{c.sym_name.data}_t"))
+            _renumber(p, edit)
+            for k in ("init", "init_depth", "init_guard_scopes", "init_guard_depths", "init_origin"):
+                p.properties.pop(k, None)
+            set_edges(p, [m.onto.result], new[-1].result)
+            edit.graph.body.block.insert_op_before(p, c)
+            new.append(p)
+            continue
+        p = c.clone()
+        p.properties["sym_name"] = StringAttr(edit.fresh(f"{c.sym_name.data}_t"))
+        _renumber(p, edit)
+        if i > 0:
+            for k in ("init", "init_depth", "init_guard_scopes", "init_guard_depths", "init_origin"):
+                p.properties.pop(k, None)
+        maps = list(p.indexing_maps.data)
+        maps[0] = AffineMapAttr(_through_copy(g, e, arg))
+        p.properties["indexing_maps"] = ArrayAttr(maps)
+        p.properties["inputs"] = ArrayAttr([FlatSymbolRefAttr(e.input_names[arg])])
+        p.properties.pop("traced", None)
+        if sign < 0:
+            _negate(p)
+        set_edges(p, [e.ins[arg]], new[-1].result if new else c.dest)
+        edit.graph.body.block.insert_op_before(p, c)
+        new.append(p)
+    c.result.replace_all_uses_with(new[-1].result)
+    c.detach()
+    c.erase(safe_erase=False)
+    if m.onto is not None:
+        _zero_fill(e)
+        new.append(e)
+    else:
+        _erase_dead_stores(edit, [e])
+    for p in new:
+        p.verify()
+    return new
+
+
+def _negate(n: NodeOp) -> None:
+    """The node yields the negation of what it yielded (a subtracted term's sum)."""
+    y = n.body.block.last_op
+    assert isinstance(y, YieldOp)
+    neg = UnaryOp("neg", y.stored, type_dtype(y.stored.type))
+    n.body.block.insert_op_before(neg, y)
+    y.operands[0] = neg.result
+
+
+def _zero_fill(w: NodeOp) -> None:
+    """Make `=` node `w` write zeros where it wrote the sum of its reads (its terms are now summed
+    by sums of their own)."""
+    dtype = type_dtype(w.result.type.element_type)
+    zero = ConstOp(0, dtype)
+    block = Block([zero, YieldOp(zero.result)])
+    old = w.body.block
+    w.body.insert_block_before(block, old)
+    w.body.detach_block(old)
+    old.erase(safe_erase=False)
+    w.properties["inputs"] = ArrayAttr([])
+    w.properties["indexing_maps"] = ArrayAttr([w.indexing_maps.data[-1]])
+    set_edges(w, [], w.dest)
