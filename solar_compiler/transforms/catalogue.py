@@ -15,8 +15,10 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
   (`transforms/reorder_chain.py`; proof in docs/reorder-chains.md).
 * **reads split per part**: a contraction over a local assembled by copies into slices is split
   per copied part, reading the copies' sources, and a producer whose readers read disjoint parts is
-  computed per part (`transforms/split_parts.py`), kept only where the association entry then finds
-  a cheaper order through the new nodes: MLA's absorbed decode (`q W_UK` against the latent cache).
+  computed per part, and a sum over an element-wise sum is one sum per term (`(x @ w + b).sum(0)`:
+  the product's sum joins its tree; `transforms/split_parts.py`), kept only where the association
+  entry then finds a cheaper order through the new nodes: MLA's absorbed decode (`q W_UK` against
+  the latent cache).
 * **scans**: a sum over ranges nested along an output variable its summand ignores shares its
   partial sums (`tril(ones) @ x` is `cumsum(x)`; `prefix_sums.py`, applied by the distinct costs).
 * **deduplication**: repeated products of broadcast, `repeat`ed and `expand`ed operands, symmetric
