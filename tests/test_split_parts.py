@@ -186,7 +186,7 @@ def test_a_sum_over_a_biased_product_is_split_per_term(tmp_path, capsys):
     r = validated_json(capsys, str(f))
     assert r["classical"]["totals"]["flops_matrix"] == 196_608
     assert r["totals"]["flops_matrix"] == 3_072
-    assert [x["words"] for x in r["rewrites"]][:2] == ["split per part: sum of add per term",
+    assert [x["words"] for x in r["rewrites"]][:2] == ["split per part: sum_1 per term of add",
                                                        "reassociated: (sum(x) * w)"]
     m = _lifted(capsys, f)
     priced, _ = catalogue_module(m)
@@ -233,3 +233,21 @@ def test_a_mean_over_a_linear_layer_minus_a_parameter_is_split_per_term(tmp_path
     assert sum(w.kind == SPLIT for w in rewrites) == 1
     _same_outputs(m, priced)
     _same_outputs(m, priced, seed=1)
+
+
+def test_a_product_of_a_biased_product_is_split_per_term(tmp_path, capsys):
+    """`(a @ b + c) @ v`, a, b, c 256 x 256, v 256 x 1 (f32): as written 2 * 256^3 + 2 * 256^2 =
+    33,685,504 matrix FLOPs; split per term of the sum the product reads, `a @ (b @ v) + c @ v` is
+    3 x 2 * 256^2 = 393,216."""
+    f = tmp_path / "bias_chain.py"
+    f.write_text(forward_program("a, b, c, v", "return (a @ b + c) @ v",
+                                 "torch.randn(256, 256), torch.randn(256, 256), torch.randn(256, 256), "
+                                 "torch.randn(256, 1)"))
+    r = validated_json(capsys, str(f))
+    assert r["classical"]["totals"]["flops_matrix"] == 33_685_504
+    assert r["totals"]["flops_matrix"] == 393_216
+    assert [x["words"] for x in r["rewrites"]] == ["split per part: mm_1 per term of add",
+                                                   "reassociated: (a * (b * v))"]
+    m = _lifted(capsys, f)
+    priced, _ = catalogue_module(m)
+    _same_outputs(m, priced)

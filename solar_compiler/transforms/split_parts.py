@@ -28,12 +28,15 @@ obstacles, and nothing else:
   was; each consumer reads its own part. Exact, and no more work: the parts are disjoint subsets
   of T.
 
-* **A sum over an element-wise sum is split per term.** A sum node R whose one operand is a local T
-  that one element-wise node E wrote whole, as a sum of reads (`x @ w + b`), and that only R reads,
-  becomes one sum per term, each reading the term's tensor through E's map (`sum_i (mm[i, j] +
-  b[j])` is `sum_i mm[i, j] + sum_i b[j]`): the first keeps R's init, the others accumulate onto
-  it, and E goes. Exact in real arithmetic (distributivity); the sum of the product term then joins
-  the product's tree (`(x @ w + b).sum(0)` is `x.sum(0) @ w + n b`).
+* **A sum over an element-wise sum is split per term.** A product node R (a sum too) one of whose
+  operands is a local T that one element-wise node E wrote whole, as a sum or difference of reads
+  (`x @ w + b`), and that only R reads, once, becomes one node per term, each reading the term's
+  tensor through E's map (`sum_i (mm[i, j] + b[j])` is `sum_i mm[i, j] + sum_i b[j]`; `(a b + c) v`
+  is `a b v + c v`): the first keeps R's init, the others accumulate onto it, a subtracted term's
+  product negated, and E goes. When a product P accumulated onto E's result before R read it
+  (`nn.Linear`'s products onto its copied bias), P's result is one more term and E becomes a zero
+  fill. Exact in real arithmetic (distributivity); the product term then joins its tree
+  (`(x @ w + b).sum(0)` is `x.sum(0) @ w + n b`).
 
 None of the rewrites changes a FLOP of a product; `catalogue.py` keeps them only where the
 association entry then finds a cheaper order through the new nodes (the report says "split per
@@ -102,6 +105,7 @@ class Terms:
     writer's input positions and signs (`sub(%0, add(%1, %0))`: (0, +), (1, -), (0, -))."""
 
     consumer: NodeOp
+    arg: int                             # the consumer's operand the writer wrote
     writer: NodeOp
     terms: tuple[tuple[int, int], ...]   # (writer input position, sign: 1 or -1)
     #: a node that accumulated onto the writer's result before the consumer read it (`nn.Linear`'s
@@ -168,7 +172,7 @@ def split_parts(graph: GraphOp, keep: Keep | None = None) -> Applied:
                 continue  # erased by an earlier rewrite, or not to be split
             t = _term_match(decls, c)
             if t is not None:
-                k, words, loc = key(c), f"sum of {c.input_names[0]} per term", c.location
+                k, words, loc = key(c), f"{c.output_name} per term of {c.input_names[t.arg]}", c.location
                 new = split_terms(edit, t)
                 record(k, new, words, loc)
                 work.extendleft(reversed(new))
@@ -724,33 +728,38 @@ def term_matches(graph: GraphOp) -> list[Terms]:
 
 
 def _term_match(decls: dict[str, TensorOp], c: NodeOp) -> Terms | None:
-    """C, a plain sum of one local's elements, and the element-wise node that wrote the local whole
-    as a sum of two or more reads, when C is the local's only reader (None otherwise)."""
-    if c.reduce.data != "add" or not _plain(c) or c.guards is not None or len(c.ins) != 1 or \
-            c.gathers() or _box(c) is None:
+    """C, a sum of products (a plain sum too), and an operand of it that one element-wise node wrote
+    whole as a sum of two or more reads, when C is that local's only reader and reads it once (None
+    otherwise): C is linear in it."""
+    if c.reduce.data != "add" or not _plain(c) or c.guards is not None or c.gathers() or \
+            _box(c) is None or body_factors(c) is None:
         return None
-    y, e = c.body.block.last_op, c.ins[0].owner
-    decl = decls.get(c.input_names[0])
-    if not isinstance(y, YieldOp) or not isinstance(y.stored, BlockArgument) or decl is None or \
-            decl.role.data != "local" or not isinstance(e, NodeOp) or \
-            [u.operation for u in e.result.uses] != [c]:
-        return None
+    for a, name in enumerate(c.input_names):
+        decl, e = decls.get(name), c.ins[a].owner
+        if decl is None or decl.role.data != "local" or not isinstance(e, NodeOp) or \
+                c.input_names.count(name) != 1 or [u.operation for u in e.result.uses] != [c]:
+            continue
+        m = _terms_of(c, a, e, tuple((0, n) for n in NodeOp.ints(decl.shape)))
+        if m is not None:
+            return m
+    return None
+
+
+def _terms_of(c: NodeOp, a: int, e: NodeOp, whole: Box) -> Terms | None:
     onto = None
     if e.reduce.data == "add" and e.init is None and e.guards is None and not e.dynamic_positions and \
-            e.dest is not None and isinstance(e.dest.owner, NodeOp) and \
-            _region_of_sum(e) == tuple((0, n) for n in NodeOp.ints(decl.shape)):
+            e.dest is not None and isinstance(e.dest.owner, NodeOp) and _region_of_sum(e) == whole:
         onto, e = e, e.dest.owner  # type: ignore[assignment]
         if [u.operation for u in e.result.uses] != [onto]:
             return None
     if e.reduce.data != "none" or e.init is not None or e.guards is not None or e.dynamic_positions or \
-            e.gathers() or (e.dest is not None and isinstance(e.dest.owner, NodeOp)) or \
-            _region(e) != tuple((0, n) for n in NodeOp.ints(decl.shape)):
+            e.gathers() or (e.dest is not None and isinstance(e.dest.owner, NodeOp)) or _region(e) != whole:
         return None
     ey = e.body.block.last_op
     terms = _addends(ey.stored) if isinstance(ey, YieldOp) else None
     if terms is None or len(terms) + (onto is not None) < 2:
         return None
-    return Terms(c, e, tuple(terms), onto)
+    return Terms(c, a, e, tuple(terms), onto)
 
 
 def _region_of_sum(n: NodeOp) -> Box | None:
@@ -787,8 +796,8 @@ def _addends(v: object, sign: int = 1) -> list[tuple[int, int]] | None:
 def split_terms(edit: _Edit, m: Terms) -> list[NodeOp]:
     """Rewrite one match: one sum per term in C's place, each reading the term's tensor where E read
     it for the elements C sums, the later ones accumulating onto the earlier; E goes."""
-    c, e = m.consumer, m.writer
-    g = c.get_indexing_maps().data[0].data
+    c, e, a = m.consumer, m.writer, m.arg
+    g = c.get_indexing_maps().data[a].data
     new: list[NodeOp] = []
     for i, (arg, sign) in enumerate((*m.terms, (-1, 1)) if m.onto is not None else m.terms):
         if arg < 0:  # the accumulated products: C itself, reading them over a zero fill
@@ -798,7 +807,7 @@ def split_terms(edit: _Edit, m: Terms) -> list[NodeOp]:
             _renumber(p, edit)
             for k in ("init", "init_depth", "init_guard_scopes", "init_guard_depths", "init_origin"):
                 p.properties.pop(k, None)
-            set_edges(p, [m.onto.result], new[-1].result)
+            set_edges(p, list(c.ins), new[-1].result)
             edit.graph.body.block.insert_op_before(p, c)
             new.append(p)
             continue
@@ -809,13 +818,17 @@ def split_terms(edit: _Edit, m: Terms) -> list[NodeOp]:
             for k in ("init", "init_depth", "init_guard_scopes", "init_guard_depths", "init_origin"):
                 p.properties.pop(k, None)
         maps = list(p.indexing_maps.data)
-        maps[0] = AffineMapAttr(_through_copy(g, e, arg))
+        maps[a] = AffineMapAttr(_through_copy(g, e, arg))
         p.properties["indexing_maps"] = ArrayAttr(maps)
-        p.properties["inputs"] = ArrayAttr([FlatSymbolRefAttr(e.input_names[arg])])
+        names = list(p.inputs.data)
+        names[a] = FlatSymbolRefAttr(e.input_names[arg])
+        p.properties["inputs"] = ArrayAttr(names)
         p.properties.pop("traced", None)
         if sign < 0:
             _negate(p)
-        set_edges(p, [e.ins[arg]], new[-1].result if new else c.dest)
+        ins = list(c.ins)
+        ins[a] = e.ins[arg]
+        set_edges(p, ins, new[-1].result if new else c.dest)
         edit.graph.body.block.insert_op_before(p, c)
         new.append(p)
     c.result.replace_all_uses_with(new[-1].result)
