@@ -251,3 +251,23 @@ def test_a_product_of_a_biased_product_is_split_per_term(tmp_path, capsys):
     m = _lifted(capsys, f)
     priced, _ = catalogue_module(m)
     _same_outputs(m, priced)
+
+
+LINEAR_SCALED = LINEAR_MEAN.replace("return (self.fc(x) - self.p).mean(1)",
+                                    "return (self.fc(x) * 0.5).sum(1) + (-self.fc(x)).sum(1) / 3.0")
+
+
+def test_a_sum_over_a_scaled_linear_layer_is_split_per_term(tmp_path, capsys):
+    """`(fc(x) * 0.5).sum(1)` and `(-fc(x)).sum(1)`: the scale (a literal factor, a negation) between
+    the layer and the sum is carried into each term's sum, and both products' sums are `x @
+    w.sum(0)` (2 * 64 * 32 = 4,096 matrix FLOPs each, against 196,608 each as written)."""
+    f = tmp_path / "linear_scaled.py"
+    f.write_text(LINEAR_SCALED)
+    r = validated_json(capsys, str(f))
+    assert r["classical"]["totals"]["flops_matrix"] == 2 * 196_608
+    assert r["totals"]["flops_matrix"] == 2 * 4_096
+    m = _lifted(capsys, f)
+    priced, rewrites = catalogue_module(m)
+    assert sum(w.kind == SPLIT for w in rewrites) == 2
+    _same_outputs(m, priced)
+    _same_outputs(m, priced, seed=1)

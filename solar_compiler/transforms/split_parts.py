@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 from xdsl.dialects.builtin import (
@@ -111,6 +111,9 @@ class Terms:
     #: a node that accumulated onto the writer's result before the consumer read it (`nn.Linear`'s
     #: products onto its copied bias): its sum is one more term, and the writer becomes a zero fill
     onto: NodeOp | None = None
+    #: an element-wise node between the sum and the consumer that scales it by a literal (`linear(x) *
+    #: 2`, `/ n`, a negation): the consumer reads through it, each term scaled
+    scale: NodeOp | None = None
 
 
 @dataclass
@@ -739,10 +742,37 @@ def _term_match(decls: dict[str, TensorOp], c: NodeOp) -> Terms | None:
         if decl is None or decl.role.data != "local" or not isinstance(e, NodeOp) or \
                 c.input_names.count(name) != 1 or [u.operation for u in e.result.uses] != [c]:
             continue
+        scale = None
+        if _scaling(e, tuple((0, n) for n in NodeOp.ints(decl.shape))):
+            scale, e = e, e.ins[0].owner
+            decl = decls.get(scale.input_names[0])
+            if decl is None or decl.role.data != "local" or not isinstance(e, NodeOp) or \
+                    [u.operation for u in e.result.uses] != [scale]:
+                continue
         m = _terms_of(c, a, e, tuple((0, n) for n in NodeOp.ints(decl.shape)))
         if m is not None:
-            return m
+            return replace(m, scale=scale)
     return None
+
+
+def _scaling(n: NodeOp, whole: Box) -> bool:
+    """Whether `n` writes its whole local as one read times or over a literal, or its negation, in
+    the read's dtype."""
+    if n.reduce.data != "none" or n.init is not None or n.guards is not None or n.dynamic_positions or \
+            n.gathers() or len(n.ins) != 1 or (n.dest is not None and isinstance(n.dest.owner, NodeOp)) or \
+            _region(n) != whole:
+        return False
+    y = n.body.block.last_op
+    v = y.stored.owner if isinstance(y, YieldOp) else None
+    if isinstance(v, UnaryOp):
+        ok = v.fn.data == "neg" and isinstance(v.x, BlockArgument)
+    elif isinstance(v, BinaryOp) and v.fn.data in ("mul", "div"):
+        ok = isinstance(v.lhs, BlockArgument) and isinstance(v.rhs.owner, ConstOp) or \
+            v.fn.data == "mul" and isinstance(v.rhs, BlockArgument) and isinstance(v.lhs.owner, ConstOp)
+    else:
+        return False
+    arg = n.body.block.args[0]
+    return ok and type_dtype(arg.type) == type_dtype(n.result.type.element_type)
 
 
 def _terms_of(c: NodeOp, a: int, e: NodeOp, whole: Box) -> Terms | None:
@@ -798,6 +828,8 @@ def split_terms(edit: _Edit, m: Terms) -> list[NodeOp]:
     it for the elements C sums, the later ones accumulating onto the earlier; E goes."""
     c, e, a = m.consumer, m.writer, m.arg
     g = c.get_indexing_maps().data[a].data
+    if m.scale is not None:
+        g = _through_copy(g, m.scale)  # C's read of the scaled local, as a read of what it scales
     new: list[NodeOp] = []
     for i, (arg, sign) in enumerate((*m.terms, (-1, 1)) if m.onto is not None else m.terms):
         if arg < 0:  # the accumulated products: C itself, reading them over a zero fill
@@ -807,7 +839,18 @@ def split_terms(edit: _Edit, m: Terms) -> list[NodeOp]:
             _renumber(p, edit)
             for k in ("init", "init_depth", "init_guard_scopes", "init_guard_depths", "init_origin"):
                 p.properties.pop(k, None)
-            set_edges(p, list(c.ins), new[-1].result)
+            ins = list(c.ins)
+            if m.scale is not None:
+                maps = list(p.indexing_maps.data)
+                maps[a] = AffineMapAttr(g)
+                p.properties["indexing_maps"] = ArrayAttr(maps)
+                names = list(p.inputs.data)
+                names[a] = FlatSymbolRefAttr(m.onto.output_name)
+                p.properties["inputs"] = ArrayAttr(names)
+                p.properties.pop("traced", None)
+                _scaled(p, m.scale)
+                ins[a] = m.onto.result
+            set_edges(p, ins, new[-1].result)
             edit.graph.body.block.insert_op_before(p, c)
             new.append(p)
             continue
@@ -826,6 +869,8 @@ def split_terms(edit: _Edit, m: Terms) -> list[NodeOp]:
         p.properties.pop("traced", None)
         if sign < 0:
             _negate(p)
+        if m.scale is not None:
+            _scaled(p, m.scale)
         ins = list(c.ins)
         ins[a] = e.ins[arg]
         set_edges(p, ins, new[-1].result if new else c.dest)
@@ -834,10 +879,12 @@ def split_terms(edit: _Edit, m: Terms) -> list[NodeOp]:
     c.result.replace_all_uses_with(new[-1].result)
     c.detach()
     c.erase(safe_erase=False)
+    if m.scale is not None:
+        _erase_dead_stores(edit, [m.scale])
     if m.onto is not None:
         _zero_fill(e)
         new.append(e)
-    else:
+    elif e.parent is not None:
         _erase_dead_stores(edit, [e])
     for p in new:
         p.verify()
@@ -851,6 +898,19 @@ def _negate(n: NodeOp) -> None:
     neg = UnaryOp("neg", y.stored, type_dtype(y.stored.type))
     n.body.block.insert_op_before(neg, y)
     y.operands[0] = neg.result
+
+
+def _scaled(n: NodeOp, scale: NodeOp) -> None:
+    """The node yields what it yielded, scaled as `scale`'s body scales its one read."""
+    y = n.body.block.last_op
+    assert isinstance(y, YieldOp)
+    sb = scale.body.block
+    mapping = {sb.args[0]: y.stored}
+    for o in list(sb.ops)[:-1]:
+        n.body.block.insert_op_before(o.clone(value_mapper=mapping), y)
+    sy = sb.last_op
+    assert isinstance(sy, YieldOp)
+    y.operands[0] = mapping[sy.stored]
 
 
 def _zero_fill(w: NodeOp) -> None:
