@@ -271,3 +271,19 @@ def test_a_sum_over_a_scaled_linear_layer_is_split_per_term(tmp_path, capsys):
     assert sum(w.kind == SPLIT for w in rewrites) == 2
     _same_outputs(m, priced)
     _same_outputs(m, priced, seed=1)
+
+
+def test_a_split_per_term_that_adds_work_is_not_kept(tmp_path, capsys):
+    """`(p @ v + x) @ w`, p 64 x 64, v and x 64 x 48 (f32). With w 48 x 32, split per term `p (v w)`
+    saves 131,072 FLOPs of `(p v) w` but `x @ w` costs 196,608 more than the one product as written
+    (589,824 matrix FLOPs): the split is not kept. With w 48 x 1 it is: `p (v w) + x w` is 2 * 64 * 48
+    + 2 * 64 * 64 + 2 * 64 * 48 = 20,480 against 399,360."""
+    for cols, written, priced, kept in ((32, 589_824, 589_824, 0), (1, 399_360, 20_480, 1)):
+        f = tmp_path / f"residual_{cols}.py"
+        f.write_text(forward_program("p, v, x, w", "return (p @ v + x) @ w",
+                                     f"torch.randn(64, 64), torch.randn(64, 48), torch.randn(64, 48), "
+                                     f"torch.randn(48, {cols})"))
+        r = validated_json(capsys, str(f))
+        assert r["classical"]["totals"]["flops_matrix"] == written
+        assert r["totals"]["flops_matrix"] == priced
+        assert [x["kind"] for x in r["rewrites"]].count(SPLIT) == kept

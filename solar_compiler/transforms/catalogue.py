@@ -179,7 +179,10 @@ def _gathers(module: ModuleOp, allowed: Callable[[Sequence[NodeOp]], bool] | Non
 def _split_for_orders(module: ModuleOp) -> tuple[ModuleOp, list[Rewrite]] | None:
     """A copy of the module with reads split per part (`split_parts.py`) where the association entry
     then finds a cheaper order through the new nodes, and the records; None where no split helps.
-    A split that no cheaper order uses is not kept, so that it moves no other figure."""
+    A split that no cheaper order uses is not kept, so that it moves no other figure. A split per
+    term computes a product once per term (`(x + a) @ w` is `x @ w + a @ w`): the splits are kept
+    only when the program's work after them and the cheaper orders is below its work with the
+    cheaper orders alone, else without the splits per term, else none."""
     if not any(forward_matches(g) or split_matches(g) or term_matches(g) for g in module_graphs(module)):
         return None
     trial = module.clone()
@@ -188,12 +191,26 @@ def _split_for_orders(module: ModuleOp) -> tuple[ModuleOp, list[Rewrite]] | None
                for k, a in applied.items()}
     if not any(helpful.values()):
         return None
-    if any(helpful[k] != set(a.built) for k, a in applied.items()):
-        trial = module.clone()
-        applied = {g.kernel_name: split_parts(g, helpful[g.kernel_name].__contains__)
-                   for g in module_graphs(trial)}
-    return trial, [Rewrite(SPLIT, k, a.locs[key], a.words[key], 0, 0)
-                   for k, a in applied.items() for key in a.built]
+    before = None
+    for keep in (helpful, {k: h - applied[k].terms for k, h in helpful.items()}):
+        if not any(keep.values()):
+            return None
+        if any(keep[k] != set(a.built) for k, a in applied.items()):
+            trial = module.clone()
+            applied = {g.kernel_name: split_parts(g, keep[g.kernel_name].__contains__)
+                       for g in module_graphs(trial)}
+        before = _work(module) if before is None else before
+        if _work(trial) < before:
+            return trial, [Rewrite(SPLIT, k, a.locs[key], a.words[key], 0, 0)
+                           for k, a in applied.items() for key in a.built]
+    return None
+
+
+def _work(module: ModuleOp) -> int:
+    """The FLOPs of the module's nodes as written, less what the cheaper orders of its trees save."""
+    written = sum(_flops(node_counts(n)) for g in module_graphs(module) for n in node_ops(g))
+    return written - sum(p.written.flops - p.best.cost.flops for p in module_chain_plans(module)
+                         if p.better and p.best is not None)
 
 
 def _helpful(applied: Applied, plans: Sequence[ChainPlan]) -> set[str]:

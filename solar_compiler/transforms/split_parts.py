@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import islpy as isl
 from xdsl.dialects.builtin import (
@@ -124,6 +124,7 @@ class Applied:
     built: dict[str, set[str]]
     words: dict[str, str]
     locs: dict[str, str]
+    terms: set[str] = field(default_factory=set)   # the keys split per term (a product per term)
 
 
 @dataclass
@@ -178,6 +179,7 @@ def split_parts(graph: GraphOp, keep: Keep | None = None) -> Applied:
                 k, words, loc = key(c), f"{c.output_name} per term of {c.input_names[t.arg]}", c.location
                 new = split_terms(edit, t)
                 record(k, new, words, loc)
+                done.terms.add(k)
                 work.extendleft(reversed(new))
                 continue
             f = _node_forward(decls, c)
