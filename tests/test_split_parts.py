@@ -6,6 +6,7 @@ written."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from xdsl.context import Context
 
 from solar_compiler.analysis.graphs import module_graphs
@@ -216,23 +217,34 @@ def get_init_inputs():
 '''
 
 
-def test_a_mean_over_a_linear_layer_minus_a_parameter_is_split_per_term(tmp_path, capsys):
-    """`(fc(x) - p).mean(1)`, nn.Linear(32, 48) with its bias, x 64 x 32 (KernelBench level 2's
-    Gemm_Subtract_GlobalAvgPool): the layer's products accumulate onto the copied bias, and the mean
-    reads their difference with p. Split per term, the products' sum is `x @ w.sum(0)`: 2 * 64 * 32 =
-    4,096 matrix FLOPs, not 2 * 64 * 32 * 48 = 196,608; the bias and p are summed alone, and the bias
-    copy becomes a zero fill. (KernelBench's 51 at 2048 x 8192 x 8192 f32: 555.6 -> 120.2 us on
-    H100_SXM, memory-bound.)"""
-    f = tmp_path / "linear_mean.py"
-    f.write_text(LINEAR_MEAN)
+LINEAR_SCALED = LINEAR_MEAN.replace("return (self.fc(x) - self.p).mean(1)",
+                                    "return (self.fc(x) * 0.5).sum(1) + (-self.fc(x)).sum(1) / 3.0")
+
+
+@pytest.mark.parametrize("name,text,written,priced,splits", [
+    # `(fc(x) - p).mean(1)`, nn.Linear(32, 48) with its bias, x 64 x 32 (KernelBench level 2's
+    # Gemm_Subtract_GlobalAvgPool): the layer's products accumulate onto the copied bias, and the
+    # mean reads their difference with p. Split per term, the products' sum is `x @ w.sum(0)`: 2 * 64
+    # * 32 = 4,096 matrix FLOPs, not 2 * 64 * 32 * 48 = 196,608; the bias and p are summed alone, and
+    # the bias copy becomes a zero fill. (KernelBench's 51 at 2048 x 8192 x 8192 f32: 555.6 -> 120.2
+    # us on H100_SXM, memory-bound.)
+    ("linear_mean", LINEAR_MEAN, 196_608, 4_096, 1),
+    # `(fc(x) * 0.5).sum(1)` and `(-fc(x)).sum(1)`: the scale (a literal factor, a negation) between
+    # the layer and the sum is carried into each term's sum, and both products' sums are `x @
+    # w.sum(0)` (4,096 matrix FLOPs each, against 196,608 each as written)
+    ("linear_scaled", LINEAR_SCALED, 2 * 196_608, 2 * 4_096, 2),
+])
+def test_a_sum_over_a_linear_layer_is_split_per_term(tmp_path, capsys, name, text, written, priced, splits):
+    f = tmp_path / f"{name}.py"
+    f.write_text(text)
     r = validated_json(capsys, str(f))
-    assert r["classical"]["totals"]["flops_matrix"] == 196_608
-    assert r["totals"]["flops_matrix"] == 4_096
+    assert r["classical"]["totals"]["flops_matrix"] == written
+    assert r["totals"]["flops_matrix"] == priced
     m = _lifted(capsys, f)
-    priced, rewrites = catalogue_module(m)
-    assert sum(w.kind == SPLIT for w in rewrites) == 1
-    _same_outputs(m, priced)
-    _same_outputs(m, priced, seed=1)
+    prog, rewrites = catalogue_module(m)
+    assert sum(w.kind == SPLIT for w in rewrites) == splits
+    _same_outputs(m, prog)
+    _same_outputs(m, prog, seed=1)
 
 
 def test_a_product_of_a_biased_product_is_split_per_term(tmp_path, capsys):
@@ -251,26 +263,6 @@ def test_a_product_of_a_biased_product_is_split_per_term(tmp_path, capsys):
     m = _lifted(capsys, f)
     priced, _ = catalogue_module(m)
     _same_outputs(m, priced)
-
-
-LINEAR_SCALED = LINEAR_MEAN.replace("return (self.fc(x) - self.p).mean(1)",
-                                    "return (self.fc(x) * 0.5).sum(1) + (-self.fc(x)).sum(1) / 3.0")
-
-
-def test_a_sum_over_a_scaled_linear_layer_is_split_per_term(tmp_path, capsys):
-    """`(fc(x) * 0.5).sum(1)` and `(-fc(x)).sum(1)`: the scale (a literal factor, a negation) between
-    the layer and the sum is carried into each term's sum, and both products' sums are `x @
-    w.sum(0)` (2 * 64 * 32 = 4,096 matrix FLOPs each, against 196,608 each as written)."""
-    f = tmp_path / "linear_scaled.py"
-    f.write_text(LINEAR_SCALED)
-    r = validated_json(capsys, str(f))
-    assert r["classical"]["totals"]["flops_matrix"] == 2 * 196_608
-    assert r["totals"]["flops_matrix"] == 2 * 4_096
-    m = _lifted(capsys, f)
-    priced, rewrites = catalogue_module(m)
-    assert sum(w.kind == SPLIT for w in rewrites) == 2
-    _same_outputs(m, priced)
-    _same_outputs(m, priced, seed=1)
 
 
 def test_a_split_per_term_that_adds_work_is_not_kept(tmp_path, capsys):
