@@ -279,3 +279,40 @@ def test_a_split_per_term_that_adds_work_is_not_kept(tmp_path, capsys):
         assert r["classical"]["totals"]["flops_matrix"] == written
         assert r["totals"]["flops_matrix"] == priced
         assert [x["kind"] for x in r["rewrites"]].count(SPLIT) == kept
+
+
+OVERWRITTEN_TERM = """\
+kernel k(x: f32[64, 32] input, w: f32[32, 48] input, b: f32[48] input, out: f32[48] output):
+    local bb: f32[48]
+    local mm: f32[64, 48]
+    local t: f32[64, 48]
+    for j in range(48):
+        bb[j] = b[j]
+    for i in range(64):
+        for j in range(48):
+            mm[i, j] = 0.0
+            for k in range(32):
+                mm[i, j] += x[i, k] * w[k, j]
+    for i in range(64):
+        for j in range(48):
+            t[i, j] = mm[i, j] + bb[j]
+    for j in range(48):
+        bb[j] = bb[j] * 2.0
+    for j in range(48):
+        out[j] = 0.0
+        for i in range(64):
+            out[j] += t[i, j]
+"""
+
+
+def test_a_term_overwritten_before_the_sum_is_not_split():
+    """`t = x @ w + bb`, then `bb` doubled, then `sum_i t`: the sum per term would read the doubled
+    `bb`, so the sum is not split (the product stays as written) and the priced program computes
+    what was written."""
+    m = kernels_to_module(parse_kernels(OVERWRITTEN_TERM, "overwritten.loop"))
+    LiftEinsumPass().apply(Context(), m)
+    (g,) = module_graphs(m)
+    assert split_parts(g.clone()).built == {}
+    priced, rewrites = catalogue_module(m)
+    assert not any(r.kind == SPLIT for r in rewrites)
+    _same_outputs(m, priced)

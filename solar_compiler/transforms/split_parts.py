@@ -406,13 +406,7 @@ def _piece(writers: Sequence[NodeOp], regions: Sequence[Box | None], read: Seque
 def _source_holds(w: NodeOp, c: NodeOp) -> bool:
     """The copy's source holds at C the values the copy read: C comes after the copy and no node
     between writes the source."""
-    src = w.input_names[0]
-    o = w.next_op
-    while o is not None and o is not c:
-        if isinstance(o, NodeOp) and o.output_name == src:
-            return False
-        o = o.next_op
-    return o is c
+    return _holds(w.input_names[0], w, c)
 
 
 def forward(edit: _Edit, f: Forward) -> list[NodeOp]:
@@ -789,9 +783,20 @@ def _terms_of(c: NodeOp, a: int, e: NodeOp, whole: Box) -> Terms | None:
         return None
     ey = e.body.block.last_op
     terms = _addends(ey.stored) if isinstance(ey, YieldOp) else None
-    if terms is None or len(terms) + (onto is not None) < 2:
+    if terms is None or len(terms) + (onto is not None) < 2 or \
+            not all(_holds(e.input_names[t], e, c) for t, _ in terms):
         return None
     return Terms(c, a, e, tuple(terms), onto)
+
+
+def _holds(name: str, w: NodeOp, c: NodeOp) -> bool:
+    """No node between `w` and `c` writes tensor `name`: at C it holds the values W read."""
+    o = w.next_op
+    while o is not None and o is not c:
+        if isinstance(o, NodeOp) and o.output_name == name:
+            return False
+        o = o.next_op
+    return o is c
 
 
 def _region_of_sum(n: NodeOp) -> Box | None:
