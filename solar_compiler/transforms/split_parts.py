@@ -38,9 +38,9 @@ obstacles, and nothing else:
   fill. Exact in real arithmetic (distributivity); the product term then joins its tree
   (`(x @ w + b).sum(0)` is `x.sum(0) @ w + n b`).
 
-None of the rewrites changes a FLOP of a product; `catalogue.py` keeps them only where the
-association entry then finds a cheaper order through the new nodes (the report says "split per
-part" beside it).
+The first two change no FLOP; the third computes a product once per term, so `catalogue.py` keeps
+the splits only where the association entry then finds a cheaper order through the new nodes and
+the program's work falls (the report says "split per part" beside it).
 """
 
 from __future__ import annotations
@@ -101,8 +101,8 @@ class Split:
 
 @dataclass(frozen=True)
 class Terms:
-    """A sum node of a local that one element-wise node wrote as a sum of reads: its terms, as the
-    writer's input positions and signs (`sub(%0, add(%1, %0))`: (0, +), (1, -), (0, -))."""
+    """A product node (a sum too) reading a local that one element-wise node wrote as a sum of reads:
+    its terms, as the writer's input positions and signs (`sub(%0, add(%1, %0))`: (0, +), (1, -), (0, -))."""
 
     consumer: NodeOp
     arg: int                             # the consumer's operand the writer wrote
@@ -425,18 +425,8 @@ def forward(edit: _Edit, f: Forward) -> list[NodeOp]:
             lows[f.var], ups[f.var] = AffineExpr.constant(lo), AffineExpr.constant(hi)
             p.properties["lower_bounds"] = AffineMapAttr(AffineMap(nd, 0, tuple(lows)))
             p.properties["upper_bounds"] = AffineMapAttr(AffineMap(nd, 0, tuple(ups)))
-            p.properties["sym_name"] = StringAttr(edit.fresh(f"{c.sym_name.data}_p"))
-            _renumber(p, edit)
-            if i > 0 and reduced:
-                for k in ("init", "init_depth", "init_guard_scopes", "init_guard_depths", "init_origin"):
-                    p.properties.pop(k, None)
-        maps = list(p.indexing_maps.data)
-        maps[f.arg] = AffineMapAttr(_through_copy(g, w))
-        names = list(p.inputs.data)
-        names[f.arg] = FlatSymbolRefAttr(w.input_names[0])
-        p.properties["inputs"] = ArrayAttr(names)
-        p.properties["indexing_maps"] = ArrayAttr(maps)
-        p.properties.pop("traced", None)
+            _rename(p, edit, f"{c.sym_name.data}_p", keep_init=not (i > 0 and reduced))
+        _read(p, f.arg, _through_copy(g, w), w.input_names[0])
         ins = list(c.ins)
         ins[f.arg] = w.ins[0]
         set_edges(p, ins, new[-1].result if new and reduced else c.dest)
@@ -533,6 +523,27 @@ def _renumber(p: NodeOp, edit: _Edit) -> None:
     for k in ("scopes", "guard_scopes", "init_guard_scopes"):
         if k in p.properties:
             p.properties[k] = i64_array(tuple(table[s] for s in NodeOp.ints(p.properties[k])))  # type: ignore[arg-type]
+
+
+def _rename(p: NodeOp, edit: _Edit, base: str, keep_init: bool) -> None:
+    """A clone's own name and scopes; without its original's folded init when it accumulates onto
+    an earlier piece (`keep_init` False)."""
+    p.properties["sym_name"] = StringAttr(edit.fresh(base))
+    _renumber(p, edit)
+    if not keep_init:
+        for k in ("init", "init_depth", "init_guard_scopes", "init_guard_depths", "init_origin"):
+            p.properties.pop(k, None)
+
+
+def _read(p: NodeOp, arg: int, at: AffineMap, tensor: str) -> None:
+    """The clone's operand `arg` reads `tensor` at `at` (its edges are set by the caller)."""
+    maps = list(p.indexing_maps.data)
+    maps[arg] = AffineMapAttr(at)
+    names = list(p.inputs.data)
+    names[arg] = FlatSymbolRefAttr(tensor)
+    p.properties["indexing_maps"] = ArrayAttr(maps)
+    p.properties["inputs"] = ArrayAttr(names)
+    p.properties.pop("traced", None)
 
 
 # ---- producers read in disjoint parts ---------------------------------------------------------------------
@@ -733,19 +744,22 @@ def _term_match(decls: dict[str, TensorOp], c: NodeOp) -> Terms | None:
     if c.reduce.data != "add" or not _plain(c) or c.guards is not None or c.gathers() or \
             _box(c) is None or body_factors(c) is None:
         return None
+    def whole(decl: TensorOp) -> Box:
+        return tuple((0, n) for n in NodeOp.ints(decl.shape))
+
     for a, name in enumerate(c.input_names):
         decl, e = decls.get(name), c.ins[a].owner
         if decl is None or decl.role.data != "local" or not isinstance(e, NodeOp) or \
                 c.input_names.count(name) != 1 or [u.operation for u in e.result.uses] != [c]:
             continue
         scale = None
-        if _scaling(e, tuple((0, n) for n in NodeOp.ints(decl.shape))):
+        if _scaling(e, whole(decl)):
             scale, e = e, e.ins[0].owner
             decl = decls.get(scale.input_names[0])
             if decl is None or decl.role.data != "local" or not isinstance(e, NodeOp) or \
                     [u.operation for u in e.result.uses] != [scale]:
                 continue
-        m = _terms_of(c, a, e, tuple((0, n) for n in NodeOp.ints(decl.shape)))
+        m = _terms_of(c, a, e, whole(decl))
         if m is not None:
             return replace(m, scale=scale)
     return None
@@ -839,47 +853,21 @@ def split_terms(edit: _Edit, m: Terms) -> list[NodeOp]:
         g = _through_copy(g, m.scale)  # C's read of the scaled local, as a read of what it scales
     new: list[NodeOp] = []
     for i, (arg, sign) in enumerate((*m.terms, (-1, 1)) if m.onto is not None else m.terms):
+        p = c.clone()
+        _rename(p, edit, f"{c.sym_name.data}_t", keep_init=i == 0)
+        ins = list(c.ins)
         if arg < 0:  # the accumulated products: C itself, reading them over a zero fill
             assert m.onto is not None
-            p = c.clone()
-            p.properties["sym_name"] = StringAttr(edit.fresh(f"{c.sym_name.data}_t"))
-            _renumber(p, edit)
-            for k in ("init", "init_depth", "init_guard_scopes", "init_guard_depths", "init_origin"):
-                p.properties.pop(k, None)
-            ins = list(c.ins)
             if m.scale is not None:
-                maps = list(p.indexing_maps.data)
-                maps[a] = AffineMapAttr(g)
-                p.properties["indexing_maps"] = ArrayAttr(maps)
-                names = list(p.inputs.data)
-                names[a] = FlatSymbolRefAttr(m.onto.output_name)
-                p.properties["inputs"] = ArrayAttr(names)
-                p.properties.pop("traced", None)
-                _scaled(p, m.scale)
+                _read(p, a, g, m.onto.output_name)
                 ins[a] = m.onto.result
-            set_edges(p, ins, new[-1].result)
-            edit.graph.body.block.insert_op_before(p, c)
-            new.append(p)
-            continue
-        p = c.clone()
-        p.properties["sym_name"] = StringAttr(edit.fresh(f"{c.sym_name.data}_t"))
-        _renumber(p, edit)
-        if i > 0:
-            for k in ("init", "init_depth", "init_guard_scopes", "init_guard_depths", "init_origin"):
-                p.properties.pop(k, None)
-        maps = list(p.indexing_maps.data)
-        maps[a] = AffineMapAttr(_through_copy(g, e, arg))
-        p.properties["indexing_maps"] = ArrayAttr(maps)
-        names = list(p.inputs.data)
-        names[a] = FlatSymbolRefAttr(e.input_names[arg])
-        p.properties["inputs"] = ArrayAttr(names)
-        p.properties.pop("traced", None)
-        if sign < 0:
-            _negate(p)
+        else:
+            _read(p, a, _through_copy(g, e, arg), e.input_names[arg])
+            ins[a] = e.ins[arg]
+            if sign < 0:
+                _negate(p)
         if m.scale is not None:
             _scaled(p, m.scale)
-        ins = list(c.ins)
-        ins[a] = e.ins[arg]
         set_edges(p, ins, new[-1].result if new else c.dest)
         edit.graph.body.block.insert_op_before(p, c)
         new.append(p)
