@@ -144,6 +144,39 @@ def get_inputs():
     return [torch.randn(N, N, dtype=torch.bfloat16), torch.randn(N, N, dtype=torch.bfloat16)]
 """
 
+SYRKX = HEAD.replace("N = 4096", "N = 1024") + """class Model(nn.Module):
+    def forward(self, x, d, y):
+        return (x * d) @ x.t(), (x * d[:, None]) @ x.t(), (x * y) @ x.t()
+def get_inputs():
+    bf = torch.bfloat16
+    return [torch.randn(N, N, dtype=bf), torch.rand(N, dtype=bf), torch.randn(N, N, dtype=bf)]
+"""
+
+SUM_PLUS = """import torch
+import torch.nn as nn
+N = 8192
+class Model(nn.Module):
+    def forward(self, a, b, s):
+        return (a[:, None] + b[None, :]).sum(1), (1 - s).mean(-1)
+def get_inputs():
+    return [torch.randn(N), torch.randn(N), torch.randn(1024, N)]
+def get_init_inputs():
+    return []
+"""
+
+BSHIFT = """import torch
+import torch.nn as nn
+N = 512
+class Model(nn.Module):
+    def forward(self, x, c, w):
+        return (x[None] + c[:, None, None]) @ w
+def get_inputs():
+    bf = torch.bfloat16
+    return [torch.randn(N, N, dtype=bf), torch.randn(8, dtype=bf), torch.randn(N, N, dtype=bf)]
+def get_init_inputs():
+    return []
+"""
+
 OUTER_SUM = """import torch
 import torch.nn as nn
 N = 8192
@@ -297,7 +330,7 @@ PROGRAMS = {"sum_loop": SUM_LOOP, "block_diag": BLOCK_DIAG, "bcast_sum": BCAST_S
             "keepdim_view": KEEPDIM_VIEW,
             "eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "shared": SHARED, "expand": EXPAND,
             "repeat": REPEAT, "cat": CAT, "gram": GRAM,
-            "syrk": SYRK, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST,
+            "syrk": SYRK, "syrkx": SYRKX, "sum_plus": SUM_PLUS, "bshift": BSHIFT, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST,
             "broadcast_b200": BROADCAST_B200, "kv_cache": KV_CACHE, "slice_update": SLICE_UPDATE,
             "kv_cache_b200": KV_CACHE_B200}
 
@@ -435,6 +468,53 @@ def test_a_symmetric_product_computes_half(capsys, files):
     assert [w["kind"] for w in r["rewrites"]] == ["symmetric product"] * 2
 
 
+
+def test_a_product_symmetric_through_an_element_wise_scale_computes_half(capsys, files):
+    # (x * d) @ x.t() is sum_k x_ik d_k x_jk: symmetric (cuBLAS syrkx); (x * d[:, None]) @ x.t() is
+    # d_i (x @ x.t())_ij: the products of a symmetric matrix, then a row scale. bf16 1024: each
+    # N^2 (N + 1) MACs, not N^3. (x * y) @ x.t() is no symmetric product: 2 N^3.
+    n = 1024
+    r = roofline_json(capsys, files["syrkx"])
+    half = 2 * n**3 * (n + 1) // (2 * n)
+    assert r["totals"]["flops_matrix"] == 2 * half + 2 * n**3
+    assert [w["kind"] for w in r["rewrites"]].count("symmetric product") == 2
+    assert r["classical"]["totals"]["flops_matrix"] == 3 * 2 * n**3
+    # eager's matmul kernel reads the scaled tensor and x: no symmetry it could see
+    assert r["bounds"]["H100_SXM"]["unfused_s"] >= 3 * 2 * n**3 / BF16
+
+
+def test_distributivity_factors_a_sum_of_vector_work(capsys, files):
+    # (a[:, None] + b[None, :]).sum(1), f32 8192: n a_i + sum_j b_j, 8192 scalings, 8191 additions of
+    # b and 8192 of the two terms, against 2 x 8192^2 as written (1.00 us on the vector unit);
+    # (1 - s).mean(-1), 1024 x 8192: 1 - mean(s), the row sums of s (1024 x 8191 additions), then per
+    # row the scaling, the subtraction and the division: the traffic binds
+    n = 8192
+    r = roofline_json(capsys, files["sum_plus"])
+    vector = sorted(o["flops_vector"] for o in r["ops"] if o["flops_vector"])
+    # the division of the mean, per row; the first sum; the second: 1 - s is a constant monomial
+    # (one scaling by 8192) and -s, summed alone, and the two combined per row
+    assert vector == [1024, n + (n - 1) + n, 1024 * (n - 1) + 1 + 1024]
+    assert r["totals"]["flops_matrix"] == 0
+    words = [w["words"] for w in r["rewrites"]]
+    assert words.count("polynomial expansion (2 monomials, 0 on the matrix unit, 2 vector) for sum") == 1
+    assert fused(r) == pytest.approx((3 * n + 1024 * n + 1024) * 4 / BW, rel=1e-3)
+    assert r["classical"]["totals"]["flops_vector"] >= 2 * n * n + 2 * 1024 * n
+
+def test_a_shift_constant_along_the_reduced_variable_is_factored_out(capsys, files):
+    # (x[None] + c[:, None, None]) @ w, 8 shifts of x, bf16 512: x @ w once (broadcast over the 8) plus
+    # c_b (sum_k w_kj): 2 N^3 matrix FLOPs, against 8 x 2 N^3 as written. Vector: the column sums of
+    # w (N (N - 1)), c_b times them (8 N), one addition per output element (8 N^2); the add of x and c
+    # as written (8 N^2) is gone. More vector work than as written, so each target may compute any
+    # share of the output as written instead (revert_*), and no fused bound exceeds the classical one.
+    n, b = 512, 8
+    r = roofline_json(capsys, files["bshift"], "--hw", "H100_SXM,B200,A100_SXM")
+    assert r["totals"]["flops_matrix"] == 2 * n**3
+    assert r["totals"]["flops_vector"] == n * (n - 1) + b * n + b * n * n
+    op = next(o for o in r["ops"] if o["flops_matrix"])
+    assert (op["revert_matrix"], op["revert_vector"]) == ((b - 1) * 2 * n**3, n * (n - 1) + b * n)
+    for hw, bound in r["bounds"].items():
+        assert bound["fused_s"] <= r["classical"]["bounds"][hw]["fused_s"]
+    assert fused(r) == pytest.approx(max(2 * n**3 / BF16, (2 * n * n + b + b * n * n) * 2 / BW), rel=1e-3)
 
 # ---- constant buffers: bands and identities, beyond triangles -------------------------------------------
 def test_an_identity_buffer_is_computed_from_indices(capsys, files):

@@ -106,7 +106,7 @@ def test_the_unfused_bound_runs_sub_pow_and_sum_as_written(capsys, files):
     assert r["bounds"]["H100_SXM"]["unfused_s"] == r["classical"]["bounds"]["H100_SXM"]["unfused_s"]
 
 
-def _costs(body: str, init: str = "0.0", dx: str = "f32", dy: str = "f32"):
+def _costs(body: str, init: str = "0.0", dx: str = "f32", dy: str = "f32", distinct: bool = True):
     text = f"""kernel sqd(x: {dx}[128, 32] input, y: {dy}[64, 32] input, d: {dx}[128, 64] output):
     for i in range(128):
         for j in range(64):
@@ -114,7 +114,7 @@ def _costs(body: str, init: str = "0.0", dx: str = "f32", dy: str = "f32"):
             for k in range(32):
                 d[i, j] += {body}
 """
-    return program_costs(lift_kernel(parse_kernel(text, "t.loop")), distinct=True)
+    return program_costs(lift_kernel(parse_kernel(text, "t.loop")), distinct=distinct)
 
 
 def test_one_statement_squared_distance_expands():
@@ -139,13 +139,22 @@ def test_a_scaled_sum_of_products_expands_with_a_literal_scale():
 
 def test_no_expansion_through_exp_or_of_a_single_monomial():
     # exp is no polynomial; x_ik * (y_jk + y_jk) is the single monomial 2 x_ik y_jk: a contraction
-    # already, nothing to expand;
-    # sum_k (1 - x_ik + y_jk) has none for the matrix unit: rearranging vector work alone is
-    # distributivity, not this entry (cosine_similarity's mean(1 - sim) keeps its 128 + 128 FLOPs)
-    for body in ("(x[i, k] - y[j, k]) * exp(x[i, k] - y[j, k])", "x[i, k] * (y[j, k] + y[j, k])",
-                 "1.0 - x[i, k] + y[j, k]"):
+    # already, nothing to expand
+    for body in ("(x[i, k] - y[j, k]) * exp(x[i, k] - y[j, k])", "x[i, k] * (y[j, k] + y[j, k])"):
         s = _costs(body).ops[-1]
         assert s.algorithm is None, body
+
+
+def test_vector_work_alone_is_factored_by_distributivity():
+    # sum_k (1 - x_ik + y_jk) = 32 - sum_k x_ik + sum_k y_jk: no product for the matrix unit, but the
+    # row sums of x (128 x 31 additions) and of y (64 x 31) once each, the 32 once, and two adds per
+    # output element (128 x 64): 22,337 vector FLOPs, against 528,384 as written (1 - x_ik once per
+    # (i, k), then two adds per point). The additions (22,336) are sums a matrix unit may take, as
+    # the node's were.
+    s = _costs("1.0 - x[i, k] + y[j, k]").ops[-1]
+    assert (s.flops_matrix, s.flops_vector, s.flops_sum) == (0, 1 + 3_968 + 1_984 + 16_384, 22_336)
+    assert s.algorithm == "polynomial expansion (3 monomials, 0 on the matrix unit, 3 vector)"
+    assert _costs("1.0 - x[i, k] + y[j, k]", distinct=False).ops[-1].flops_vector == 128 * 32 + 2 * 128 * 64 * 32
 
 
 def test_a_bf16_square_runs_on_the_bf16_matrix_unit():

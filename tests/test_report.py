@@ -88,7 +88,7 @@ def test_json_shape_exact_keys():
     assert [o["name"] for o in r["ops"]] == ["S0", "S1", "S2"]
     assert set(r["ops"][1]) == {"name", "kernel", "equation", "label", "loc", "flops", "flops_matrix",
                                 "flops_vector", "flops_vector_literal", "flops_transcendental", "flops_sum",
-                                "sum_dtype", "bytes",
+                                "sum_dtype", "revert_matrix", "revert_vector", "bytes",
                                 "unit", "matrix_dtype", "vector_dtype", "intensity", "sequential", "indirect",
                                 "bound_s",
                                 "bottleneck", "cache_aware_s", "cache_aware_bottleneck", "bytes_cache_aware",

@@ -113,7 +113,9 @@ class Split:
 @dataclass(frozen=True)
 class SumMove:
     """Work of one op that may run on either unit: `vector_s` seconds of its vector time (already in
-    it), or `matrix_s` seconds on the matrix unit instead, for `adds` additions (`OpCost.flops_sum`)."""
+    it), or `matrix_s` seconds on the matrix unit instead, for `adds` additions (`OpCost.flops_sum`);
+    or a share of an op computed as written, which takes `vector_s` off and adds `matrix_s` (`adds`
+    0: `OpCost.revert_matrix`)."""
 
     vector_s: float
     matrix_s: float
@@ -149,9 +151,15 @@ class OpBound(_UnitTimes):
     t_vector: float
     t_memory: float
     sums: SumMove | None = None
+    revert: SumMove | None = None  # a share of the op computed as written instead (`OpCost.revert_matrix`)
+
+    @property
+    def moves(self) -> list[SumMove]:
+        """The work the op may move from its vector unit to its matrix unit."""
+        return [m for m in (self.sums, self.revert) if m is not None]
 
     def split(self) -> Split:
-        return balance(self.t_matrix, self.t_vector, [self.sums] if self.sums else [])
+        return balance(self.t_matrix, self.t_vector, self.moves)
 
     @property
     def bound_s(self) -> float:
@@ -344,9 +352,13 @@ def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto", cache_state: str
         on_matrix = hw.price_sum(op.sum_dtype, precision) if op.flops_sum and op.sum_dtype else None
         if on_matrix is not None:  # one MAC (2 FLOPs) per addition, against 1 vector FLOP
             sums = SumMove(op.flops_sum / vector_rate, 2 * op.flops_sum / on_matrix.rate, op.flops_sum)
+    revert = None
+    if op.revert_matrix and op.matrix_dtype is not None:  # any share of the op back as written
+        revert = SumMove(op.revert_vector / hw.vector_peak(op.vector_dtype),
+                         op.revert_matrix / hw.matrix_peak(op.matrix_dtype, precision), 0)
     reads = sum(a.bytes for a in op.reads)
     return OpBound(op.name, t_matrix, t_vector, memory_time(reads, op.bytes - reads, hw, cache_state, levels),
-                   sums)
+                   sums, revert)
 
 
 def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precision: str = "auto",
@@ -387,7 +399,7 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precis
             reads = sum(a.bytes for a in k.reads)
             t_matrix, t_vector = sum(ops[i].t_matrix for i in idx), sum(ops[i].t_vector for i in idx)
             as_counted = [as_counted[0] + t_matrix, as_counted[1] + t_vector]
-            s = balance(t_matrix, t_vector, [ops[i].sums for i in idx if ops[i].sums is not None])
+            s = balance(t_matrix, t_vector, [m for i in idx for m in ops[i].moves])
             kbs.append(KernelBound(k.name, idx, k.bytes, s.t_matrix, s.t_vector,
                                    memory_time(reads, k.bytes - reads, hw, cache_state, levels),
                                    latency_floor_s(hw, reads)))
@@ -395,7 +407,7 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precis
     # the whole program's split of its sums between the units: at most the kernels' splits summed
     # (theirs is one split of the whole); without sums, the kernels' times summed in the unfused
     # bound's order, so unfused >= fused holds exactly
-    fused = balance(*as_counted, [o.sums for o in ops if o.sums is not None])
+    fused = balance(*as_counted, [m for o in ops for m in o.moves])
     unfused_memory_s = sum(k.t_memory for k in kbs)
     written = sum(g.compulsory_written for g in graphs)
     fused_memory_s = memory_time(sum(g.compulsory_bytes for g in graphs) - written, written, hw, cache_state,

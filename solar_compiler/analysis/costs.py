@@ -141,6 +141,12 @@ class OpCost:
     # values summed, which prices them there (`HwTarget.price_sum`); 0 / None: none
     flops_sum: int = 0
     sum_dtype: str | None = None
+    # a catalogue entry that trades matrix work for vector work (`_expand_polynomials`): computing
+    # any share of the op's output elements as written instead adds that share of `revert_matrix`
+    # matrix FLOPs (at `matrix_dtype`) and removes that share of `revert_vector` vector FLOPs, which
+    # the bound may do on each target (`bounds.balance`), so it never exceeds the program as written
+    revert_matrix: int = 0
+    revert_vector: int = 0
 
     @property
     def vector_literal(self) -> int:
@@ -677,7 +683,7 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
     for pos, (node, o) in enumerate(zip(nodes, g.ops, strict=True)):
         if o.matrix_dtype is None:  # not a contraction: nothing of distinct.py applies
             continue
-        fm, how = distinct_matrix_flops(node, o.flops_matrix, same)
+        fm, how = distinct_matrix_flops(node, o.flops_matrix, same, kernel_of is None)
         fast, winograd = fast_conv_flops(node, fm, o.matrix_dtype)  # inside the conv's own op
         if winograd is not None and fast < fm:
             fm, how = fast, winograd
@@ -774,6 +780,7 @@ def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCos
     than the node and the locals it absorbs, and keeps the matrix work of the graph (the kernel, for
     the unfused bound: all of it inside one kernel) within its matrix or vector work as it was."""
     tables: GraphTables | None = None
+    values: ValueDtypes | None = None
     scope_of = (lambda i: 0) if kernel_of is None else kernel_of.__getitem__  # noqa: E731
     totals: dict[int, list[int]] = {}  # scope -> [matrix, vector] FLOPs, kept up to date below
     for i, q in enumerate(ops):
@@ -796,20 +803,39 @@ def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCos
             continue  # eager execution runs the absorbed ops' kernels as written
         written = sum(ops[i].flops for i in here)
         fm, fv = totals[scope_of(pos)]
-        fm_after = fm - sum(ops[i].flops_matrix for i in here) + e.flops_matrix
-        fv_after = fv - sum(ops[i].flops_vector for i in here) + e.flops_vector
+        fm_here, fv_here = sum(ops[i].flops_matrix for i in here), sum(ops[i].flops_vector for i in here)
+        fm_after = fm - fm_here + e.flops_matrix
+        fv_after = fv - fv_here + e.flops_vector
         total = e.flops_matrix + e.flops_vector
-        # fewer FLOPs, or as many with vector work moved to the matrix unit (a broadcast multiply
-        # and a sum that are a matrix product: never slower there)
-        if total > written or (total == written and fv_after >= fv) or fv_after > fv or \
-                (fm_after > fm and fm_after > fv):
-            continue
         if e.flops_matrix and o.matrix_dtype is not None and o.matrix_dtype != e.matrix_dtype:
             continue  # the node's own matrix dtype prices its products: keep one dtype per node
+        revert, sums = (0, 0), 0
+        if not e.flops_matrix:
+            # distributivity of vector work alone: the node's additions as written may run on the
+            # matrix unit (`_sums_on_matrix`), and so may the expansion's: its other vector work must
+            # fit in the node's other work, and its whole vector work in the node's
+            flex = min(st.points(nodes[pos]), o.flops_vector) if o.matrix_dtype is None else 0
+            if total >= written or e.flops_vector > fv_here or e.flops_vector - e.flops_sum > fv_here - flex:
+                continue
+            sums = e.flops_sum
+        elif total > written or (total == written and fv_after >= fv) or fv_after > fv or \
+                (fm_after > fm and fm_after > fv):
+            # fewer FLOPs, matrix work for vector work: priced with the way back to the program as
+            # written on each target (any share of the output elements)
+            if total >= written or e.flops_matrix >= fm_here or e.flops_vector <= fv_here or \
+                    o.matrix_dtype is None or \
+                    any(ops[i].vector_dtype != o.vector_dtype or ops[i].flops_matrix for i in e.absorbed):
+                continue
+            revert = (fm_here - e.flops_matrix, e.flops_vector - fv_here)
         ops[pos] = replace(o, unit="matrix" if e.flops_matrix else o.unit, flops_matrix=e.flops_matrix,
                            flops_vector=e.flops_vector, flops_transcendental=0,
                            matrix_dtype=e.matrix_dtype if e.flops_matrix else o.matrix_dtype,
-                           algorithm=f"{POLY} ({e.words})")
+                           algorithm=f"{POLY} ({e.words})", revert_matrix=revert[0], revert_vector=revert[1])
+        if sums:
+            values = values or ValueDtypes(graph)
+            ops[pos] = replace(ops[pos], flops_sum=sums,
+                               sum_dtype=values.stored(nodes[pos], st.stored_value(nodes[pos]),
+                                                       st.reduced_dims(nodes[pos])))
         for i in e.absorbed:
             ops[i] = replace(ops[i], flops_matrix=0, flops_vector=0, flops_transcendental=0,
                              algorithm=f"{POLY} (into {o.source or o.name})")

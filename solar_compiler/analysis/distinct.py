@@ -11,7 +11,9 @@ products once (docs/bounds.md, section 0). `costs.py` applies them when asked fo
   under the joint access map (counted exactly, `polyhedral.footprint`), never more than 2 per point.
 * **Symmetric products** (SYRK, cuBLAS `syrk`, `x @ x.t()`, `x.t() @ x`): two reads of one tensor
   whose indices swap under exchanging two output variables of equal range, over a box domain: the
-  output is symmetric, and the pairs a <= b suffice: n (n + 1) / 2 of the n^2.
+  output is symmetric, and the pairs a <= b suffice: n (n + 1) / 2 of the n^2. So for any pure
+  product whose reads along the reduced variables are the same multiset after the exchange, also
+  through an operand an element-wise product computed (SYRKX, `(x * d) @ x.t()`; `_symmetric_leaves`).
 * **Common subexpressions** (CSE, what every compiler does): a node identical to an earlier one
   (same statements, loops and guards, only its target differs; loops compared by position after a
   renaming, `_renamed_key`) whose operands and whose earlier twin's result no statement between
@@ -46,9 +48,9 @@ from xdsl.ir import BlockArgument, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr
 
 from solar_compiler.analysis import structured as st
-from solar_compiler.analysis.polyhedral import contraction_reads, node_indices, node_loop_ranges
+from solar_compiler.analysis.polyhedral import contraction_reads, node_indices, node_loop_ranges, writes_whole
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp
-from solar_compiler.dialects.loop import BinaryOp, ConstOp, SelectOp, type_dtype
+from solar_compiler.dialects.loop import BinaryOp, CastOp, ConstOp, SelectOp, UnaryOp, type_dtype
 from solar_compiler.loopir.affine import AffExpr
 
 #: `OpCost.algorithm` of a node priced by an entry here
@@ -58,12 +60,14 @@ PRESUMMED = "operand summed over a repeated operand's copies first"
 SELECT = "value-dependent select computes one branch"
 
 
-def distinct_matrix_flops(node: NodeOp, flops: int, same: Mapping[str, str] | None = None) \
-        -> tuple[int, str | None]:
+def distinct_matrix_flops(node: NodeOp, flops: int, same: Mapping[str, str] | None = None,
+                          through_locals: bool = False) -> tuple[int, str | None]:
     """The contraction's matrix FLOPs (`flops` as written) with repeated and symmetric products
     counted once, and the entry that lowered them (None: none did). `same`: tensor -> the tensor
     that holds the same values (a common subexpression's twin), so `y1 @ y2.t()` with y2 a
-    recomputation of y1 is a symmetric product."""
+    recomputation of y1 is a symmetric product. `through_locals`: an operand that an element-wise
+    product of reads computed is seen as those reads (`(x * d) @ x.t()` is symmetric: cuBLAS
+    `syrkx`); not for the eager unfused bound, whose matmul kernel sees two tensors."""
     reads = contraction_reads(node)
     if reads is None or len(reads) < 2:
         return flops, None
@@ -76,6 +80,8 @@ def distinct_matrix_flops(node: NodeOp, flops: int, same: Mapping[str, str] | No
         if 2 * products < flops:
             flops, how = 2 * products, BROADCAST
     half = _symmetric_share(node, [(same.get(t, t), i, a) for t, i, a in reads] if same else reads)
+    if half is None:
+        half = _symmetric_leaves(node, same or {}, through_locals)
     if half is not None:
         num, den = half
         flops, how = -(-flops * num // den), SYMMETRIC
@@ -160,6 +166,74 @@ def _symmetric_share(node: NodeOp, reads: Sequence[tuple[str, tuple[AffExpr, ...
                 n = ranges[a][1] - ranges[a][0] + 1
                 return n + 1, 2 * n
     return None
+
+
+def _symmetric_leaves(node: NodeOp, same: Mapping[str, str], through_locals: bool) -> tuple[int, int] | None:
+    """`_symmetric_share` of a product of any number of reads: the reads that vary along a reduced
+    variable, as a multiset, are the same after exchanging two output variables of equal extent,
+    and some read changes (`sum_k x_ik d_k x_jk`). The body must be a pure product (multiplies,
+    negations, casts, literal factors and divisors: `x_ik / y_ik` is no factor y), and so must an
+    operand's element-wise producer that `through_locals` lets it read through."""
+    leaves = _product_leaves(node, st.stored_value(node), {})
+    if leaves is None or _main_guards(node) or not _box(node):
+        return None
+    if through_locals:
+        inlined: list[tuple[str, tuple[AffExpr, ...]]] = []
+        for t, idx, a in leaves:
+            w = st.producer(node, a)
+            inner = _product_leaves(w, st.stored_value(w), {}) if w is not None and \
+                writes_whole(w, tuple(node.ins[a].type.get_shape())) else None  # type: ignore[attr-defined]
+            if inner is None:
+                inlined.append((t, idx))
+                continue
+            outs = node_indices(w, len(w.get_indexing_maps().data) - 1)
+            subst = {str(o.terms[0][0]): e for o, e in zip(outs, idx, strict=True)}
+            inlined += [(u, tuple(e.substitute(subst) for e in j)) for u, j, _ in inner]
+        reads = inlined
+    else:
+        reads = [(t, idx) for t, idx, _ in leaves]
+    ranges = node_loop_ranges(node)
+    out_vars = set().union(*(i.vars() for i in node_indices(node, len(node.get_indexing_maps().data) - 1)))
+    reduced = set(node.iv_names) - out_vars
+    keyed = sorted((same.get(t, t), tuple(map(str, idx))) for t, idx in reads
+                   if set().union(*(e.vars() for e in idx)) & reduced)
+    out = [v for v in node.iv_names if v in out_vars]
+    for i, a in enumerate(out):
+        for b in out[i + 1:]:
+            if ranges[a] != ranges[b]:
+                continue
+            swap = {a: AffExpr.var(b), b: AffExpr.var(a)}
+            swapped = sorted((same.get(t, t), tuple(str(e.substitute(swap)) for e in idx)) for t, idx in reads
+                             if set().union(*(e.vars() for e in idx)) & reduced)
+            moved = any(tuple(e.substitute(swap) for e in idx) != idx for _, idx in reads)
+            if swapped == keyed and moved:
+                n = ranges[a][1] - ranges[a][0] + 1
+                return n + 1, 2 * n
+    return None
+
+
+def _product_leaves(node: NodeOp, v: SSAValue, memo: dict[SSAValue, list | None]) \
+        -> list[tuple[str, tuple[AffExpr, ...], int]] | None:
+    """The reads (tensor, indices, block argument) a pure product multiplies, or None where `v` is
+    no pure product of direct reads (`_symmetric_leaves`)."""
+    if v in memo:
+        return memo[v]
+    out: list[tuple[str, tuple[AffExpr, ...], int]] | None = None
+    o = v.owner
+    if isinstance(v, BlockArgument):
+        out = [(node.input_names[v.index], node_indices(node, v.index), v.index)] \
+            if v.index < len(node.input_names) else None
+    elif isinstance(o, ConstOp):
+        out = []
+    elif isinstance(o, CastOp) or (isinstance(o, UnaryOp) and o.fn.data == "neg"):
+        out = _product_leaves(node, o.operands[0], memo)
+    elif isinstance(o, BinaryOp) and o.fn.data == "mul":
+        lhs, rhs = _product_leaves(node, o.lhs, memo), _product_leaves(node, o.rhs, memo)
+        out = None if lhs is None or rhs is None else lhs + rhs
+    elif isinstance(o, BinaryOp) and o.fn.data == "div" and isinstance(o.rhs.owner, ConstOp):
+        out = _product_leaves(node, o.lhs, memo)
+    memo[v] = out
+    return out
 
 
 def _main_guards(node: NodeOp) -> int:

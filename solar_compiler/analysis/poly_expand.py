@@ -20,16 +20,19 @@ variables. Each monomial is priced in the cheapest order this entry knows:
   accumulates into an earlier value), a literal coefficient applied to the monomial's smallest
   factor; a minus sign is the subtraction.
 
-The entry is the norm expansion: it applies where a monomial becomes a product on the matrix unit.
-Rearranging vector work alone (`mean(1 - s)` as `1 - mean(s)`) is distributivity, a catalogue
-entry of its own (docs/bounds.md section 0.0, not applied yet).
+Without a product for the matrix unit the expansion is distributivity and loop-invariant factoring
+of vector work: `sum_j (a_i + b_j)` is `n a_i + sum_j b_j`, `mean(1 - s)` is `1 - mean(s)`; it is
+taken on the same terms (fewer FLOPs, vector work not rising).
 
 Only exact polynomials: a `max`, `exp`, `abs` or a gather anywhere stops the entry (an L1 distance
 keeps its figure). The node takes the expansion when it needs fewer FLOPs than it and the locals it
 absorbs as written (or as many, with vector work moved to the matrix unit: `(x[:, :, None] * w[None])
 .sum(1)` is `x @ w`), and the graph's matrix work after it stays within its matrix or its vector work
 as written: a matrix FLOP is never priced slower than a vector FLOP of the same dtype
-(`hw/pricing.py`), so under the fused bound's max over units no target's bound rises.
+(`hw/pricing.py`), so under the fused bound's max over units no target's bound rises. An expansion
+with fewer FLOPs that trades matrix work for more vector work (`(x[None] + c[:, None, None]) @ w`:
+`x @ w` once, and one addition per output element) is taken with the way back: each target may
+compute any share of the output as written instead (`OpCost.revert_matrix`, `bounds.balance`).
 """
 
 from __future__ import annotations
@@ -43,11 +46,12 @@ from fractions import Fraction
 from xdsl.ir import BlockArgument, SSAValue
 
 from solar_compiler.analysis import structured as st
-from solar_compiler.analysis.polyhedral import node_indices, node_loop_ranges
+from solar_compiler.analysis.polyhedral import node_indices, node_loop_ranges, writes_whole
 from solar_compiler.analysis.value_dtypes import join
 from solar_compiler.dialects.einsum import GraphOp, NodeOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, ConstOp, UnaryOp
 from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.affine_map import to_affine_expr
 
 POLY = "polynomial expansion"  # how the names of its entries start (`catalogue.Rewrite.words`)
 MAX_MONOMIALS = 32
@@ -78,6 +82,7 @@ class Expansion:
     flops_vector: int
     matrix_dtype: str | None
     words: str                  # "3 monomials: 1 matrix product, 2 vector" for the report
+    flops_sum: int = 0          # the part of flops_vector that is additions of sums
 
 
 def _key(f: Factor) -> tuple[str, tuple[str, ...]]:
@@ -215,17 +220,8 @@ class _Builder:
 
     def _inlinable(self, w: NodeOp, tensor: str) -> bool:
         """A local fully written, element-wise, by one node that nothing else partially overwrites."""
-        if self.roles.get(tensor) != "local" or w.reduce.data != "none" or w.init is not None or \
-                w.dynamic_positions or NodeOp.ints(w.guard_scopes) or w not in self.positions:
-            return False
-        outs = node_indices(w, len(w.get_indexing_maps().data) - 1)
-        names = [str(o.terms[0][0]) if o.is_var() else None for o in outs]
-        if None in names or sorted(names) != sorted(w.iv_names):  # type: ignore[type-var]
-            return False
-        ranges = node_loop_ranges(w)
-        shape = tuple(self.shapes[tensor])
-        box = tuple(ranges[v][1] + 1 for v in names)  # type: ignore[index]
-        return all(ranges[v][0] == 0 for v in w.iv_names) and box == shape and st.points(w) == math.prod(box)
+        return self.roles.get(tensor) == "local" and w in self.positions and \
+            writes_whole(w, tuple(self.shapes[tensor]))
 
 
 def _vars(f: Factor) -> frozenset[str]:
@@ -236,24 +232,29 @@ def _vars(f: Factor) -> frozenset[str]:
 class _Priced:
     matrix: int = 0
     vector: int = 0
+    adds: int = 0  # the part of `vector` that is additions of sums (a matrix unit may take them)
     pairs: tuple[tuple[frozenset[str], frozenset[str]], ...] = ()  # each matrix product's operands' tensors
 
 
 def _price_monomial(m: Monomial, coeff: Fraction, reduced: frozenset[str], size: dict[str, int],
-                    out: _Priced) -> None:
+                    distinct: Callable[[Sequence[AffExpr]], int], out: _Priced) -> None:
     """Add the monomial's work, summed over `reduced`, to `out` (module docstring); raises
-    _NotPolynomial where three or more factors share reduced variables."""
+    _NotPolynomial where three or more factors share reduced variables. `distinct` counts the
+    distinct values of index expressions over the node's domain: a product is computed once per
+    distinct tuple of the values it multiplies (`x[i % n, k] * w[k, j]` over i < 8 n is n products
+    per (k, j), broadcast), as the distinct-products entry counts a contraction's."""
     def points(vs: frozenset[str]) -> int:
         return math.prod(size[v] for v in vs)
 
-    # a factor: (variables, tensors it multiplies); a power is vector work over the read's own variables
-    factors: list[tuple[frozenset[str], frozenset[str]]] = []
+    # a factor: (variables, tensors it multiplies, the indices its values are a function of); a power
+    # is vector work over the read's own variables
+    factors: list[tuple[frozenset[str], frozenset[str], tuple[AffExpr, ...]]] = []
     for f, e in Counter(m).items():
         vs = _vars(f)
         if not vs <= size.keys():  # a loaded position (a map symbol): no loop variable to price over
             raise _NotPolynomial
         out.vector += (e - 1) * points(vs)
-        factors.append((vs, frozenset({f[0]})))
+        factors.append((vs, frozenset({f[0]}), f[1]))
     read = frozenset().union(*(f[0] for f in factors))  # a reduced variable no factor reads scales the sum
     changed = True
     while changed:
@@ -264,40 +265,45 @@ def _price_monomial(m: Monomial, coeff: Fraction, reduced: frozenset[str], size:
             if b is not None:
                 out.vector += points(b[0])
                 factors.remove(a)
-                factors[factors.index(b)] = (b[0], a[1] | b[1])
+                factors[factors.index(b)] = (b[0], a[1] | b[1], b[2] + a[2])
                 changed = True
                 break
         if changed:
             continue
-        for i, (vs, ts) in enumerate(factors):  # a reduced variable no other factor reads: summed alone
+        for i, (vs, ts, _) in enumerate(factors):  # a reduced variable no other factor reads: summed alone
             others = frozenset().union(*(g[0] for j, g in enumerate(factors) if j != i))
             own = (vs & reduced) - others
             if own:
                 out.vector += points(vs) - points(vs - own)
-                factors[i] = (vs - own, ts)
+                out.adds += points(vs) - points(vs - own)
+                factors[i] = (vs - own, ts, tuple(AffExpr.var(v) for v in sorted(vs - own)))
                 changed = True
                 break
     inner = [f for f in factors if f[0] & reduced]
     if len(inner) > 2:
         raise _NotPolynomial
     scale = coeff * math.prod(size[v] for v in reduced - read)
+    result_index: list[AffExpr] = []
     if inner:
-        (va, ta), (vb, tb) = inner
-        out.matrix += 2 * points(va | vb)
+        (va, ta, ea), (vb, tb, eb) = inner
+        out.matrix += 2 * min(points(va | vb), distinct((*ea, *eb)))
         out.pairs += ((ta, tb),)
+        result_index = [AffExpr.var(v) for v in sorted((va | vb) - reduced)]
     if abs(scale) != 1:  # a literal coefficient, applied to the smallest factor
         out.vector += min((points(f[0]) for f in factors), default=1)
     outer = [f for f in factors if not f[0] & reduced]
     result = len(outer) + (1 if inner else 0)
-    if result > 1:  # the rest multiply per point of the monomial's output variables
-        out.vector += (result - 1) * points(frozenset().union(*(f[0] for f in factors)) - reduced)
+    if result > 1:  # the rest multiply once per distinct tuple of their values
+        at = frozenset().union(*(f[0] for f in factors)) - reduced
+        values = (*(e for f in outer for e in f[2]), *result_index)
+        out.vector += (result - 1) * min(points(at), distinct(values))
 
 
 def expand(graph: GraphOp, nodes: Sequence[NodeOp], pos: int,
            pair_dtype: Callable[[Iterable[str]], str], tables: GraphTables | None = None) -> Expansion | None:
     """The expansion of the sum node at `pos`, or None where its body is no polynomial over a box
-    domain with a product for the matrix unit (module docstring; one monomial: a broadcast multiply
-    summed, a matrix product); `pair_dtype` gives a matrix product's dtype;
+    domain (module docstring; one monomial: a broadcast multiply summed, a matrix product; a
+    contraction of one monomial is the node as it is); `pair_dtype` gives a matrix product's dtype;
     `tables`: the graph's (built here when not given)."""
     n = nodes[pos]
     if n.reduce.data != "add" or n.dynamic_positions or NodeOp.ints(n.guard_scopes):
@@ -310,7 +316,7 @@ def expand(graph: GraphOp, nodes: Sequence[NodeOp], pos: int,
     dtype_of = builder.dtypes
     try:
         poly = builder.node(n, None)
-        if not poly or (len(poly) == 1 and st.contraction_factors(n) is not None):
+        if not poly or len(poly) == 1 and st.contraction_factors(n) is not None:
             return None  # one monomial of a contraction: the node as it is
         out_idx = node_indices(n, len(n.get_indexing_maps().data) - 1)
         if not all(e.is_var() for e in out_idx):
@@ -318,14 +324,20 @@ def expand(graph: GraphOp, nodes: Sequence[NodeOp], pos: int,
         outs = frozenset(str(e.terms[0][0]) for e in out_idx)
         reduced = frozenset(n.iv_names) - outs
         priced = _Priced()
+        ivs = n.iv_names
+
+        def distinct(exprs: Sequence[AffExpr]) -> int:
+            return st.image_count(n, [to_affine_expr(e, ivs) for e in exprs])
+
         for m, c in poly.items():
-            _price_monomial(m, c, reduced, size, priced)
+            _price_monomial(m, c, reduced, size, distinct, priced)
     except _NotPolynomial:
         return None
-    if not priced.pairs:  # no product for the matrix unit: a linear rearrangement (distributivity)
-        return None
+    if not priced.pairs and len(poly) == 1:
+        return None  # one monomial, no product: a factor lifted out of a sum (association, folding)
     adds = len(poly) - 1 + (0 if _starts_at_zero(n) else 1)
     priced.vector += adds * math.prod(size[v] for v in outs)
+    priced.adds += adds * math.prod(size[v] for v in outs)
     dtypes = [pair_dtype([join(dtype_of[t] for t in a), join(dtype_of[t] for t in b)])
               for a, b in priced.pairs]
     mdt = pair_dtype(dtypes) if dtypes else None
@@ -339,4 +351,4 @@ def expand(graph: GraphOp, nodes: Sequence[NodeOp], pos: int,
     n_matrix = len(priced.pairs)
     words = f"{len(poly)} monomial{'s' * (len(poly) != 1)}, {n_matrix} on the matrix unit, " \
         f"{len(poly) - n_matrix} vector"
-    return Expansion(pos, absorbed, priced.matrix, priced.vector, mdt, words)
+    return Expansion(pos, absorbed, priced.matrix, priced.vector, mdt, words, priced.adds)

@@ -9,6 +9,8 @@ frontends, the executor and narrowing reach them.
 
 from __future__ import annotations
 
+import math
+
 from xdsl.ir import BlockArgument
 
 from solar_compiler.analysis import structured as st
@@ -100,3 +102,19 @@ def node_loop_ranges(n: NodeOp) -> dict[str, tuple[int, int]]:
                           strict=True):
         out[iv] = (lb.bounds(out)[0], ub.bounds(out)[1] - 1)
     return out
+
+
+def writes_whole(w: NodeOp, shape: tuple[int, ...]) -> bool:
+    """Whether `w` is element-wise (no reduction, init, guard or loaded position) and writes every
+    element of its tensor, of `shape`, exactly once: its output indices are its loop variables, in
+    some order, each from 0 over the tensor's extent. Its value at an element is then its body with
+    the loop variables read off the element's indices."""
+    if w.reduce.data != "none" or w.init is not None or w.dynamic_positions or NodeOp.ints(w.guard_scopes):
+        return False
+    outs = node_indices(w, len(w.get_indexing_maps().data) - 1)
+    names = [str(o.terms[0][0]) if o.is_var() else None for o in outs]
+    if None in names or sorted(names) != sorted(w.iv_names):  # type: ignore[type-var]
+        return False
+    ranges = node_loop_ranges(w)
+    box = tuple(ranges[v][1] + 1 for v in names)  # type: ignore[index]
+    return all(ranges[v][0] == 0 for v in w.iv_names) and box == shape and st.points(w) == math.prod(box)

@@ -22,7 +22,8 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
 * **scans**: a sum over ranges nested along an output variable its summand ignores shares its
   partial sums (`tril(ones) @ x` is `cumsum(x)`; `prefix_sums.py`, applied by the distinct costs).
 * **deduplication**: repeated products of broadcast, `repeat`ed and `expand`ed operands, symmetric
-  products (SYRK) and identical nodes (CSE) are priced once (`distinct.py`, applied by the costs
+  products (SYRK, and SYRKX through an element-wise scale: `(x * d) @ x.t()`) and identical nodes
+  (CSE) are priced once (`distinct.py`, applied by the costs
   when asked for `distinct` costs).
 * **one-hot contractions as gathers**: a contraction with an indicator factor of a reduced variable
   (`F.one_hot(idx, V).float() @ W`) is the gather of the rows the keys select
@@ -41,8 +42,11 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
   distinct costs too); the report names the op ("Winograd F(4x4,3x3) for conv").
 * **polynomial expansion** of a summed body: a sum whose body is a polynomial in its reads (through
   the element-wise locals only it reads) is priced as its monomials: `sum_k (x_ik - y_jk)^2` as two
-  norms and one product on the matrix unit, what `torch.cdist` computes (`poly_expand.py`, applied
-  by the distinct costs); the report names the op ("polynomial expansion (...) for sum").
+  norms and one product on the matrix unit, what `torch.cdist` computes, and vector work alone by
+  distributivity (`(a[:, None] + b[None, :]).sum(1)` is `n a + b.sum()`); where it trades matrix
+  work for more vector work (`(x[None] + c[:, None, None]) @ w`), each target may compute any share
+  as written instead (`OpCost.revert_matrix`; `poly_expand.py`, applied by the distinct costs); the
+  report names the op ("polynomial expansion (...) for sum").
 * **factors folded through contractions** (vector work): a scale of a contraction's result is
   applied to its smaller operand, a factor of a contraction's operand constant along its reduced
   variables to its output (SDPA: the scale on Q, the softmax division on O, not P;
