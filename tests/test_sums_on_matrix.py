@@ -86,6 +86,17 @@ def test_balance_keeps_the_times_when_the_matrix_unit_binds_or_nothing_moves():
     assert (s.t_matrix, s.t_vector, s.adds_on_matrix) == (0.5, 4.0, 7)
 
 
+
+def test_balance_counts_the_flops_a_way_back_moves():
+    # an op priced after a rewrite that added 3 vector s and saved 6 matrix s (300 vector FLOPs back,
+    # 6,000 matrix FLOPs): M 1, V 4; f = 3 / 9 of it goes back, both units 3; the inverse roofline
+    # reads the FLOPs moved
+    s = balance(1.0, 4.0, [SumMove(3.0, 6.0, 0, 300, 6000)])
+    assert s.t_matrix == pytest.approx(3.0) and s.t_vector == pytest.approx(3.0)
+    assert s.adds_on_matrix == 0
+    assert (s.flops_off_vector, s.flops_to_matrix) == (pytest.approx(100), pytest.approx(2000))
+
+
 # ---- which additions: costs -----------------------------------------------------------------------------
 def _costs(text: str, distinct: bool = True):
     (k,) = parse_kernels(textwrap.dedent(text), "t.loop")

@@ -108,6 +108,8 @@ class Split:
     t_matrix: float
     t_vector: float
     adds_on_matrix: float = 0.0
+    flops_to_matrix: float = 0.0    # matrix FLOPs the moves added (2 per addition; an op's way back)
+    flops_off_vector: float = 0.0   # vector FLOPs they took off
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,8 @@ class SumMove:
     vector_s: float
     matrix_s: float
     adds: int
+    vector_flops: int = 0  # the FLOPs behind the two times (a sum's: `adds` and 2 `adds`)
+    matrix_flops: int = 0
 
 
 def balance(t_matrix: float, t_vector: float, moves: Sequence[SumMove]) -> Split:
@@ -128,16 +132,18 @@ def balance(t_matrix: float, t_vector: float, moves: Sequence[SumMove]) -> Split
     first, until the units balance, is optimal: the least matrix time that takes a given amount off
     the vector unit is a fractional knapsack, which that order solves, and the optimum is where the
     two times meet (or every move has moved)."""
-    adds = 0.0
+    adds = to_matrix = off_vector = 0.0
     if t_vector <= t_matrix:
         return Split(t_matrix, t_vector)
     for mv in sorted((m for m in moves if m.vector_s > 0), key=lambda m: m.matrix_s / m.vector_s):
-        if t_matrix + mv.matrix_s <= t_vector - mv.vector_s:
-            t_matrix, t_vector, adds = t_matrix + mv.matrix_s, t_vector - mv.vector_s, adds + mv.adds
-            continue
-        f = (t_vector - t_matrix) / (mv.vector_s + mv.matrix_s)
-        return Split(t_matrix + f * mv.matrix_s, t_vector - f * mv.vector_s, adds + f * mv.adds)
-    return Split(t_matrix, t_vector, adds)
+        f = 1.0 if t_matrix + mv.matrix_s <= t_vector - mv.vector_s else \
+            (t_vector - t_matrix) / (mv.vector_s + mv.matrix_s)
+        t_matrix, t_vector = t_matrix + f * mv.matrix_s, t_vector - f * mv.vector_s
+        adds, to_matrix, off_vector = adds + f * mv.adds, to_matrix + f * mv.matrix_flops, \
+            off_vector + f * mv.vector_flops
+        if f < 1.0:
+            break
+    return Split(t_matrix, t_vector, adds, to_matrix, off_vector)
 
 
 @dataclass(frozen=True)
@@ -280,6 +286,8 @@ class GraphBounds:
     cache_state: str = "cold"
     latency_floor_s: float = 0.0  # one read's round trip (`latency_floor_s`); 0 when none applies
     sum_adds_on_matrix: float = 0.0  # sums' additions the fused terms run on the matrix unit (`balance`)
+    moved_to_matrix: float = 0.0     # matrix FLOPs the fused split added (the sums', the ways back)
+    moved_off_vector: float = 0.0    # vector FLOPs it took off
 
     @property
     def cache_aware_s(self) -> float | None:
@@ -351,11 +359,13 @@ def op_bound(op: OpCost, hw: HwTarget, precision: str = "auto", cache_state: str
         t_vector = op.flops_vector / vector_rate
         on_matrix = hw.price_sum(op.sum_dtype, precision) if op.flops_sum and op.sum_dtype else None
         if on_matrix is not None:  # one MAC (2 FLOPs) per addition, against 1 vector FLOP
-            sums = SumMove(op.flops_sum / vector_rate, 2 * op.flops_sum / on_matrix.rate, op.flops_sum)
+            sums = SumMove(op.flops_sum / vector_rate, 2 * op.flops_sum / on_matrix.rate, op.flops_sum,
+                           op.flops_sum, 2 * op.flops_sum)
     revert = None
     if op.revert_matrix and op.matrix_dtype is not None:  # any share of the op back as written
         revert = SumMove(op.revert_vector / hw.vector_peak(op.vector_dtype),
-                         op.revert_matrix / hw.matrix_peak(op.matrix_dtype, precision), 0)
+                         op.revert_matrix / hw.matrix_peak(op.matrix_dtype, precision), 0,
+                         op.revert_vector, op.revert_matrix)
     reads = sum(a.bytes for a in op.reads)
     return OpBound(op.name, t_matrix, t_vector, memory_time(reads, op.bytes - reads, hw, cache_state, levels),
                    sums, revert)
@@ -421,6 +431,8 @@ def graph_bounds(graphs: GraphCosts | Sequence[GraphCosts], hw: HwTarget, precis
         fused_matrix_s=fused.t_matrix,
         fused_vector_s=fused.t_vector,
         sum_adds_on_matrix=fused.adds_on_matrix,
+        moved_to_matrix=fused.flops_to_matrix,
+        moved_off_vector=fused.flops_off_vector,
         fused_memory_s=fused_memory_s,
         unfused_memory_s=unfused_memory_s,
         kernels=tuple(kbs),
@@ -558,9 +570,10 @@ def inverse_roofline(b: GraphBounds, graphs: Sequence[GraphCosts], latency_s: fl
     target's latency floor (``latency_floor_s``): a latency below it is never met, whatever
     ``scale_x`` says.
     """
-    # the sums' additions the fused split runs on the matrix unit count there, one MAC each
-    flops_m = sum(g.flops_matrix for g in graphs) + 2 * b.sum_adds_on_matrix
-    flops_v = sum(g.flops_vector for g in graphs) - b.sum_adds_on_matrix
+    # the work the fused split moves counts where it runs: a sum's additions one MAC each, an op's
+    # share computed as written its products
+    flops_m = sum(g.flops_matrix for g in graphs) + b.moved_to_matrix
+    flops_v = sum(g.flops_vector for g in graphs) - b.moved_off_vector
 
     def figures(nbytes: int, t_mem: float) -> dict[str, float]:
         return {"dram_bw_Bps": nbytes / latency_s, "dram_bw_x": t_mem / latency_s,
