@@ -60,6 +60,9 @@ KEEP_UNDECOMPOSED: tuple[str, ...] = (
     "im2col.default",
     "linear.default",
     "einsum.default",
+    # an in-place write through a select (`x[0] = y`, `x[:, 0] = 0`): kept whole, so that an input's
+    # update moves only the written elements (its decomposition is a `where` over every element)
+    "select_scatter.default",
 ) + (
     # backward ops of a training step's joint graph (docs/torch-frontend.md, "Backward ops"): each
     # is one eager kernel whose contractions (convolution and SDPA gradients) stay contractions
