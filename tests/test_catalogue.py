@@ -177,6 +177,18 @@ def get_init_inputs():
     return []
 """
 
+EINSUM_OUTER = """import torch
+import torch.nn as nn
+N = 16384
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.einsum("i,j->", a, b)
+def get_inputs():
+    return [torch.randn(N), torch.randn(N)]
+def get_init_inputs():
+    return []
+"""
+
 OUTER_SUM = """import torch
 import torch.nn as nn
 N = 8192
@@ -330,7 +342,9 @@ PROGRAMS = {"sum_loop": SUM_LOOP, "block_diag": BLOCK_DIAG, "bcast_sum": BCAST_S
             "keepdim_view": KEEPDIM_VIEW,
             "eye": EYE, "band": BAND, "outer_sum": OUTER_SUM, "cse": CSE, "shared": SHARED, "expand": EXPAND,
             "repeat": REPEAT, "cat": CAT, "gram": GRAM,
-            "syrk": SYRK, "syrkx": SYRKX, "sum_plus": SUM_PLUS, "bshift": BSHIFT, "chain": CHAIN, "sum": SUM, "broadcast": BROADCAST,
+            "syrk": SYRK, "syrkx": SYRKX, "sum_plus": SUM_PLUS, "bshift": BSHIFT,
+            "einsum_outer": EINSUM_OUTER, "chain": CHAIN, "sum": SUM,
+            "broadcast": BROADCAST,
             "broadcast_b200": BROADCAST_B200, "kv_cache": KV_CACHE, "slice_update": SLICE_UPDATE,
             "kv_cache_b200": KV_CACHE_B200}
 
@@ -385,6 +399,18 @@ def test_distributivity_sums_a_factor_alone(capsys, files):
     assert fused(r) == pytest.approx(3 * n * 4 / BW) and fused(r) <= 29.35e-9
     assert [(w["kind"], w["what"]) for w in r["rewrites"]] == [("reassociated", "(a * sum(b))")]
     assert r["classical"]["bounds"]["H100_SXM"]["fused_s"] == pytest.approx(2.006e-6, rel=1e-3)
+
+
+
+def test_one_product_summing_a_variable_of_one_factor_sums_it_alone(capsys, files):
+    # einsum("i,j->", a, b), f32 16384, one node: 2 x 16384^2 matrix FLOPs as written (1.09 us on
+    # H100); sum(a) * sum(b) is 16384 additions each and one product, and the traffic binds
+    n = 16384
+    r = roofline_json(capsys, files["einsum_outer"])
+    assert r["totals"]["flops"] == 2 * n + 2
+    assert r["classical"]["totals"]["flops_matrix"] == 2 * n * n
+    assert [w["kind"] for w in r["rewrites"]] == ["reassociated"]
+    assert fused(r) <= 141e-9 + 1e-12
 
 
 # ---- deduplication: CSE, broadcast and repeated operands, symmetric products ---------------------------

@@ -221,6 +221,12 @@ LINEAR_SCALED = LINEAR_MEAN.replace("return (self.fc(x) - self.p).mean(1)",
                                     "return (self.fc(x) * 0.5).sum(1) + (-self.fc(x)).sum(1) / 3.0")
 
 
+CONV_SUM = LINEAR_MEAN.replace("self.fc = nn.Linear(32, 48)\n        self.p = nn.Parameter(torch.randn(48))",
+                               "self.c = nn.Conv2d(4, 6, 3, padding=1)").replace(
+    "return (self.fc(x) - self.p).mean(1)", "return self.c(x).sum((2, 3))").replace(
+    "torch.randn(64, 32)", "torch.randn(2, 4, 8, 8)")
+
+
 @pytest.mark.parametrize("name,text,written,priced,splits", [
     # `(fc(x) - p).mean(1)`, nn.Linear(32, 48) with its bias, x 64 x 32 (KernelBench level 2's
     # Gemm_Subtract_GlobalAvgPool): the layer's products accumulate onto the copied bias, and the
@@ -233,6 +239,13 @@ LINEAR_SCALED = LINEAR_MEAN.replace("return (self.fc(x) - self.p).mean(1)",
     # the layer and the sum is carried into each term's sum, and both products' sums are `x @
     # w.sum(0)` (4,096 matrix FLOPs each, against 196,608 each as written)
     ("linear_scaled", LINEAR_SCALED, 2 * 196_608, 2 * 4_096, 2),
+    # `conv(x).sum((2, 3))`, Conv2d(4, 6, 3, padding=1) with its bias, x 2 x 4 x 8 x 8: the taps
+    # accumulate onto the copied bias under the padding's guards (22 of the 24 (position, tap) pairs
+    # per axis are inside): 2 * 2 * 6 * 4 * 22^2 = 46,464 matrix FLOPs as written. Split per term,
+    # the taps' sum over positions is x's box sums per (channel, tap) against the filter: 2 * 2 * 6 *
+    # 4 * 9 = 864 (KernelBench level 2's conv + global pools, with a bias: 76.52 -> 10.37 us at 16 x
+    # 256 x 64^2 bf16 on H100_SXM)
+    ("conv_sum", CONV_SUM, 46_464, 864, 1),
 ])
 def test_a_sum_over_a_linear_layer_is_split_per_term(tmp_path, capsys, name, text, written, priced, splits):
     f = tmp_path / f"{name}.py"
@@ -279,6 +292,31 @@ def test_a_split_per_term_that_adds_work_is_not_kept(tmp_path, capsys):
         assert r["classical"]["totals"]["flops_matrix"] == written
         assert r["totals"]["flops_matrix"] == priced
         assert [x["kind"] for x in r["rewrites"]].count(SPLIT) == kept
+
+
+
+def test_a_product_two_sums_read_is_computed_for_each(tmp_path, capsys):
+    """`y = x @ w; y.sum(0) + y.sum(1)`, x 48 x 32, w 32 x 48 (f32): y is read whole by two sums, so
+    neither sum's tree reached the product: 2 * 48 * 32 * 48 = 147,456 matrix FLOPs as written. Each
+    sum gets a copy of the product, which its tree then reassociates: `x.sum(0) @ w` and `x @
+    w.sum(1)`, 2 * 32 * 48 each. With one sum only `y` returned too, the copy would add work: not kept."""
+    f = tmp_path / "two_sums.py"
+    f.write_text(forward_program("x, w", "y = x @ w\nreturn y.sum(0) + y.sum(1)",
+                                 "torch.randn(48, 32), torch.randn(32, 48)"))
+    r = validated_json(capsys, str(f))
+    assert r["classical"]["totals"]["flops_matrix"] == 147_456
+    assert r["totals"]["flops_matrix"] == 2 * 2 * 32 * 48
+    assert [x["words"] for x in r["rewrites"]] == ["split per part: mm computed per consumer",
+                                                   "reassociated: (sum(x) * w)", "reassociated: (x * sum(w))"]
+    m = _lifted(capsys, f)
+    priced, _ = catalogue_module(m)
+    _same_outputs(m, priced)
+    g = tmp_path / "sum_and_y.py"
+    g.write_text(forward_program("x, w", "y = x @ w\nreturn y, y.sum(0)",
+                                 "torch.randn(48, 32), torch.randn(32, 48)"))
+    r = validated_json(capsys, str(g))
+    assert r["totals"]["flops_matrix"] == 147_456
+    assert not any(x["kind"] == SPLIT for x in r["rewrites"])
 
 
 OVERWRITTEN_TERM = """\

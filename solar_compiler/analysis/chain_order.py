@@ -19,14 +19,14 @@ value.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import VerifyException
 
-from solar_compiler.analysis.chains import Factor, Tree, program_trees
+from solar_compiler.analysis.chains import Factor, Tree, program_trees, summed_alone
 from solar_compiler.analysis.costs import GraphCosts, free_twins, module_costs, program_costs
 from solar_compiler.analysis.distinct import duplicates
 from solar_compiler.analysis.graphs import module_graphs, node_ops
@@ -108,20 +108,45 @@ def listed(p: ChainPlan) -> bool:
 
 
 def worth_pricing(t: Tree) -> bool:
-    """A tree of one node with at most two tensor factors has no other order."""
-    return len(t.nodes) > 1 or len(t.tensor_factors) > 2
+    """A tree of one node with at most two tensor factors has no other order, unless it sums over
+    a variable only one factor reads (`summed_alone`)."""
+    return len(t.nodes) > 1 or len(t.tensor_factors) > 2 or summed_alone(t.factors, t.out_index)
 
 
 def plan_program(graph: GraphOp, costs: GraphCosts) -> list[ChainPlan]:
-    """A plan for every tree of the graph that has more than one order (`costs`: the graph's)."""
+    """A plan for every tree of the graph that has more than one order (`costs`: the graph's). A
+    node identical to an earlier one costs no arithmetic as written (`_without_duplicates`), unless
+    that earlier one belongs to a tree a cheaper order replaces: a product recomputed for each of
+    two sums (`split_parts`) is then computed by the second tree, which is priced as such."""
     nodes = node_ops(graph)
-    by_name = {o.name: o for o in _without_duplicates(costs, nodes).ops}  # written and orders alike
+    twins = duplicates(nodes, layouts=True)
+    trees = [t for t in program_trees(graph, reorderable_only=True) if worth_pricing(t)]
+    plans = _plans(graph, costs, nodes, twins, trees)
+    names = [n.sym_name.data for n in nodes]
+    gone = {n for p in plans if p.better for n in (*p.tree.nodes, *p.tree.fills)}
+    kept = {d: o for d, o in twins.items() if names[o] not in gone}
+    again = [i for i, p in enumerate(plans) if not p.better and
+             any(names[d] in (*p.tree.nodes, *p.tree.fills) for d in set(twins) - set(kept))]
+    if again:
+        redone = _plans(graph, costs, nodes, kept, [plans[i].tree for i in again],
+                        {t for p in plans for t in (p.best.new_tensors if p.best else ())})
+        for i, p in zip(again, redone, strict=True):
+            plans[i] = p
+    return plans
+
+
+def _plans(graph: GraphOp, costs: GraphCosts, nodes: Sequence[NodeOp], twins: dict[int, int],
+           trees: Sequence[Tree], taken_too: Iterable[str] = ()) -> list[ChainPlan]:
+    """The plans of `trees`, with the nodes of `twins` (duplicate -> original) costing no arithmetic
+    as written; the new tensors' names avoid `taken_too` (an earlier round's)."""
+    ops_now = list(costs.ops)
+    if twins:
+        free_twins(ops_now, twins)
+    by_name = {o.name: o for o in ops_now}  # written and orders alike
     tensors = graph.tensor_ops()
-    taken = set(tensors)
+    taken = set(tensors) | set(taken_too)
     plans = []
-    for t in program_trees(graph, reorderable_only=True):
-        if not worth_pricing(t):
-            continue
+    for t in trees:
         ops = [by_name[n] for n in (*t.nodes, *t.fills)]
         written = Cost(sum(o.flops for o in ops), sum(o.flops_matrix for o in ops),
                        sum(o.flops_vector for o in ops), sum(o.bytes for o in ops), len(ops))

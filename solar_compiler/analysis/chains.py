@@ -256,7 +256,8 @@ def program_trees(graph: GraphOp, reorderable_only: bool = False) -> list[Tree]:
         if n.factors is None or n.pos in child_of:
             continue
         members = _members(nodes, n, producer)
-        if reorderable_only and len(members) == 1 and sum(f.tensor is not None for f in n.factors) <= 2:
+        if reorderable_only and len(members) == 1 and sum(f.tensor is not None for f in n.factors) <= 2 \
+                and not summed_alone(n.factors, _out_index(n.op)):
             continue  # one node (no factor is an intermediate): its tensor factors are the tree's
         if not _leaves_stable(at, members, n, producer):
             continue
@@ -264,6 +265,18 @@ def program_trees(graph: GraphOp, reorderable_only: bool = False) -> list[Tree]:
         if tree is not None:
             trees.append(tree)
     return trees
+
+
+def summed_alone(factors: Sequence[Factor], out_index: Sequence[AffExpr]) -> bool:
+    """Whether a product of two tensor factors sums over a variable only one of them reads, which
+    that factor may be summed over alone first (`sum_ij a_i b_j` is `sum(a) sum(b)`): the one order
+    of a one-node tree other than as written."""
+    tensors = [f for f in factors if f.tensor is not None]
+    if len(tensors) != 2:
+        return False
+    out = set().union(*(i.vars() for i in out_index)) if out_index else set()
+    a, b = (f.vars() - out for f in tensors)
+    return bool(a ^ b)
 
 
 def _private(tensors: dict[str, TensorOp], at: dict[int, _Node], n: _Node) -> tuple[int, int | None] | None:

@@ -51,8 +51,8 @@ def tiled_traffic_levels(c: Contraction, capacities: Sequence[float],
                          budget: int = COMBOS) -> tuple[Tiling | None, ...]:
     """`tiled_traffic` for several capacities (a target's memory levels) in one search: the tilings
     and their traffic do not depend on the capacity, only which of them fit does."""
-    if not c.unit_steps or any(e <= 0 for e in c.extents.values()):
-        return (None,) * len(capacities)
+    if not c.unit_steps or not c.ivs or any(e <= 0 for e in c.extents.values()):
+        return (None,) * len(capacities)  # no loop to tile (a product of two scalars) or none of unit step
     ops = tuple((op.map, op.stored) for op in (c.a, c.b, c.c))
     found = _best_tilings(tuple(c.extents[v] for v in c.ivs), ops, c.init_folded,
                           tuple(float(x) for x in capacities), budget)

@@ -196,7 +196,7 @@ def _split_for_orders(module: ModuleOp) -> tuple[ModuleOp, list[Rewrite]] | None
     if not any(helpful.values()):
         return None
     before = None
-    for keep in (helpful, {k: h - applied[k].terms for k, h in helpful.items()}):
+    for keep in (helpful, {k: h - applied[k].adding_work for k, h in helpful.items()}):
         if not any(keep.values()):
             return None
         if any(keep[k] != set(a.built) for k, a in applied.items()):

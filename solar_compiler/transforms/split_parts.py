@@ -26,7 +26,9 @@ obstacles, and nothing else:
   becomes one node per read computing exactly those elements (its loops are the consumer's
   variables, then P's reduced ones; P's output variables become the read's indices), placed where P
   was; each consumer reads its own part. Exact, and no more work: the parts are disjoint subsets
-  of T.
+  of T. Where the parts overlap and every reader is a sum (`y.sum(0) + y.sum(1)`), each reader
+  gets its part computed for it all the same: more work, which the catalogue keeps only when each
+  reader's tree then reassociates to less.
 
 * **A sum over an element-wise sum is split per term.** A product node R (a sum too) one of whose
   operands is a local T that one element-wise node E wrote whole, as a sum or difference of reads
@@ -35,12 +37,14 @@ obstacles, and nothing else:
   is `a b v + c v`): the first keeps R's init, the others accumulate onto it, a subtracted term's
   product negated, and E goes. When a product P accumulated onto E's result before R read it
   (`nn.Linear`'s products onto its copied bias), P's result is one more term and E becomes a zero
-  fill. Exact in real arithmetic (distributivity); the product term then joins its tree
+  fill (guards on P's taps allowed: a padded convolution onto its bias). Exact in real arithmetic
+  (distributivity); the product term then joins its tree
   (`(x @ w + b).sum(0)` is `x.sum(0) @ w + n b`).
 
-The first two change no FLOP; the third computes a product once per term, so `catalogue.py` keeps
-the splits only where the association entry then finds a cheaper order through the new nodes and
-the program's work falls (the report says "split per part" beside it).
+The first changes no FLOP, nor does the second for disjoint parts; the third computes a product
+once per term and the second one per reader of overlapping parts, so `catalogue.py` keeps the
+splits only where the association entry then finds a cheaper order through the new nodes and the
+program's work falls (the report says "split per part" beside it).
 """
 
 from __future__ import annotations
@@ -92,11 +96,14 @@ class Forward:
 
 @dataclass(frozen=True)
 class Split:
-    """A producer whose reads (consumer, input index) are disjoint parts of its output."""
+    """A producer whose reads (consumer, input index) are parts of its output: disjoint, or
+    `overlapping` (each reader's part is computed for it alone: more work, unless the association
+    entry then finds a cheaper order for each)."""
 
     producer: NodeOp
     fill: NodeOp | None
     reads: tuple[tuple[NodeOp, int], ...]
+    overlapping: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,9 @@ class Applied:
     built: dict[str, set[str]]
     words: dict[str, str]
     locs: dict[str, str]
-    terms: set[str] = field(default_factory=set)   # the keys split per term (a product per term)
+    #: the keys whose split may add work: per term (a product per term), or per reader of
+    #: overlapping parts (a product recomputed per reader)
+    adding_work: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -179,7 +188,7 @@ def split_parts(graph: GraphOp, keep: Keep | None = None) -> Applied:
                 k, words, loc = key(c), f"{c.output_name} per term of {c.input_names[t.arg]}", c.location
                 new = split_terms(edit, t)
                 record(k, new, words, loc)
-                done.terms.add(k)
+                done.adding_work.add(k)
                 work.extendleft(reversed(new))
                 continue
             f = _node_forward(decls, c)
@@ -193,9 +202,12 @@ def split_parts(graph: GraphOp, keep: Keep | None = None) -> Applied:
                 continue
             m = _split_match(decls, p)
             if m is not None:
-                k, words, loc = key(p), f"{p.output_name} computed per consumer's part", p.location
+                k, loc = key(p), p.location
+                words = f"{p.output_name} computed per consumer" + ("" if m.overlapping else "'s part")
                 new = split_producer(edit, m)
                 record(k, new, words, loc)
+                if m.overlapping:
+                    done.adding_work.add(k)
                 work.extend(new)
     if done.built:
         drop_unnamed(graph)
@@ -592,10 +604,10 @@ def _split_match(decls: dict[str, TensorOp], p: NodeOp) -> Split | None:
         if im is None:
             return None
         images.append(im)
-    for j, a in enumerate(images):
-        if any(not a.is_disjoint(b) for b in images[j + 1:]):
-            return None
-    return Split(p, fill, tuple(reads))
+    overlapping = any(not a.is_disjoint(b) for j, a in enumerate(images) for b in images[j + 1:])
+    if overlapping and not all(o.reduce.data == "add" for o, _ in reads):
+        return None  # recomputed per reader only for sums and contractions, which may then reassociate
+    return Split(p, fill, tuple(reads), overlapping)
 
 
 def _used(c: NodeOp, i: int) -> list[int]:
@@ -787,7 +799,8 @@ def _scaling(n: NodeOp, whole: Box) -> bool:
 
 def _terms_of(c: NodeOp, a: int, e: NodeOp, whole: Box) -> Terms | None:
     onto = None
-    if e.reduce.data == "add" and e.init is None and e.guards is None and not e.dynamic_positions and \
+    # products accumulated onto the local (guarded too: a padded convolution's taps onto its bias)
+    if e.reduce.data == "add" and e.init is None and not e.dynamic_positions and \
             e.dest is not None and isinstance(e.dest.owner, NodeOp) and _region_of_sum(e) == whole:
         onto, e = e, e.dest.owner  # type: ignore[assignment]
         if [u.operation for u in e.result.uses] != [onto]:
