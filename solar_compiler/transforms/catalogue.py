@@ -10,12 +10,14 @@ written; `reorder-chains` remains the pass that rewrites the IR itself.
 Entries (each a general rule on the einsum graph, with its proof in the cited section):
 
 * **association** of contraction trees (chains of products and the sums over them, a sum being a
-  contraction with ones): every tree whose cheapest association order (`chain_order.py`, priced
-  exactly as emitted) needs strictly fewer FLOPs than the tree as written is rewritten to it
-  (`transforms/reorder_chain.py`; proof in docs/reorder-chains.md).
+  contraction with ones; one product of two tensors that sums a variable only one reads):
+  every tree whose cheapest association order (`chain_order.py`, priced exactly as emitted) needs
+  strictly fewer FLOPs than the tree as written is rewritten to it (`transforms/reorder_chain.py`;
+  proof in docs/reorder-chains.md).
 * **reads split per part**: a contraction over a local assembled by copies into slices is split
   per copied part, reading the copies' sources, and a producer whose readers read disjoint parts is
-  computed per part, and a sum over an element-wise sum is one sum per term (`(x @ w + b).sum(0)`:
+  computed per part (overlapping parts, per reader, where each reader is a sum), and a sum over an
+  element-wise sum is one sum per term (`(x @ w + b).sum(0)`:
   the product's sum joins its tree; `transforms/split_parts.py`), kept only where the association
   entry then finds a cheaper order through the new nodes: MLA's absorbed decode (`q W_UK` against
   the latent cache).
