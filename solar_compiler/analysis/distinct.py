@@ -13,7 +13,7 @@ products once (docs/bounds.md, section 0). `costs.py` applies them when asked fo
   whose indices swap under exchanging two output variables of equal range, over a box domain: the
   output is symmetric, and the pairs a <= b suffice: n (n + 1) / 2 of the n^2. So for any pure
   product whose reads along the reduced variables are the same multiset after the exchange, also
-  through an operand an element-wise product computed (SYRKX, `(x * d) @ x.t()`; `_symmetric_leaves`).
+  through an operand an element-wise product computed (SYRKX, `(x * d) @ x.t()`; `_symmetric_share`).
 * **Common subexpressions** (CSE, what every compiler does): a node identical to an earlier one
   (same statements, loops and guards, only its target differs; loops compared by position after a
   renaming, `_renamed_key`) whose operands and whose earlier twin's result no statement between
@@ -79,9 +79,7 @@ def distinct_matrix_flops(node: NodeOp, flops: int, same: Mapping[str, str] | No
         products = st.image_count(node, [r for _, _, a in reads for r in maps[a].data.results])
         if 2 * products < flops:
             flops, how = 2 * products, BROADCAST
-    half = _symmetric_share(node, [(same.get(t, t), i, a) for t, i, a in reads] if same else reads)
-    if half is None:
-        half = _symmetric_leaves(node, same or {}, through_locals)
+    half = _symmetric_share(node, same or {}, through_locals)
     if half is not None:
         num, den = half
         flops, how = -(-flops * num // den), SYMMETRIC
@@ -147,75 +145,58 @@ def _box(node: NodeOp) -> bool:
                for e in (*node.lower_bounds.data.results, *node.upper_bounds.data.results))
 
 
-def _symmetric_share(node: NodeOp, reads: Sequence[tuple[str, tuple[AffExpr, ...], int]]) \
-        -> tuple[int, int] | None:
-    """(n + 1, 2 n) when the two reads are one tensor with indices that swap under exchanging two
-    output variables of equal extent n, over a box domain; else None."""
-    if len(reads) != 2 or reads[0][0] != reads[1][0] or _main_guards(node):
-        return None
-    ranges = node_loop_ranges(node)
-    target = set().union(*(i.vars() for i in node_indices(node, len(node.get_indexing_maps().data) - 1)))
-    out = [v for v in node.iv_names if v in target]
-    for i, a in enumerate(out):
-        for b in out[i + 1:]:
-            if ranges[a] != ranges[b]:
-                continue
-            swap = {a: AffExpr.var(b), b: AffExpr.var(a)}
-            swapped = tuple(x.substitute(swap) for x in reads[0][1])
-            if swapped == reads[1][1] and swapped != reads[0][1]:
-                n = ranges[a][1] - ranges[a][0] + 1
-                return n + 1, 2 * n
-    return None
-
-
-def _symmetric_leaves(node: NodeOp, same: Mapping[str, str], through_locals: bool) -> tuple[int, int] | None:
-    """`_symmetric_share` of a product of any number of reads: the reads that vary along a reduced
-    variable, as a multiset, are the same after exchanging two output variables of equal extent,
-    and some read changes (`sum_k x_ik d_k x_jk`). The body must be a pure product (multiplies,
-    negations, casts, literal factors and divisors: `x_ik / y_ik` is no factor y), and so must an
-    operand's element-wise producer that `through_locals` lets it read through."""
+def _symmetric_share(node: NodeOp, same: Mapping[str, str], through_locals: bool) -> tuple[int, int] | None:
+    """(n + 1, 2 n) when the node's product is symmetric under exchanging two output variables of
+    equal extent n, over a box domain: its reads that vary along a reduced variable, as a multiset,
+    are the same after the exchange, and some read changes (`x_ik x_jk`, `sum_k x_ik d_k x_jk`); else
+    None. The body must be a pure product (multiplies, negations, casts, literal factors and
+    divisors: `x_ik / y_ik` is no factor y), and so must an operand's element-wise producer that
+    `through_locals` lets it read through. `same` renames a tensor to the one holding its values."""
     leaves = _product_leaves(node, st.stored_value(node), {})
     if leaves is None or _main_guards(node) or not _box(node):
         return None
+    reads = [(t, idx) for t, idx, _ in leaves]
     if through_locals:
-        inlined: list[tuple[str, tuple[AffExpr, ...]]] = []
-        for t, idx, a in leaves:
-            w = st.producer(node, a)
-            inner = _product_leaves(w, st.stored_value(w), {}) if w is not None and \
-                writes_whole(w, tuple(node.ins[a].type.get_shape())) else None  # type: ignore[attr-defined]
-            if inner is None:
-                inlined.append((t, idx))
-                continue
-            outs = node_indices(w, len(w.get_indexing_maps().data) - 1)
-            subst = {str(o.terms[0][0]): e for o, e in zip(outs, idx, strict=True)}
-            inlined += [(u, tuple(e.substitute(subst) for e in j)) for u, j, _ in inner]
-        reads = inlined
-    else:
-        reads = [(t, idx) for t, idx, _ in leaves]
+        reads = [r for t, idx, a in leaves for r in _through_product(node, t, idx, a)]
     ranges = node_loop_ranges(node)
     out_vars = set().union(*(i.vars() for i in node_indices(node, len(node.get_indexing_maps().data) - 1)))
     reduced = set(node.iv_names) - out_vars
-    keyed = sorted((same.get(t, t), tuple(map(str, idx))) for t, idx in reads
-                   if set().union(*(e.vars() for e in idx)) & reduced)
+    along = [(same.get(t, t), idx) for t, idx in reads if set().union(*(e.vars() for e in idx)) & reduced]
+
+    def key(sub: Mapping[str, AffExpr]) -> list[tuple[str, tuple[str, ...]]]:
+        return sorted((t, tuple(str(e.substitute(sub)) for e in idx)) for t, idx in along)
+
     out = [v for v in node.iv_names if v in out_vars]
     for i, a in enumerate(out):
         for b in out[i + 1:]:
             if ranges[a] != ranges[b]:
                 continue
             swap = {a: AffExpr.var(b), b: AffExpr.var(a)}
-            swapped = sorted((same.get(t, t), tuple(str(e.substitute(swap)) for e in idx)) for t, idx in reads
-                             if set().union(*(e.vars() for e in idx)) & reduced)
             moved = any(tuple(e.substitute(swap) for e in idx) != idx for _, idx in reads)
-            if swapped == keyed and moved:
+            if moved and key(swap) == key({}):
                 n = ranges[a][1] - ranges[a][0] + 1
                 return n + 1, 2 * n
     return None
 
 
+def _through_product(node: NodeOp, t: str, idx: tuple[AffExpr, ...], a: int) \
+        -> list[tuple[str, tuple[AffExpr, ...]]]:
+    """The read `t[idx]` (the node's operand `a`) as the reads an element-wise pure product wrote
+    into it, at the read's indices; itself where no such node wrote the whole tensor."""
+    w = st.producer(node, a)
+    inner = _product_leaves(w, st.stored_value(w), {}) if w is not None and \
+        writes_whole(w, tuple(node.ins[a].type.get_shape())) else None  # type: ignore[attr-defined]
+    if inner is None:
+        return [(t, idx)]
+    outs = node_indices(w, len(w.get_indexing_maps().data) - 1)
+    subst = {str(o.terms[0][0]): e for o, e in zip(outs, idx, strict=True)}
+    return [(u, tuple(e.substitute(subst) for e in j)) for u, j, _ in inner]
+
+
 def _product_leaves(node: NodeOp, v: SSAValue, memo: dict[SSAValue, list | None]) \
         -> list[tuple[str, tuple[AffExpr, ...], int]] | None:
     """The reads (tensor, indices, block argument) a pure product multiplies, or None where `v` is
-    no pure product of direct reads (`_symmetric_leaves`)."""
+    no pure product of direct reads (`_symmetric_share`)."""
     if v in memo:
         return memo[v]
     out: list[tuple[str, tuple[AffExpr, ...], int]] | None = None
