@@ -778,7 +778,9 @@ def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCos
                         kernel_of: Sequence[int] | None) -> None:
     """Price each sum of a polynomial as its monomials (`poly_expand.py`) where that needs fewer FLOPs
     than the node and the locals it absorbs, and keeps the matrix work of the graph (the kernel, for
-    the unfused bound: all of it inside one kernel) within its matrix or vector work as it was."""
+    the unfused bound: all of it inside one kernel) within its matrix or vector work as it was; an
+    expansion with fewer FLOPs but more vector work carries the way back (`OpCost.revert_matrix`),
+    and one of vector work alone keeps its additions movable to the matrix unit (`flops_sum`)."""
     tables: GraphTables | None = None
     values: ValueDtypes | None = None
     scope_of = (lambda i: 0) if kernel_of is None else kernel_of.__getitem__  # noqa: E731
