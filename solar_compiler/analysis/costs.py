@@ -196,10 +196,14 @@ class Site:
     indices: tuple[AffExpr | None, ...]
     traced: int | None = None  # a gather's (scatter's) distinct elements on the traced sample
     floor: int = 0             # the fewest a gather of distinct keys touches (`distinct_keys.py`)
+    # a conditional store's write (`structured.conditional_store`): the elements it changes depend on
+    # values, so it counts its traced count, or none (the fewest over all values)
+    conditional: bool = False
     _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:  # sites are cache keys: hash the nested expressions once
-        object.__setattr__(self, "_hash", hash((self.ivs, self.cons, self.indices, self.traced, self.floor)))
+        object.__setattr__(self, "_hash", hash((self.ivs, self.cons, self.indices, self.traced, self.floor,
+                                                self.conditional)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -228,10 +232,12 @@ class _Piece:
 def distinct_elements(sites: Sequence[Site]) -> int:
     """Distinct tensor elements touched by the union of `sites` (gathers: see the module rules; a
     gather with a traced count touched that many on the traced sample)."""
-    direct = tuple(dict.fromkeys(s for s in sites if not s.indirect))
+    direct = tuple(dict.fromkeys(s for s in sites if not s.indirect and not s.conditional))
     best = _union_count(direct)
     for s in sites:
-        if s.indirect:
+        if s.conditional:
+            best = max(best, s.traced or 0)
+        elif s.indirect:
             affine = Site(s.ivs, s.cons, tuple(i for i in s.indices if i is not None))
             best = max(best, _union_count((affine,)), s.traced or 0, s.floor)
     return best
@@ -525,6 +531,8 @@ class NodeSites:
         if None in idx and not s.init:
             traced = self._traced(n, s.node, tensor, write)
             floor = 0 if write else key_floor(n, m, tensor)
+        if write and not s.init and st.conditional_store(n):
+            return Site(ivs, cons, idx, self._traced(n, s.node, tensor, write), 0, True)
         return Site(ivs, cons, idx, traced, floor)
 
     def _traced(self, n: NodeOp, i: int, tensor: str, write: bool) -> int | None:
@@ -533,7 +541,8 @@ class NodeSites:
         traced = traced_of(n.traced)
         if self.indirect != "traced" or not traced:
             return None
-        k = int(bool(n.dynamic_positions) and n.output_name == tensor) if write else \
+        scatters = bool(n.dynamic_positions) or st.conditional_store(n)
+        k = int(scatters and n.output_name == tensor) if write else \
             sum(c for (t, _, ind), c in self.leaves(i).items() if ind and t == tensor)
         for t in traced:
             if t.tensor == tensor and t.write == write:

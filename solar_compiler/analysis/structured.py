@@ -438,6 +438,20 @@ def gather_count(node: NodeOp, tensor: str) -> int:
     return sum(count(v) for v in (y.stored, *y.dyn_indices))
 
 
+def conditional_store(node: NodeOp) -> bool:
+    """Whether the node stores a select one branch of which is its target's own element
+    (`T[i] = v if c else T[i]`, the loop IR's `Assign.kept_when`): it changes only the elements
+    whose condition stores the new value, which depend on values (an in-place `masked_fill_`)."""
+    if node.reduce.data != "none" or node.init is not None or node.dynamic_positions:
+        return False
+    v = stored_value(node).owner
+    if not isinstance(v, SelectOp):
+        return False
+    maps = node.get_indexing_maps().data
+    return any(isinstance(b, BlockArgument) and node.input_names[b.index] == node.output_name
+               and maps[b.index] == maps[-1] for b in (v.a, v.b))
+
+
 def traced_elements(node: NodeOp, tensor: str, write: bool) -> int | None:
     """The distinct elements of `tensor` the traced sample touched through the node's gathers (its
     scatter when `write`), from the node's `traced` records: only while the node keeps the domain
@@ -445,8 +459,8 @@ def traced_elements(node: NodeOp, tensor: str, write: bool) -> int | None:
     it stale: the fewest over all index values applies)."""
     if node.traced is None:
         return None
-    n = int(bool(node.dynamic_positions) and node.output_name == tensor) if write else \
-        gather_count(node, tensor)
+    n = int((bool(node.dynamic_positions) or conditional_store(node)) and node.output_name == tensor) \
+        if write else gather_count(node, tensor)
     for a in node.traced.data:
         t = a.traced
         if t.tensor == tensor and t.write == write:

@@ -384,6 +384,8 @@ def _injective_axes(indices: Sequence[Index], grid: Grid) -> set[int] | None:
 
 def _assign(stmt: Assign, grid: Grid, ev: Evaluator, new: np.ndarray, state: State) -> None:
     arr = state.tensors[stmt.target]
+    if ev.tracer is not None and stmt.kept_when is not None:
+        _trace_changed(stmt, grid, ev, arr.shape)
     cover = _injective_axes(stmt.indices, grid)
     injective = cover is not None and all(k in cover for k, a in enumerate(grid.axes) if a.count > 1)
     if injective or (cover is None and _plain_affine(stmt.indices)):
@@ -398,6 +400,21 @@ def _assign(stmt: Assign, grid: Grid, ev: Evaluator, new: np.ndarray, state: Sta
         keep = flat.size - 1 - first
         flat, vals = flat[keep], vals[keep]
     arr.reshape(-1)[flat] = vals
+
+
+def _trace_changed(stmt: Assign, grid: Grid, ev: Evaluator, tshape: tuple[int, ...]) -> None:
+    """Record, as the write of a scatter, the elements a conditional store changes (`Assign.kept_when`):
+    the in-domain points whose condition stores the new value."""
+    assert stmt.kept_when is not None
+    cond, keep = stmt.kept_when
+    changed = np.broadcast_to(np.asarray(ev(cond)) != keep, grid.shape)
+    valid = grid.mask()
+    if valid is not None:
+        changed = changed & np.broadcast_to(valid, grid.shape)
+    idx = tuple(np.broadcast_to(ev.index_values(stmt.target, d, e), grid.shape)
+                for d, e in enumerate(stmt.indices))
+    flat = np.ravel_multi_index(idx, tshape)[changed] if idx else np.zeros(int(changed.any()), np.int64)
+    ev.tracer.scatter(stmt.target, flat)  # type: ignore[union-attr]
 
 
 def _accumulate(stmt: Assign, grid: Grid, ev: Evaluator, res: np.ndarray, red: list[int],

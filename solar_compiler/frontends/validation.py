@@ -267,7 +267,8 @@ def reduce_instance(spec: ModelSpec, kernel: Kernel, options: FrontendOptions, b
 def has_indirect(kernel) -> bool:
     from solar_compiler.loopir.ast import statements, stmt_reads
 
-    return any(c.stmt.indirect or any(r.indirect for r in stmt_reads(c.stmt)) for c in statements(kernel))
+    return any(c.stmt.indirect or c.stmt.kept_when is not None or any(r.indirect for r in stmt_reads(c.stmt))
+               for c in statements(kernel))
 
 
 def traced_records(kernel, trace) -> list[dict[str, Any]]:

@@ -191,8 +191,9 @@ class Origin:
 
 @dataclass(frozen=True)
 class Traced:
-    """What a statement's indirect accesses of `tensor` (its gathers, or its scatter when `write`)
-    touched when the frontend ran the program on its traced sample: `elements` distinct elements,
+    """What a statement's indirect accesses of `tensor` (its gathers, or its scatter when `write`; a
+    conditional store's changed elements, `Assign.kept_when`) touched when the frontend ran the
+    program on its traced sample: `elements` distinct elements,
     over a domain of `points` iterations with `accesses` such accesses. A value-dependent count
     that holds for that sample only; analyses use it while the statement keeps that domain and
     those accesses (a transform that narrows the domain makes it stale, and it is then ignored)."""
@@ -226,6 +227,21 @@ class Assign:
     def dynamic_indices(self) -> tuple[SExpr, ...]:
         """The SExpr positions of the target, in dimension order (empty for an affine write)."""
         return tuple(i for i in self.indices if isinstance(i, SExpr))
+
+    @property
+    def kept_when(self) -> tuple[SExpr, bool] | None:
+        """(condition, its value that keeps the element) when the statement is a conditional store:
+        `T[i] = v if c else T[i]` (or `T[i] if c else v`) writes only where it stores v and leaves
+        the element as it was elsewhere (an in-place `masked_fill_`), so the elements it changes
+        depend on values; None for any other statement."""
+        v = self.value
+        if self.kind != "=" or self.indirect or not isinstance(v, Select):
+            return None
+        me = Read(self.target, self.indices)
+        for branch, keep in ((v.b, False), (v.a, True)):
+            if isinstance(branch, Read) and (branch.tensor, branch.indices) == (me.tensor, me.indices):
+                return v.cond, keep
+        return None
 
     @property
     def target_vars(self) -> set[str]:

@@ -12,11 +12,12 @@ from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.captured_program import AtenNode, CapturedProgram, TensorRef, tensor_refs
 
 
-def updated_input(tr: Translator, node: AtenNode) -> str | None:
+def updated_input(tr: Translator, node: AtenNode, ref: object = None) -> str | None:
     """The input whose final version `node` writes, when forward updates it in place and no later op
     reads that version; else None. The final version may hold `node`'s values through scatters that
-    only copy (`copied_from`: the write-back of `buf[:, :8] += x` into itself)."""
-    ref = node.args[0]
+    only copy (`copied_from`: the write-back of `buf[:, :8] += x` into itself). `ref`: the operand
+    that is the updated base (default: the first)."""
+    ref = node.args[0] if ref is None else ref
     if not isinstance(ref, TensorRef):
         return None
     base = tr.val(ref).stored

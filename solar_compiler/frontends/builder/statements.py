@@ -15,6 +15,7 @@ from solar_compiler.loopir.simplify import index_only, literal
 from ..captured_program import TensorRef
 from .exprs import INF, c, cast, cmp, fold, index_value, select
 from .index_maps import bcast_index
+from .inplace import updated_input, validation_only
 from .translator import Translator
 from .values import Loop, Val, fill, generator, ivars, loops, stored
 
@@ -65,6 +66,32 @@ def store_or_inline(tr: Translator, out: int, value: Callable[[tuple[Index, ...]
     decl = tr.result(out)
     tr.emit(decl, idx, "=", probe, lps)
     return stored(decl)
+
+
+def select_in_place(tr: Translator, node: object, base: object, cond: object, new: object,
+                    new_when: bool) -> Val | None:
+    """`where(cond, new, base)` (`new_when` True; else `where(cond, base, new)`) as a conditional
+    store into `base`'s buffer, when `base` is an input that forward updates in place through this
+    op (`masked_fill_`, `x[m] = v`) and no later op reads: `out[i] = new if cond else out[i]`
+    changes only the elements its condition selects, and eager moves no other. The copy of `base`
+    into the output runs in the validation kernel only. None where it does not apply."""
+    if not isinstance(base, TensorRef):
+        return None
+    updated = updated_input(tr, node, base)  # type: ignore[arg-type]
+    meta, b = tr.out_meta(), tr.val(base)
+    if updated is None or tuple(b.shape) != tuple(meta.shape) or b.dtype != meta.dtype:
+        return None
+    out = tr.result()
+    with validation_only(tr, node, updated):  # type: ignore[arg-type]
+        copy_into(tr, out, b)
+    lps = loops("i", meta.shape)
+    idx = tuple(ivars(lps))
+    vals = [tr.val(a) if isinstance(a, TensorRef) else a for a in (cond, new)]
+    hit = _operand(tr, vals[0], idx, meta.shape, "bool")
+    v = _operand(tr, vals[1], idx, meta.shape, meta.dtype)
+    here = Read(out.name, idx, out.dtype)
+    tr.emit(out, idx, "=", select(hit, v, here) if new_when else select(hit, here, v), lps)
+    return stored(out)
 
 
 def copy_into(tr: Translator, target: TensorDecl, v: Val) -> None:

@@ -27,7 +27,7 @@ from solar_compiler.frontends.builder.exprs import (
     sub,
     un,
 )
-from solar_compiler.frontends.builder.statements import full_val, map_op
+from solar_compiler.frontends.builder.statements import full_val, map_op, select_in_place
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Val
 from solar_compiler.frontends.captured_program import AtenNode, TensorRef
@@ -336,16 +336,20 @@ def _shift(tr: Translator, node: AtenNode, left: bool) -> Val:
 
 @template("aten.where.self", "aten.where.ScalarOther", "aten.where.ScalarSelf", "aten.where.Scalar")
 def _where(tr: Translator, node: AtenNode) -> Val:
+    """A select; in place where one branch is an input forward updates through it (`masked_fill_`
+    decomposes to `where(m, v, x)`): a conditional store (`select_in_place`)."""
     cond, a, b = node.args[0], node.args[1], node.args[2]
     out = tr.out_meta().dtype
-    return map_op(tr, select, [cond, a, b], ["bool", out, out])
+    got = select_in_place(tr, node, b, cond, a, True) or select_in_place(tr, node, a, cond, b, False)
+    return got or map_op(tr, select, [cond, a, b], ["bool", out, out])
 
 
 @template("aten.masked_fill.Scalar", "aten.masked_fill.Tensor")
 def _masked_fill(tr: Translator, node: AtenNode) -> Val:
     x, mask, value = node.args[0], node.args[1], node.args[2]
     out = tr.out_meta().dtype
-    return map_op(tr, lambda xv, m, v: select(m, v, xv), [x, mask, value], [out, "bool", out])
+    return select_in_place(tr, node, x, mask, value, True) or \
+        map_op(tr, lambda xv, m, v: select(m, v, xv), [x, mask, value], [out, "bool", out])
 
 
 @template("aten.clamp.default", "aten.clamp.Tensor", "aten.clip.default")

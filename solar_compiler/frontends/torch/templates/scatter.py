@@ -142,7 +142,8 @@ def _masked_put(tr: Translator, node: AtenNode, x: Val, tens: list[tuple[int, Va
     if d is None or math.prod(values.shape) != 1 or tuple(x.shape[d:d + mask.ndim]) != tuple(mask.shape):
         raise tr.error("no loop-IR template for a boolean-mask index_put with one value per selected "
                        "element (their positions depend on values)")
-    out = _target(tr, node, addressed=False)
+    # `x[m] = v` changes the selected elements only: a conditional store, in place into an input
+    out = _target(tr, node, addressed=not accumulate)
     lps = loops("i", x.shape)
     idx = ivars(lps)
     hit = mask.read(idx[d:d + mask.ndim])
