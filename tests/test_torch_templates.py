@@ -132,6 +132,7 @@ def imported_alone() -> dict[str, dict]:
 
 # ops given templates after the registry replaced the dispatch tables (one line per addition)
 ADDED_OPS = {"aten._embedding_bag.default", "aten._embedding_bag_forward_only.default"}
+ADDED_OPS |= {"aten._trilinear.default"}  # nn.Bilinear (issue 21 audit)
 ADDED_OPS |= {"solar.dft"}  # one DFT along one dim: what complex_pairs.py makes of torch's FFTs
 ADDED_OPS |= {"aten.sort.default", "aten.sort.stable", "aten.bincount.default",  # stand-in nests
               "aten._unique2.default", "aten.multinomial.default", "aten.exponential.default"}

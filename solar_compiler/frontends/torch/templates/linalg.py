@@ -136,6 +136,30 @@ def _einsum(tr: Translator, node: AtenNode) -> Val:
 
 
 
+@template("aten._trilinear.default")
+def _trilinear(tr: Translator, node: AtenNode) -> Val:
+    """`_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim)`: each operand unsqueezed at its
+    expand dims to one common rank, the three multiplied and summed over `sumdim` (`nn.Bilinear`:
+    `y[b, o] = sum_ij x1[b, i] W[o, i, j] x2[b, j]`): one contraction of three factors."""
+    vals = [tr.val(node.args[k]) for k in range(3)]
+    expands = [{int(d) for d in node.args[3 + k]} for k in range(3)]
+    summed = {int(d) for d in node.args[6]}
+    rank = vals[0].ndim + len(expands[0])
+    ext: dict[str, int] = {}
+    operands = []
+    for v, ex in zip(vals, expands, strict=True):
+        kept = [d for d in range(rank) if d not in ex]
+        if len(kept) != v.ndim:
+            raise tr.error(f"_trilinear: an operand of rank {v.ndim} expanded at {sorted(ex)} is not of "
+                           f"rank {rank}")
+        names = [f"t{d}" for d in kept]
+        for n, size in zip(names, v.shape, strict=True):
+            ext[n] = max(ext.get(n, 1), size)
+        operands.append((v, names))
+    out_vars = [f"t{d}" for d in range(rank) if d not in summed]
+    return contract(tr, tr.result(), out_vars, ext, operands)
+
+
 @template("aten._scaled_mm.default")
 def _scaled_mm(tr: Translator, node: AtenNode) -> Val:
     """`torch._scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype)`: the fp8 product
