@@ -37,6 +37,10 @@ MASKED = forward_program(
     "torch.randn(512, 128, dtype=torch.bfloat16), torch.randn(512, 128, dtype=torch.bfloat16), "
     "torch.arange(512 * 128).reshape(512, 128) % 3 == 0")
 
+TRIU_FILL = forward_program(
+    "x", "x.masked_fill_(torch.ones(128, 128, dtype=torch.bool).triu(1), 0.0)\nreturn x",
+    "torch.randn(128, 128, dtype=torch.bfloat16)")
+
 NOT_RETURNED = forward_program(
     "buf, idx, src", "buf.index_add_(0, idx, src)\nreturn buf * 2",
     "torch.randn(4096, 128), torch.arange(100, 116), torch.randn(16, 128)")
@@ -46,7 +50,7 @@ NOT_RETURNED = forward_program(
 def files(tmp_path_factory):
     pytest.importorskip("torch")
     programs = {"scatters": SCATTERS, "slice_add": SLICE_ADD, "selects": SELECTS, "masked": MASKED,
-                "not_returned": NOT_RETURNED}
+                "triu_fill": TRIU_FILL, "not_returned": NOT_RETURNED}
     with translated_programs(tmp_path_factory.mktemp("in_place"), programs) as paths:
         yield paths
 
@@ -106,6 +110,17 @@ def test_a_masked_update_writes_only_the_elements_its_mask_selects(capsys, files
     assert [n.split("input ")[1].split(" ")[0] for n in notes] == ["'a'", "'b'"]
     low = roofline_json(capsys, files["masked"], "--indirect", "min")
     assert low["totals"]["bytes_fused"] == 512 * 128
+
+
+def test_a_masked_update_by_an_index_mask_writes_its_region_exactly(capsys, files):
+    # x.masked_fill_(ones.triu(1), 0) on a 128 x 128 bf16 input: the mask is built from indices, so
+    # narrowing splits the conditional store into the zeros above the diagonal and the element's own
+    # value below it, a store of nothing, which goes: 128 x 127 / 2 elements written, nothing read.
+    # Before: every element written (32,768 B).
+    r = roofline_json(capsys, files["triu_fill"])
+    assert r["totals"]["bytes_fused"] == 128 * 127 // 2 * 2
+    assert r["totals"]["flops"] == 0
+    assert r["validation"]["validated"]
 
 
 def test_an_update_a_later_op_reads_is_not_in_place(capsys, files):
