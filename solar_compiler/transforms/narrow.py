@@ -7,7 +7,8 @@ The rewrite works on the loop AST of the program (a kernel, or an einsum graph l
 kernel and lifted again): one copy of a statement per disjoint convex piece of its kept points,
 guarded by the piece's conditions (the node's guards intersected with the needed set), its value
 simplified there; a constant store (`T[..] = c`, no reads) where the value is a known constant; no
-statement at all where no point is needed; an empty loop or `if` is removed. The analysis is run
+statement at all where no point is needed, nor where the piece stores each element's own value (a
+conditional store's kept branch, `T[i] = T[i]`); an empty loop or `if` is removed. The analysis is run
 again on the result while it changes (a select simplified under its guard may drop the last read
 of a mask), at most `rounds` times.
 """
