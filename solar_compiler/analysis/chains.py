@@ -39,6 +39,7 @@ from solar_compiler.analysis.structured import init_producer, reduced_dims, valu
 from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp, YieldOp
 from solar_compiler.dialects.loop import (
     BinaryOp,
+    CastOp,
     ConstOp,
     Origin,
     UnaryOp,
@@ -118,10 +119,12 @@ class Tree:
 
 
 # ---- product nodes -----------------------------------------------------------------------------------
-def body_factors(node: NodeOp) -> tuple[list[Factor], list[SSAValue | None]] | None:
+def body_factors(node: NodeOp, through_casts: bool = False) \
+        -> tuple[list[Factor], list[SSAValue | None]] | None:
     """The factors of the product a node yields, and the tensor value each tensor factor reads (None
-    for a literal); None when the body is not a product (see the module doc): a gather, a cast, an
-    index value, any other op, or a read of the node's own output refuses it."""
+    for a literal); None when the body is not a product (see the module doc): a gather, a cast
+    (unless `through_casts`: symmetry does not depend on the operand dtype, an order's price does),
+    an index value, any other op, or a read of the node's own output refuses it."""
     ivs = node.iv_names
     maps = node.get_indexing_maps().data
     names = node.input_names
@@ -148,6 +151,8 @@ def body_factors(node: NodeOp) -> tuple[list[Factor], list[SSAValue | None]] | N
         if isinstance(o, UnaryOp) and o.fn.data == "neg":
             out.append(Factor(None, value=-1.0))
             vals.append(None)
+            return go(o.x, div)
+        if through_casts and isinstance(o, CastOp):
             return go(o.x, div)
         return False
 

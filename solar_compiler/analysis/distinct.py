@@ -43,14 +43,16 @@ products once (docs/bounds.md, section 0). `costs.py` applies them when asked fo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from xdsl.ir import BlockArgument, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr
 
 from solar_compiler.analysis import structured as st
+from solar_compiler.analysis.chains import Factor, body_factors
 from solar_compiler.analysis.polyhedral import contraction_reads, node_indices, node_loop_ranges, writes_whole
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp
-from solar_compiler.dialects.loop import BinaryOp, CastOp, ConstOp, SelectOp, UnaryOp, type_dtype
+from solar_compiler.dialects.loop import BinaryOp, ConstOp, SelectOp, type_dtype
 from solar_compiler.loopir.affine import AffExpr
 
 #: `OpCost.algorithm` of a node priced by an entry here
@@ -147,24 +149,25 @@ def _box(node: NodeOp) -> bool:
 
 def _symmetric_share(node: NodeOp, same: Mapping[str, str], through_locals: bool) -> tuple[int, int] | None:
     """(n + 1, 2 n) when the node's product is symmetric under exchanging two output variables of
-    equal extent n, over a box domain: its reads that vary along a reduced variable, as a multiset,
-    are the same after the exchange, and some read changes (`x_ik x_jk`, `sum_k x_ik d_k x_jk`); else
-    None. The body must be a pure product (multiplies, negations, casts, literal factors and
-    divisors: `x_ik / y_ik` is no factor y), and so must an operand's element-wise producer that
-    `through_locals` lets it read through. `same` renames a tensor to the one holding its values."""
-    leaves = _product_leaves(node, st.stored_value(node), {})
-    if leaves is None or _main_guards(node) or not _box(node):
+    equal extent n, over a box domain: its tensor factors that vary along a reduced variable, as a
+    multiset, are the same after the exchange, and some factor changes (`x_ik x_jk`, `sum_k x_ik d_k
+    x_jk`); else None. The body must be a product (`chains.body_factors`, through casts), and so
+    must an operand's element-wise producer that `through_locals` lets it read through. `same`
+    renames a tensor to the one holding its values."""
+    got = body_factors(node, through_casts=True)
+    if got is None or _main_guards(node) or not _box(node):
         return None
-    reads = [(t, idx) for t, idx, _ in leaves]
-    if through_locals:
-        reads = [r for t, idx, a in leaves for r in _through_product(node, t, idx, a)]
+    factors = [g for f, v in zip(*got, strict=True) if f.tensor is not None
+               for g in (_through_product(f, v) if through_locals else [f])]
+    reads = [(str(f.tensor), f.indices, f.divide) for f in factors]
     ranges = node_loop_ranges(node)
     out_vars = set().union(*(i.vars() for i in node_indices(node, len(node.get_indexing_maps().data) - 1)))
     reduced = set(node.iv_names) - out_vars
-    along = [(same.get(t, t), idx) for t, idx in reads if set().union(*(e.vars() for e in idx)) & reduced]
+    along = [(same.get(t, t), idx, d) for t, idx, d in reads
+             if set().union(*(e.vars() for e in idx)) & reduced]
 
-    def key(sub: Mapping[str, AffExpr]) -> list[tuple[str, tuple[str, ...]]]:
-        return sorted((t, tuple(str(e.substitute(sub)) for e in idx)) for t, idx in along)
+    def key(sub: Mapping[str, AffExpr]) -> list[tuple[str, tuple[str, ...], bool]]:
+        return sorted((t, tuple(str(e.substitute(sub)) for e in idx), d) for t, idx, d in along)
 
     out = [v for v in node.iv_names if v in out_vars]
     for i, a in enumerate(out):
@@ -172,49 +175,27 @@ def _symmetric_share(node: NodeOp, same: Mapping[str, str], through_locals: bool
             if ranges[a] != ranges[b]:
                 continue
             swap = {a: AffExpr.var(b), b: AffExpr.var(a)}
-            moved = any(tuple(e.substitute(swap) for e in idx) != idx for _, idx in reads)
+            moved = any(tuple(e.substitute(swap) for e in idx) != idx for _, idx, _ in reads)
             if moved and key(swap) == key({}):
                 n = ranges[a][1] - ranges[a][0] + 1
                 return n + 1, 2 * n
     return None
 
 
-def _through_product(node: NodeOp, t: str, idx: tuple[AffExpr, ...], a: int) \
-        -> list[tuple[str, tuple[AffExpr, ...]]]:
-    """The read `t[idx]` (the node's operand `a`) as the reads an element-wise pure product wrote
-    into it, at the read's indices; itself where no such node wrote the whole tensor."""
-    w = st.producer(node, a)
-    inner = _product_leaves(w, st.stored_value(w), {}) if w is not None and \
-        writes_whole(w, tuple(node.ins[a].type.get_shape())) else None  # type: ignore[attr-defined]
-    if inner is None:
-        return [(t, idx)]
+def _through_product(f: Factor, v: SSAValue | None) -> list[Factor]:
+    """Tensor factor `f` (reading value `v`) as the tensor factors of the element-wise product that
+    wrote the whole of it, at the read's indices (a divisor's divide theirs); `[f]` where no such
+    node wrote it."""
+    w = v.owner if v is not None else None
+    if not isinstance(w, NodeOp) or not writes_whole(w, tuple(v.type.get_shape())):  # type: ignore[union-attr]
+        return [f]
+    got = body_factors(w, through_casts=True)
+    if got is None:
+        return [f]
     outs = node_indices(w, len(w.get_indexing_maps().data) - 1)
-    subst = {str(o.terms[0][0]): e for o, e in zip(outs, idx, strict=True)}
-    return [(u, tuple(e.substitute(subst) for e in j)) for u, j, _ in inner]
-
-
-def _product_leaves(node: NodeOp, v: SSAValue, memo: dict[SSAValue, list | None]) \
-        -> list[tuple[str, tuple[AffExpr, ...], int]] | None:
-    """The reads (tensor, indices, block argument) a pure product multiplies, or None where `v` is
-    no pure product of direct reads (`_symmetric_share`)."""
-    if v in memo:
-        return memo[v]
-    out: list[tuple[str, tuple[AffExpr, ...], int]] | None = None
-    o = v.owner
-    if isinstance(v, BlockArgument):
-        out = [(node.input_names[v.index], node_indices(node, v.index), v.index)] \
-            if v.index < len(node.input_names) else None
-    elif isinstance(o, ConstOp):
-        out = []
-    elif isinstance(o, CastOp) or (isinstance(o, UnaryOp) and o.fn.data == "neg"):
-        out = _product_leaves(node, o.operands[0], memo)
-    elif isinstance(o, BinaryOp) and o.fn.data == "mul":
-        lhs, rhs = _product_leaves(node, o.lhs, memo), _product_leaves(node, o.rhs, memo)
-        out = None if lhs is None or rhs is None else lhs + rhs
-    elif isinstance(o, BinaryOp) and o.fn.data == "div" and isinstance(o.rhs.owner, ConstOp):
-        out = _product_leaves(node, o.lhs, memo)
-    memo[v] = out
-    return out
+    subst = {str(o.terms[0][0]): e for o, e in zip(outs, f.indices, strict=True)}
+    return [replace(g, indices=tuple(e.substitute(subst) for e in g.indices), divide=g.divide != f.divide)
+            for g in got[0] if g.tensor is not None]
 
 
 def _main_guards(node: NodeOp) -> int:
