@@ -237,11 +237,14 @@ class Assign:
         v = self.value
         if self.kind != "=" or self.indirect or not isinstance(v, Select):
             return None
-        me = Read(self.target, self.indices)
         for branch, keep in ((v.b, False), (v.a, True)):
-            if isinstance(branch, Read) and (branch.tensor, branch.indices) == (me.tensor, me.indices):
+            if self.reads_own_element(branch):
                 return v.cond, keep
         return None
+
+    def reads_own_element(self, e: SExpr) -> bool:
+        """Whether `e` is a read of the element the statement writes (`T[i]` in `T[i] = ...`)."""
+        return isinstance(e, Read) and (e.tensor, e.indices) == (self.target, self.indices)
 
     @property
     def target_vars(self) -> set[str]:

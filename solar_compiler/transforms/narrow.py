@@ -335,7 +335,7 @@ def _guarded(st: _Stmt, region: isl.Set, a: Assign) -> list[Node]:
         _check_deadline()
         p = piece if isinstance(piece, isl.Set) else isl.Set.from_basic_set(piece)
         value = _simplify(st, a.value, p) if not isinstance(a.value, Const) else a.value
-        if _stores_itself(a, value):
+        if a.kind == "=" and a.reads_own_element(value):
             continue  # the element's own value there (a conditional store's kept branch): no store
         b = a if value is a.value else replace(a, value=value)
         if p.is_equal(st.dom):
@@ -345,12 +345,6 @@ def _guarded(st: _Stmt, region: isl.Set, a: Assign) -> list[Node]:
         conds = _conds(parts[0] if len(parts) == 1 else piece, st.ctx)
         out.append(If(conds, [b]) if conds else b)
     return out
-
-
-def _stores_itself(a: Assign, value: SExpr) -> bool:
-    """Whether `a` with `value` stores each element's own value (`T[i] = T[i]`): a store of nothing."""
-    return a.kind == "=" and isinstance(value, Read) and \
-        (value.tensor, value.indices) == (a.target, a.indices)
 
 
 def _simplify(st: _Stmt, e: SExpr, region: isl.Set) -> SExpr:
