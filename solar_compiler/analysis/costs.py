@@ -774,13 +774,19 @@ def _sums_on_matrix(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCost]) 
         if node.reduce.data != "add" or o.matrix_dtype is not None or o.llm_flops is not None or \
                 o.algorithm not in (None, FOLDED, SCAN):
             continue
-        adds = prefix_sum_adds(node) if o.algorithm == SCAN else st.points(node)
-        adds = min(adds or 0, o.flops_vector - o.flops_transcendental)
+        adds = _accumulation_adds(node, o)
         if adds <= 0:
             continue
         values = values or ValueDtypes(graph)
         dtype = values.stored(node, st.stored_value(node), st.reduced_dims(node))
         ops[pos] = replace(o, flops_sum=adds, sum_dtype=dtype)
+
+
+def _accumulation_adds(node: NodeOp, o: OpCost) -> int:
+    """The additions with which a sum that is not a contraction accumulates (one per point, or a
+    scan's), at most its vector work other than transcendentals: what a matrix unit may take."""
+    adds = prefix_sum_adds(node) if o.algorithm == SCAN else st.points(node)
+    return max(0, min(adds or 0, o.flops_vector - o.flops_transcendental))
 
 
 def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCost],
@@ -825,7 +831,7 @@ def _expand_polynomials(graph: GraphOp, nodes: Sequence[NodeOp], ops: list[OpCos
             # distributivity of vector work alone: the node's additions as written may run on the
             # matrix unit (`_sums_on_matrix`), and so may the expansion's: its other vector work must
             # fit in the node's other work, and its whole vector work in the node's
-            flex = min(st.points(nodes[pos]), o.flops_vector) if o.matrix_dtype is None else 0
+            flex = _accumulation_adds(nodes[pos], o) if o.matrix_dtype is None else 0
             if total >= written or e.flops_vector > fv_here or e.flops_vector - e.flops_sum > fv_here - flex:
                 continue
             sums = e.flops_sum
