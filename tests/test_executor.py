@@ -340,6 +340,22 @@ def test_compare_tolerances():
     assert not compare(inf_ref, {"y": np.array([1.0, 1.0])}, {"y": "f64"}).ok
 
 
+def test_compare_all_finite_takes_the_same_norms_without_masks():
+    """Both arrays finite everywhere (the usual case) skip the masks of the NaN/inf rules; the error
+    and the message are those of the masked path, which a NaN both sides share forces here."""
+    rng = np.random.default_rng(3)
+    ref = rng.standard_normal(1000).astype(np.float32)
+    got = (ref + rng.standard_normal(1000).astype(np.float32) * 1e-6).astype(np.float32)
+    got[417] += 0.5
+    fast = compare({"y": ref}, {"y": got}, {"y": "f32"})
+    nan = np.array([np.nan], np.float32)
+    masked = compare({"y": np.concatenate([ref, nan])}, {"y": np.concatenate([got, nan])}, {"y": "f32"})
+    assert fast.max_rel_err == masked.max_rel_err > 1e-4
+    assert fast.first_mismatch == masked.first_mismatch
+    assert fast.first_mismatch.startswith("y[417]: got ")
+    assert not compare({"y": ref}, {"y": np.where(np.arange(1000) == 5, np.inf, got)}, {"y": "f32"}).ok
+
+
 # ---- differential test against the point-by-point oracle ----------------------------------------
 def _inputs(kernel, seed: int) -> dict:
     rng = np.random.default_rng(seed)

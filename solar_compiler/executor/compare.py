@@ -73,6 +73,8 @@ def _one(name: str, ref: np.ndarray, got: np.ndarray | None, dtype: str, tol: fl
         return math.inf, f"{name}: shape {got.shape}, expected {ref.shape}"
     if ref.size == 0:
         return 0.0, None
+    if dtype in FLOAT_DTYPES and _all_finite(ref) and _all_finite(got):
+        return _finite(name, ref, got, dtype, tol, pos)
     r, x = ref.astype(np.float64).reshape(-1), got.astype(np.float64).reshape(-1)
     if dtype not in FLOAT_DTYPES:
         diff = np.flatnonzero(r != x)
@@ -87,16 +89,46 @@ def _one(name: str, ref: np.ndarray, got: np.ndarray | None, dtype: str, tol: fl
     if bad.size:
         i = int(bad[0])
         return math.inf, f"{_at(name, ref.shape, i, pos)}: got {x[i]}, expected {r[i]}"
-    d, rf = x[fin] - r[fin], r[fin]
+    return _norm_error(name, ref.shape, r[fin], x[fin] - r[fin], np.flatnonzero(fin), x, r, dtype, tol, pos)
+
+
+def _all_finite(a: np.ndarray) -> bool:
+    """No NaN or infinity in real `a`, without a mask of its size: its sum in float64 is finite only
+    then (a NaN or an infinity propagates; a sum that overflows says no, and the caller checks
+    element by element)."""
+    if a.dtype.kind in "iub":
+        return True
+    if a.dtype.kind != "f":
+        return False
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN: a no, said quietly
+        return bool(np.isfinite(np.add.reduce(a.reshape(-1), dtype=np.float64)))
+
+
+def _finite(name: str, ref: np.ndarray, got: np.ndarray, dtype: str, tol: float | None,
+            pos: np.ndarray | None) -> tuple[float, str | None]:
+    """`_one` where both arrays are finite everywhere: the same norms from two float64 copies, with
+    none of the masks (a value widens to float64 exactly, so the difference is the same)."""
+    r = ref.astype(np.float64).reshape(-1)
+    d = got.astype(np.float64).reshape(-1)
+    d -= r
+    return _norm_error(name, ref.shape, r, d, None, got.reshape(-1), ref.reshape(-1), dtype, tol, pos)
+
+
+def _norm_error(name: str, shape: tuple[int, ...], rf: np.ndarray, d: np.ndarray, finite: np.ndarray | None,
+                x: np.ndarray, r: np.ndarray, dtype: str, tol: float | None,
+                pos: np.ndarray | None) -> tuple[float, str | None]:
+    """||d|| / ||rf|| over the finite reference elements (at flat positions `finite` of `x` and `r`,
+    None for all) and, above the tolerance, the message naming the first element whose error is
+    above its share of it."""
     ref_norm = float(np.linalg.norm(rf))
     err = float(np.linalg.norm(d)) / max(ref_norm, np.finfo(np.float64).tiny)
     tol = TOLERANCE[dtype] if tol is None else tol
     if err <= tol:
         return err, None
-    finite = np.flatnonzero(fin)
     big = np.flatnonzero(np.abs(d) > tol * ref_norm / math.sqrt(rf.size))
-    i = int(finite[big[0]] if big.size else finite[int(np.argmax(np.abs(d)))])
-    return err, (f"{_at(name, ref.shape, i, pos)}: got {x[i]:.9g}, expected {r[i]:.9g} "
+    j = int(big[0] if big.size else np.argmax(np.abs(d)))
+    i = j if finite is None else int(finite[j])
+    return err, (f"{_at(name, shape, i, pos)}: got {float(x[i]):.9g}, expected {float(r[i]):.9g} "
                  f"(relative norm error {err:.3g} > {tol:.3g} for {dtype})")
 
 
