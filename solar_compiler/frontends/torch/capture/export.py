@@ -21,7 +21,7 @@ from solar_compiler.frontends.model_file import ModelSpec
 
 from .graph import NeedsFallback, SymbolicShape, UserFile, convert_args, finish, has_bool_index, tensor_meta
 from .inputs import input_names
-from .ops import IDENTITY_OPS, packet, tables
+from .ops import IDENTITY_OPS, decompose, packet
 from .recorder import MAX_VALUE_READS
 from .shapes import no_autograd_decomp
 from .util import build_model, quiet, real_value, resolve_attr
@@ -74,8 +74,7 @@ def capture_export(spec: ModelSpec, mode: str, fake: bool, user: UserFile) -> Ca
             h_post.remove()
         if changes:
             raise NeedsFallback(f"forward mutates module state ({', '.join(sorted(set(changes))[:4])})")
-        table, _, _ = tables()
-        ep = ep.run_decompositions(table)
+        ep = decompose(ep)  # ep.run_decompositions(tables()[0]), with the table split once
 
     namer = Namer()
     bool_index: set[int] = set()
