@@ -214,7 +214,7 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace
     from solar_compiler.executor import compare, execute
     from solar_compiler.executor.compare import summation_tolerances
 
-    from .capture import fresh_inputs, run_reference
+    from .capture import ModelReuse, fresh_inputs, run_reference
 
     kernel = tt.validation_kernel()
     dtypes = {t.name: t.dtype for t in kernel.tensors}
@@ -222,10 +222,11 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace
     seeds, fewer = _seeds(spec, prog, tt, mode, n)
     worst = 0.0
     f64: dict[str, float] = {}
+    reuse = ModelReuse(seed=0)  # one model for every sample (built once)
     for i, seed in enumerate(seeds, 1):
         t_sample = time.monotonic()
         inputs = None if seed is None else fresh_inputs(spec, seed)
-        ins, ws, outs, rnd = run_reference(spec, mode, inputs=inputs, seed=0, program=prog)
+        ins, ws, outs, rnd = run_reference(spec, mode, inputs=inputs, seed=0, program=prog, reuse=reuse)
         feed = _feed(tt, kernel, ins, ws, rnd)
         traced = None if seed is not None or trace is None else _KernelTrace(trace, kernel, tt.kernel)
         got = execute(kernel, feed, trace=traced)
@@ -246,7 +247,7 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
     from solar_compiler.executor.compare import summation_tolerances
     from solar_compiler.executor.slicing import SliceTooCostly
 
-    from .capture import fresh_inputs, run_reference
+    from .capture import ModelReuse, fresh_inputs, run_reference
 
     kernel = tt.validation_kernel()
     # computing the slice may take a quarter of the budget (CPU seconds), and at least SLICE_MIN_SECONDS
@@ -268,10 +269,12 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
     seeds, fewer = _seeds(spec, prog, tt, options.mode, n)
     progress.phase("validate", f"sampled: {sum(len(v) for v in samples.values())} output elements, "
                                f"{len(seeds)} sample(s) (estimated {secs:.1f} s per sample)")
+    reuse = ModelReuse(seed=0)  # one model for every sample (built once)
     for i, seed in enumerate(seeds, 1):
         t_sample = time.monotonic()
         inputs = None if seed is None else fresh_inputs(spec, seed)
-        ins, ws, outs, rnd = run_reference(spec, options.mode, inputs=inputs, seed=0, program=prog)
+        ins, ws, outs, rnd = run_reference(spec, options.mode, inputs=inputs, seed=0, program=prog,
+                                           reuse=reuse)
         ref = {k: np.asarray(outs[name])[tuple(samples[k].T)]
                for k, name in zip(tt.outputs, prog.outputs, strict=True)}
         del outs

@@ -44,13 +44,14 @@ from .entry import capture
 from .graph import torch_dtype
 from .inputs import fresh_inputs, input_names, on_fresh_sample
 from .ops import KEEP_UNDECOMPOSED
-from .reference import run_reference, run_reference_f64
+from .reference import ModelReuse, run_reference, run_reference_f64
 
 __all__ = [
     "AtenNode",
     "CaptureError",
     "CapturedProgram",
     "KEEP_UNDECOMPOSED",
+    "ModelReuse",
     "TensorMeta",
     "TensorRef",
     "capture",

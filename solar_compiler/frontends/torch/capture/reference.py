@@ -18,7 +18,7 @@ from solar_compiler.frontends.model_file import ModelSpec
 
 from .entry import capture
 from .ops import PRESERVE_CIA, aten, dropout_decomp, has_cia_kernel, is_random, mutated_arg_indices, tables
-from .util import build_model, from_numpy_as, load_spec, quiet, resolve_attr, to_numpy
+from .util import build_model, from_numpy_as, load_spec, quiet, real_sample, resolve_attr, to_numpy
 
 
 class RandomRecorder(TorchDispatchMode):
@@ -53,6 +53,86 @@ class RandomRecorder(TorchDispatchMode):
         return out
 
 
+class ModelReuse:
+    """The model a reference run built, kept for the next runs of the same validation (its samples).
+
+    A run builds the model under `torch.manual_seed(seed)`, then calls `get_inputs()`. Built once,
+    the model is reused with the random state it left, restored before each `get_inputs()`: the
+    same weights, the same sample and the same random draws in forward as a fresh build, without
+    the weights' initialisation (a 16,384 x 16,384 `nn.Linear` takes a second) and their copy to
+    numpy each time; the weights come back as read-only views of the model's tensors. A forward
+    that changes the model (a parameter or buffer written in place: its version counter; an
+    attribute rebound) ends the reuse: that run's weights are taken again, as copies, from a fresh
+    build (what the forward saw), and every later run builds its own model, as without reuse.
+    """
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self.on = True
+        self.model: torch.nn.Module | None = None
+        self.rng: torch.Tensor | None = None
+        self.weights: dict[str, np.ndarray] | None = None
+        self.state: tuple | None = None
+
+    def take(self, spec: ModelSpec, mode: str):
+        """(model, sample) of a run: the kept model and a new `get_inputs()`, or both built."""
+        torch.manual_seed(self.seed)
+        if not self.on:
+            return build_model(spec, mode, None)
+        if self.model is not None:
+            torch.set_rng_state(self.rng)
+            return self.model, real_sample(spec)
+
+        def keep_rng() -> None:
+            self.rng = torch.get_rng_state()
+
+        model, sample = build_model(spec, mode, None, after_build=keep_rng)
+        self.model, self.state, self.weights = model, _model_state(model), None
+        return model, sample
+
+    def weights_of(self, spec: ModelSpec, program: CapturedProgram, model) -> dict[str, np.ndarray]:
+        if not self.on:
+            return _weights(spec, program, model, to_numpy)
+        if self.weights is None:
+            self.weights = _weights(spec, program, model, _weight_view)
+        return self.weights
+
+    def after_forward(self, spec: ModelSpec, program: CapturedProgram, mode: str,
+                      weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The run's weights as the forward saw them; the reuse ends if the forward changed the model."""
+        if not self.on or _model_state(self.model) == self.state:
+            return weights
+        self.on, self.model, self.weights = False, None, None
+        torch.manual_seed(self.seed)
+        return _weights(spec, program, build_model(spec, mode, None)[0], to_numpy)
+
+
+def _model_state(model: torch.nn.Module) -> tuple:
+    """What a forward may change: every parameter's and buffer's identity and version counter (an
+    in-place write bumps it), and the identity of every other module attribute."""
+    from .export import _state_snapshot
+
+    tensors = [(n, id(t), t._version) for n, t in model.named_parameters(remove_duplicate=False)]
+    tensors += [(n, id(t), t._version) for n, t in model.named_buffers(remove_duplicate=False)]
+    return tensors, _state_snapshot(model)
+
+
+def _weight_view(t: torch.Tensor) -> np.ndarray:
+    """A read-only numpy view of a kept model's tensor when torch's memory is numpy's layout (a
+    contiguous CPU tensor of a numpy dtype), else `to_numpy`'s copy."""
+    d = t.detach()
+    if d.device.type == "cpu" and d.is_contiguous() and not d.is_conj() and d.dtype in _NUMPY_DTYPES:
+        a = d.numpy()
+    else:
+        a = to_numpy(t)
+    a.flags.writeable = False
+    return a
+
+
+_NUMPY_DTYPES = (torch.float32, torch.float64, torch.float16, torch.int64, torch.int32, torch.int16,
+                 torch.int8, torch.uint8, torch.bool)
+
+
 def run_reference(
     path: str | Path | ModelSpec,
     mode: str = "eval",
@@ -60,13 +140,15 @@ def run_reference(
     seed: int = 0,
     program: CapturedProgram | None = None,
     size_overrides: dict[str, int] | None = None,
+    reuse: ModelReuse | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Run the model eagerly for real; return (inputs, weights, outputs, random) keyed by the
     names of ``program`` (captured here with fake tensors when not given).
 
     Weights are initialised under ``torch.manual_seed(seed)``; ``inputs`` (by input name)
     replace the ``get_inputs()`` sample.  Random draws inside forward are recorded in order
-    and named like ``program.random_tensors``.
+    and named like ``program.random_tensors``. With `reuse` (made with the same `seed`), the model
+    built by an earlier run is run again (`ModelReuse`); its weights then come back read-only.
     """
     spec = load_spec(path, size_overrides)
     if program is None:
@@ -75,8 +157,11 @@ def run_reference(
         from .train_reference import run_train_reference
 
         return run_train_reference(spec, mode, program, inputs, seed)
-    torch.manual_seed(seed)
-    model, sample = build_model(spec, mode, None)
+    if reuse is not None:
+        model, sample = reuse.take(spec, mode)
+    else:
+        torch.manual_seed(seed)
+        model, sample = build_model(spec, mode, None)
     names_in = [m.name for m in program.inputs]
     positions = [i for i, v in enumerate(sample) if isinstance(v, torch.Tensor)]
     if len(positions) != len(names_in):
@@ -90,7 +175,17 @@ def run_reference(
         for pos, name in zip(positions, names_in, strict=True):
             sample[pos] = from_numpy_as(inputs[name], sample[pos].dtype)
     in_np = {name: to_numpy(sample[pos]) for pos, name in zip(positions, names_in, strict=True)}
+    if reuse is None:
+        weights_np = _weights(spec, program, model, to_numpy)
+        out_np, random_np = _run_forward(spec, program, model, sample)
+    else:
+        weights_np = reuse.weights_of(spec, program, model)
+        out_np, random_np = _run_forward(spec, program, model, sample)
+        weights_np = reuse.after_forward(spec, program, mode, weights_np)
+    return in_np, weights_np, out_np, random_np
 
+
+def _weights(spec: ModelSpec, program: CapturedProgram, model, as_numpy) -> dict[str, np.ndarray]:
     weights_np: dict[str, np.ndarray] = {}
     for w in program.weights:
         src = program.weight_sources.get(w.name, w.name)
@@ -103,8 +198,12 @@ def run_reference(
             t = resolve_attr(model, src)
         if not isinstance(t, torch.Tensor):
             raise CaptureError(f"{spec.path}: cannot find weight {src}")
-        weights_np[w.name] = to_numpy(t)
+        weights_np[w.name] = as_numpy(t)
+    return weights_np
 
+
+def _run_forward(spec: ModelSpec, program: CapturedProgram, model, sample):
+    """(outputs, random draws) of forward on `sample`, as numpy arrays under the program's names."""
     _, _, python = tables()
     rec = RandomRecorder(python)
     if program.random_tensors:
@@ -138,7 +237,7 @@ def run_reference(
             if tuple(t.shape) != meta.shape:
                 raise CaptureError(f"{spec.path}: random draw {meta.name} has shape {tuple(t.shape)}")
             random_np[meta.name] = to_numpy(t)
-    return in_np, weights_np, out_np, random_np
+    return out_np, random_np
 
 
 def eager_forward(path: str, mode: str = "eval", seed: int = 0) -> list[tuple[tuple[int, ...], str]]:

@@ -38,8 +38,9 @@ def load_spec(path: str | Path | ModelSpec, size_overrides: dict[str, int] | Non
     return spec
 
 
-def build_model(spec: ModelSpec, mode: str, fake_mode):
-    """(model, sample list) built inside ``fake_mode`` (or for real when it is None).
+def build_model(spec: ModelSpec, mode: str, fake_mode, after_build=None):
+    """(model, sample list) built inside ``fake_mode`` (or for real when it is None); `after_build()`
+    is called between the two (the reference runner saves the random state there: `ModelReuse`).
 
     A constructor that fake tensors cannot run (`.item()` or another value read, `self.to(dtype)`,
     `.half()`, `.bfloat16()`, whose parameter swap fake tensors refuse) is run for real, when its
@@ -51,6 +52,8 @@ def build_model(spec: ModelSpec, mode: str, fake_mode):
             model = spec.build_model()
         else:
             model = _fake_model(spec, fake_mode)
+        if after_build is not None:
+            after_build()
         with fake_mode if fake_mode is not None else contextlib.nullcontext():
             sample = spec.sample_inputs()
     if not isinstance(model, torch.nn.Module):
@@ -59,6 +62,12 @@ def build_model(spec: ModelSpec, mode: str, fake_mode):
         model.eval()
     tensor_attrs_to_buffers(model)
     return model, sample
+
+
+def real_sample(spec: ModelSpec) -> list:
+    """`get_inputs()` for real, as `build_model` calls it (device moves kept on the CPU)."""
+    with _device_moves_kept():
+        return spec.sample_inputs()
 
 
 def _fake_model(spec: ModelSpec, fake_mode):
