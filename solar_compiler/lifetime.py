@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 __all__ = ["Cancelled", "call_with_cpu_limit", "cancel_on_signals", "die_with_parent", "kill_group",
-           "limit_address_space"]
+           "limit_address_space", "limit_blas_threads"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -132,6 +132,40 @@ def limited_env(env: dict[str, str]) -> dict[str, str]:
     run models: with a cap on glibc's malloc arenas and torch's tensors on huge pages, unless `env`
     sets either already."""
     return {"MALLOC_ARENA_MAX": MALLOC_ARENA_MAX, "THP_MEM_ALLOC_ENABLE": TORCH_HUGE_PAGES, **env}
+
+
+# numpy's OpenBLAS starts a thread per core for a large product, whatever torch's thread count is. Two
+# solar-bench forks on two cores, each set to one torch thread, then ran four busy threads, and
+# OpenBLAS's spinning threads lost most of their time to each other: KernelBench L3
+# 43_MinGPTCausalAttention validated in 4.4 s alone and 19.5 s beside 44_MiniGPTBlock.
+# `limit_blas_threads` caps it at run time (OpenBLAS's own call, found by name in the loaded
+# library: numpy's wheels rename it with a prefix and a 64-bit-integer suffix).
+_BLAS_SET_THREADS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                     "openblas_set_num_threads64_", "openblas_set_num_threads")
+
+
+def limit_blas_threads(n: int) -> int:
+    """Cap every OpenBLAS loaded in this process at `n` threads, and one loaded later (its
+    environment variable); returns how many loaded ones were capped (0 when numpy is not loaded
+    yet, or uses another BLAS)."""
+    os.environ["OPENBLAS_NUM_THREADS"] = str(max(1, n))
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            paths = sorted({line.split()[-1] for line in f
+                            if "openblas" in line.lower() and line.rstrip().split()[-1].startswith("/")})
+    except OSError:
+        return 0
+    capped = 0
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        fn = next((getattr(lib, name) for name in _BLAS_SET_THREADS if hasattr(lib, name)), None)
+        if fn is not None:
+            fn(ctypes.c_int(max(1, n)))
+            capped += 1
+    return capped
 
 
 def limit_address_space(limit_gb: float) -> None:

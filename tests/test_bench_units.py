@@ -106,6 +106,36 @@ def test_forked_outcomes(fn, arg, ok, cls, msg, tmp_path):
     assert o.peak_rss_kb > 0
 
 
+def _blas_threads(_: int) -> list[int]:
+    """The thread count of every OpenBLAS loaded here (numpy's)."""
+    import ctypes
+
+    import numpy  # noqa: F401 - loads the BLAS
+
+    with open("/proc/self/maps", encoding="utf-8") as f:
+        paths = {line.split()[-1] for line in f
+                 if "openblas" in line.lower() and line.split()[-1].startswith("/")}
+    counts = []
+    for path in sorted(paths):
+        lib = ctypes.CDLL(path)
+        names = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads")
+        get = next((getattr(lib, n) for n in names if hasattr(lib, n)), None)
+        if get is not None:
+            counts.append(get())
+    return counts
+
+
+def test_a_fork_runs_numpys_blas_on_its_threads_only(tmp_path):
+    """A fork given one thread runs numpy's OpenBLAS on one too (two forks on two cores had run four
+    spinning threads: `lifetime.limit_blas_threads`), whether numpy was loaded before the fork (the
+    warm worker's case) or in it."""
+    import numpy  # noqa: F401 - loaded before the fork, as in a warm worker
+
+    o = run_forked(_blas_threads, (0,), timeout_s=30, memory_gb=2, log_path=str(tmp_path / "log"), threads=1)
+    assert o.ok, o.error
+    assert o.value == [1] * len(o.value) and len(o.value) == len(_blas_threads(0))
+
+
 # ---- timing ---------------------------------------------------------------------------------------
 class FakeClock:
     def __init__(self):

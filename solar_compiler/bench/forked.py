@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from solar_compiler.errors import error_class_of
-from solar_compiler.lifetime import die_with_parent, kill_group, limit_address_space
+from solar_compiler.lifetime import die_with_parent, kill_group, limit_address_space, limit_blas_threads
 
 
 @dataclass
@@ -77,8 +77,10 @@ def _child(
         os.environ.update(env)
         if cwd:
             os.chdir(cwd)
-        if "torch" in sys.modules and threads > 0:
-            sys.modules["torch"].set_num_threads(threads)
+        if threads > 0:
+            if "torch" in sys.modules:
+                sys.modules["torch"].set_num_threads(threads)
+            limit_blas_threads(threads)  # numpy's BLAS too: forks side by side must not oversubscribe
         limit_address_space(memory_gb)
         try:
             result: tuple = ("ok", fn(*args))
