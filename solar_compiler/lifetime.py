@@ -12,6 +12,10 @@ Three mechanisms, used together by the torch sandbox and by `solar-bench`:
 (RLIMIT_CPU), for analyses whose one library call (an isl operation) can run for minutes: such a call
 holds the GIL, so no check in Python, timer thread or signal handler can interrupt it.
 
+The limits of a process that runs models: its address space (`limit_address_space`), the
+environment it starts with (`limited_env`: malloc arenas, huge pages for torch's tensors) and
+numpy's BLAS threads (`limit_blas_threads`, beside torch's own count).
+
 This module imports nothing heavy (ctypes, signal, os, pickle only).
 """
 
