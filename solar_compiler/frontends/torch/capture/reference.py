@@ -66,9 +66,9 @@ class ModelReuse:
     build (what the forward saw), and every later run builds its own model, as without reuse.
     """
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, share: bool = True) -> None:
         self.seed = seed
-        self.on = True
+        self.on = share  # off: every run builds its own model and copies its weights (no reuse)
         self.model: torch.nn.Module | None = None
         self.rng: torch.Tensor | None = None
         self.weights: dict[str, np.ndarray] | None = None
@@ -157,11 +157,8 @@ def run_reference(
         from .train_reference import run_train_reference
 
         return run_train_reference(spec, mode, program, inputs, seed)
-    if reuse is not None:
-        model, sample = reuse.take(spec, mode)
-    else:
-        torch.manual_seed(seed)
-        model, sample = build_model(spec, mode, None)
+    runs = reuse if reuse is not None else ModelReuse(seed, share=False)
+    model, sample = runs.take(spec, mode)
     names_in = [m.name for m in program.inputs]
     positions = [i for i, v in enumerate(sample) if isinstance(v, torch.Tensor)]
     if len(positions) != len(names_in):
@@ -175,14 +172,9 @@ def run_reference(
         for pos, name in zip(positions, names_in, strict=True):
             sample[pos] = from_numpy_as(inputs[name], sample[pos].dtype)
     in_np = {name: to_numpy(sample[pos]) for pos, name in zip(positions, names_in, strict=True)}
-    if reuse is None:
-        weights_np = _weights(spec, program, model, to_numpy)
-        out_np, random_np = _run_forward(spec, program, model, sample)
-    else:
-        weights_np = reuse.weights_of(spec, program, model)
-        out_np, random_np = _run_forward(spec, program, model, sample)
-        weights_np = reuse.after_forward(spec, program, mode, weights_np)
-    return in_np, weights_np, out_np, random_np
+    weights_np = runs.weights_of(spec, program, model)
+    out_np, random_np = _run_forward(spec, program, model, sample)
+    return in_np, runs.after_forward(spec, program, mode, weights_np), out_np, random_np
 
 
 def _weights(spec: ModelSpec, program: CapturedProgram, model, as_numpy) -> dict[str, np.ndarray]:
