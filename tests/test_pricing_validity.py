@@ -75,7 +75,20 @@ def get_init_inputs():
     return []
 """
 
-PROGRAMS = {"any_all": ANY_ALL, "bool_mm": BOOL_MM,
+# torch._int_mm (int8 x int8 -> int32) had no template: an LLM-only op
+INT_MM = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, a, b):
+        return torch._int_mm(a, b)
+def get_inputs():
+    return [torch.randint(-128, 128, (64, 128), dtype=torch.int8),
+            torch.randint(-128, 128, (128, 96), dtype=torch.int8)]
+def get_init_inputs():
+    return []
+"""
+
+PROGRAMS = {"any_all": ANY_ALL, "bool_mm": BOOL_MM, "int_mm": INT_MM,
             "e4m3_e5m2": _mm("torch.float8_e4m3fn", "torch.float8_e5m2"),
             "f16_bf16": _mm("torch.float16", "torch.bfloat16"),
             "bf16_x2": _mm("torch.bfloat16", "torch.bfloat16", scale=" * 2.0"),
@@ -226,6 +239,16 @@ def test_a_per_element_scale_is_not_looked_through(capsys, torch_files):
 
 
 # ---- item 6 (part): repeated notes are folded in the JSON too ---------------------------------------------
+def test_int_mm_runs_on_int8_tensor_cores(capsys, torch_files):
+    # 2 x 64 x 128 x 96 = 1,572,864 INT8 operations at 1978.9 TOPS on H100 (exact: int32 sums);
+    # bytes: a 8,192, b 12,288, the i32 output 24,576
+    r = roofline_json(capsys, torch_files["int_mm"])
+    assert r["validation"]["validated"] and r["validation"]["max_rel_err"] == 0
+    assert r["totals"]["flops_matrix"] == 1_572_864 and r["totals"]["bytes_fused"] == 45_056
+    matrix = r["bounds"]["H100_SXM"]["fused_terms_s"]["matrix"]
+    assert matrix == pytest.approx(1_572_864 / 1978.9e12, rel=1e-12)
+
+
 def test_repeated_notes_are_folded_with_their_count():
     """Repeated notes are one entry with their count. (A value read per iteration of a Python loop is
     noted once per source line by the capture, and a loop of more than 64 reads is refused with its

@@ -4,7 +4,8 @@ A *product node* computes `T[out] (=|+=) f1 * f2 * ... / g1 ...` where every fac
 read of another tensor or a float literal (negation is the literal -1): a contraction, a scaling
 by a constant or a per-index factor, or a copy. A local tensor T is a *private intermediate* when
 it is written by one product node P (after a zero fill, or with a folded zero init, or by `=`),
-read once by one later product node C, and C reads only elements that were defined. Product nodes
+read by later product nodes of one tree (once or more: each read is its own copy of P's sum), which
+read only elements that were defined. Product nodes
 joined by private intermediates form in-trees; a tree is maximal when its root's output is not a
 private intermediate. Substituting every intermediate by its producer's sum gives the tree's joint
 form: one sum over all loop variables (the root's, plus every inner node's reduction variables) of
@@ -52,6 +53,11 @@ from solar_compiler.loopir.rules import FLOAT_DTYPES
 from solar_compiler.loopir.simplify import simplify_affine
 
 Ranges = dict[str, tuple[int, int]]
+Edge = tuple[int, int | None, int]   # a private intermediate's producer, its zero fill, its reads
+
+#: the most leaves an intermediate read more than once by its consumer brings into a tree, its
+#: copies counted (repeated squaring doubles them at each step: `matrix_power(a, 8) @ v` has 9)
+MAX_COPIED_LEAVES = 16
 
 
 @dataclass(frozen=True)
@@ -251,10 +257,18 @@ def program_trees(graph: GraphOp, reorderable_only: bool = False) -> list[Tree]:
     nodes = [_classify(tensors, i, op) for i, op in enumerate(graph.nodes())]
     at = {id(n.op): n for n in nodes}
     producer: dict[str, tuple[int, int | None]] = {}   # intermediate -> (producer, its zero fill)
+    leaves: dict[int, int] = {}   # a node's leaf factors, its private intermediates substituted
+    readers: dict[str, tuple[int, ...]] = {}
     for n in nodes:
+        if n.factors is None:
+            continue
+        leaves[n.pos] = sum(leaves[producer[f.tensor][0]] if f.tensor in producer else 1
+                            for f in n.factors if f.tensor is not None)
         edge = _private(tensors, at, n)
-        if edge is not None:
-            producer[n.target] = edge
+        if edge is not None and (edge[2] == 1 or edge[2] * leaves[n.pos] <= MAX_COPIED_LEAVES):
+            producer[n.target] = edge[:2]
+            readers[n.target] = edge[3]
+    _one_tree_each(nodes, producer, readers)
     child_of = {producer[t][0]: t for t in producer}
     trees = []
     for n in nodes:
@@ -272,6 +286,22 @@ def program_trees(graph: GraphOp, reorderable_only: bool = False) -> list[Tree]:
     return trees
 
 
+def _one_tree_each(nodes: Sequence[_Node], producer: dict[str, tuple[int, int | None]],
+                   readers: dict[str, tuple[int, ...]]) -> None:
+    """Drop the intermediates read by nodes of two trees or more (each tree would need the value,
+    which no one of them may then compute alone), until none is left; a drop can split a tree, so
+    the roots are found again each round."""
+    while True:
+        def root(pos: int) -> int:
+            t = nodes[pos].target
+            return pos if t not in producer else root(readers[t][0])
+        split = [t for t, rs in readers.items() if t in producer and len({root(r) for r in rs}) > 1]
+        if not split:
+            return
+        for t in split:
+            del producer[t]
+
+
 def summed_alone(factors: Sequence[Factor], out_index: Sequence[AffExpr]) -> bool:
     """Whether a product of two tensor factors sums over a variable only one of them reads, which
     that factor may be summed over alone first (`sum_ij a_i b_j` is `sum(a) sum(b)`): the one order
@@ -284,10 +314,13 @@ def summed_alone(factors: Sequence[Factor], out_index: Sequence[AffExpr]) -> boo
     return bool(a ^ b)
 
 
-def _private(tensors: dict[str, TensorOp], at: dict[int, _Node], n: _Node) -> tuple[int, int | None] | None:
-    """(producer, zero fill) when the output of product node `n` is a private intermediate: its
-    tensor is local, written by `n` alone (after a zero fill where `n` sums onto it), and its only
-    reader is one later product node, which reads it once and reads only elements it defines."""
+def _private(tensors: dict[str, TensorOp], at: dict[int, _Node], n: _Node) -> Edge | None:
+    """(producer, zero fill, reads, readers) when the output of product node `n` may be a private
+    intermediate: its tensor is local, written by `n` alone (after a zero fill where `n` sums onto
+    it), and read only by later product nodes (`readers`), which read only elements it defines,
+    `reads` times in all. `program_trees` keeps it when every reader belongs to one tree, which
+    substitutes each read by its own copy of the producer's sum: `y = a @ a; y @ y` has the leaves
+    `a a a a`, and so has `g = a @ a; g @ (g @ v)` with `v`."""
     t = n.target
     if n.factors is None or tensors[t].role.data != "local" or _out_vars(n) is None:
         return None
@@ -306,15 +339,12 @@ def _private(tensors: dict[str, TensorOp], at: dict[int, _Node], n: _Node) -> tu
     assert first.dest is not None
     if _readers(first.dest) or (first is not op and _readers(first.result)):
         return None  # the tensor's earlier values are read
-    r = _readers(op.result)
-    if len(r) != 1 or at[id(r[0])].factors is None:
+    readers = [at[id(u)] for u in _readers(op.result)]
+    if not readers or any(c.factors is None for c in readers):
         return None
-    c = at[id(r[0])]
-    uses = [k for k, f in enumerate(c.factors or ()) if f.tensor == t]
-    if len(uses) != 1 or any(f.tensor == t and f.divide for f in c.factors or ()):
+    reads = [(c, f) for c in readers for f in c.factors or () if f.tensor == t]
+    if len(reads) < len(readers) or any(f.divide for _, f in reads):
         return None  # a sum in a denominator does not distribute
-    read = c.factors[uses[0]]  # type: ignore[index]
-    read_set = _image(c.op, t, read.indices, c.op.get_num_loops(), len(_guards(c.op)))
     if first is not op:
         def_set = _image(first, t, _out_index(first), first.get_num_loops(), len(_guards(first)))
     elif op.init is not None:
@@ -322,9 +352,10 @@ def _private(tensors: dict[str, TensorOp], at: dict[int, _Node], n: _Node) -> tu
         def_set = _image(op, t, _out_index(op), loops, conds)
     else:
         def_set = _image(op, t, _out_index(op), op.get_num_loops(), len(_guards(op)))
-    if not _same_space_subset(read_set, def_set):
+    if not all(_same_space_subset(_image(c.op, t, f.indices, c.op.get_num_loops(), len(_guards(c.op))),
+                                  def_set) for c, f in reads):
         return None
-    return n.pos, fill
+    return n.pos, fill, len(reads), tuple(c.pos for c in readers)
 
 
 def _guards(node: NodeOp) -> tuple[AffCond, ...]:
@@ -364,9 +395,12 @@ def _same_space_subset(a: isl.Set, b: isl.Set) -> bool:
 
 
 def _members(nodes: Sequence[_Node], root: _Node, producer: dict[str, tuple[int, int | None]]) -> list[_Node]:
-    out, stack = [], [root]
+    out, stack, seen = [], [root], set()
     while stack:
         n = stack.pop()
+        if n.pos in seen:
+            continue  # an intermediate read twice (its copies are in the joint form, not here)
+        seen.add(n.pos)
         out.append(n)
         assert n.factors is not None
         stack += [nodes[producer[f.tensor][0]] for f in n.factors if f.tensor in producer]

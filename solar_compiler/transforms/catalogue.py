@@ -65,7 +65,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from solar_compiler.analysis.chain_order import ChainPlan, module_chain_plans
 from solar_compiler.analysis.costs import GraphCosts
-from solar_compiler.analysis.distinct import FACTORED, PRESUMMED, SELECT
+from solar_compiler.analysis.distinct import FACTORED, PRESUMMED, SELECT, duplicates
 from solar_compiler.analysis.fast_conv import FFT, WINOGRAD
 from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.manager import invalidate_analyses
@@ -213,10 +213,20 @@ def _split_for_orders(module: ModuleOp) -> tuple[ModuleOp, list[Rewrite]] | None
 
 
 def _work(module: ModuleOp) -> int:
-    """The FLOPs of the module's nodes as written, less what the cheaper orders of its trees save."""
-    written = sum(_flops(node_counts(n)) for g in module_graphs(module) for n in node_ops(g))
-    return written - sum(p.written.flops - p.best.cost.flops for p in module_chain_plans(module)
-                         if p.better and p.best is not None)
+    """The FLOPs of the module with the cheaper orders of its trees: the orders', and the other
+    nodes' as written, a node identical to an earlier one free (CSE) unless that one is replaced by
+    an order, as `plan_program` prices them. (A split per reader makes such copies: counting them
+    at full cost would reject the split that lets each copy's tree reassociate.)"""
+    plans = [p for p in module_chain_plans(module) if p.better and p.best is not None]
+    gone = {(p.tree.kernel, n) for p in plans for n in (*p.tree.nodes, *p.tree.fills)}
+    work = sum(p.best.cost.flops for p in plans)  # type: ignore[union-attr]
+    for g in module_graphs(module):
+        nodes = node_ops(g)
+        names = [(g.kernel_name, n.sym_name.data) for n in nodes]
+        free = {d for d, o in duplicates(nodes, layouts=True).items() if names[o] not in gone}
+        work += sum(_flops(node_counts(n)) for i, n in enumerate(nodes)
+                    if names[i] not in gone and i not in free)
+    return work
 
 
 def _helpful(applied: Applied, plans: Sequence[ChainPlan]) -> set[str]:

@@ -55,6 +55,7 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Cast, Cmp, Index, IndexValue, Read, Select, SExpr
 from solar_compiler.loopir.simplify import literal
 
+from .buffer_tables import TableBuffer, recognise_table
 from .capture.util import (
     REAL_RUN_LIMIT_BYTES,
     build_model,
@@ -297,18 +298,22 @@ def recognise_constant(values: np.ndarray) -> Region | None:
     return None
 
 
+_MASK_DTYPES = ("bool", "f64", "f32", "bf16", "f16", "i64", "i32", "i8")
+
+
 def _candidate(meta: TensorMeta) -> tuple[int, int] | None:
     """The two non-unit dimensions of a weight that could be a 2-D mask."""
     dims = [d for d, n in enumerate(meta.shape) if n != 1]
-    if len(dims) != 2 or meta.dtype not in ("bool", "f64", "f32", "bf16", "f16", "i64", "i32", "i8"):
+    if len(dims) != 2 or meta.dtype not in _MASK_DTYPES:
         return None
     return dims[0], dims[1]
 
 
-def affine_masks(program: CapturedProgram) -> list[AffineMask | OneHotBuffer]:
+def affine_masks(program: CapturedProgram) -> list[AffineMask | OneHotBuffer | TableBuffer]:
     """The program's constant buffers that are one value, affine regions or selection matrices (see
-    the module doc)."""
-    cands = {w.name: (w, rc) for w in program.weights if (rc := _candidate(w)) is not None}
+    the module doc), or else tables of fewer dimensions (`buffer_tables.py`)."""
+    cands = {w.name: (w, _candidate(w)) for w in program.weights
+             if _candidate(w) is not None or _table_candidate(w)}
     if not cands:
         return []
     src = {n: program.weight_sources.get(n, n) for n in cands}
@@ -318,36 +323,57 @@ def affine_masks(program: CapturedProgram) -> list[AffineMask | OneHotBuffer]:
     if buffers:
         fixed, nonzero = _buffer_values(program, buffers)
         values.update(fixed)
-    out: list[AffineMask | OneHotBuffer] = []
+    out: list[AffineMask | OneHotBuffer | TableBuffer] = []
     for name, nz in nonzero.items():
-        meta, (r, c) = cands[name]
+        meta, rc = cands[name]
+        if rc is None:
+            continue
+        r, c = rc
         zeros = _zeros_outside(np.asarray(nz).reshape(meta.shape[r], meta.shape[c]))
         if zeros is not None:
             out.append(AffineMask(name, program.weight_sources.get(name, name), tuple(meta.shape), meta.dtype,
                                   r, c, zeros[1], zeros[2], zeros[0], outside=0, data=True))
     for name, v in values.items():
-        meta, (r, c) = cands[name]
-        v2 = np.asarray(v).reshape(meta.shape[r], meta.shape[c])
+        meta, rc = cands[name]
         where = program.weight_sources.get(name, name)
-        if v2.size > 1 and (v2 == v2.flat[0]).all() and not (v2.dtype.kind == "f" and np.isnan(v2).any()):
-            out.append(AffineMask(name, where, tuple(meta.shape), meta.dtype, r, c, None, None,
-                                  inside=v2.flat[0].item(), outside=v2.flat[0].item(), uniform=True))
+        got_mask = _mask(program, name, where, meta, rc, np.asarray(v)) if rc else None
+        if got_mask is not None:
+            out.append(got_mask)
             continue
-        got = recognise_constant(v2)
-        if got is not None:
-            block, hi, lo, inside, outside = got
-            out.append(AffineMask(name, where, tuple(meta.shape), meta.dtype, r, c, hi, lo, block,
-                                  inside, outside))
-            continue
-        hot = recognise_one_hot(v2, _keys_axis(program, name))
-        if hot is not None:
-            out.append(OneHotBuffer(name, where, tuple(meta.shape), meta.dtype, r, c, *hot))
-            continue
-        zeros = _zeros_outside(v2 != 0)
-        if zeros is not None:
-            out.append(AffineMask(name, where, tuple(meta.shape), meta.dtype, r, c, zeros[1], zeros[2],
-                                  zeros[0], outside=0, data=True))
+        table = recognise_table(np.asarray(v).reshape(meta.shape)) if _table_candidate(meta) else None
+        if table is not None:
+            out.append(TableBuffer(name, where, tuple(meta.shape), meta.dtype, *table))
     return out
+
+
+def _mask(program: CapturedProgram, name: str, where: str, meta: TensorMeta, rc: tuple[int, int],
+          v: np.ndarray) \
+        -> AffineMask | OneHotBuffer | None:
+    """The mask, selection or zeros-outside-a-band reading of a 2-D buffer's values `v`, if any."""
+    r, c = rc
+    v2 = v.reshape(meta.shape[r], meta.shape[c])
+    shape = tuple(meta.shape)
+    if v2.size > 1 and (v2 == v2.flat[0]).all() and not (v2.dtype.kind == "f" and np.isnan(v2).any()):
+        return AffineMask(name, where, shape, meta.dtype, r, c, None, None,
+                          inside=v2.flat[0].item(), outside=v2.flat[0].item(), uniform=True)
+    got = recognise_constant(v2)
+    if got is not None:
+        block, hi, lo, inside, outside = got
+        return AffineMask(name, where, shape, meta.dtype, r, c, hi, lo, block, inside, outside)
+    hot = recognise_one_hot(v2, _keys_axis(program, name))
+    if hot is not None:
+        return OneHotBuffer(name, where, shape, meta.dtype, r, c, *hot)
+    zeros = _zeros_outside(v2 != 0)
+    if zeros is not None:
+        return AffineMask(name, where, shape, meta.dtype, r, c, zeros[1], zeros[2], zeros[0], outside=0,
+                          data=True)
+    return None
+
+
+def _table_candidate(meta: TensorMeta) -> bool:
+    """A weight that could be a table of fewer dimensions (`buffer_tables.py`): two non-unit
+    dimensions or more, of a dtype the masks take."""
+    return sum(n != 1 for n in meta.shape) >= 2 and meta.dtype in _MASK_DTYPES
 
 
 def _zeros_outside(nonzero: np.ndarray) -> tuple[tuple[int, int], int | None, int | None] | None:

@@ -21,6 +21,7 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import LLM_NEST, Kernel, Node, Read, TensorDecl
 from solar_compiler.loopir.rewrite import writes_as_inputs
 
+from .buffer_tables import TableBuffer, bind_table
 from .masks import OneHotBuffer, affine_masks, bind_selection
 from .registry import Template, lookup
 
@@ -147,12 +148,20 @@ def _record_group(tr: Translator, op: str, first: int, module: str | None = None
 
 
 def _bind_masks(tr: Translator, program: CapturedProgram) -> list[str]:
-    """Constant mask buffers that are affine regions are read as comparisons of their indices, and
-    selection matrices as comparisons with a table of keys (masks.py); the weight stays declared
+    """Constant mask buffers that are affine regions are read as comparisons of their indices,
+    selection matrices as comparisons with a table of keys (masks.py), and buffers that are tables of
+    fewer dimensions through their tables (buffer_tables.py); the weight stays declared
     (validation feeds it) but is no longer read. Returns the tables, which the validation kernel
     computes from their buffers."""
     tables = []
     for m in affine_masks(program):
+        if isinstance(m, TableBuffer):
+            buffer = tr.env[m.weight].read
+            table = bind_table(tr, m, buffer)
+            tables.append(table)
+            tr.env[m.weight] = Val(m.shape, m.dtype, m.read_with(table, buffer))
+            tr.notes.append(m.note(table))
+            continue
         if isinstance(m, OneHotBuffer):
             table = bind_selection(tr, m, tr.inputs[m.weight])
             tables.append(table)

@@ -1,5 +1,5 @@
-"""Contractions: mm, bmm, addmm, baddbmm, linear, matmul (all its broadcasting cases), dot, mv,
-einsum. All go through `contract`: an init statement (0, or the scaled bias) and one `+=`
+"""Contractions: mm (and `_int_mm`), bmm, addmm, baddbmm, linear, matmul (all its broadcasting
+cases), dot, mv, einsum. All go through `contract`: an init statement (0, or the scaled bias) and one `+=`
 statement whose value is the product of the operands, reduction loops innermost. Weights are read
 through their index maps (`linear` reads W[n, k], no transposed copy)."""
 
@@ -30,6 +30,7 @@ def _operands(tr: Translator, node: AtenNode, with_bias: bool) -> tuple[Val | No
 
 
 @template("aten.mm.default", with_bias=False)
+@template("aten._int_mm.default", with_bias=False)  # int8 x int8 -> int32
 @template("aten.addmm.default", with_bias=True)
 def _mm(tr: Translator, node: AtenNode, with_bias: bool) -> Val:
     bias, a, b, beta, alpha = _operands(tr, node, with_bias)

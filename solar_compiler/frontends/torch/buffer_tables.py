@@ -1,0 +1,157 @@
+"""Constant buffers whose values are a table of fewer dimensions, read through an affine index.
+
+A constant buffer (the same for every construction seed, `masks.py`) of many values may still be a
+function of fewer numbers than it holds. Two shapes of that are common, and each is exact:
+
+* **constant along a dimension**: a broadcast stored in full (`pe[None, :].repeat(T, 1)`): every
+  value is the one at index 0 of that dimension;
+* **constant along a diagonal of two dimensions** (a Toeplitz buffer: the value depends on `j - i`
+  only): a relative-position bias `|j - i|`, ALiBi's `slope[h] * (j - i)` registered per head as an
+  H x T x T buffer. FlashAttention takes ALiBi as its H slopes (`alibi_slopes`) and computes the
+  bias from the indices; a kernel writer stores such a buffer as its first row and column.
+
+The buffer is then read as its table, `t[..., j - i + (n_i - 1), ...]` without the constant
+dimensions: the priced kernel moves the table (ALiBi at T = 2048, 16 heads: 16 x 4,095 values for
+16 x 2048 x 2048), never the buffer. The table is a weight of the priced kernel; the validation
+kernel computes it from the buffer it is fed (the first row and column of each diagonal pair, index
+0 of each constant dimension), so a buffer that is not such a table for the fed values fails
+validation instead of being priced wrong. Masks of two values (`masks.AffineMask`) come first: they
+are computed from indices, with no table at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from solar_compiler.frontends.builder.translator import Translator
+from solar_compiler.frontends.builder.values import Loop
+from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.ast import Index, Read, SExpr
+
+#: a table is used only when it holds at most this share of the buffer's elements
+MAX_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class TableBuffer:
+    """Buffer `weight` (attribute `source`) whose values do not depend on the dims `constant`, nor on
+    the dims `diagonal` = (a, b) except through `idx[b] - idx[a]`."""
+
+    weight: str
+    source: str
+    shape: tuple[int, ...]
+    dtype: str
+    constant: tuple[int, ...]
+    diagonal: tuple[int, int] | None
+
+    @property
+    def table_shape(self) -> tuple[int, ...]:
+        out = []
+        for d, n in enumerate(self.shape):
+            if d in self.constant or (self.diagonal and d == self.diagonal[1]):
+                continue
+            out.append(n + self.shape[self.diagonal[1]] - 1 if self.diagonal and d == self.diagonal[0] else n)
+        return tuple(out)
+
+    def table_index(self, idx: Sequence[Index]) -> tuple[Index, ...] | None:
+        """The table position of buffer position `idx` (None: a loaded index on the diagonal)."""
+        out: list[Index] = []
+        for d, i in enumerate(idx):
+            if d in self.constant or (self.diagonal and d == self.diagonal[1]):
+                continue
+            if self.diagonal and d == self.diagonal[0]:
+                j = idx[self.diagonal[1]]
+                if not (isinstance(i, AffExpr) and isinstance(j, AffExpr)):
+                    return None
+                out.append(j - i + (self.shape[d] - 1))
+            else:
+                out.append(i)
+        return tuple(out)
+
+    def read_with(self, table: str, buffer: Callable[[Sequence[Index]], SExpr]) \
+            -> Callable[[Sequence[Index]], SExpr]:
+        """A reader of the buffer through `table`; a read at a loaded position on the diagonal
+        reads the buffer itself (`buffer`)."""
+        def read(idx: Sequence[Index]) -> SExpr:
+            at = self.table_index(idx)
+            return buffer(idx) if at is None else Read(table, at, self.dtype)
+        return read
+
+    def note(self, table: str) -> str:
+        parts = []
+        if self.constant:
+            parts.append(f"constant along dim(s) {', '.join(map(str, self.constant))}")
+        if self.diagonal:
+            a, b = self.diagonal
+            parts.append(f"constant along the diagonals of dims {a}, {b} (a function of idx[{b}] - idx[{a}])")
+        size = int(np.prod(self.table_shape))
+        return (f"constant buffer '{self.source}' {list(self.shape)} is {' and '.join(parts)}: read as its "
+                f"table '{table}' {list(self.table_shape)} ({size:,} of {int(np.prod(self.shape)):,} values)")
+
+
+def recognise_table(values: np.ndarray) -> tuple[tuple[int, ...], tuple[int, int] | None] | None:
+    """(constant dims, diagonal pair) of an array that is a table of at most `MAX_SHARE` of its
+    elements (see the module doc), else None. NaN-free arrays only (NaN equals nothing)."""
+    if values.ndim < 2 or values.size < 16 or (values.dtype.kind == "f" and np.isnan(values).any()):
+        return None
+    constant = tuple(d for d, n in enumerate(values.shape) if n > 1 and
+                     np.array_equal(values, np.broadcast_to(values.take([0], axis=d), values.shape)))
+    rest = values[tuple(slice(0, 1) if d in constant else slice(None) for d in range(values.ndim))]
+    free = [d for d, n in enumerate(values.shape) if n > 1 and d not in constant]
+    diagonal = None
+    for b in reversed(free):
+        for a in reversed([d for d in free if d < b]):
+            m = np.moveaxis(rest, (a, b), (-2, -1))
+            if np.array_equal(m[..., 1:, 1:], m[..., :-1, :-1]):
+                diagonal = (a, b)
+                break
+        if diagonal:
+            break
+    if not constant and diagonal is None:
+        return None
+    tb = TableBuffer("", "", tuple(values.shape), "", constant, diagonal)
+    if np.prod(tb.table_shape) > MAX_SHARE * values.size:
+        return None
+    return constant, diagonal
+
+
+def bind_table(tr: Translator, tb: TableBuffer, buffer: Callable[[Sequence[Index]], SExpr]) -> str:
+    """Declare the table of `tb` as a weight of the priced kernel, and emit into the validation
+    prologue the statements that copy it out of the buffer (`buffer` reads it): index 0 along each
+    constant dim; along the diagonal the first column (`j = 0`) and the first row (`i = 0`), which
+    meet at `t[n_i - 1]`. Returns the table's name."""
+    table = tr.declare(f"{tb.weight}_table", tb.table_shape, tb.dtype, role="weight")
+    first, count, loc = len(tr.body), tr.n_statements, tr.loc
+    tr.loc = tb.source
+    pieces = [None] if tb.diagonal is None else ["column", "row"]
+    for piece in pieces:
+        lps: list[Loop] = []
+        src: list[Index] = []
+        dst: list[Index] = []
+        for d, n in enumerate(tb.shape):
+            if d in tb.constant:
+                src.append(AffExpr.lit(0))
+                continue
+            if tb.diagonal and d in tb.diagonal:
+                a, b = tb.diagonal
+                k = AffExpr.var(f"k{d}")
+                if d == a:
+                    na = tb.shape[a]
+                    along = na if piece == "column" else tb.shape[b]
+                    lps.append(Loop(f"k{d}", 0, along))
+                    src.append(AffExpr.lit(na - 1) - k if piece == "column" else AffExpr.lit(0))
+                    dst.append(k if piece == "column" else k + (na - 1))
+                else:
+                    src.append(AffExpr.lit(0) if piece == "column" else AffExpr.var(f"k{a}"))
+                continue
+            lps.append(Loop(f"k{d}", 0, n))
+            src.append(AffExpr.var(f"k{d}"))
+            dst.append(AffExpr.var(f"k{d}"))
+        tr.emit(table, dst, "=", buffer(src), lps)
+    tr.validation_prologue.extend(tr.body[first:])
+    del tr.body[first:]
+    tr.n_statements, tr.loc = count, loc
+    return table.name
