@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from translated import roofline_json, translated_programs
 
-from solar_compiler.frontends.torch.buffer_tables import recognise_table
+from solar_compiler.frontends.torch.buffer_tables import recognise_affine, recognise_table
 
 BW = 3.35e12
 
@@ -36,6 +36,35 @@ def test_recognise_tables_by_hand():
     nan = np.abs(j - i).astype(np.float64)
     nan[0, 0] = np.nan
     assert recognise_table(nan) is None
+
+
+def test_recognise_affine_values_by_hand():
+    assert recognise_affine(np.arange(16)) == ((1,), 0)
+    assert recognise_affine(np.arange(3, 35, 2, dtype=np.float32)) == ((2,), 3)
+    assert recognise_affine(np.arange(16)[None, :]) == ((0, 1), 0)                  # position_ids (1, T)
+    i, j = np.arange(4)[:, None], np.arange(5)[None, :]
+    assert recognise_affine(j - i) == ((-1, 1), 0)
+    assert recognise_affine(np.abs(j - i)) is None                                   # not affine
+    assert recognise_affine(np.arange(16) * 0.5) is None                             # not integral
+    assert recognise_affine(np.full(16, 3)) is None                                  # one value
+    assert recognise_affine(np.arange(4)) is None                                    # too small
+
+
+POSITIONS = """import torch
+import torch.nn.functional as F
+H, T, D = 2, 256, 32
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pos", torch.arange(1024))
+    def forward(self, q, k, v):
+        p = self.pos[:q.shape[-2]]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=p[:, None] >= p[None, :])
+def get_inputs():
+    return [torch.randn(1, H, T, D), torch.randn(1, H, T, D), torch.randn(1, H, T, D)]
+def get_init_inputs():
+    return []
+"""
 
 
 ALIBI = """import torch
@@ -62,7 +91,7 @@ class Model(torch.nn.Module):
         super().__init__()
         p = torch.arange(N)
         self.register_buffer("rel", (p[None, :] - p[:, None]).abs().float())
-        self.register_buffer("pe", torch.arange(N).float()[None, :].repeat(N, 1))
+        self.register_buffer("pe", torch.arange(N).float().sqrt()[None, :].repeat(N, 1))
     def forward(self, x, w):
         return x @ w + self.rel + self.pe
 def get_inputs():
@@ -72,6 +101,7 @@ def get_init_inputs():
 """
 
 PROGRAMS = {
+    "positions": POSITIONS,
     "alibi": ALIBI,
     "rel": REL,
     # the diagonals drawn from the global generator: another buffer per construction seed, data
@@ -85,6 +115,18 @@ def files(tmp_path_factory):
     pytest.importorskip("torch")
     with translated_programs(tmp_path_factory.mktemp("tables"), PROGRAMS) as paths:
         yield paths
+
+
+def test_a_mask_from_a_position_buffer_is_causal(capsys, files):
+    # pos = arange(1024) as a buffer: p[:, None] >= p[None, :] is i >= j, so narrowing keeps the
+    # T (T + 1) / 2 = 32,896 causal pairs per head of QK^T and of PV: 2 x 2 x 32,896 x 32 x 2 matrix
+    # FLOPs (the full products: 2 x 2 x 65,536 x 32 x 2). The audit's 16 heads, T = 2048, d = 64 bf16
+    # on H100: 17.36 us -> 8.69 us.
+    r = roofline_json(capsys, files["positions"])
+    assert r["validation"]["validated"]
+    assert "constant buffer 'pos' [1024] holds i0 at [i0, ..]: computed from indices, not read" \
+        in r["validation"]["notes"]
+    assert r["totals"]["flops_matrix"] == 2 * 2 * 32_896 * 32 * 2
 
 
 def test_an_alibi_buffer_is_read_as_its_slopes_diagonals(capsys, files):

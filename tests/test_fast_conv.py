@@ -96,3 +96,37 @@ def test_a_strided_conv_is_direct():
         text = f.read()
     direct, _ = matrix(text, False)
     assert matrix(text, True) == (direct, None)
+
+
+TRANSPOSED = """kernel convt(X: f32[1, 2, 6, 6] input, W: f32[2, 3, 3, 3] weight, Y: f32[1, 3, 6, 6] output):
+    for n in range(1):
+        for o in range(3):
+            for p in range(6):
+                for q in range(6):
+                    Y[n, o, p, q] = 0.0
+    for n in range(1):
+        for o in range(3):
+            for p in range(6):
+                for q in range(6):
+                    for c in range(2):
+                        for r in range(3):
+                            for s in range(3):
+                                if p + r >= 1 and p + r <= 6 and q + s >= 1 and q + s <= 6:
+                                    Y[n, o, p + r - 1, q + s - 1] += X[n, c, p, q] * W[c, o, r, s]
+"""
+
+
+def test_a_stride_1_transposed_conv_is_priced_like_the_conv_it_is():
+    # ConvTranspose2d(2, 3, 3, padding=1) as torch's template scatters it: y[p + r - 1] += x[p] w[r].
+    # With q = p + r - 1 it is the convolution y[q] += x[q - r + 1] w[r] over the same 6 x 6 output
+    # (the guards: 0 <= q <= 5): per axis 2, 3, 3, 3, 3, 2 taps, and the FFT of the 8 x 8 padded map,
+    # 94 products per (n, o, c): what cuDNN's backward-data FFT and Winograd algorithms compute. The
+    # audit's ConvTranspose2d 256 -> 256 3 x 3, padding 1, f32 8 x 256 x 32^2 on H100: 18.73 us
+    # (direct, at TF32) -> 5.71 us (memory; 3.67 us of FFT 34x34 products), as its Conv2d twin.
+    assert matrix(TRANSPOSED, False) == (2 * 6 * 256, None)
+    assert matrix(TRANSPOSED, True) == (2 * 6 * 94, "FFT 8x8")
+    # stride 2 (y[2 p + r - 1]) stays direct
+    strided = TRANSPOSED.replace("p + r", "2 * p + r").replace("Y: f32[1, 3, 6, 6]", "Y: f32[1, 3, 12, 12]") \
+        .replace("p + r <= 6", "p + r <= 12")
+    direct, _ = matrix(strided, False)
+    assert matrix(strided, True) == (direct, None)

@@ -30,7 +30,8 @@ exactly two indices `o +- k + c` (an output variable with coefficient 1, stride 
 reduced variable of extent 3, dilation 1: cuDNN's cross-correlation and convolution modes) that the
 filter factor reads as `k` alone (`+-k + c`) and never `o`, the output reads `o` as a bare index,
 and every domain constraint touches one such (o, k) pair or none of them (a box, guards of zero
-padding included).
+padding included). A stride-1 transposed convolution, written as a scatter `y[p + r + c] += x[p]
+w[r]`, is seen with its output positions as variables (`_View.gathered`): the same convolution.
 """
 
 from __future__ import annotations
@@ -168,22 +169,87 @@ def conv_axes(node: NodeOp, taps: int | None = TAPS) -> tuple[list[_Axis], int] 
     reads = contraction_reads(node)
     if reads is None or len(reads) != 2:
         return None
-    dep = [idx for _, idx, _ in reads]
     if any(st != 1 for st in NodeOp.ints(node.steps)):
         return None
-    ranges = node_loop_ranges(node)
-    ivs, cons = node_domain(node)
-    outs = node_indices(node, len(node.get_indexing_maps().data) - 1)
-    out_vars = {i.terms[0][0] for i in outs if i.is_var()}
-    reduced = set(ivs) - set().union(*(i.vars() for i in outs))
-    for x, w in ((dep[0], dep[1]), (dep[1], dep[0])):
-        pairs = _pairs(x, w, out_vars, reduced, ranges, taps)
-        if pairs is None or len(pairs) != 2:
-            continue
-        got = _separable(ivs, cons, pairs, ranges)
+    view = _View(*node_domain(node), node_loop_ranges(node), [idx for _, idx, _ in reads],
+                 node_indices(node, len(node.get_indexing_maps().data) - 1))
+    for v in (view, view.gathered()):
+        got = v.match(taps) if v is not None else None
         if got is not None:
             return got
     return None
+
+
+@dataclass(frozen=True)
+class _View:
+    """A contraction's loop variables, domain constraints, variable ranges, operand indices and
+    output indices: as written, or with the output positions of a scatter as variables."""
+
+    ivs: tuple[str, ...]
+    cons: tuple[Constraint, ...]
+    ranges: dict[str, tuple[int, int]]
+    dep: list[tuple[AffExpr, ...]]
+    outs: tuple[AffExpr, ...]
+
+    def match(self, taps: int | None) -> tuple[list[_Axis], int] | None:
+        out_vars = {i.terms[0][0] for i in self.outs if i.is_var()}
+        reduced = set(self.ivs) - set().union(*(i.vars() for i in self.outs))
+        for x, w in ((self.dep[0], self.dep[1]), (self.dep[1], self.dep[0])):
+            pairs = _pairs(x, w, out_vars, reduced, self.ranges, taps)
+            if pairs is None or len(pairs) != 2:
+                continue
+            got = _separable(self.ivs, self.cons, pairs, self.ranges)
+            if got is not None:
+                return got
+        return None
+
+    def gathered(self) -> _View | None:
+        """A stride-1 transposed convolution (cuDNN's backward data, which has the same Winograd
+        and FFT algorithms) writes `y[p + r + c] += x[p] w[r]`: each output index `p +- r + c` whose
+        `p` one operand reads bare and `r` the other, becomes a variable q, with `p = q -+ r - c`
+        substituted everywhere (p's bounds become constraints on (q, r)): the convolution
+        `y[q] += x[q -+ r - c] w[r]` summing the same products. None when no index is such."""
+        env: dict[str, AffExpr] = {}
+        ranges = dict(self.ranges)
+        outs = list(self.outs)
+        cons = list(self.cons)
+        for d, e in enumerate(self.outs):
+            if e.is_quasi() or len(e.terms) != 2 or any(abs(c) != 1 for _, c in e.terms):
+                continue
+            for (p, cp), (r, cr) in (e.terms, e.terms[::-1]):
+                if cp != 1 or not all(isinstance(v, str) for v in (p, r)) or p in env:
+                    continue
+                bare = [any(i.is_var() and i.terms[0][0] == p for i in idx) for idx in self.dep]
+                has_r = [any(r in i.vars() for i in idx) for idx in self.dep]
+                if sorted(bare) != [False, True] or has_r != [not b for b in bare]:
+                    continue
+                q = _fresh(f"{p}_out", self.ivs)
+                env[str(p)] = AffExpr.var(q) - e + AffExpr.var(str(p))
+                (plo, phi), (rlo, rhi) = ranges.pop(str(p)), ranges[str(r)]
+                shift = [cr * rlo, cr * rhi]
+                ranges[q] = (plo + min(shift) + e.const, phi + max(shift) + e.const)
+                outs[d] = AffExpr.var(q)
+                break
+        if not env:
+            return None
+        sub = [Constraint(c.cond.substitute(env), frozenset(c.cond.substitute(env).vars())) for c in cons]
+        for q in {str(o) for o in outs} & set(ranges) - set(self.ranges):
+            alone = [c for c in sub if c.vars == {q}]  # the output's own bounds (padding's guards)
+            held = [v for v in range(ranges[q][0], ranges[q][1] + 1)
+                    if all(c.cond.evaluate({q: v}) for c in alone)]
+            if not held:
+                return None
+            ranges[q] = (held[0], held[-1])
+        ivs = tuple(_fresh(f"{v}_out", self.ivs) if v in env else v for v in self.ivs)
+        dep = [tuple(i.substitute(env) for i in idx) for idx in self.dep]
+        return _View(ivs, tuple(sub), ranges, dep, tuple(outs))
+
+
+def _fresh(base: str, taken: Sequence[str]) -> str:
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}{k}", k + 1
+    return name
 
 
 def _pairs(x: tuple[AffExpr, ...], w: tuple[AffExpr, ...], out_vars: set[str], reduced: set[str],

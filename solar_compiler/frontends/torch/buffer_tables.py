@@ -1,4 +1,10 @@
-"""Constant buffers whose values are a table of fewer dimensions, read through an affine index.
+"""Constant buffers whose values are computed from their indices, or a table of fewer dimensions.
+
+A buffer whose every value is an affine function of its indices with integer coefficients (a
+position-id buffer `torch.arange(T)`, the `(1, T)` `position_ids` transformers models register, a
+`j - i` distance matrix) is computed from the indices and never read (`AffineValues`): a mask
+built from it in `forward` (`pos[:, None] >= pos[None, :]`) is then a comparison of indices, which
+narrowing sees as causal, and a gather through it (`emb(position_ids)`) is a direct read.
 
 A constant buffer (the same for every construction seed, `masks.py`) of many values may still be a
 function of fewer numbers than it holds. Two shapes of that are common, and each is exact:
@@ -29,10 +35,66 @@ import numpy as np
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Index, Read, SExpr
+from solar_compiler.loopir.ast import Cast, Index, IndexValue, Read, SExpr
 
 #: a table is used only when it holds at most this share of the buffer's elements
 MAX_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class AffineValues:
+    """Buffer `weight` (attribute `source`) whose value at `idx` is `const + sum_d coeffs[d] idx[d]`."""
+
+    weight: str
+    source: str
+    shape: tuple[int, ...]
+    dtype: str
+    coeffs: tuple[int, ...]
+    const: int
+
+    def read_with(self, buffer: Callable[[Sequence[Index]], SExpr]) -> Callable[[Sequence[Index]], SExpr]:
+        """A reader that computes the value from the indices; a read at a loaded position reads the
+        buffer itself (`buffer`)."""
+        def read(idx: Sequence[Index]) -> SExpr:
+            if not all(isinstance(i, AffExpr) for i in idx):
+                return buffer(idx)
+            e = AffExpr.lit(self.const)
+            for a, i in zip(self.coeffs, idx, strict=True):
+                if a:
+                    e = e + i * a  # type: ignore[operator]
+            value = IndexValue(e)
+            return value if self.dtype == "i64" else Cast(value, self.dtype)
+        return read
+
+    def text(self) -> str:
+        terms = [(f"{a} * " if a != 1 else "") + f"i{d}" for d, a in enumerate(self.coeffs) if a]
+        return " + ".join(terms + ([str(self.const)] if self.const or not terms else []))
+
+    def note(self) -> str:
+        return (f"constant buffer '{self.source}' {list(self.shape)} holds {self.text()} at [i0, ..]: "
+                "computed from indices, not read")
+
+
+def recognise_affine(values: np.ndarray) -> tuple[tuple[int, ...], int] | None:
+    """(coefficients, constant) when every value of `values` (8 elements or more, some two of them
+    different) is exactly `const + sum_d coeffs[d] idx[d]` with integer coefficients, else None."""
+    if values.size < 8 or values.dtype.kind not in "iuf" or \
+            (values.dtype.kind == "f" and not np.isfinite(values).all()):
+        return None
+    v = values.astype(np.float64)
+    first = v.reshape(-1)[0]
+    if not float(first).is_integer() or (v == first).all():
+        return None
+    coeffs = []
+    for d, n in enumerate(v.shape):
+        step = float(np.take(v, 1, axis=d).reshape(-1)[0] - first) if n > 1 else 0.0
+        if not step.is_integer():
+            return None
+        coeffs.append(int(step))
+    grid = np.indices(v.shape).reshape(v.ndim, -1).T.astype(np.float64)
+    if not np.array_equal(v.reshape(-1), first + grid @ np.array(coeffs, dtype=np.float64)):
+        return None
+    return tuple(coeffs), int(first)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,9 @@ a row of the matrix), which the catalogue's one-hot entry then prices as a gathe
 `x[:, key]`). The table is a weight of the priced kernel; the validation kernel computes it from the
 buffer it is fed (`key[j] = sum_i i [P[i, j] != 0]`), so a buffer that is not one-hot for the fed
 values fails validation instead of being priced wrong.
+
+A buffer that is none of these may still be computed from its indices or be a table of fewer
+dimensions (any number of dimensions: `buffer_tables.py`).
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Cast, Cmp, Index, IndexValue, Read, Select, SExpr
 from solar_compiler.loopir.simplify import literal
 
-from .buffer_tables import TableBuffer, recognise_table
+from .buffer_tables import AffineValues, TableBuffer, recognise_affine, recognise_table
 from .capture.util import (
     REAL_RUN_LIMIT_BYTES,
     build_model,
@@ -298,6 +301,7 @@ def recognise_constant(values: np.ndarray) -> Region | None:
     return None
 
 
+_RUNNING_STATS = (".running_mean", ".running_var")
 _MASK_DTYPES = ("bool", "f64", "f32", "bf16", "f16", "i64", "i32", "i8")
 
 
@@ -309,21 +313,26 @@ def _candidate(meta: TensorMeta) -> tuple[int, int] | None:
     return dims[0], dims[1]
 
 
-def affine_masks(program: CapturedProgram) -> list[AffineMask | OneHotBuffer | TableBuffer]:
+Recognised = AffineMask | OneHotBuffer | AffineValues | TableBuffer
+
+
+def affine_masks(program: CapturedProgram) -> list[Recognised]:
     """The program's constant buffers that are one value, affine regions or selection matrices (see
-    the module doc), or else tables of fewer dimensions (`buffer_tables.py`)."""
+    the module doc), or else affine values of their indices or tables of fewer dimensions
+    (`buffer_tables.py`)."""
     cands = {w.name: (w, _candidate(w)) for w in program.weights
-             if _candidate(w) is not None or _table_candidate(w)}
+             if _candidate(w) is not None or _values_candidate(w)}
     if not cands:
         return []
     src = {n: program.weight_sources.get(n, n) for n in cands}
     values = {n: program.constants[n] for n in cands if src[n].startswith("const:")}
-    buffers = {n: src[n] for n in cands if n not in values and not src[n].startswith("global:")}
+    buffers = {n: src[n] for n in cands if n not in values and not src[n].startswith("global:")
+               and not src[n].endswith(_RUNNING_STATS)}  # `_state`'s, named: no build for them alone
     nonzero: dict[str, np.ndarray] = {}
     if buffers:
         fixed, nonzero = _buffer_values(program, buffers)
         values.update(fixed)
-    out: list[AffineMask | OneHotBuffer | TableBuffer] = []
+    out: list[Recognised] = []
     for name, nz in nonzero.items():
         meta, rc = cands[name]
         if rc is None:
@@ -340,7 +349,14 @@ def affine_masks(program: CapturedProgram) -> list[AffineMask | OneHotBuffer | T
         if got_mask is not None:
             out.append(got_mask)
             continue
-        table = recognise_table(np.asarray(v).reshape(meta.shape)) if _table_candidate(meta) else None
+        if not _values_candidate(meta):
+            continue
+        values_nd = np.asarray(v).reshape(meta.shape)
+        lin = recognise_affine(values_nd)
+        if lin is not None:
+            out.append(AffineValues(name, where, tuple(meta.shape), meta.dtype, *lin))
+            continue
+        table = recognise_table(values_nd)
         if table is not None:
             out.append(TableBuffer(name, where, tuple(meta.shape), meta.dtype, *table))
     return out
@@ -370,10 +386,10 @@ def _mask(program: CapturedProgram, name: str, where: str, meta: TensorMeta, rc:
     return None
 
 
-def _table_candidate(meta: TensorMeta) -> bool:
-    """A weight that could be a table of fewer dimensions (`buffer_tables.py`): two non-unit
-    dimensions or more, of a dtype the masks take."""
-    return sum(n != 1 for n in meta.shape) >= 2 and meta.dtype in _MASK_DTYPES
+def _values_candidate(meta: TensorMeta) -> bool:
+    """A weight that could be affine values of its indices or a table of fewer dimensions
+    (`buffer_tables.py`): a non-unit dimension or more, of a dtype the masks take."""
+    return any(n != 1 for n in meta.shape) and meta.dtype in _MASK_DTYPES
 
 
 def _zeros_outside(nonzero: np.ndarray) -> tuple[tuple[int, int], int | None, int | None] | None:

@@ -21,7 +21,7 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import LLM_NEST, Kernel, Node, Read, TensorDecl
 from solar_compiler.loopir.rewrite import writes_as_inputs
 
-from .buffer_tables import TableBuffer, bind_table
+from .buffer_tables import AffineValues, TableBuffer, bind_table
 from .masks import OneHotBuffer, affine_masks, bind_selection
 from .registry import Template, lookup
 
@@ -155,6 +155,10 @@ def _bind_masks(tr: Translator, program: CapturedProgram) -> list[str]:
     computes from their buffers."""
     tables = []
     for m in affine_masks(program):
+        if isinstance(m, AffineValues):
+            tr.env[m.weight] = Val(m.shape, m.dtype, m.read_with(tr.env[m.weight].read))
+            tr.notes.append(m.note())
+            continue
         if isinstance(m, TableBuffer):
             buffer = tr.env[m.weight].read
             table = bind_table(tr, m, buffer)
