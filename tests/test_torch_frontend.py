@@ -111,31 +111,80 @@ def get_init_inputs():
 """
 
 
-def _branch_file(tmp_path, between: bool):
-    """BRANCH with its threshold between the sums of the traced sample and fresh sample 1 (they take
-    different branches), or below both (the same branch)."""
+def _sums(tmp_path) -> tuple[float, list[float]]:
+    """The sums of BRANCH's traced sample and of fresh samples 1 to 4."""
     from solar_compiler.frontends.model_file import load_model_file
     from solar_compiler.frontends.torch.capture.inputs import fresh_tensors
+    from solar_compiler.frontends.validation import RETRACE_SEEDS
 
     f = tmp_path / "branch.py"
     f.write_text(BRANCH.format(threshold=0.0))
     spec = load_model_file(f)
     torch.manual_seed(0)
     traced = float(spec.sample_inputs()[0].sum())
-    fresh = float(fresh_tensors(spec, 1)["x"].sum())
-    f.write_text(BRANCH.format(threshold=(traced + fresh) / 2 if between else min(traced, fresh) - 1.0))
+    return traced, [float(fresh_tensors(spec, s)["x"].sum()) for s in RETRACE_SEEDS]
+
+
+def _branch_file(tmp_path, taken_by: str):
+    """BRANCH where the traced sample takes its branch alone among the fresh samples ("alone": the
+    condition is the traced sum, to a hair), where fresh sample 1 takes the other branch but a later one
+    takes the traced one ("later"), or where every sample takes the same branch ("all")."""
+    traced, fresh = _sums(tmp_path)
+    f = tmp_path / "branch.py"
+    if taken_by == "alone":
+        f.write_text(BRANCH.replace("x.sum() > {threshold}", f"(x.sum() - {traced!r}).abs() < 1e-3"))
+    elif taken_by == "all":
+        f.write_text(BRANCH.format(threshold=min(traced, *fresh) - 1.0))
+    else:  # a threshold between sample 1 and the traced one, with a later sample on the traced side
+        side = [s > fresh[0] for s in fresh[1:]] if traced > fresh[0] else [s < fresh[0] for s in fresh[1:]]
+        assert any(side), (traced, fresh)
+        f.write_text(BRANCH.format(threshold=(traced + fresh[0]) / 2))
     return f
 
 
-def test_a_fresh_sample_that_takes_another_branch_is_not_compared(tmp_path):
-    """The threshold lies between the sums of the traced sample and fresh sample 1: that sample
-    traces the other branch, so the translation (of the traced branch) is validated on the traced
-    sample only, and the record says why."""
-    f = _branch_file(tmp_path, between=True)
+def test_a_program_no_fresh_sample_traces_again_is_not_validated(tmp_path):
+    """The branch is taken by the traced sample alone: every fresh sample (1 to 4) traces the other
+    branch, so the translation of the traced branch is compared on the traced sample only, which
+    validates nothing (a baked `x.sum().item()` would agree there too): not validated, and why."""
+    f = _branch_file(tmp_path, "alone")
     v = fe.translate_job(str(f), FrontendOptions()).validation
-    assert (v["validated"], v["samples"]) == (True, 1), v
-    assert v["reason"] == ("value-dependent program: validated on the traced sample only (fresh sample "
-                           "(seed 1) traces another program: its kernel differs)")
+    assert (v["validated"], v["samples"], v["max_rel_err"]) == (False, 1, 0.0)
+    assert v["reason"] == (
+        "value-dependent program: no fresh sample traces it again, so it is compared on the traced sample "
+        "only, which does not validate it (fresh samples (seeds 1, 2, 3, 4) trace other programs (seed 1: "
+        "its kernel differs))")
+
+
+ITEM_SCALE = """
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * x.sum().item()
+
+def get_inputs():
+    return [torch.randn(8, 8)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_value_read_into_a_literal_is_not_validated(tmp_path):
+    """`x * x.sum().item()`: the capture bakes the traced sum into the kernel as a literal, so every
+    fresh sample traces a kernel with another literal (not only other sizes): the translation is
+    right on the traced sample alone, and is not called validated (it was, on that sample)."""
+    f = tmp_path / "item_scale.py"
+    f.write_text(ITEM_SCALE)
+    v = fe.translate_job(str(f), FrontendOptions()).validation
+    assert (v["validated"], v["samples"]) == (False, 1)
+    assert v["reason"].startswith("value-dependent program: no fresh sample traces it again")
+
+
+def test_a_later_fresh_sample_that_traces_the_program_validates_it(tmp_path):
+    """Fresh sample 1 takes the other branch; a later one takes the traced branch and is compared."""
+    v = fe.translate_job(str(_branch_file(tmp_path, "later")), FrontendOptions()).validation
+    assert v["validated"] is True and v["samples"] >= 2, v
 
 
 @pytest.mark.parametrize("same_branch", [True, False])
@@ -147,7 +196,7 @@ def test_when_one_sample_fits_it_is_a_fresh_one_that_traces_the_program(tmp_path
     from solar_compiler.frontends.torch.translate import translate_program
     from solar_compiler.frontends.torch.validation import _seeds
 
-    spec = load_model_file(_branch_file(tmp_path, between=not same_branch))
+    spec = load_model_file(_branch_file(tmp_path, "all" if same_branch else "alone"))
     prog = capture(spec)
     tt = translate_program(prog)
     assert prog.method == "dispatch" and prog.value_dependent
@@ -155,18 +204,21 @@ def test_when_one_sample_fits_it_is_a_fresh_one_that_traces_the_program(tmp_path
     if same_branch:
         assert (seeds, why) == ([1], None)
     else:
-        assert (seeds, why) == ([None], "fresh sample (seed 1) traces another program: its kernel differs")
+        assert (seeds, why) == ([None], "fresh samples (seeds 1, 2, 3, 4) trace other programs (seed 1: its "
+                                        "kernel differs)")
 
 
-def test_moe_with_nonzero_validates_on_the_traced_sample(monkeypatch):
+def test_moe_with_nonzero_validates_on_fresh_samples_captured_again(monkeypatch):
     """Each expert's token count (`nonzero`) is a shape of the kernel: a fresh sample routes other
-    counts, so it traces another program and is not compared."""
+    counts, so it traces another program, which differs in sizes and positions only; each such
+    sample is compared against its own capture's translation."""
     monkeypatch.chdir(ROOT)
     t = fe.translate_job("examples/torch/moe_topk.py", FrontendOptions())
     v = t.validation
-    assert (v["validated"], v["frontend"], v["samples"], v["sizes"]) == (True, "torch-dispatch", 1, "full")
-    assert v["reason"] == ("value-dependent program: validated on the traced sample only (fresh sample "
-                           "(seed 1) traces another program: its kernel differs)")
+    assert (v["validated"], v["frontend"], v["samples"], v["sizes"]) == (True, "torch-dispatch", 3, "full")
+    assert v["reason"] == (
+        "value-dependent program: validated on 3 samples, 2 of them captured again (their values chose sizes "
+        "and positions only) and compared against their own translations")
     assert v["max_rel_err"] < 1e-5
     assert sum("aten.nonzero.default" in x for x in t.value_dependent) == 4  # one per expert
 

@@ -50,7 +50,8 @@ def check(path: str):
     tt = translate_program(prog)
     check_bounds(tt.kernel)
     record = run_samples(spec, prog, tt, "eval")
-    assert record["validated"]
+    # a value-dependent program no fresh sample traces again is compared on the traced sample only
+    assert record["validated"] or record["reason"].startswith("value-dependent program: no fresh sample")
     text = print_kernel(typecheck(tt.kernel))
     assert print_kernel(parse_kernel(text, "t.loop")) == text
     return tt, prog, record
@@ -178,9 +179,11 @@ def test_nonzero_is_computed_in_the_loop_ir(tmp_path):
     return torch.nonzero(x > 0), rows * 10 + cols, torch.nonzero(n)
     """
     tt, prog, rec = check(model(tmp_path, fwd, "torch.randn(6, 5), torch.randint(0, 3, (9,))", "x, n"))
-    assert rec["samples"] == 1
-    assert rec["reason"] == ("value-dependent program: validated on the traced sample only (fresh sample "
-                             "(seed 1) traces another program: its kernel differs)")
+    # fresh samples select other counts: captured again, they differ in sizes and positions only
+    assert (rec["samples"], rec["validated"]) == (3, True)
+    assert rec["reason"] == (
+        "value-dependent program: validated on 3 samples, 2 of them captured again (their values chose sizes "
+        "and positions only) and compared against their own translations")
     assert sum("aten.nonzero.default" in v for v in prog.value_dependent) == 3
     s = texts(tt)
     rows = next(t for t in tt.kernel.tensors if t.name == "nonzero")
@@ -199,13 +202,13 @@ def test_nonzero_is_computed_in_the_loop_ir(tmp_path):
     assert scan.loops[0].sequential and iteration_count(scan) == 29
 
 
-def test_moe_example_translates_and_validates_on_the_traced_sample():
+def test_moe_example_translates_and_validates_on_samples_captured_again():
     root = Path(__file__).resolve().parent.parent
     spec = load_model_file(str(root / "examples/torch/moe_topk.py"))
     prog = capture(spec)
     tt = translate_program(prog)
     rec = run_samples(spec, prog, tt, "eval")
-    assert rec["validated"] and rec["samples"] == 1 and rec["max_rel_err"] < 1e-5
+    assert rec["validated"] and rec["samples"] == 3 and rec["max_rel_err"] < 1e-5  # 2 captured again
     k = typecheck(tt.kernel)
     scatters = [c for c in statements(k) if c.stmt.indirect]
     # per expert: two nonzero columns and one index_add_ into the output (in place after the first)

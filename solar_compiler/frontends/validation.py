@@ -26,6 +26,10 @@ from solar_compiler.frontends.model_file import ModelFileError, ModelSpec
 from solar_compiler.loopir.ast import Kernel, TensorDecl
 
 SAMPLE_SEEDS = (1, 2)   # fresh samples besides get_inputs()
+#: fresh samples tried on a value-dependent program for ones that trace it again (`torch/validation._seeds`),
+#: and for how long once one has traced another program
+RETRACE_SEEDS = (*SAMPLE_SEEDS, 3, 4)
+RETRACE_SECONDS = 15.0
 MIN_REDUCED = 8         # a reduced size stays at least this large
 REDUCIBLE = 16          # sizes below this (kernel sizes, strides, heads, layers) are kept
 # Rates of this host (2 shared cores), measured on the executor and torch eager: points per second

@@ -25,6 +25,7 @@ derived in docs/torch-frontend.md.
 from __future__ import annotations
 
 import math
+import re
 import time
 from typing import Any
 
@@ -35,6 +36,8 @@ from solar_compiler.errors import SolarError
 from solar_compiler.frontends import CaptureFailed, FrontendOptions
 from solar_compiler.frontends.validation import (
     REDUCIBLE,
+    RETRACE_SECONDS,
+    RETRACE_SEEDS,
     SAMPLE_SEEDS,
     Cost,
     as_array,
@@ -164,30 +167,57 @@ def _feed(tt, kernel, ins, ws, rnd):
     return {k: as_array(a, kernel.tensor(k)) for k, a in feed.items()}
 
 
-def _seeds(spec, prog, tt, mode: str, n: int) -> tuple[list[int | None], str | None]:
+def _seeds(spec, prog, tt, mode: str, n: int, retraced: dict[int, tuple] | None = None) \
+        -> tuple[list[int | None], str | None]:
     """(get_inputs() and the fresh samples to compare on, n in all; why fewer). A value-dependent
     program recorded on real values (the dispatch capture: a value Python reads may choose its
     statements, shapes or constants) is compared on a fresh sample only where capturing again on
-    that sample gives the same program: the same kernel text and the same constants. An exported
-    graph was traced on fake tensors, so no value chose it: its value-dependent work (routing,
-    gathers) is computed by the kernel on any sample."""
+    that sample gives the same program: the same kernel text and the same constants. Up to
+    `RETRACE_SEEDS` fresh samples are tried (a branch on a sum takes the traced side on about half
+    of them), for `RETRACE_SECONDS` at most once one has traced another program. Where none traces
+    it again, the list is the traced sample alone, which `_record` does not call validated. With
+    `retraced` (a dict), a fresh sample whose capture differs from `prog` in sizes and positions
+    only (`_sizes_only`: an expert's token count from `nonzero`) is taken too, after the samples that
+    trace `prog` itself, and its (program, translation) stored there: compared against its own
+    capture, it shows the translation of values it was not traced on. An exported graph was traced
+    on fake tensors, so no value chose it: its value-dependent work (routing, gathers) is computed
+    by the kernel on any sample."""
     seeds: list[int | None] = [None, *SAMPLE_SEEDS][:n]
     if not prog.value_dependent or prog.method != "dispatch":
         return seeds, None
-    if n == 1:  # one sample fits the budget: a fresh one where it traces the same program
-        why = _traces_another(spec, prog, tt, mode, SAMPLE_SEEDS[0])
-        seed = SAMPLE_SEEDS[0]
-        return ([seed], None) if why is None else ([None], f"fresh sample (seed {seed}) {why}")
-    for i, seed in enumerate(seeds[1:], 1):
-        why = _traces_another(spec, prog, tt, mode, seed)
-        if why is not None:
-            return seeds[:i], f"fresh sample (seed {seed}) {why}"
-    return seeds, None
+    want = max(n - 1, 1)  # one sample fits the budget: a fresh one where it traces the same program
+    same: list[int] = []
+    other: list[tuple[int, str]] = []
+    t0 = time.monotonic()
+    again: dict[int, tuple] = {}
+    for seed in RETRACE_SEEDS:
+        if len(same) == want or (other and time.monotonic() - t0 > RETRACE_SECONDS):
+            break
+        why, got = _traces_another(spec, prog, tt, mode, seed)
+        if why is None:
+            same.append(seed)
+        else:
+            other.append((seed, why))
+            if got is not None and retraced is not None:
+                again[seed] = got
+    if len(same) < want and again:
+        extra = list(again)[:want - len(same)]
+        retraced.update({s: again[s] for s in extra})  # type: ignore[union-attr]
+        same += extra
+    picked: list[int | None] = same[:1] if n == 1 and same else [None, *same][:n]
+    if len(same) >= want:
+        return picked, None
+    first = other[0][1]
+    if len(other) == 1:
+        return picked, f"fresh sample (seed {other[0][0]}) {first}"
+    return picked, (f"fresh samples (seeds {', '.join(str(s) for s, _ in other)}) trace other programs "
+                    f"(seed {other[0][0]}: {first.removeprefix('traces another program: ')})")
 
 
-def _traces_another(spec, prog, tt, mode: str, seed: int) -> str | None:
-    """None when the program captured on the fresh sample `seed` is `prog` (`_seeds`), else why it is
-    not shown to be (a clause following "fresh sample (seed N)")."""
+def _traces_another(spec, prog, tt, mode: str, seed: int) -> tuple[str | None, tuple | None]:
+    """(None, None) when the program captured on the fresh sample `seed` is `prog` (`_seeds`), else
+    why it is not shown to be (a clause following "fresh sample (seed N)") and, where it differs in
+    sizes and positions only, (its program, its translation)."""
     from solar_compiler.text.printer import print_kernel
 
     from .capture import capture, on_fresh_sample
@@ -196,15 +226,34 @@ def _traces_another(spec, prog, tt, mode: str, seed: int) -> str | None:
     progress.phase("validate", f"capturing again on fresh sample (seed {seed}): a value-dependent program")
     try:
         again = capture(on_fresh_sample(spec, seed), mode=mode)
-        kernel = translate_program(again, kernel_name=tt.kernel.name).kernel
+        tt_again = translate_program(again, kernel_name=tt.kernel.name)
     except Exception as e:  # noqa: BLE001 - a probe: any failure means "not shown to be the same program"
-        return f"could not be captured and translated again ({' '.join(str(e).split())[:120]})"
-    if print_kernel(kernel) != print_kernel(tt.kernel):
-        return "traces another program: its kernel differs"
+        return f"could not be captured and translated again ({' '.join(str(e).split())[:120]})", None
     if again.constants.keys() != prog.constants.keys() or not all(
             _same(np.asarray(again.constants[k]), np.asarray(v)) for k, v in prog.constants.items()):
-        return "traces another program: its constants differ"
-    return None
+        return "traces another program: its constants differ", None
+    if print_kernel(tt_again.kernel) != print_kernel(tt.kernel):
+        sizes = _sizes_only(tt_again.kernel, tt.kernel)
+        return "traces another program: its kernel differs", (again, tt_again) if sizes else None
+    return None, None
+
+
+_INTEGER = re.compile(r"(?<![\w.])\d+(?![\w.])")
+
+
+def _sizes_only(a, b) -> bool:
+    """Whether kernels `a` and `b` differ in integers of their shapes, loop bounds and index positions
+    only: the same text with every such integer masked, and the same literals (a value Python read
+    into a literal, `x * x.sum().item()`, is no size)."""
+    from solar_compiler.loopir.ast import Const, statements
+    from solar_compiler.text.printer import print_kernel
+
+    def literals(k) -> list:
+        return [(e.value, e.dtype) for c in statements(k) for e in c.stmt.value.walk()
+                if isinstance(e, Const)]
+
+    masked = [_INTEGER.sub("#", print_kernel(k)) for k in (a, b)]
+    return masked[0] == masked[1] and literals(a) == literals(b)
 
 
 def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace=None) -> dict[str, Any]:
@@ -216,29 +265,31 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace
 
     from .capture import ModelReuse, fresh_inputs, run_reference
 
-    kernel = tt.validation_kernel()
-    dtypes = {t.name: t.dtype for t in kernel.tensors}
-    tols = summation_tolerances(kernel)
-    seeds, fewer = _seeds(spec, prog, tt, mode, n)
+    retraced: dict[int, tuple] = {}
+    seeds, fewer = _seeds(spec, prog, tt, mode, n, retraced)
     worst = 0.0
     f64: dict[str, float] = {}
     reuse = ModelReuse(seed=0)  # one model for every sample (built once)
     for i, seed in enumerate(seeds, 1):
         t_sample = time.monotonic()
+        # a sample captured again (its sizes only differ) is compared against its own translation
+        p, t = retraced.get(seed, (prog, tt)) if seed is not None else (prog, tt)
+        kernel = t.validation_kernel()
+        dtypes = {d.name: d.dtype for d in kernel.tensors}
         inputs = None if seed is None else fresh_inputs(spec, seed)
-        ins, ws, outs, rnd = run_reference(spec, mode, inputs=inputs, seed=0, program=prog, reuse=reuse)
-        feed = _feed(tt, kernel, ins, ws, rnd)
-        traced = None if seed is not None or trace is None else _KernelTrace(trace, kernel, tt.kernel)
+        ins, ws, outs, rnd = run_reference(spec, mode, inputs=inputs, seed=0, program=p, reuse=reuse)
+        feed = _feed(t, kernel, ins, ws, rnd)
+        traced = None if seed is not None or trace is None else _KernelTrace(trace, kernel, t.kernel)
         got = execute(kernel, feed, trace=traced)
-        ref = {k: outs[name] for k, name in zip(tt.outputs, prog.outputs, strict=True)}
-        cmp = compare(ref, got, dtypes, tolerances=tols)
+        ref = {k: outs[name] for k, name in zip(t.outputs, p.outputs, strict=True)}
+        cmp = compare(ref, got, dtypes, tolerances=summation_tolerances(kernel))
         verdict = cmp if cmp.ok else \
-            _against_f64(spec, prog, tt, kernel, mode, ins, feed, ref, None, None, f64)
+            _against_f64(spec, p, t, kernel, mode, ins, feed, ref, None, None, f64)
         _check(spec, seed, verdict or cmp)
         worst = max(worst, cmp.max_rel_err)
         _sample_done(i, len(seeds), t_sample)
-    checked = sum(math.prod(t.shape) for t in kernel.by_role("output"))
-    return _record(prog, worst, seeds, checked, f64, fewer)
+    checked = sum(math.prod(d.shape) for d in tt.validation_kernel().by_role("output"))
+    return _record(prog, worst, seeds, checked, f64, fewer, len(retraced))
 
 
 def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[str, Any] | str:
@@ -402,14 +453,23 @@ def _check(spec, seed, cmp) -> None:
 
 
 def _record(prog, worst: float, seeds: list[int | None], checked: int, f64: dict[str, float] | None = None,
-            fewer: str | None = None) -> dict[str, Any]:
+            fewer: str | None = None, retraced: int = 0) -> dict[str, Any]:
     record: dict[str, Any] = {"validated": True, "max_rel_err": worst, "samples": len(seeds),
                               "elements_checked": checked}
     if f64:  # compared in float64 too (`_against_f64`): the distances, per output
         record["float64_check"] = {k: float(v) for k, v in sorted(f64.items())}
-    if prog.value_dependent and (seeds == [None] or fewer):
-        on = "the traced sample only" if seeds == [None] else f"{len(seeds)} samples"
-        record["reason"] = f"value-dependent program: validated on {on}" + (f" ({fewer})" if fewer else "")
+    if prog.value_dependent and seeds == [None]:
+        # the values chose the program: agreeing on them shows nothing a fresh input would
+        record["validated"] = False
+        record["reason"] = ("value-dependent program: no fresh sample traces it again, so it is compared on "
+                            "the traced sample only, which does not validate it"
+                            + (f" ({fewer})" if fewer else ""))
+    elif prog.value_dependent and retraced:
+        record["reason"] = (f"value-dependent program: validated on {len(seeds)} samples, {retraced} of them "
+                            "captured again (their values chose sizes and positions only) and compared "
+                            "against their own translations")
+    elif prog.value_dependent and fewer:
+        record["reason"] = f"value-dependent program: validated on {len(seeds)} samples ({fewer})"
     return record
 
 
