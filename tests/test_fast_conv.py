@@ -130,3 +130,16 @@ def test_a_stride_1_transposed_conv_is_priced_like_the_conv_it_is():
         .replace("p + r <= 6", "p + r <= 12")
     direct, _ = matrix(strided, False)
     assert matrix(strided, True) == (direct, None)
+
+
+def test_a_conv_over_a_nearest_upsampling_is_priced_on_the_upsampled_map():
+    # conv(interpolate(x, scale_factor=2)), the upsampling folded into the read: X[(p + r - 1) // 2].
+    # An implementation materialises the 16 x 16 map and convolves it: FFT of the 18 x 18 padded map,
+    # 3 * (324 - 4) / 2 + 4 = 484 products per (n, o, c), fewer than its 576 distinct products (64
+    # input elements x 9 taps). The audit's Conv2d 256 -> 256 3 x 3 over an 8 x 256 x 32^2 f32 map
+    # upsampled to 64^2, on H100: 19.53 us (distinct products at TF32) -> 13.85 us (FFT 66x66).
+    text = conv(n=16).replace("X: f32[1, 2, 16, 16]", "X: f32[1, 2, 8, 8]").replace(
+        "X[n, c, p + r - 1, q + s - 1]", "X[n, c, (p + r - 1) // 2, (q + s - 1) // 2]")
+    assert matrix(text, True) == (2 * 6 * 484, "FFT 18x18")
+    # as written: per axis 2 + 14 x 3 + 2 = 46 taps, 46^2 per (n, o, c)
+    assert matrix(text, False) == (2 * 6 * 46**2, None)

@@ -31,7 +31,9 @@ reduced variable of extent 3, dilation 1: cuDNN's cross-correlation and convolut
 filter factor reads as `k` alone (`+-k + c`) and never `o`, the output reads `o` as a bare index,
 and every domain constraint touches one such (o, k) pair or none of them (a box, guards of zero
 padding included). A stride-1 transposed convolution, written as a scatter `y[p + r + c] += x[p]
-w[r]`, is seen with its output positions as variables (`_View.gathered`): the same convolution.
+w[r]`, is seen with its output positions as variables (`_View.gathered`): the same convolution. A
+window read through a floor division, `x[(o + k + c) // s]`, is a convolution over a nearest
+upsampling of x (`_window`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from solar_compiler.analysis.polyhedral import (
     node_loop_ranges,
 )
 from solar_compiler.dialects.einsum import NodeOp
-from solar_compiler.loopir.affine import AffExpr
+from solar_compiler.loopir.affine import AffExpr, FloorDiv
 
 #: value dtypes of contractions cuDNN ships Winograd for (module docstring)
 WINOGRAD_DTYPES = frozenset({"f32", "f16"})
@@ -258,6 +260,7 @@ def _pairs(x: tuple[AffExpr, ...], w: tuple[AffExpr, ...], out_vars: set[str], r
     of `taps` taps (None: at least 2); None when `x` or `w` reads a window variable any other way."""
     pairs = []
     for e in x:
+        e = _window(e)
         if e.is_quasi() or len(e.terms) != 2:
             continue
         (u, _), (v, _) = e.terms
@@ -281,6 +284,17 @@ def _pairs(x: tuple[AffExpr, ...], w: tuple[AffExpr, ...], out_vars: set[str], r
                 w_k[0].vars() != {k} or w_k[0].is_quasi() or abs(w_k[0].coeff(k)) != 1:
             return None
     return pairs
+
+
+def _window(e: AffExpr) -> AffExpr:
+    """The window `o +- k + c` of an input index that reads it through a floor division by a
+    constant, `(o +- k + c) // s`: a convolution over a nearest-neighbour upsampling of its input
+    (`conv(interpolate(x, scale_factor=s))`, the read folded into the convolution). An implementation
+    materialises the upsampled map and runs its fast convolution on that (its traffic not counted:
+    errs low); `e` itself otherwise."""
+    if e.const == 0 and len(e.terms) == 1 and e.terms[0][1] == 1 and isinstance(e.terms[0][0], FloorDiv):
+        return e.terms[0][0].num
+    return e
 
 
 def _separable(ivs: Sequence[str], cons: Sequence[Constraint], pairs: list[tuple[str, str]],
