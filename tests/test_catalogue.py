@@ -327,7 +327,11 @@ def get_inputs():
     return [torch.randn(N, N, dtype=torch.bfloat16), torch.randn(4, N, N, dtype=torch.bfloat16)]
 """
 
-PROGRAMS = {"sum_loop": SUM_LOOP, "block_diag": BLOCK_DIAG, "bcast_sum": BCAST_SUM,
+# the same broadcast made contiguous: `.contiguous()` of a stride-0 view is a copy (`aten.clone`), which
+# eager writes in full
+BROADCAST_COPY = BROADCAST.replace(".expand(-1, -1, -1, 16, 16)", ".expand(-1, -1, -1, 16, 16).contiguous()")
+
+PROGRAMS = {"sum_loop": SUM_LOOP, "broadcast_copy": BROADCAST_COPY, "block_diag": BLOCK_DIAG, "bcast_sum": BCAST_SUM,
             "gathered_rows": GATHERED_ROWS,
             "causal": CAUSAL, "conv": CONV, "sdpa8": SDPA8, "where": WHERE, "where_tails": WHERE_TAILS,
             "keepdim_view": KEEPDIM_VIEW,
@@ -570,6 +574,16 @@ def test_a_broadcast_view_of_an_intermediate_writes_only_its_base(capsys, files)
                                  "how": "a view"}]
         assert r["validation"]["validated"]
     assert "output 0 ('expand') is a view of intermediate 'mul': no work" in render_text(r)
+
+
+def test_a_contiguous_copy_of_a_broadcast_is_written_in_full(capsys, files):
+    # `.contiguous()` allocates and writes every element: 2 x 64 x 8 x 16 x 16 f32 (1,048,576 B), plus
+    # dt and A read (4,096 + 32 B); the view rule above does not apply (it priced the base alone, 8,224 B:
+    # an audit's `(x @ w).unsqueeze(0).expand(8, -1, -1).contiguous()` bf16 2048 on H100 printed 17.36 us,
+    # below the 67 MB it writes, 20.03 us)
+    r = roofline_json(capsys, files["broadcast_copy"])
+    assert r["totals"]["bytes_fused"] == 2 * 64 * 8 * 16 * 16 * 4 + 2 * 64 * 8 * 4 + 8 * 4 == 1_052_704
+    assert r["aliases"] == [] and r["validation"]["validated"]
 
 
 def test_a_broadcast_view_of_a_keepdim_reduction_writes_only_its_base(capsys, files):

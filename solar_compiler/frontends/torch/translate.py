@@ -242,7 +242,8 @@ def _bind_outputs(tr: Translator, program: CapturedProgram, check: _ValidationOn
             bound[pos] = check.copy(tr, v, f"{name}_alias")
             aliases.append(Alias(pos, name, src, role, "a view"))
             continue
-        if src is not None and role == "local" and src not in drawn and _covers_all(tr, v, src):
+        if src is not None and role == "local" and src not in drawn and name not in fresh \
+                and _covers_all(tr, v, src):
             # eager returns the view; only its base is written (a broadcast writes each element once)
             tr.set_role(src, "output")
             taken.add(src)
