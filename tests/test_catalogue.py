@@ -329,7 +329,8 @@ def get_inputs():
 
 # the same broadcast made contiguous: `.contiguous()` of a stride-0 view is a copy (`aten.clone`), which
 # eager writes in full
-BROADCAST_COPY = BROADCAST.replace(".expand(-1, -1, -1, 16, 16)", ".expand(-1, -1, -1, 16, 16).contiguous()")
+BROADCAST_COPY = BROADCAST.replace(".expand(-1, -1, -1, 16, 16)",
+                                   ".expand(-1, -1, -1, 16, 16).contiguous()")
 
 PROGRAMS = {"sum_loop": SUM_LOOP, "broadcast_copy": BROADCAST_COPY, "block_diag": BLOCK_DIAG, "bcast_sum": BCAST_SUM,
             "gathered_rows": GATHERED_ROWS,
