@@ -90,6 +90,13 @@ def minimum(a: SExpr, b: SExpr) -> SExpr:
     return bin_("min", a, b)
 
 
+def logaddexp(a: SExpr, b: SExpr) -> SExpr:
+    """log(exp(a) + exp(b)) as max(a, b) + log1p(exp(-|a - b|)), with equal infinities kept (a - b
+    would be NaN there)."""
+    return select(cmp("eq", a, b), add(a, c(math.log(2), a)),
+                  add(maximum(a, b), un("log1p", un("exp", un("neg", un("abs", sub(a, b)))))))
+
+
 def cmp(pred: str, a: SExpr, b: SExpr) -> SExpr:
     if dtype_of(a) != dtype_of(b):
         raise ValueError(f"comparison of {dtype_of(a)} and {dtype_of(b)}")

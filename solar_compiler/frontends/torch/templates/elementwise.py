@@ -18,6 +18,7 @@ from solar_compiler.frontends.builder.exprs import (
     cmp,
     div,
     dtype_of,
+    logaddexp,
     maximum,
     minimum,
     mul,
@@ -295,12 +296,7 @@ def _hypot(tr: Translator, node: AtenNode) -> Val:
 
 @template("aten.logaddexp.default")
 def _logaddexp(tr: Translator, node: AtenNode) -> Val:
-    """max(a, b) + log1p(exp(-|a - b|)), with equal infinities kept (a - b would be NaN)."""
-    def f(a: SExpr, b: SExpr) -> SExpr:
-        m = maximum(a, b)
-        return select(cmp("eq", a, b), add(a, c(math.log(2), a)),
-                      add(m, un("log1p", un("exp", un("neg", un("abs", sub(a, b)))))))
-    return map_op(tr, f, [node.args[0], node.args[1]])
+    return map_op(tr, logaddexp, [node.args[0], node.args[1]])
 
 
 @template("aten.deg2rad.default", k=math.pi / 180)
