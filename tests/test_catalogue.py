@@ -332,7 +332,8 @@ def get_inputs():
 BROADCAST_COPY = BROADCAST.replace(".expand(-1, -1, -1, 16, 16)",
                                    ".expand(-1, -1, -1, 16, 16).contiguous()")
 
-PROGRAMS = {"sum_loop": SUM_LOOP, "broadcast_copy": BROADCAST_COPY, "block_diag": BLOCK_DIAG, "bcast_sum": BCAST_SUM,
+PROGRAMS = {"sum_loop": SUM_LOOP, "broadcast_copy": BROADCAST_COPY, "block_diag": BLOCK_DIAG,
+            "bcast_sum": BCAST_SUM,
             "gathered_rows": GATHERED_ROWS,
             "causal": CAUSAL, "conv": CONV, "sdpa8": SDPA8, "where": WHERE, "where_tails": WHERE_TAILS,
             "keepdim_view": KEEPDIM_VIEW,
