@@ -97,7 +97,9 @@ def _finish(c: dict[str, Any], options: FrontendOptions, record: dict[str, Any] 
     notes = list(tt.notes)
     traced: list[dict[str, Any]] = []
     if trace is not None:
-        if record.get("validated") and record.get("method") == "full":
+        if record.get("method") == "full" and record.get("samples"):
+            # the whole program ran at full size on get_inputs() and agreed (validated, or a
+            # value-dependent program compared on its traced sample alone: the traced-values contract)
             traced = traced_records(tt.kernel, trace)
         else:
             why = "validation was disabled" if not options.validate else \
