@@ -14,9 +14,10 @@ from solar_compiler.frontends.captured_program import AtenNode, CapturedProgram,
 
 def updated_input(tr: Translator, node: AtenNode, ref: object = None) -> str | None:
     """The input whose final version `node` writes, when forward updates it in place and no later op
-    reads that version; else None. The final version may hold `node`'s values through scatters that
-    only copy (`copied_from`: the write-back of `buf[:, :8] += x` into itself). `ref`: the operand
-    that is the updated base (default: the first)."""
+    reads that version, other than views that are returned (`returned_views`: eager returns a view of
+    the caller's buffer, `cache[:, :, :L]`); else None. The final version may hold `node`'s values
+    through scatters that only copy (`copied_from`: the write-back of `buf[:, :8] += x` into
+    itself). `ref`: the operand that is the updated base (default: the first)."""
     ref = node.args[0] if ref is None else ref
     if not isinstance(ref, TensorRef):
         return None
@@ -31,10 +32,46 @@ def updated_input(tr: Translator, node: AtenNode, ref: object = None) -> str | N
             return None
         here = next(i for i, n in enumerate(prog.nodes) if n is node)
         later = [n for n in prog.nodes[here + 1:] if id(n) not in copies]
-        if any(set(names) & set(tensor_refs((n.args, n.kwargs))) for n in later):
+        views = returned_views(prog, set(names), later)
+        if any(set(names) & set(tensor_refs((n.args, n.kwargs))) for n in later if id(n) not in views):
             return None
         return name
     return None
+
+
+#: ops whose result views their first operand (no copy, as eager runs them)
+VIEW_OPS = frozenset(f"aten.{op}" for op in (
+    "slice.Tensor", "select.int", "view.default", "_unsafe_view.default", "transpose.int", "permute.default",
+    "t.default", "unsqueeze.default", "squeeze.dim", "squeeze.dims", "squeeze.default", "expand.default",
+    "alias.default", "narrow.default", "diagonal.default", "unfold.default"))
+
+
+def returned_views(prog: CapturedProgram, names: set[str], later: list[AtenNode]) -> set[int]:
+    """The ids of the nodes of `later` that view one of `names` (or such a view) and whose results
+    only program outputs and other such views take: eager returns them as views of the base."""
+    views: dict[int, AtenNode] = {}
+    seen = set(names)
+    for n in later:
+        base = n.args[0] if n.args else None
+        if n.op in VIEW_OPS and isinstance(base, TensorRef) and base.name in seen:
+            views[id(n)] = n
+            seen |= {o.name for o in n.outputs if o is not None}
+    made = {o.name for n in views.values() for o in n.outputs if o is not None}
+    for n in later:
+        if id(n) not in views and made & set(tensor_refs((n.args, n.kwargs))):
+            return set()  # a view some other op reads: not only returned
+    return set(views)
+
+
+def _assigns(nodes: list) -> Iterator:
+    """The assignments inside loop-AST statements (through their loops and guards)."""
+    from solar_compiler.loopir.ast import Assign
+
+    for n in nodes:
+        if isinstance(n, Assign):
+            yield n
+        else:
+            yield from _assigns(getattr(n, "body", []))
 
 
 def _same_values(prog: CapturedProgram, name: str) -> tuple[list[str], set[int]]:
@@ -118,6 +155,7 @@ def validation_only(tr: Translator, node: AtenNode, updated: str) -> Iterator[No
     first, count = len(tr.body), tr.n_statements
     yield
     tr.validation_prologue.extend(tr.body[first:])
+    tr.in_place_locals |= {a.target for a in _assigns(tr.body[first:])}
     del tr.body[first:]
     tr.n_statements = count
     tr.notes.append(f"{tr.loc}: {node.op} updates input '{updated}' in place: only the written "

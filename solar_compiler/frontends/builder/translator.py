@@ -70,6 +70,9 @@ class Translator:
         # statements only the validation kernel runs, before all others: the copy of the elements an
         # in-place update of an input leaves as they were (eager never moves them)
         self.validation_prologue: list[Node] = []
+        # locals that hold an input's final version, updated in place (their base copy is in the
+        # validation prologue): the caller's buffer, so a returned view of one is a view of it
+        self.in_place_locals: set[str] = set()
         # who wrote a nest that stands in for the op's algorithm (`Origin.by`): `mark_stand_in`, or the
         # LLM fill-in; reset before each node
         self.stand_in: str | None = None

@@ -35,7 +35,8 @@ import numpy as np
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import Cast, Index, IndexValue, Read, SExpr
+from solar_compiler.loopir.ast import Cast, Cmp, Index, IndexValue, Read, Select, SExpr
+from solar_compiler.loopir.simplify import literal
 
 #: a table is used only when it holds at most this share of the buffer's elements
 MAX_SHARE = 0.25
@@ -108,6 +109,10 @@ class TableBuffer:
     dtype: str
     constant: tuple[int, ...]
     diagonal: tuple[int, int] | None
+    #: (e, value): every diagonal `j - i <= e` holds `value` (in every table row); None: no such run
+    below: tuple[int, float] | None = None
+    #: (s, value): every diagonal `j - i >= s` holds `value`
+    above: tuple[int, float] | None = None
 
     @property
     def table_shape(self) -> tuple[int, ...]:
@@ -139,7 +144,21 @@ class TableBuffer:
         reads the buffer itself (`buffer`)."""
         def read(idx: Sequence[Index]) -> SExpr:
             at = self.table_index(idx)
-            return buffer(idx) if at is None else Read(table, at, self.dtype)
+            if at is None:
+                return buffer(idx)
+            value: SExpr = Read(table, at, self.dtype)
+            if self.diagonal is not None:  # a run of one value at either end: selected by the indices
+                i, j = idx[self.diagonal[0]], idx[self.diagonal[1]]
+                assert isinstance(i, AffExpr) and isinstance(j, AffExpr)
+                if self.above is not None:
+                    s, v = self.above
+                    value = Select(Cmp("le", IndexValue(i), IndexValue(j - s), "bool"),
+                                   literal(v, self.dtype), value, self.dtype)
+                if self.below is not None:
+                    e, v = self.below
+                    value = Select(Cmp("ge", IndexValue(i), IndexValue(j - e), "bool"),
+                                   literal(v, self.dtype), value, self.dtype)
+            return value
         return read
 
     def note(self, table: str) -> str:
@@ -149,6 +168,11 @@ class TableBuffer:
         if self.diagonal:
             a, b = self.diagonal
             parts.append(f"constant along the diagonals of dims {a}, {b} (a function of idx[{b}] - idx[{a}])")
+            runs = ((">=", self.above), ("<=", self.below))
+            ends = [f"{_text(run[1])} where idx[{b}] - idx[{a}] {op} {run[0]}"
+                    for op, run in runs if run is not None]
+            if ends:
+                parts[-1] += f", {' and '.join(ends)} (computed from indices)"
         size = int(np.prod(self.table_shape))
         return (f"constant buffer '{self.source}' {list(self.shape)} is {' and '.join(parts)}: read as its "
                 f"table '{table}' {list(self.table_shape)} ({size:,} of {int(np.prod(self.shape)):,} values)")
@@ -178,6 +202,37 @@ def recognise_table(values: np.ndarray) -> tuple[tuple[int, ...], tuple[int, int
     if np.prod(tb.table_shape) > MAX_SHARE * values.size:
         return None
     return constant, diagonal
+
+
+def constant_ends(values: np.ndarray, diagonal: tuple[int, int]) \
+        -> tuple[tuple[int, float] | None, tuple[int, float] | None]:
+    """(below, above) of a Toeplitz array along `diagonal`: the runs of diagonals at either end that
+    hold one value in every slice (a causal ALiBi buffer is -inf on every `j - i >= 1`), as
+    `TableBuffer.below` and `.above`. A run is kept only where it spans a quarter of the diagonals at
+    least, so that the selects its reads take save work (narrowing drops what a -inf or 0 masks)."""
+    a, b = diagonal
+    m = np.moveaxis(values, (a, b), (-2, -1))
+    na, nb = m.shape[-2], m.shape[-1]
+    # diagonal d = j - i, from -(na - 1) to nb - 1: column 0 of the rows, then row 0 of the columns
+    diag = np.concatenate([m[..., ::-1, 0], m[..., 0, 1:]], axis=-1).reshape(-1, na + nb - 1)
+    same = (diag == diag[:1]).all(axis=0)
+    quarter = (na + nb - 1) / 4
+
+    def run(order: np.ndarray) -> int:
+        first = diag[0, order[0]]
+        k = 0
+        while k < len(order) and same[order[k]] and diag[0, order[k]] == first:
+            k += 1
+        return k
+
+    lo, hi = run(np.arange(na + nb - 1)), run(np.arange(na + nb - 1)[::-1])
+    below = (lo - 1 - (na - 1), diag[0, 0].item()) if lo >= quarter else None
+    above = (na + nb - 1 - hi - (na - 1), diag[0, -1].item()) if hi >= quarter else None
+    return below, above
+
+
+def _text(v: float) -> str:
+    return str(v) if not isinstance(v, float) or not v.is_integer() else str(int(v))
 
 
 def bind_table(tr: Translator, tb: TableBuffer, buffer: Callable[[Sequence[Index]], SExpr]) -> str:

@@ -58,7 +58,7 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Cast, Cmp, Index, IndexValue, Read, Select, SExpr
 from solar_compiler.loopir.simplify import literal
 
-from .buffer_tables import AffineValues, TableBuffer, recognise_affine, recognise_table
+from .buffer_tables import AffineValues, TableBuffer, constant_ends, recognise_affine, recognise_table
 from .capture.util import (
     REAL_RUN_LIMIT_BYTES,
     build_model,
@@ -358,7 +358,8 @@ def affine_masks(program: CapturedProgram) -> list[Recognised]:
             continue
         table = recognise_table(values_nd)
         if table is not None:
-            out.append(TableBuffer(name, where, tuple(meta.shape), meta.dtype, *table))
+            ends = constant_ends(values_nd, table[1]) if table[1] is not None else (None, None)
+            out.append(TableBuffer(name, where, tuple(meta.shape), meta.dtype, *table, *ends))
     return out
 
 

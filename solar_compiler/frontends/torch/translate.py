@@ -236,6 +236,10 @@ def _bind_outputs(tr: Translator, program: CapturedProgram, check: _ValidationOn
             bound[pos] = src
             aliases.append(Alias(pos, name, src, "output", "returned again"))
             continue
+        if src is not None and src in tr.in_place_locals and roles.get(src) == "local" and src not in fresh:
+            tr.set_role(src, "output")  # the caller's buffer, updated in place: its written elements
+            roles[src] = "output"
+            taken.add(src)
         role = "output" if src in taken else roles.get(src or "")
         if src is not None and role in ("input", "weight", "output") and src not in drawn \
                 and name not in fresh:
