@@ -53,10 +53,16 @@ VIEW_RETURNED = forward_program(
     "torch.tensor([1023])")
 
 
+DIAGONALS = forward_program(
+    "a, b", "a.fill_diagonal_(0.0)\nb.diagonal(1).add_(1.0)\nreturn a, b",
+    "torch.randn(128, 128, dtype=torch.bfloat16), torch.randn(128, 128, dtype=torch.bfloat16)")
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     pytest.importorskip("torch")
-    programs = {"scatters": SCATTERS, "slice_add": SLICE_ADD, "selects": SELECTS, "masked": MASKED,
+    programs = {"diagonals": DIAGONALS,
+                "scatters": SCATTERS, "slice_add": SLICE_ADD, "selects": SELECTS, "masked": MASKED,
                 "triu_fill": TRIU_FILL, "not_returned": NOT_RETURNED, "view_returned": VIEW_RETURNED}
     with translated_programs(tmp_path_factory.mktemp("in_place"), programs) as paths:
         yield paths
@@ -148,3 +154,13 @@ def test_a_view_of_an_input_updated_in_place_is_returned_as_a_view(capsys, files
     assert r["validation"]["validated"]
     assert r["totals"]["bytes_fused"] == 1_024 + 1_024 + 8 == 2_056
     assert [(a["output"], a["role"], a["how"]) for a in r["aliases"]] == [("slice_2", "output", "a view")]
+
+
+def test_diagonal_updates_of_inputs_write_the_diagonal_only(capsys, files):
+    # fill_diagonal_ (export: as_strided_scatter, stride 129) writes 128 bf16 (256 B); the first
+    # superdiagonal += 1 (diagonal_scatter) reads and writes its 127 elements (2 x 254 B). Before:
+    # no template for either
+    r = roofline_json(capsys, files["diagonals"])
+    assert r["validation"]["validated"]
+    assert r["totals"]["bytes_fused"] == 256 + 2 * 254
+    assert r["totals"]["flops"] == 127

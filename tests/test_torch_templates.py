@@ -139,7 +139,8 @@ ADDED_OPS |= {"aten.sort.default", "aten.sort.stable", "aten.bincount.default", 
 ADDED_OPS |= {  # packed fp4 decoding and fp8 GEMMs (issue 22)
     "aten.__rshift__.Scalar", "aten.bitwise_right_shift.Tensor_Scalar", "aten.__lshift__.Scalar",
     "aten.bitwise_left_shift.Tensor_Scalar", "aten.view.dtype", "aten._scaled_mm.default",
-    "aten._int_mm.default", "aten.logcumsumexp.default", "aten.cummax.default", "aten.cummin.default"}
+    "aten._int_mm.default", "aten.logcumsumexp.default", "aten.cummax.default", "aten.cummin.default",
+    "aten.diagonal_scatter.default", "aten.as_strided_scatter.default"}
 ADDED_OPS |= {f"aten.{op}" for op in (  # float predicates and sign operations
     "isinf.default", "isfinite.default", "isposinf.default", "isneginf.default", "signbit.default",
     "copysign.Tensor", "copysign.Scalar", "xlogy.Tensor", "xlogy.Scalar_Other", "xlogy.Scalar_Self",

@@ -10,7 +10,15 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 
 from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, index_value, mul, select
-from solar_compiler.frontends.builder.index_maps import iadd, imod, ineg_from, norm_dim, reshape_map
+from solar_compiler.frontends.builder.index_maps import (
+    Term,
+    iadd,
+    imod,
+    ineg_from,
+    norm_dim,
+    reshape_map,
+    unflatten,
+)
 from solar_compiler.frontends.builder.inplace import copied_from, updated_input, validation_only
 from solar_compiler.frontends.builder.statements import (
     concat_into,
@@ -341,6 +349,57 @@ def _select_scatter(tr: Translator, node: AtenNode) -> Val:
     k = k + base.shape[dim] if k < 0 else k
     src1 = view(src, [*src.shape[:dim], 1, *src.shape[dim:]], lambda idx: [*idx[:dim], *idx[dim + 1:]])
     return _scatter_into(tr, base, src1, dim, k, 1, 1)
+
+
+@template("aten.diagonal_scatter.default")
+def _diagonal_scatter(tr: Translator, node: AtenNode) -> Val:
+    """`x.diagonal(offset, dim1, dim2)` replaced by src (`x.diagonal().add_(1)` on an input)."""
+    base, src = tr.val(node.args[0]), tr.val(node.args[1])
+    offset = int(tr.arg(2, "offset", 0))
+    d1, d2 = norm_dim(int(tr.arg(3, "dim1", 0)), base.ndim), norm_dim(int(tr.arg(4, "dim2", 1)), base.ndim)
+    rest = [d for d in range(base.ndim) if d not in (d1, d2)]
+
+    def at(idx: Sequence[AffExpr]) -> list[Index]:
+        out: list[Index] = [AffExpr.lit(0)] * base.ndim
+        for d, e in zip(rest, idx[:-1], strict=True):
+            out[d] = e
+        out[d1], out[d2] = idx[-1] + max(-offset, 0), idx[-1] + max(offset, 0)
+        return out
+    return _scatter_through(tr, base, src, at)
+
+
+@template("aten.as_strided_scatter.default")
+def _as_strided_scatter(tr: Translator, node: AtenNode) -> Val:
+    """`x.as_strided(size, stride, offset)` replaced by src on x's contiguous layout (`fill_diagonal_`
+    is one: size [n], stride [n + 1])."""
+    base, src = tr.val(node.args[0]), tr.val(node.args[1])
+    size, strides = list(node.args[2]), list(node.args[3])
+    offset = int(tr.arg(4, "storage_offset", 0) or 0)
+    top = offset + sum(st * (n - 1) for st, n in zip(strides, size, strict=True))
+    if any(st < 0 for st in strides) or top >= max(math.prod(base.shape), 1) or tuple(size) != src.shape:
+        raise tr.error("as_strided_scatter outside its input's storage")
+
+    def at(idx: Sequence[AffExpr]) -> list[Index]:
+        terms: list[Term] = [(e, st, n - 1) for e, st, n in zip(idx, strides, size, strict=True)
+                             if n != 1 and st != 0]
+        terms += [(AffExpr.lit(1), offset, 1)] if offset else []
+        return unflatten(terms, base.shape)
+    return _scatter_through(tr, base, src, at)
+
+
+def _scatter_through(tr: Translator, base: Val, src: Val, at) -> Val:  # noqa: ANN001 - idx -> base idx
+    """`base` with the elements `at` maps src's positions to replaced by src's: a copy of base (in the
+    validation kernel only, for an input updated in place: `inplace.validation_only`), then src's
+    elements written where they go."""
+    out = tr.result()
+    assert tr.node is not None
+    updated = updated_input(tr, tr.node)
+    with validation_only(tr, tr.node, updated) if updated is not None else nullcontext():
+        copy_into(tr, out, base)
+    lps = loops("i", src.shape)
+    idx = ivars(lps)
+    tr.emit(out, at(idx), "=", cast(src.read(idx), out.dtype), lps)
+    return stored(out)
 
 
 def _scatter_into(tr: Translator, base: Val, src: Val, dim: int, start: int, step: int, m: int) -> Val:
