@@ -28,7 +28,8 @@ Lavin and Gray evaluate and the tiles cuDNN's fused and non-fused Winograd kerne
 A convolution is recognised on the einsum view alone: a two-factor contraction whose input factor has
 exactly two indices `o +- k + c` (an output variable with coefficient 1, stride 1, plus or minus a
 reduced variable of extent 3, dilation 1: cuDNN's cross-correlation and convolution modes) that the
-filter factor reads as `k` alone (`+-k + c`) and never `o`, the output reads `o` as a bare index,
+filter factor reads in one index that no output position enters (`k` alone, or a flat view of the
+filter, `c * 9 + r * 3 + s`), and never `o`, the output reads `o` as a bare index,
 and every domain constraint touches one such (o, k) pair or none of them (a box, guards of zero
 padding included). A stride-1 transposed convolution, written as a scatter `y[p + r + c] += x[p]
 w[r]`, is seen with its output positions as variables (`_View.gathered`): the same convolution. A
@@ -278,11 +279,12 @@ def _pairs(x: tuple[AffExpr, ...], w: tuple[AffExpr, ...], out_vars: set[str], r
             return None
     if any(sum(e.vars() == set(p) for e in x) != 1 for p in pairs):
         return None
+    outs = {o for o, _ in pairs}
     for o, k in pairs:
         w_k = [e for e in w if k in e.vars()]
-        if any(o in e.vars() for e in w) or len(w_k) != 1 or \
-                w_k[0].vars() != {k} or w_k[0].is_quasi() or abs(w_k[0].coeff(k)) != 1:
-            return None
+        if any(o in e.vars() for e in w) or len(w_k) != 1 or w_k[0].is_quasi() or w_k[0].coeff(k) == 0 \
+                or w_k[0].vars() & outs:
+            return None  # the filter: a function of the taps (and channels), never of an output position
     return pairs
 
 
