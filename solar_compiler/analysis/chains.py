@@ -53,7 +53,8 @@ from solar_compiler.loopir.rules import FLOAT_DTYPES
 from solar_compiler.loopir.simplify import simplify_affine
 
 Ranges = dict[str, tuple[int, int]]
-Edge = tuple[int, int | None, int]   # a private intermediate's producer, its zero fill, its reads
+#: a private intermediate's producer, its zero fill, its reads and its readers (node positions)
+Edge = tuple[int, int | None, int, tuple[int, ...]]
 
 #: the most leaves an intermediate read more than once by its consumer brings into a tree, its
 #: copies counted (repeated squaring doubles them at each step: `matrix_power(a, 8) @ v` has 9)

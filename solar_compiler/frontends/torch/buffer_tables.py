@@ -79,22 +79,26 @@ class AffineValues:
 def recognise_affine(values: np.ndarray) -> tuple[tuple[int, ...], int] | None:
     """(coefficients, constant) when every value of `values` (8 elements or more, some two of them
     different) is exactly `const + sum_d coeffs[d] idx[d]` with integer coefficients, else None."""
-    if values.size < 8 or values.dtype.kind not in "iuf" or \
-            (values.dtype.kind == "f" and not np.isfinite(values).all()):
+    if values.size < 8 or values.dtype.kind not in "iuf":
         return None
-    v = values.astype(np.float64)
-    first = v.reshape(-1)[0]
-    if not float(first).is_integer() or (v == first).all():
+    corner = tuple(0 for _ in values.shape)
+    first = values[corner].item()
+    if not float(first).is_integer():
         return None
     coeffs = []
-    for d, n in enumerate(v.shape):
-        step = float(np.take(v, 1, axis=d).reshape(-1)[0] - first) if n > 1 else 0.0
+    for d, n in enumerate(values.shape):  # the step along each dim, from the first corner
+        nxt = tuple(1 if e == d else 0 for e in range(values.ndim))
+        step = float(values[nxt].item() - first) if n > 1 else 0.0
         if not step.is_integer():
             return None
         coeffs.append(int(step))
-    grid = np.indices(v.shape).reshape(v.ndim, -1).T.astype(np.float64)
-    if not np.array_equal(v.reshape(-1), first + grid @ np.array(coeffs, dtype=np.float64)):
-        return None
+    if not any(coeffs):
+        return None  # one value (or none of the steps from the corner): not affine, or a literal
+    # affine exactly when every first difference along every dim is its step (then each value is the
+    # corner's plus the steps summed along any path to it); checked dim by dim, no index grid
+    for d, (n, step) in enumerate(zip(values.shape, coeffs, strict=True)):
+        if n > 1 and not (np.diff(values, axis=d) == step).all():
+            return None
     return tuple(coeffs), int(first)
 
 
