@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.captured_program import AtenNode, CapturedProgram, TensorRef, tensor_refs
+from solar_compiler.loopir.ast import Assign
 
 
 def updated_input(tr: Translator, node: AtenNode, ref: object = None) -> str | None:
@@ -65,8 +66,6 @@ def returned_views(prog: CapturedProgram, names: set[str], later: list[AtenNode]
 
 def _assigns(nodes: list) -> Iterator:
     """The assignments inside loop-AST statements (through their loops and guards)."""
-    from solar_compiler.loopir.ast import Assign
-
     for n in nodes:
         if isinstance(n, Assign):
             yield n
