@@ -35,8 +35,9 @@ a row of the matrix), which the catalogue's one-hot entry then prices as a gathe
 buffer it is fed (`key[j] = sum_i i [P[i, j] != 0]`), so a buffer that is not one-hot for the fed
 values fails validation instead of being priced wrong.
 
-A buffer that is none of these may still be computed from its indices or be a table of fewer
-dimensions (any number of dimensions: `buffer_tables.py`).
+A Sylvester Hadamard matrix (any scale) is computed from its indices' bits, and its products are
+fast Walsh-Hadamard transforms (`hadamard.py`). A buffer that is none of these may still be computed
+from its indices or be a table of fewer dimensions (any number of dimensions: `buffer_tables.py`).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from .capture.util import (
     resolve_attr,
     to_numpy,
 )
+from .hadamard import HadamardBuffer, recognise_hadamard
 
 SEEDS = (0, 1)  # construction seeds whose buffer values must agree (0: the one validation uses)
 
@@ -313,7 +315,7 @@ def _candidate(meta: TensorMeta) -> tuple[int, int] | None:
     return dims[0], dims[1]
 
 
-Recognised = AffineMask | OneHotBuffer | AffineValues | TableBuffer
+Recognised = AffineMask | OneHotBuffer | HadamardBuffer | AffineValues | TableBuffer
 
 
 def affine_masks(program: CapturedProgram) -> list[Recognised]:
@@ -365,7 +367,7 @@ def affine_masks(program: CapturedProgram) -> list[Recognised]:
 
 def _mask(program: CapturedProgram, name: str, where: str, meta: TensorMeta, rc: tuple[int, int],
           v: np.ndarray) \
-        -> AffineMask | OneHotBuffer | None:
+        -> AffineMask | OneHotBuffer | HadamardBuffer | None:
     """The mask, selection or zeros-outside-a-band reading of a 2-D buffer's values `v`, if any."""
     r, c = rc
     v2 = v.reshape(meta.shape[r], meta.shape[c])
@@ -384,6 +386,9 @@ def _mask(program: CapturedProgram, name: str, where: str, meta: TensorMeta, rc:
     if zeros is not None:
         return AffineMask(name, where, shape, meta.dtype, r, c, zeros[1], zeros[2], zeros[0], outside=0,
                           data=True)
+    scale = recognise_hadamard(v2)
+    if scale is not None:
+        return HadamardBuffer(name, where, shape, meta.dtype, r, c, scale)
     return None
 
 

@@ -14,14 +14,22 @@ from functools import cache
 from typing import Protocol
 
 from solar_compiler.frontends.builder.constants import narrow_constants
+from solar_compiler.frontends.builder.inplace import VIEW_OPS
 from solar_compiler.frontends.builder.translator import NoTemplate, TranslateError, Translator, _loc_of
 from solar_compiler.frontends.builder.values import Val
-from solar_compiler.frontends.captured_program import AtenNode, CapturedProgram, TensorRef, sanitize
+from solar_compiler.frontends.captured_program import (
+    AtenNode,
+    CapturedProgram,
+    TensorRef,
+    sanitize,
+    tensor_refs,
+)
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import LLM_NEST, Kernel, Node, Read, TensorDecl
 from solar_compiler.loopir.rewrite import writes_as_inputs
 
 from .buffer_tables import AffineValues, TableBuffer, bind_table
+from .hadamard import HadamardBuffer
 from .masks import OneHotBuffer, affine_masks, bind_selection
 from .registry import Template, lookup
 
@@ -82,7 +90,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
     for meta in program.weights:
         tr.bind_param(meta, "weight")
     narrow_constants(tr, program)
-    tables = _bind_masks(tr, program)
+    tables, transforms = _bind_masks(tr, program)
     last_loc: str | None = None
     joined: tuple[str, str] | None = None  # the decomposed op call whose group is the last record
     for node in program.nodes:
@@ -98,6 +106,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
                 raise
             del tr.tensors[declared:]  # what the template declared before giving up
             result, tr.stand_in = filler.fill(tr, node, e), LLM_NEST
+        _fast_transform(tr, node, transforms)
         by = tr.stand_in
         if node.called is not None and node.called == joined and tr.source_ops \
                 and tr.source_ops[-1]["first"] + tr.source_ops[-1]["count"] == first:
@@ -147,14 +156,37 @@ def _record_group(tr: Translator, op: str, first: int, module: str | None = None
         tr.source_ops.append(rec)
 
 
-def _bind_masks(tr: Translator, program: CapturedProgram) -> list[str]:
+_PRODUCTS = ("aten.mm.", "aten.bmm.", "aten.matmul.", "aten.linear.", "aten.addmm.", "aten.baddbmm.",
+             "aten.einsum.", "aten.mv.", "aten.dot.")
+_PASS_THROUGH = ("aten._to_copy.", "aten.clone.", "aten.contiguous.", "aten.to.")
+
+
+def _fast_transform(tr: Translator, node: AtenNode, transforms: set[str]) -> None:
+    """A product with a Hadamard buffer (or a view or copy of one: `transforms`, grown here) is a fast
+    Walsh-Hadamard transform: a stand-in (hadamard.py)."""
+    if not transforms & set(tensor_refs((node.args, node.kwargs))):
+        return
+    if node.op in VIEW_OPS or node.op.startswith(_PASS_THROUGH):
+        transforms |= {o.name for o in node.outputs if o is not None}
+    elif node.op.startswith(_PRODUCTS):
+        tr.mark_stand_in()
+
+
+def _bind_masks(tr: Translator, program: CapturedProgram) -> tuple[list[str], set[str]]:
     """Constant mask buffers that are affine regions are read as comparisons of their indices,
-    selection matrices as comparisons with a table of keys (masks.py), and buffers that are tables of
-    fewer dimensions through their tables (buffer_tables.py); the weight stays declared
-    (validation feeds it) but is no longer read. Returns the tables, which the validation kernel
-    computes from their buffers."""
+    selection matrices as comparisons with a table of keys (masks.py), Hadamard matrices from their
+    indices' bits (hadamard.py), and buffers that are tables of fewer dimensions through their
+    tables (buffer_tables.py); the weight stays declared (validation feeds it) but is no longer read.
+    Returns the tables, which the validation kernel computes from their buffers, and the Hadamard
+    buffers."""
     tables = []
+    transforms: set[str] = set()
     for m in affine_masks(program):
+        if isinstance(m, HadamardBuffer):
+            tr.env[m.weight] = Val(m.shape, m.dtype, m.read_with(tr.env[m.weight].read))
+            tr.notes.append(m.note())
+            transforms.add(m.weight)
+            continue
         if isinstance(m, AffineValues):
             tr.env[m.weight] = Val(m.shape, m.dtype, m.read_with(tr.env[m.weight].read))
             tr.notes.append(m.note())
@@ -175,7 +207,7 @@ def _bind_masks(tr: Translator, program: CapturedProgram) -> list[str]:
         mask = replace(m, weight=tr.inputs[m.weight])
         tr.env[m.weight] = Val(mask.shape, mask.dtype, mask.read)
         tr.notes.append(mask.note())
-    return tables
+    return tables, transforms
 
 
 @dataclass
