@@ -38,18 +38,16 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Cast, Cmp, Index, IndexValue, Read, Select, SExpr
 from solar_compiler.loopir.simplify import literal
 
+from .constant_buffers import Buffer
+
 #: a table is used only when it holds at most this share of the buffer's elements
 MAX_SHARE = 0.25
 
 
 @dataclass(frozen=True)
-class AffineValues:
-    """Buffer `weight` (attribute `source`) whose value at `idx` is `const + sum_d coeffs[d] idx[d]`."""
+class AffineValues(Buffer):
+    """A buffer whose value at `idx` is `const + sum_d coeffs[d] idx[d]`."""
 
-    weight: str
-    source: str
-    shape: tuple[int, ...]
-    dtype: str
     coeffs: tuple[int, ...]
     const: int
 
@@ -103,14 +101,10 @@ def recognise_affine(values: np.ndarray) -> tuple[tuple[int, ...], int] | None:
 
 
 @dataclass(frozen=True)
-class TableBuffer:
-    """Buffer `weight` (attribute `source`) whose values do not depend on the dims `constant`, nor on
-    the dims `diagonal` = (a, b) except through `idx[b] - idx[a]`."""
+class TableBuffer(Buffer):
+    """A buffer whose values do not depend on the dims `constant`, nor on the dims `diagonal` = (a,
+    b) except through `idx[b] - idx[a]`."""
 
-    weight: str
-    source: str
-    shape: tuple[int, ...]
-    dtype: str
     constant: tuple[int, ...]
     diagonal: tuple[int, int] | None
     #: (e, value): every diagonal `j - i <= e` holds `value` (in every table row); None: no such run

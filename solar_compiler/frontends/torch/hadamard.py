@@ -23,21 +23,17 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Binary, Cmp, Const, Index, IndexValue, Select, SExpr
 from solar_compiler.loopir.simplify import literal
 
+from .constant_buffers import ConstantBuffer
+
 MIN_ORDER = 8          # smaller Hadamard matrices save nothing worth a stand-in
 MAX_ORDER = 1 << 14    # the sign pattern is checked in full: n^2 elements
 
 
 @dataclass(frozen=True)
-class HadamardBuffer:
-    """Buffer `weight` (attribute `source`) over dims `row`, `col` (the others of extent 1) that is
-    `scale` times the Sylvester Hadamard matrix of order `shape[row]`."""
+class HadamardBuffer(ConstantBuffer):
+    """A buffer over dims `row`, `col` (the others of extent 1) that is `scale` times the Sylvester
+    Hadamard matrix of order `shape[row]`."""
 
-    weight: str
-    source: str
-    shape: tuple[int, ...]
-    dtype: str
-    row: int
-    col: int
     scale: float
 
     def read_with(self, buffer: Callable[[Sequence[Index]], SExpr]) -> Callable[[Sequence[Index]], SExpr]:

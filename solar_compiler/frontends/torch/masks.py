@@ -69,22 +69,10 @@ from .capture.util import (
     resolve_attr,
     to_numpy,
 )
+from .constant_buffers import ConstantBuffer
 from .hadamard import HadamardBuffer, recognise_hadamard
 
 SEEDS = (0, 1)  # construction seeds whose buffer values must agree (0: the one validation uses)
-
-
-@dataclass(frozen=True)
-class ConstantBuffer:
-    """A constant buffer recognised over its two non-unit dims `row` and `col`: the weight it is, the
-    attribute it came from, its shape and dtype."""
-
-    weight: str
-    source: str
-    shape: tuple[int, ...]
-    dtype: str
-    row: int
-    col: int
 
 
 @dataclass(frozen=True)
