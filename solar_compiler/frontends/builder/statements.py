@@ -180,6 +180,18 @@ def concat_into(tr: Translator, target: TensorDecl, parts: Sequence[Val], dim: i
         off += x.shape[dim]
 
 
+def scan_positions(shape: Sequence[int], dim: int) \
+        -> tuple[list[Loop], Callable[[AffExpr], list[AffExpr]]]:
+    """The loops over the dims of `shape` other than `dim`, and the index at step `t` of `dim` with
+    those loops' variables elsewhere: what a scan along `dim` vectorises over each step."""
+    others = [Loop(f"i{d}", 0, s) for d, s in enumerate(shape) if d != dim]
+
+    def full(t: AffExpr) -> list[AffExpr]:
+        it = iter(AffExpr.var(lp.iv) for lp in others)
+        return [t if d == dim else next(it) for d in range(len(shape))]
+    return others, full
+
+
 def scan_along(tr: Translator, target: TensorDecl, x: Val, dim: int, fn: Callable[[SExpr, SExpr], SExpr],
                reverse: bool = False) -> None:
     """`target` = the inclusive scan of `x` along `dim` with `fn` (`fn(running, next)`): a peeled
@@ -187,12 +199,7 @@ def scan_along(tr: Translator, target: TensorDecl, x: Val, dim: int, fn: Callabl
     or from the end when `reverse`), the other dims vectorised inside each step."""
     dt = target.dtype
     n = x.shape[dim]
-    others = [Loop(f"i{d}", 0, s) for d, s in enumerate(x.shape) if d != dim]
-
-    def full(t: AffExpr) -> list[AffExpr]:
-        it = iter(AffExpr.var(lp.iv) for lp in others)
-        return [t if d == dim else next(it) for d in range(x.ndim)]
-
+    others, full = scan_positions(x.shape, dim)
     first = full(AffExpr.lit(n - 1 if reverse else 0))
     tr.emit(target, first, "=", cast(x.read(first), dt), others)
     if n > 1:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, logaddexp, maximum, minimum, mul, select
 from solar_compiler.frontends.builder.index_maps import norm_dim
-from solar_compiler.frontends.builder.statements import copy_into, scan_along
+from solar_compiler.frontends.builder.statements import copy_into, scan_along, scan_positions
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, stored
 from solar_compiler.frontends.captured_program import AtenNode
@@ -45,12 +45,7 @@ def _cumulative_extreme(tr: Translator, node: AtenNode, pred: str,
         return stored(values), stored(indices)
     dim = norm_dim(int(node.args[1]), x.ndim)
     scan_along(tr, values, x, dim, fn)
-    others = [Loop(f"i{d}", 0, s) for d, s in enumerate(x.shape) if d != dim]
-
-    def full(t: AffExpr) -> list[AffExpr]:
-        it = iter(AffExpr.var(lp.iv) for lp in others)
-        return [t if d == dim else next(it) for d in range(x.ndim)]
-
+    others, full = scan_positions(x.shape, dim)
     tr.emit(indices, full(AffExpr.lit(0)), "=", c(0, indices.dtype), others)
     if x.shape[dim] > 1:
         t = AffExpr.var("t")
