@@ -148,6 +148,9 @@ ADDED_OPS |= {f"aten.{op}" for op in (  # float predicates and sign operations
     "sinc.default", "bucketize.Tensor", "searchsorted.Tensor", "atan.default", "asin.default", "acos.default",
     "sinh.default", "cosh.default", "asinh.default", "acosh.default", "atanh.default", "arctan.default",
     "arcsin.default", "arccos.default", "atan2.default", "arctan2.default")}
+ADDED_OPS |= {f"aten.{op}" for op in (  # pdist, histc, frexp, masked_scatter, ... (test_torch_misc_ops.py)
+    "_pdist_forward.default", "histc.default", "frexp.Tensor", "masked_scatter.default",
+    "unique_consecutive.default", "tril_indices.default", "triu_indices.default", "embedding_renorm.default")}
 ADDED_OPS |= {f"aten.{op}.default" for op in (  # backward ops (grad_*.py, issue 23)
     "threshold_backward", "gelu_backward", "sigmoid_backward", "tanh_backward", "silu_backward",
     "mse_loss_backward", "nll_loss_backward", "_softmax_backward_data", "_log_softmax_backward_data",

@@ -4,7 +4,7 @@ promotion, and literal folding with the executor's own arithmetic."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -95,6 +95,22 @@ def logaddexp(a: SExpr, b: SExpr) -> SExpr:
     would be NaN there)."""
     return select(cmp("eq", a, b), add(a, c(math.log(2), a)),
                   add(maximum(a, b), un("log1p", un("exp", un("neg", un("abs", sub(a, b)))))))
+
+
+def p_norm_parts(p: float) -> tuple[str, Callable[[SExpr], SExpr], Callable[[SExpr], SExpr] | None]:
+    """The vector p-norm of torch (`linalg.vector_norm`, `pdist`, `embedding_renorm`) as a reduction:
+    (the accumulation kind, the term of one element, the finishing function of the accumulated value
+    or None). p = inf / -inf: the max / min of |x|; 0: the count of nonzeros; 1: the sum of |x|; 2: the
+    root of the sum of squares; otherwise (sum |x|^p)^(1/p)."""
+    if p in (INF, -INF):
+        return ("max=" if p > 0 else "min="), lambda x: un("abs", x), None
+    if p == 0:
+        return "+=", lambda x: cast(cmp("ne", x, c(0, x)), dtype_of(x)), None
+    if p == 1:
+        return "+=", lambda x: un("abs", x), None
+    if p == 2:
+        return "+=", lambda x: mul(x, x), lambda v: un("sqrt", v)
+    return "+=", lambda x: bin_("pow", un("abs", x), c(p, x)), lambda v: bin_("pow", v, c(1.0 / p, v))
 
 
 def cmp(pred: str, a: SExpr, b: SExpr) -> SExpr:

@@ -1,10 +1,11 @@
 """The statement shapes the op families (of every framework) share: an elementwise map (or an inlined
 index-valued generator), a reduction (init, accumulate, finalise), the index pass of an
-arg-reduction, a casting copy, a concatenation, constant fills, a zero-padded copy, and a
-cumulative scan along one dim."""
+arg-reduction, a casting copy, a concatenation, constant fills, a zero-padded copy, a
+cumulative scan along one dim, and the prefix count of flags over a flat index."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from solar_compiler.loopir.affine import AffCond, AffExpr
@@ -13,7 +14,7 @@ from solar_compiler.loopir.rules import reduction_identity
 from solar_compiler.loopir.simplify import index_only, literal
 
 from ..captured_program import TensorRef
-from .exprs import INF, c, cast, cmp, fold, index_value, select
+from .exprs import INF, add, c, cast, cmp, fold, index_value, select
 from .index_maps import bcast_index
 from .inplace import updated_input, validation_only
 from .translator import Translator
@@ -208,6 +209,37 @@ def scan_along(tr: Translator, target: TensorDecl, x: Val, dim: int, fn: Callabl
         cur, prev = full(t), full(t + 1 if reverse else t - 1)
         value = fn(Read(target.name, tuple(prev), dt), cast(x.read(cur), dt))
         tr.emit(target, cur, "=", value, [Loop("t", 1, n, sequential=True), *others])
+
+
+def prefix_count(tr: Translator, hint: str, n: int, flag: Callable[[AffExpr], SExpr]) \
+        -> Callable[[AffExpr], SExpr]:
+    """The inclusive count of the flags (`flag(f)`: an i64 0 or 1 at flat position f < n) up to each
+    position, in two scans of about sqrt(n) steps instead of one of n: the positions in rows of
+    `w` (the smallest divisor of n at least its square root, where one is near; else the root, the
+    last row guarded), an inclusive scan along every row at once, then the exclusive scan of the row
+    totals. Returns the count at a flat position: its row's offset plus its count in the row."""
+    w = _row_width(n)
+    rows = -(-n // w)
+    a, t = AffExpr.var("a"), AffExpr.var("t")
+    inner = tr.declare(f"{hint}_in_row", (rows, w), "i64")
+    tr.emit(inner, [a, AffExpr.lit(0)], "=", flag(a * w), [Loop("a", 0, rows)])
+    if w > 1:
+        guards = [] if n % w == 0 else [AffCond.compare(a * w + t, "<", AffExpr.lit(n))]
+        step = add(Read(inner.name, (a, t - 1), "i64"), flag(a * w + t))
+        tr.emit(inner, [a, t], "=", step, [Loop("t", 1, w, sequential=True), Loop("a", 0, rows)], guards)
+    before = tr.declare(f"{hint}_rows_before", (rows,), "i64")
+    tr.emit(before, [AffExpr.lit(0)], "=", c(0, "i64"), [])
+    if rows > 1:
+        step = add(Read(before.name, (t - 1,), "i64"), Read(inner.name, (t - 1, AffExpr.lit(w - 1)), "i64"))
+        tr.emit(before, [t], "=", step, [Loop("t", 1, rows, sequential=True)])
+    return lambda f: add(Read(before.name, (f // w,), "i64"), Read(inner.name, (f // w, f % w), "i64"))
+
+
+def _row_width(n: int) -> int:
+    """The row width of `prefix_count`: the smallest divisor of n at least sqrt(n) when it is under
+    twice the root (the rows are then whole, often the innermost dim), else the root rounded up."""
+    root = math.isqrt(n - 1) + 1 if n > 1 else 1
+    return next((d for d in range(root, 2 * root + 1) if n % d == 0), root)
 
 
 # ---- padding ---------------------------------------------------------------------------------------------

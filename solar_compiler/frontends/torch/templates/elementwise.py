@@ -30,7 +30,7 @@ from solar_compiler.frontends.builder.exprs import (
 )
 from solar_compiler.frontends.builder.statements import full_val, map_op, select_in_place
 from solar_compiler.frontends.builder.translator import Translator
-from solar_compiler.frontends.builder.values import Val
+from solar_compiler.frontends.builder.values import Val, ivars, loops, stored
 from solar_compiler.frontends.captured_program import AtenNode, TensorRef
 from solar_compiler.loopir.ast import FLOAT_DTYPES, INT_DTYPES, SExpr
 from solar_compiler.loopir.rules import int_range
@@ -312,6 +312,43 @@ def _sinc(tr: Translator, node: AtenNode) -> Val:
         px = mul(x, c(math.pi, x))
         return select(cmp("eq", x, c(0, x)), c(1, x), div(un("sin", px), px))
     return map_op(tr, f, [node.args[0]])
+
+
+@template("aten.frexp.Tensor")
+def _frexp(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None]:
+    """(mantissa, exponent) with x = mantissa * 2^exponent, 0.5 <= |mantissa| < 1; zero, infinities
+    and NaN give (x, 0), as torch's. A kernel reads the exponent bits (integer work); the loop IR has
+    no bit cast, so the nest computes the same values in f64 (where every f32 subnormal is normal):
+    e = floor(log2 |x|) + 1, m = x * 2^-e, then one step corrects e where the logarithm's rounding
+    put m at 1 or below 0.5. Another algorithm than the kernel's: a stand-in (`Translator.stand_in`)."""
+    x = tr.val(node.args[0])
+    if x.dtype not in FLOAT_DTYPES:
+        raise tr.error(f"no loop-IR template for frexp of {x.dtype} (torch takes floats only)")
+    tr.mark_stand_in()
+
+    def parts(v: SExpr) -> tuple[SExpr, SExpr, SExpr]:
+        """(finite and nonzero, the mantissa, the exponent) of v, in f64."""
+        xd = cast(v, "f64")
+        ax = un("abs", xd)
+        regular = bin_("and", cmp("gt", ax, c(0, ax)), cmp("lt", ax, c(math.inf, ax)))
+        e = add(un("floor", mul(un("log", select(regular, ax, c(1, ax))), c(1 / math.log(2), ax))), c(1, ax))
+        half = bin_("floordiv", e, c(2, e))  # two exact steps: 2^-e alone leaves the f64 range
+        m = mul(mul(xd, bin_("pow", c(2, e), un("neg", half))), bin_("pow", c(2, e), un("neg", sub(e, half))))
+        am = un("abs", m)
+        big, small = cmp("ge", am, c(1, am)), cmp("lt", am, c(0.5, am))
+        mant = select(big, mul(m, c(0.5, m)), select(small, mul(m, c(2, m)), m))
+        expo = add(e, select(big, c(1, e), select(small, c(-1, e), c(0, e))))
+        return regular, select(regular, mant, xd), select(regular, expo, c(0, expo))
+
+    outs: list[Val | None] = [None, None]
+    for k in (0, 1):
+        if tr.used(k):
+            out = tr.result(k)
+            lps = loops("i", out.shape)
+            idx = ivars(lps)
+            tr.emit(out, idx, "=", cast(parts(x.read(idx))[k + 1], out.dtype), lps)
+            outs[k] = stored(out)
+    return outs[0], outs[1]
 
 
 @template("aten.__rshift__.Scalar", "aten.bitwise_right_shift.Tensor_Scalar", left=False)

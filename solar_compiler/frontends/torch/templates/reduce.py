@@ -7,7 +7,19 @@ from __future__ import annotations
 
 import math
 
-from solar_compiler.frontends.builder.exprs import bin_, c, cast, cmp, div, mul, sub, un
+from solar_compiler.frontends.builder.exprs import (
+    add,
+    bin_,
+    c,
+    cast,
+    cmp,
+    div,
+    index_value,
+    mul,
+    p_norm_parts,
+    sub,
+    un,
+)
 from solar_compiler.frontends.builder.index_maps import count, kept_shape, norm_dims, reshape_map
 from solar_compiler.frontends.builder.statements import (
     accumulate,
@@ -18,10 +30,10 @@ from solar_compiler.frontends.builder.statements import (
     reduce_into,
 )
 from solar_compiler.frontends.builder.translator import Translator
-from solar_compiler.frontends.builder.values import Loop, Val, ivars, loops, stored, view
+from solar_compiler.frontends.builder.values import Loop, Val, fill, ivars, loops, stored, view
 from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import SExpr, TensorDecl
+from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
 
 from ..registry import template
 
@@ -155,34 +167,44 @@ def _var(tr: Translator, node: AtenNode, std: bool, with_mean: bool = False):
 @template("aten.linalg_vector_norm.default")
 def _vector_norm(tr: Translator, node: AtenNode) -> Val:
     x = tr.val(node.args[0])
-    p = float(tr.arg(1, "ord", 2))
+    kind, term, finish = p_norm_parts(float(tr.arg(1, "ord", 2)))
     dims = norm_dims(tr.arg(2, "dim", None), x.ndim)
     keepdim = bool(tr.arg(3, "keepdim", False))
     out = tr.result()
     dt = out.dtype
-    if p == math.inf or p == -math.inf:
-        accumulate(tr, out, x, dims, keepdim, "max=" if p > 0 else "min=",
-                   lambda f: un("abs", cast(x.read(f), dt)))
-        return stored(out)
-    if p == 0:
-        accumulate(tr, out, x, dims, keepdim, "+=",
-                   lambda f: cast(cmp("ne", x.read(f), c(0, x.dtype)), dt))
-        return stored(out)
-    if p == 1:
-        accumulate(tr, out, x, dims, keepdim, "+=", lambda f: un("abs", cast(x.read(f), dt)))
-        return stored(out)
-    if p == 2:
-        accumulate(tr, out, x, dims, keepdim, "+=", lambda f: _sq(cast(x.read(f), dt)))
-        finalize(tr, out, lambda v: un("sqrt", v))
-        return stored(out)
-    accumulate(tr, out, x, dims, keepdim, "+=",
-               lambda f: bin_("pow", un("abs", cast(x.read(f), dt)), c(p, dt)))
-    finalize(tr, out, lambda v: bin_("pow", v, c(1.0 / p, v)))
+    accumulate(tr, out, x, dims, keepdim, kind, lambda f: term(cast(x.read(f), dt)))
+    if finish is not None:
+        finalize(tr, out, finish)
     return stored(out)
 
 
-def _sq(v: SExpr) -> SExpr:
-    return mul(v, v)
+@template("aten._pdist_forward.default")
+def _pdist(tr: Translator, node: AtenNode) -> Val:
+    """The p-norm distance of every pair of rows i < j of x [N, M], in the row-major order of the
+    upper triangle: the distances accumulate over the triangle (`d[i, j] += (x[i, m] - x[j, m])^2`
+    for p = 2: a subtraction, a product and an addition per pair and column), then each finished
+    distance is written to its place, `T[i] + j - 1` with `T[i] = i (2N - 3 - i) / 2` (the pairs
+    of the rows before i, less i): one index addition per pair, and a table of N row offsets."""
+    x = tr.val(node.args[0])
+    kind, term, finish = p_norm_parts(float(tr.arg(1, "p", 2.0)))
+    out = tr.result()
+    n, m = x.shape
+    if out.shape[0] == 0:
+        return fill(out.shape, out.dtype, 0)
+    dt = out.dtype
+    i, j, k = AffExpr.var("i"), AffExpr.var("j"), AffExpr.var("k")
+    pairs = [Loop("i", 0, n - 1), Loop("j", i + 1, n)]
+    acc = tr.declare(f"{out.name}_acc", (n, n), dt)
+    tr.emit(acc, [i, j], "=", c(0, dt), pairs)  # every term is >= 0: 0 starts p = inf's max= too
+    diff = sub(cast(x.read([i, k]), dt), cast(x.read([j, k]), dt))
+    tr.emit(acc, [i, j], kind, term(diff), [*pairs, Loop("k", 0, m)])
+    rows = tr.declare(f"{out.name}_row", (n - 1,), "i64")
+    tr.emit(rows, [i], "=", bin_("floordiv", mul(index_value(i), index_value(2 * n - 3 - i)), c(2, "i64")),
+            [Loop("i", 0, n - 1)])
+    value = Read(acc.name, (i, j), dt)
+    at = add(Read(rows.name, (i,), "i64"), index_value(j - 1))
+    tr.emit(out, [at], "=", finish(value) if finish is not None else value, pairs)
+    return stored(out)
 
 
 @template("aten.any.default", "aten.any.dim", "aten.any.dims", kind="max=")

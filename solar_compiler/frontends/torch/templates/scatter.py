@@ -1,8 +1,9 @@
-"""Scatters: index_put (with and without accumulate), index_add, scatter, scatter_add,
-scatter_reduce, and nonzero. Each scatter is one indirect write `out[.., I[..], ..] kind src[..]`
-over the source's (or index's) shape: the index tensor is read at affine indices and its value
-addresses the target. `=` keeps the last write in program order (torch leaves repeated indices
-unspecified; validation on the model's own inputs catches a program that relies on its order).
+"""Scatters: index_put (with and without accumulate), index_add, scatter, scatter_add, scatter_reduce,
+nonzero, and masked_scatter (a gather at the mask's prefix count). Each scatter is one indirect
+write `out[.., I[..], ..] kind src[..]` over the source's (or index's) shape: the index tensor is
+read at affine indices and its value addresses the target. `=` keeps the last write in program order
+(torch leaves repeated indices unspecified; validation on the model's own inputs catches a program
+that relies on its order).
 
 The target is the base's own local tensor when this op is the last reader of the base (what the
 eager in-place `index_add_` / `index_put_` do, and never more work than the out-of-place op), else
@@ -22,10 +23,26 @@ import math
 from collections.abc import Sequence
 
 from solar_compiler.executor.numeric import identity
-from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, index_read, index_value, mul, select
-from solar_compiler.frontends.builder.index_maps import advanced_position, bcast_index, bcast_shape, norm_dim
+from solar_compiler.frontends.builder.exprs import (
+    add,
+    c,
+    cast,
+    cmp,
+    index_read,
+    index_value,
+    mul,
+    select,
+    sub,
+)
+from solar_compiler.frontends.builder.index_maps import (
+    advanced_position,
+    bcast_index,
+    bcast_shape,
+    norm_dim,
+    reshape_map,
+)
 from solar_compiler.frontends.builder.inplace import updated_input, validation_only
-from solar_compiler.frontends.builder.statements import copy_into
+from solar_compiler.frontends.builder.statements import copy_into, prefix_count
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, fill, ivars, loops, stored, view
 from solar_compiler.frontends.captured_program import AtenNode, TensorRef, tensor_refs
@@ -217,6 +234,43 @@ def _scatter(tr: Translator, node: AtenNode) -> Val:
 def _scatter_reduce(tr: Translator, node: AtenNode) -> Val:
     kind = _reduce_kind(tr, tr.arg(4, "reduce", None))
     return _scatter_into(tr, node, kind, include_self=bool(tr.arg(5, "include_self", True)))
+
+
+# ---- masked_scatter ------------------------------------------------------------------------------------
+@template("aten.masked_scatter.default")
+def _masked_scatter(tr: Translator, node: AtenNode) -> Val:
+    """`out = x` but the true positions of the mask (both broadcast to the output's shape) take the
+    source's elements in order: the k-th true position in row-major order takes `source.flatten()[k]`.
+    k is the inclusive count of the mask up to the position, less one (`prefix_count`: two scans of
+    about sqrt(n) steps); the source is gathered there, and a select keeps x elsewhere. The count is integer
+    work (a scan of flags, as CUDA's masked_scatter runs), the select moves values: a stand-in."""
+    x, mask, src = (tr.val(a) for a in node.args[:3])
+    shape = tuple(tr.out_meta().shape)
+    n, n_src = math.prod(shape), math.prod(src.shape)
+    tr.mark_stand_in()
+    out = tr.result()
+    lps = loops("i", shape)
+    idx = ivars(lps)
+    base = cast(x.read(bcast_index(idx, x.shape, shape)), out.dtype)
+    if n == 0 or n_src == 0:  # no source element: no position may be true (torch checks it)
+        tr.emit(out, idx, "=", base, lps)
+        return stored(out)
+    to_coords = reshape_map(shape, (n,))
+    (flat,) = reshape_map((n,), shape)(tuple(idx))
+
+    def hit(at: Sequence[Index]) -> SExpr:
+        v = mask.read(bcast_index(at, mask.shape, shape))
+        return v if mask.dtype == "bool" else cmp("ne", v, c(0, v))
+
+    count = prefix_count(tr, out.name, n, lambda f: cast(hit(to_coords((f,))), "i64"))
+    # the gather in a statement of its own, not under the select: its traced footprint is then the
+    # source elements consumed (a gather under a select branch is counted at its minimum, one)
+    at = select(hit(idx), sub(count(flat), c(1, "i64")), c(0, "i64"))
+    source = view(src, (n_src,), reshape_map(src.shape, (n_src,)))
+    taken = tr.declare(f"{out.name}_source", shape, out.dtype)
+    tr.emit(taken, idx, "=", cast(source.read([at]), out.dtype), lps)
+    tr.emit(out, idx, "=", select(hit(idx), Read(taken.name, tuple(idx), out.dtype), base), lps)
+    return stored(out)
 
 
 # ---- nonzero ---------------------------------------------------------------------------------------------

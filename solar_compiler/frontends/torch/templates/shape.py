@@ -1,6 +1,7 @@
 """Creation and data-movement ops: fills and ranges (generators, no tensor), cat/stack (one copy
 statement per piece), split/chunk/flip/roll/repeat (views), padding (disjoint region statements,
-so every output element is written exactly once), tril/triu masks."""
+so every output element is written exactly once), tril/triu masks, and the coordinates of a
+triangle (tril_indices / triu_indices)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,18 @@ import math
 from collections.abc import Sequence
 from contextlib import nullcontext
 
-from solar_compiler.frontends.builder.exprs import add, c, cast, cmp, index_value, mul, select
+from solar_compiler.frontends.builder.exprs import (
+    add,
+    c,
+    cast,
+    cmp,
+    index_value,
+    maximum,
+    minimum,
+    mul,
+    select,
+    sub,
+)
 from solar_compiler.frontends.builder.index_maps import (
     Term,
     iadd,
@@ -30,8 +42,8 @@ from solar_compiler.frontends.builder.statements import (
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, generator, ivars, loops, stored, view
 from solar_compiler.frontends.captured_program import AtenNode, TensorRef
-from solar_compiler.loopir.affine import AffExpr
-from solar_compiler.loopir.ast import INT_DTYPES, Index, SExpr, TensorDecl
+from solar_compiler.loopir.affine import AffCond, AffExpr
+from solar_compiler.loopir.ast import INT_DTYPES, Index, Read, SExpr, TensorDecl
 from solar_compiler.loopir.simplify import literal
 
 from ..registry import template
@@ -219,6 +231,44 @@ def _tri(tr: Translator, node: AtenNode, upper: bool) -> Val:
         return select(keep, x.read(idx), c(0, x.dtype))
 
     return store_or_inline(tr, 0, value)
+
+
+@template("aten.tril_indices.default", upper=False)
+@template("aten.triu_indices.default", upper=True)
+def _tri_indices(tr: Translator, node: AtenNode, upper: bool) -> Val:
+    """The [2, count] coordinates of the lower (upper) triangle of a row x col matrix, `j - i <= offset`
+    (`>=`), in row-major order: a scan of the rows' lengths gives the entries before each row, then
+    each kept (i, j) writes i and j at `before[i] + j - first(i)`. Index generation (integer work):
+    a stand-in."""
+    row, col, k = int(node.args[0]), int(node.args[1]), int(tr.arg(2, "offset", 0))
+    meta = tr.out_meta()
+    if meta.shape[1] == 0:
+        return full_val(tr, meta.shape, 0)
+    tr.mark_stand_in()
+    out = tr.result()
+    i, j, t = AffExpr.var("i"), AffExpr.var("j"), AffExpr.var("t")
+
+    def clamp(r: AffExpr, v: int) -> SExpr:  # r + v clamped to [0, col], for rows r in 0 .. row - 1
+        e = index_value(r + v)
+        e = e if v >= 0 else maximum(e, c(0, "i64"))
+        return e if row - 1 + v <= col else minimum(e, c(col, "i64"))
+
+    def first(r: AffExpr) -> SExpr:  # the first kept column of row r
+        return clamp(r, k) if upper else c(0, "i64")
+
+    before = tr.declare(f"{out.name}_before", (row,), "i64")
+    tr.emit(before, [AffExpr.lit(0)], "=", c(0, "i64"), [])
+    if row > 1:
+        length = sub(c(col, "i64"), first(t - 1)) if upper else clamp(t - 1, k + 1)
+        tr.emit(before, [t], "=", add(Read(before.name, (t - 1,), "i64"), length),
+                [Loop("t", 1, row, sequential=True)])
+    at = add(Read(before.name, (i,), "i64"), index_value(j))
+    at = sub(at, first(i)) if upper else at
+    keep = AffCond.compare(j - i, ">=" if upper else "<=", AffExpr.lit(k))
+    grid = [Loop("i", 0, row), Loop("j", 0, col)]
+    for d, e in enumerate((i, j)):
+        tr.emit(out, [AffExpr.lit(d), at], "=", cast(index_value(e), out.dtype), grid, [keep])
+    return stored(out)
 
 
 @template("aten.diagonal.default")
