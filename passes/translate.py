@@ -57,6 +57,7 @@ class TranslatePass(ModulePass):
     llm_max_tokens: int = 200_000
     llm_max_cost: int | float = 2.0
     llm_max_response: int = 64_000
+    llm_ops: str = ""  # comma-separated: ops the LLM writes even where a template exists
     sandboxed: bool = False  # the caller isolates this process already (solar-bench's forked workers)
 
     def check_options(self) -> None:
@@ -69,6 +70,9 @@ class TranslatePass(ModulePass):
         if self.frontend not in frontend_names():
             raise PassError(f"translate: unknown frontend '{self.frontend}' "
                              f"(known: {', '.join(frontend_names())})")
+        if self.llm_ops.strip() and self.frontend != "auto":
+            raise PassError(f"translate: llm-ops sends ops to the LLM inside the deterministic "
+                            f"translation: it needs frontend auto, not '{self.frontend}'")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from solar_compiler.dialects.convert import kernels_to_module
@@ -127,7 +131,8 @@ class TranslatePass(ModulePass):
                                  transcript_dir=self.llm_transcript_dir or None,
                                  replay=self.llm_replay or None, timeout=float(self.llm_timeout),
                                  max_tokens=int(self.llm_max_tokens), max_cost=float(self.llm_max_cost),
-                                 max_response=int(self.llm_max_response), use_cache=not self.no_cache)
+                                 max_response=int(self.llm_max_response), use_cache=not self.no_cache,
+                                 ops=tuple(o.strip() for o in self.llm_ops.split(",") if o.strip()))
 
 
 

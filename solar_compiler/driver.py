@@ -250,6 +250,9 @@ class SolarOptMain(xDSLOptMain):
                        help="cost budget of the run, as litellm prices it (default 2)")
         g.add_argument("--llm-max-response", type=int, default=None, metavar="CHARS",
                        help="largest response accepted (default 64000 characters)")
+        g.add_argument("--llm-ops", default=None, metavar="OPS",
+                       help="comma-separated ops the LLM writes even where a template exists "
+                            "(aten.kthvalue.default, or kthvalue for every overload)")
         g.add_argument("--frontend-options", default="", metavar="OPTS",
                        help="options of the translate pass, e.g. 'mode=train no-cache=true'")
         g.add_argument("--mode", choices=("eval", "train"), default=None, help="torch frontend mode")
@@ -446,7 +449,7 @@ class SolarOptMain(xDSLOptMain):
 
 
 LLM_FLAGS = ("llm_model", "llm_api_base", "llm_attempts", "llm_transcript_dir", "llm_replay", "llm_timeout",
-             "llm_max_tokens", "llm_max_cost", "llm_max_response")
+             "llm_max_tokens", "llm_max_cost", "llm_max_response", "llm_ops")
 
 
 def _input_format_is_short_only(parser: argparse.ArgumentParser) -> None:

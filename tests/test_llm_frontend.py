@@ -35,6 +35,8 @@ RECORDED = {
     "running_max": ([("the whole program", 2)], 0, 31),
     "softsign_custom_op": ([("solar_examples.softsign.default", 2)], 8_192 + 128, 384),
 }
+# kthvalue has a template (a stand-in rank count); the example sends it to the LLM by name
+SENT = {"kthvalue_rows": ("--llm-ops=kthvalue",)}
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +55,7 @@ def _json_report(capsys, *args: str) -> dict:
 @pytest.mark.parametrize("name", sorted(RECORDED))
 def test_recorded_example_replays_validates_and_reports(name, capsys):
     llm_ops, flops, written = RECORDED[name]
-    r = _json_report(capsys, str(EXAMPLES / f"{name}.py"), "--translate",
+    r = _json_report(capsys, str(EXAMPLES / f"{name}.py"), "--translate", *SENT.get(name, ()),
                      "--llm-replay", str(EXAMPLES / f"{name}.transcript.jsonl"))
     v = r["validation"]
     if name == "mask_assign":  # a boolean mask's count is a size: each fresh sample needs the LLM again
@@ -84,9 +86,14 @@ def test_text_report_names_the_path_of_each_op(capsys):
 
 
 def test_deterministic_path_rejects_the_examples(capsys):
-    assert main([str(EXAMPLES / "kthvalue_rows.py"), "--translate", "--frontend=torch"]) == 1
-    err = capsys.readouterr().err.strip()
-    assert err.endswith("kthvalue_rows.py:11: no loop-IR template for aten.kthvalue.default (%x, 4)")
+    assert main([str(EXAMPLES / "kthvalue_rows.py"), "--translate", "--llm-ops=kthvalue"]) == 1
+    err = capsys.readouterr().err.strip()  # sent to the LLM by name, and no model configured
+    assert "kthvalue_rows.py:11: aten.kthvalue.default (%x, 4) is sent to the LLM (--llm-ops); an LLM can " \
+           "translate it, but no model is configured" in err and len(err.splitlines()) == 1
+    kth = str(EXAMPLES / "kthvalue_rows.py")
+    assert main([kth, "--translate", "--frontend=torch", "--llm-ops=kthvalue"]) == 1
+    assert capsys.readouterr().err.strip().endswith("llm-ops sends ops to the LLM inside the deterministic "
+                                                    "translation: it needs frontend auto, not 'torch'")
     assert main([str(EXAMPLES / "scatter_mean.py"), "--translate"]) == 1  # auto, no model configured
     err = capsys.readouterr().err.strip()
     assert "scatter_mean.py:14: no loop-IR template for scatter reduction 'mean'" in err
@@ -131,13 +138,15 @@ kernel kthvalue(self: f32[2, 8] input, values: f32[2] output):
 def test_manual_provider_prompt_exit_3_then_rerun_finishes(tmp_path, capsys):
     src = tmp_path / "m.py"
     src.write_text(MODEL)
-    args = [str(src), "--translate", "--llm-model=manual", "--llm-transcript-dir", "dialog", "-t", "loop"]
+    args = [str(src), "--translate", "--llm-model=manual", "--llm-ops=aten.kthvalue.default",
+            "--llm-transcript-dir", "dialog", "-t", "loop"]
     assert main(args) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["solar-opt: error: dialog/001.prompt.md: prompt for aten.kthvalue.default at m.py:10 "
                    "written; put the model's answer in dialog/001.response.md and rerun the same command"]
     prompt = (tmp_path / "dialog" / "001.prompt.md").read_text()
     assert "aten.kthvalue.default(self=self: f32[2, 8], k=3) -> (values: f32[2])" in prompt
+    assert "m.py:10) is to be written as a new kernel. Write a kernel for this one call" in prompt
     assert "- `self: f32[2, 8] input`\n- `values: f32[2] output`" in prompt
     descending = SORT.replace("self[i, k] < self[i, j]", "self[i, k] > self[i, j]")
     (tmp_path / "dialog" / "001.response.md").write_text(descending)
@@ -162,7 +171,8 @@ def test_a_zero_dim_result_is_checked_against_a_zero_dim_reference(tmp_path, cap
     correct kernel's `values[]` was rejected for its shape)."""
     src = tmp_path / "m.py"
     src.write_text(MODEL.replace("torch.randn(2, N)", "torch.randn(N)"))
-    args = [str(src), "--translate", "--llm-model=manual", "--llm-transcript-dir", "dialog", "-t", "loop"]
+    args = [str(src), "--translate", "--llm-model=manual", "--llm-ops=aten.kthvalue.default",
+            "--llm-transcript-dir", "dialog", "-t", "loop"]
     assert main(args) == 3
     one_row = SORT.replace("self: f32[2, 8] input, values: f32[2] output",
                            "self: f32[8] input, values: f32[] output")

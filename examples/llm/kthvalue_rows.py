@@ -1,4 +1,4 @@
-"""The 4th smallest value of every row, scaled, and where it is (aten.kthvalue: no template)."""
+"""The 4th smallest value of every row, scaled, and where it is (aten.kthvalue, sent to the LLM by --llm-ops)."""
 import torch
 import torch.nn as nn
 

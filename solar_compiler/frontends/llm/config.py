@@ -53,6 +53,9 @@ class LLMConfig:
     max_cost: float = 2.0               # total cost per run, in USD as litellm reports it
     max_response: int = 64_000          # characters of one response
     use_cache: bool = True
+    # ops the LLM writes even where a template exists (`--llm-ops`): full names
+    # ("aten.kthvalue.default") or an ATen op's name without its overload ("kthvalue")
+    ops: tuple[str, ...] = ()
 
     @staticmethod
     def resolve(model: str = "", **kw) -> LLMConfig:
@@ -65,6 +68,11 @@ class LLMConfig:
             if getattr(cfg, name) <= 0:
                 raise SolarError(f"llm-{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
         return cfg
+
+    def sends(self, op: str) -> bool:
+        """Whether `op` goes to the LLM though it has a template (named in `ops`)."""
+        parts = op.split(".")
+        return op in self.ops or (len(parts) == 3 and parts[0] == "aten" and parts[1] in self.ops)
 
     @property
     def available(self) -> bool:
@@ -89,7 +97,7 @@ class LLMConfig:
 
     def cache_tag(self) -> str:
         """What a cached translation made with this config depends on (model or replayed transcript)."""
-        h = hashlib.sha256(repr((self.model, self.api_base)).encode())
+        h = hashlib.sha256(repr((self.model, self.api_base) + ((self.ops,) if self.ops else ())).encode())
         if self.replay is not None:
             try:
                 h.update(Path(self.replay).read_bytes())

@@ -58,6 +58,9 @@ class TorchOpFiller:
         self._keys: dict[str, int] = {}
 
     # ---- the OpFiller interface --------------------------------------------------------------------
+    def sends(self, op: str) -> bool:
+        return self.cfg.sends(op)
+
     def fill(self, tr, node, why):
         from solar_compiler.frontends.builder.values import stored
 
@@ -77,7 +80,8 @@ class TorchOpFiller:
         kernel_name = _kernel_name(node.op)
         call = _call_text(node.op, schema, call_args, call_kwargs, dtypes, ins, outs, out_names)
         key = self._task_key(node.op, tr.loc)
-        text = render("op", path=self.spec.path, loc=tr.loc, call=call, schema=str(schema),
+        reason = "is to be written as a new kernel" if self.cfg.sends(node.op) else "has no loop-IR template"
+        text = render("op", path=self.spec.path, loc=tr.loc, reason=reason, call=call, schema=str(schema),
                       op_source=_op_source(node.op), kernel=kernel_name,
                       params="\n".join(f"- `{p.text()}`" for p in params),
                       outputs=", ".join(f"`{out_names[i]}`" for i, _ in outs),

@@ -35,10 +35,15 @@ from .registry import Template, lookup
 
 
 class OpFiller(Protocol):
-    """Translates an op that has no template (the LLM frontend's per-op fill-in): emits its
-    statements through the translator (`declare`, `append`, ...) and returns one value per output."""
+    """Translates an op that has no template, or one the user sends to it (the LLM frontend's per-op
+    fill-in): emits its statements through the translator (`declare`, `append`, ...) and returns one
+    value per output."""
 
     def fill(self, tr: Translator, node: AtenNode, why: NoTemplate) -> Val | tuple[Val | None, ...]: ...
+
+    def sends(self, op: str) -> bool:
+        """Whether `op` is filled in though it has a template (`--llm-ops`)."""
+        ...
 
 
 @dataclass
@@ -100,6 +105,8 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
         first, declared = tr.n_statements, len(tr.tensors)
         tr.stand_in = None
         try:
+            if filler is not None and filler.sends(node.op):
+                raise NoTemplate(f"{tr.loc}: {node.op} ({_describe(node)}) is sent to the LLM (--llm-ops)")
             result = _template_for(tr, node)(tr, node)
         except NoTemplate as e:
             if filler is None or tr.n_statements != first:
