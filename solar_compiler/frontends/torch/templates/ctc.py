@@ -16,8 +16,10 @@ are the blank (so padding may hold any value), and its loss is read, through the
 table has a row 0 before the first step (state 0 at log 1: an input of length 0 gives 0 for an
 empty target, inf otherwise, as torch's), and a column of -inf before state 0 (the state "-1" an
 empty target's second term and the first states' `s-1`, `s-2` terms read). The steps a shorter
-input does not take are computed all the same and never read: the IR prices the padded extents
-(T steps of 2S + 1 states per row), as a kernel over the padded batch runs them.
+input does not take are computed all the same and never read: the nest runs the padded extents
+(T steps of 2S + 1 states per row), where torch's kernels stop each row at its own lengths, which
+are values. So the nest is a stand-in (`Translator.mark_stand_in`): its traffic is counted, no
+compute term (the lengths' work is not known before the values are, and the bound errs low).
 
 The loss reduction and `zero_infinity` are later ops of the graph (`eq inf` / `where`, `clamp` /
 `div` / `mean`, `sum`); `zero_infinity` is also an argument only torch's backward reads. Export
@@ -97,6 +99,7 @@ def _ctc_loss(tr: Translator, node: AtenNode) -> Val:
     zero_infinity) -> the negative log-likelihood of each row [N] (and log_alpha, unused)."""
     lp, tg = tr.val(node.args[0]), tr.val(node.args[1])
     blank = int(tr.arg(4, "blank", 0))  # type: ignore[call-overload]
+    tr.mark_stand_in()
     if tr.used(1):
         raise tr.error("no loop-IR template for _ctc_loss's log_alpha output (its width, "
                        "2 * max(target_lengths) + 1, is a value)")
