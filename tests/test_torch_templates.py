@@ -109,7 +109,7 @@ OLD_DISPATCH_OPS = """
 
 def test_the_template_modules_are_the_ones_the_registry_finds():
     assert registry.template_modules() == [f"{registry.TEMPLATES_PACKAGE}.{m}" for m in TEMPLATE_MODULES]
-    assert len(TEMPLATE_MODULES) == 27
+    assert len(TEMPLATE_MODULES) == 28
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +134,8 @@ def imported_alone() -> dict[str, dict]:
 ADDED_OPS = {"aten._embedding_bag.default", "aten._embedding_bag_forward_only.default"}
 ADDED_OPS |= {"aten._trilinear.default"}  # nn.Bilinear (issue 21 audit)
 ADDED_OPS |= {"aten._ctc_loss.Tensor", "aten._ctc_loss.default"}  # CTC loss (templates/ctc.py)
+ADDED_OPS |= {"aten.grid_sampler_2d.default", "aten.upsample_bicubic2d.vec",  # sampling.py
+              "aten.upsample_bicubic2d.default"}
 ADDED_OPS |= {"solar.dft"}  # one DFT along one dim: what complex_pairs.py makes of torch's FFTs
 ADDED_OPS |= {"aten.sort.default", "aten.sort.stable", "aten.bincount.default",  # stand-in nests
               "aten._unique2.default", "aten.multinomial.default", "aten.exponential.default"}

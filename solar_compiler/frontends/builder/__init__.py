@@ -7,4 +7,5 @@ frontend (torch and jax templates share it; `captured_program.py` is the capture
 * `exprs`: typed scalar-expression builders and torch's dtype promotion;
 * `index_maps`: dimension normalisation, broadcasting, reshape and window index maps;
 * `statements`: the statement shapes the families share (map, reduce, copy, pad).
+* `resample`: torch's interpolation arithmetic (source coordinates, cubic-convolution weights).
 """

@@ -26,6 +26,7 @@ from solar_compiler.frontends.builder.exprs import (
     sub,
 )
 from solar_compiler.frontends.builder.index_maps import int_tuple, window_index
+from solar_compiler.frontends.builder.resample import scale_list, source_index
 from solar_compiler.frontends.builder.statements import padded
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, ivars, stored, view
@@ -256,7 +257,7 @@ def _upsample_nearest(tr: Translator, node: AtenNode, k: int, exact: bool = Fals
     shape = tr.out_meta().shape
     isp, osp = x.shape[x.ndim - k:], shape[len(shape) - k:]
     scales = tr.arg(2, "scale_factors", None)
-    if scales and any(float(s) * i != o for s, i, o in zip(_fl(scales, k), isp, osp, strict=True)):
+    if scales and any(float(s) * i != o for s, i, o in zip(scale_list(scales, k), isp, osp, strict=True)):
         raise tr.error("nearest upsampling with a non-exact scale factor has no template")
     lead = x.ndim - k
 
@@ -313,10 +314,6 @@ def _upsample_nearest_backward(tr: Translator, node: AtenNode, k: int, exact: bo
     return stored(out)
 
 
-def _fl(v: object, k: int) -> list[float]:
-    return [float(s) for s in v] if isinstance(v, (list, tuple)) else [float(v)] * k
-
-
 @template("aten.im2col.default")
 def _im2col(tr: Translator, node: AtenNode) -> Val:
     """F.unfold: out[n, (c, r, s), (p, q)] = x[n, c, p*sh + r*dh - ph, q*sw + s*dw - pw]. A view
@@ -351,13 +348,7 @@ def _bilinear_coords(idx: Sequence[AffExpr], isp: Sequence[int], osp: Sequence[i
     coords = []
     for d in range(2):
         n_in, n_out = isp[d], osp[d]
-        pos = index_value(idx[-2 + d], "f32")
-        if align:
-            ratio = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
-            src = mul(pos, c(ratio, "f32"))
-        else:
-            ratio = 1.0 / sf[d] if sf[d] else n_in / n_out
-            src = maximum(sub(mul(add(pos, c(0.5, "f32")), c(ratio, "f32")), c(0.5, "f32")), c(0.0, "f32"))
+        src = source_index(index_value(idx[-2 + d], "f32"), n_in, n_out, align, sf[d])
         i0 = cast(src, "i64")  # src >= 0: truncation is floor
         i1 = minimum(add(i0, c(1, "i64")), c(n_in - 1, "i64"))
         lam = sub(src, cast(i0, "f32"))
@@ -376,7 +367,7 @@ def _bilinear(tr: Translator, node: AtenNode) -> Val:
     out = tr.result()
     dt = out.dtype
     isp, osp = x.shape[-2:], out.shape[-2:]
-    sf = _fl(scales, 2) if scales else [None, None]
+    sf = scale_list(scales, 2) if scales else [None, None]
     lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
     idx = ivars(lps)
     lead = list(idx[:-2])
