@@ -192,11 +192,37 @@ class CpuLimitExceeded(Exception):
     """`call_with_cpu_limit`: the child used up its CPU budget and the kernel stopped it."""
 
 
-def call_with_cpu_limit(fn: Callable[[], T], seconds: float) -> T:
+def call_with_cpu_limit(fn: Callable[[], T], seconds: float, attempts: int = 2) -> T:
     """`fn()` computed in a forked child that may use `seconds` of CPU (RLIMIT_CPU, rounded up to
     whole seconds: the kernel stops it, even inside a C call); its result comes back pickled. An
     exception raised by `fn` is raised here; CpuLimitExceeded when the budget stopped the child.
-    The child's side effects (caches it filled) stay in the child."""
+    The child's side effects (caches it filled) stay in the child.
+
+    A child that crashes (a signal other than the budget's: SIGSEGV, SIGBUS, SIGABRT) is forked
+    again, up to `attempts` forks in all: a fork of a process that has run threads (torch's, a
+    BLAS's) can crash in the child on state another thread held at the fork (seen rarely, under
+    pytest-xdist), and `fn` is the same computation each time. Crashing every time is an error
+    naming the signal."""
+    for attempt in range(1, attempts + 1):
+        data, wstatus = _forked(fn, seconds)
+        crashed = os.WIFSIGNALED(wstatus)
+        if crashed and os.WTERMSIG(wstatus) in (signal.SIGXCPU, signal.SIGKILL):
+            raise CpuLimitExceeded(f"over {seconds:g} s of CPU")
+        if not crashed or attempt == attempts:
+            break
+    if crashed or not data:  # a crashed child's data may be cut short
+        how = (f"died with signal {signal.Signals(os.WTERMSIG(wstatus)).name}" if crashed
+               else f"exited with status {os.WEXITSTATUS(wstatus)}")
+        raise RuntimeError(f"call_with_cpu_limit: the child {how} without a result "
+                           f"({attempt} fork(s))")
+    ok, value = pickle.loads(data)
+    if not ok:
+        raise value
+    return value
+
+
+def _forked(fn: Callable[[], T], seconds: float) -> tuple[bytes, int]:
+    """One child computing `fn()` under the CPU budget: what it sent back and its wait status."""
     parent = os.getpid()
     rfd, wfd = os.pipe()
     pid = os.fork()
@@ -229,11 +255,4 @@ def call_with_cpu_limit(fn: Callable[[], T], seconds: float) -> T:
         raise
     finally:
         _, wstatus = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(wstatus) and os.WTERMSIG(wstatus) in (signal.SIGXCPU, signal.SIGKILL):
-        raise CpuLimitExceeded(f"over {seconds:g} s of CPU")
-    if not data:
-        raise RuntimeError(f"call_with_cpu_limit: the child ended without a result (wait status {wstatus})")
-    ok, value = pickle.loads(data)
-    if not ok:
-        raise value
-    return value
+    return data, wstatus
