@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
@@ -31,6 +32,7 @@ from solar_compiler.analysis.costs import GraphCosts, free_twins, module_costs, 
 from solar_compiler.analysis.distinct import duplicates
 from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.manager import get_analysis
+from solar_compiler.analysis.order_prices import shape_key, shared_price
 from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp
 from solar_compiler.dialects.einsum_build import IfBlock, ProductNest, product_graph
 from solar_compiler.errors import SolarError
@@ -65,9 +67,16 @@ class Order:
     optimizer: str                      # the opt_einsum optimiser whose path this is
     path: tuple[tuple[int, ...], ...]   # as an opt_einsum contraction path over the tensor factors
     words: str                          # `((q * w_uk) * c_kv)`
-    graph: GraphOp                      # its steps: the tree's leaves (inputs), new locals, its output
     new_tensors: tuple[str, ...]        # the new locals' names
     cost: Cost
+    kernel: str
+    nests: Nests
+
+    @cached_property
+    def graph(self) -> GraphOp:
+        """Its steps: the tree's leaves (inputs), new locals, its output (built when asked: only a
+        plan's best order is ever inserted; the same nests verified when it was priced)."""
+        return product_graph(self.kernel, self.nests.tensors, self.nests.nests)
 
 
 @dataclass(frozen=True)
@@ -345,17 +354,22 @@ def order_nests(t: Tree, root: Step, tensors: Mapping[str, TensorOp], taken: set
 
 def priced(t: Tree, optimizer: str, n: Nests) -> Order:
     """The order's graph (verified: an index out of its tensor is refused, as the lift refuses it)
-    and its exact costs."""
-    graph = product_graph(t.kernel, n.tensors, n.nests)
-    try:
-        graph.verify()
-    except VerifyException as e:
-        raise SolarError(f"{t.loc or f'kernel {t.kernel!r}'}: cannot lift to an einsum node: "
-                         f"{str(e).splitlines()[0]}") from None
-    g = _graph_costs(graph)
-    cost = Cost(sum(o.flops for o in g.ops), g.flops_matrix, g.flops_vector, sum(o.bytes for o in g.ops),
-                len(g.ops))
-    return Order(optimizer, n.path, n.words, graph, n.new_tensors, cost)
+    and its exact costs, computed once per shape of order (`order_prices.py`: the layers of a model
+    share them)."""
+    def price() -> Cost | str:
+        graph = product_graph(t.kernel, n.tensors, n.nests)
+        try:
+            graph.verify()
+        except VerifyException as e:
+            return str(e).splitlines()[0]
+        g = _graph_costs(graph)
+        return Cost(sum(o.flops for o in g.ops), g.flops_matrix, g.flops_vector, sum(o.bytes for o in g.ops),
+                    len(g.ops))
+
+    cost = shared_price(shape_key(n.tensors, n.nests), price)
+    if isinstance(cost, str):
+        raise SolarError(f"{t.loc or f'kernel {t.kernel!r}'}: cannot lift to an einsum node: {cost}")
+    return Order(optimizer, n.path, n.words, n.new_tensors, cost, t.kernel, n)
 
 
 def _graph_costs(graph: GraphOp) -> GraphCosts:
