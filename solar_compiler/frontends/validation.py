@@ -41,6 +41,9 @@ REDUCIBLE = 16          # sizes below this (kernel sizes, strides, heads, layers
 # validation samples of VGG16 and ResNet101 took 12 s each (16 and 18 s estimated with these rates).
 MATRIX_RATE = 1.2e10
 VECTOR_RATE = 1e8
+# NumPy has no BLAS for integers: an integer contraction runs at 0.56e9 (int64) to 1.3e9 (int32)
+# points/s here, idle (a 4096^3 int8 matmul estimated at MATRIX_RATE took its 120 s sandbox limit).
+INT_MATRIX_RATE = 4e8
 # A scatter (several points of a reduction writing one element through an affine target map: a
 # transposed convolution's `out[i*s + r*d - pad]`) also costs one update of its target per element
 # and tap combination (its points over its reduction length), at a rate set by how the executor
@@ -123,6 +126,17 @@ def is_contraction(stmt) -> bool:
         isinstance(v.b, Read)
 
 
+def _rate(stmt) -> float:
+    """Points per second of a statement: a contraction of two integer or bool reads at
+    INT_MATRIX_RATE, another at MATRIX_RATE, anything else at VECTOR_RATE."""
+    from solar_compiler.loopir.ast import INT_DTYPES
+
+    if not is_contraction(stmt):
+        return VECTOR_RATE
+    ints = all(r.dtype in (*INT_DTYPES, "bool") for r in (stmt.value.a, stmt.value.b))
+    return INT_MATRIX_RATE if ints else MATRIX_RATE
+
+
 def statement_seconds(ctx, points: int, runs: int = 1) -> float:
     """Executor seconds for `points` points of the statement `ctx` (a `StmtContext`) run `runs` times
     (once per step of a scan loop around it, per piece of a backward slice): its points at
@@ -135,7 +149,7 @@ def statement_seconds(ctx, points: int, runs: int = 1) -> float:
     from solar_compiler.loopir.affine import AffExpr
 
     stmt = ctx.stmt
-    secs = points / (MATRIX_RATE if is_contraction(stmt) else VECTOR_RATE) + STATEMENT_SECONDS * runs
+    secs = points / _rate(stmt) + STATEMENT_SECONDS * runs
     if stmt.kind == "=":
         return secs
     ext = loop_extents(ctx.loops)
