@@ -8,6 +8,7 @@ import re
 import textwrap
 
 import pytest
+from test_reorder_chains import CHAIN as THREE_MATRICES
 
 from solar_compiler.analysis import chain_order, order_prices
 from solar_compiler.analysis.chain_order import plan_program
@@ -15,24 +16,8 @@ from solar_compiler.analysis.costs import program_costs
 from solar_compiler.dialects.graph_convert import lift_kernel
 from solar_compiler.text.parser import parse_kernels
 
-CHAIN = """\
-    kernel NAME(A: DT[256, 32] input, B: DT[32, 256] input, C: DT[256, 16] input, Y: DT[256, 16] output):
-        local T: DT[256, 256]
-        for i in range(256):
-            for j in range(256):
-                T[i, j] = 0.0
-        for i in range(256):
-            for j in range(256):
-                for k in range(32):
-                    T[i, j] += A[i, k] * B[k, j]
-        for i in range(256):
-            for l in range(16):
-                Y[i, l] = 0.0
-        for i in range(256):
-            for l in range(16):
-                for j in range(256):
-                    Y[i, l] += T[i, j] * C[j, l]
-    """
+# the three-matrix chain of test_reorder_chains.py, its name and dtype free
+CHAIN = THREE_MATRICES.replace("kernel chain(", "kernel NAME(").replace("f32", "DT")
 
 
 def chain(name: str = "chain", dtype: str = "f32", renamed: dict[str, str] | None = None) -> str:

@@ -187,11 +187,20 @@ def _unique(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None, Val
     tr.emit(slot, [i], "=", zero, [Loop("i", 0, n)])
     tr.emit(slot, [i], "+=", select(bin_("and", first, cmp("lt", xj, xi)), one, zero),
             [Loop("i", 0, n), Loop("j", 0, n)])
-    at = Read(slot.name, (i,), "i64")
+    return _by_slot(tr, x, flat, slot, "i")
+
+
+def _by_slot(tr: Translator, x: Val, flat: Val, slot, iv: str) -> tuple[Val | None, Val | None, Val | None]:
+    """unique's and unique_consecutive's (values, inverse, counts) once each element of `flat` (x
+    flattened, loop variable `iv`) has its slot: its value written there, its slot as its inverse
+    index (in x's shape), and one added to its slot's count."""
+    n = flat.shape[0]
+    e = AffExpr.var(iv)
+    at = Read(slot.name, (e,), "i64")
     values = inverse = counts = None
     if tr.used(0):
         out = tr.result(0)
-        tr.emit(out, [at], "=", cast(xi, out.dtype), [Loop("i", 0, n)])
+        tr.emit(out, [at], "=", cast(flat.read([e]), out.dtype), [Loop(iv, 0, n)])
         values = stored(out)
     if tr.used(1):
         out = tr.result(1)
@@ -203,7 +212,7 @@ def _unique(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None, Val
     if tr.used(2):
         out = tr.result(2)
         tr.emit(out, [AffExpr.var("b")], "=", c(0, out.dtype), [Loop("b", 0, out.shape[0])])
-        tr.emit(out, [at], "+=", c(1, out.dtype), [Loop("i", 0, n)])
+        tr.emit(out, [at], "+=", c(1, out.dtype), [Loop(iv, 0, n)])
         counts = stored(out)
     return values, inverse, counts
 
@@ -229,25 +238,9 @@ def _unique_consecutive(tr: Translator, node: AtenNode) -> tuple[Val | None, Val
         starts = prefix_count(tr, base, n - 1,
                               lambda g: cast(cmp("ne", flat.read([g + 1]), flat.read([g])), "i64"))
         tr.emit(slot, [f], "=", starts(f - 1), [Loop("f", 1, n)])
-    at = Read(slot.name, (f,), "i64")
-    values = inverse = counts = None
-    if tr.used(0):
-        out = tr.result(0)
-        tr.emit(out, [at], "=", cast(flat.read([f]), out.dtype), [Loop("f", 0, n)])
-        values = stored(out)
-    if tr.used(1):
-        out = tr.result(1)
-        lps = loops("a", x.shape)
-        idx = [AffExpr.var(lp.iv) for lp in lps]
-        slots = view(stored(slot), x.shape, reshape_map((n,), x.shape))
-        tr.emit(out, idx, "=", cast(slots.read(idx), out.dtype), lps)
-        inverse = stored(out)
-    if tr.used(2):
-        out = tr.result(2)
-        tr.emit(out, [AffExpr.var("b")], "=", c(0, out.dtype), [Loop("b", 0, out.shape[0])])
-        tr.emit(out, [at], "+=", c(1, out.dtype), [Loop("f", 0, n)])
-        counts = stored(out)
-    return values, inverse, counts
+    return _by_slot(tr, x, flat, slot, "f")
+
+
 # ---- order statistics: kthvalue, median, nanmedian, mode -----------------------------------------
 def _along(tr: Translator, node: AtenNode, dim_arg: int | None, keep_arg: int | None) \
         -> tuple[Val, int, bool]:
