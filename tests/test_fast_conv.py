@@ -158,3 +158,33 @@ def test_a_filter_read_through_a_flat_view_is_a_convolution_too():
         "W[o, c, r, s]", "W[o, c, r + p // 4, s]")
     _, how = matrix(moving, True)
     assert how == "distinct products"
+
+
+CONV3D = """kernel conv3d(X: {dt}[1, 2, 4, 4, 4] input, W: {dt}[3, 2, 3, 3, 3] weight,
+            Y: {dt}[1, 3, 4, 4, 4] output):
+    for o in range(3):
+        for d in range(4):
+            for p in range(4):
+                for q in range(4):
+                    Y[0, o, d, p, q] = 0.0
+                    for c in range(2):
+                        for t in range(3):
+                            for r in range(3):
+                                for s in range(3):
+                                    if d + t >= 1 and d + t <= 4 and p + r >= 1 and p + r <= 4 and \
+                                            q + s >= 1 and q + s <= 4:
+                                        Y[0, o, d, p, q] += \
+                                            X[0, c, d + t - 1, p + r - 1, q + s - 1] * W[o, c, t, r, s]
+"""
+
+
+def test_a_3d_conv_is_priced_at_fft_products_in_f32_only():
+    # 4^3 output, 3^3 filter, padding 1: per axis the outputs hold 2, 3, 3, 2 taps (10), direct
+    # 10^3 = 1000 products per (o, c), 6 of them. cuDNN's 3-D FFT_TILING (FLOAT, DOUBLE): the whole
+    # padded 6^3 volume, 8 real bins (every size even): 3 * (216 - 8) / 2 + 8 = 320 products; 32^3
+    # tiles: min(1000, fft_products(32, 32, 32)) = 1000. No Winograd for 3-D; bf16 and f16 stay direct.
+    assert fft_products(6, 6, 6) == 320
+    assert matrix(CONV3D.format(dt="f32"), False) == (2 * 6 * 1000, None)
+    assert matrix(CONV3D.format(dt="f32"), True) == (2 * 6 * 320, "FFT 6x6x6")
+    assert matrix(CONV3D.format(dt="f16"), True) == (2 * 6 * 1000, None)
+    assert matrix(CONV3D.format(dt="bf16"), True) == (2 * 6 * 1000, None)

@@ -19,6 +19,12 @@ input channel, output channel, other parallel point); per tile we take the fewer
 tile's direct taps (an implementation may compute an edge tile directly), and the fewest over the
 tile sizes and the direct convolution. The transforms' additions are not counted (errs low).
 
+3-D convolutions (`Conv3d`): cuDNN's forward and backward-data configurations for 3-D tensors list
+FFT_TILING (FLOAT and DOUBLE, NCHW), no Winograd and no whole-map FFT; FFT_TILING's tile per axis
+for 3-D is not stated where we can read it, so a 3-D convolution gets the fewer products of 32^3
+tiles and of one transform of the whole padded volume (at most 256 per axis): a bigger transform
+needs fewer products per output, so the bound errs low, never above what cuDNN's tiles need.
+
 Which algorithms and dtypes (cuDNN API reference, `cudnnConvolutionForward()`, supported
 configurations of `CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD` and `..._WINOGRAD_NONFUSED`: a 3 x 3 filter,
 stride 1 and dilation 1, in FLOAT_CONFIG, PSEUDO_HALF_CONFIG and TRUE_HALF_CONFIG, i.e. fp32 and fp16
@@ -39,6 +45,7 @@ upsampling of x (`_window`).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +65,8 @@ from solar_compiler.loopir.affine import AffExpr, FloorDiv
 WINOGRAD_DTYPES = frozenset({"f32", "f16"})
 #: value dtypes cuDNN ships its FFT convolutions for (module docstring)
 FFT_DTYPES = frozenset({"f32", "f16", "f64"})
+#: value dtypes of 3-D convolutions cuDNN ships FFT_TILING for (module docstring)
+FFT_3D_DTYPES = frozenset({"f32", "f64"})
 FFT_TILE = 32  # FFT_TILING's transform size per axis
 FFT_WHOLE_MAX = 256  # FFT: the padded feature map's size per axis, at most
 #: output tile sizes m of F(m x m, 3 x 3)
@@ -92,7 +101,7 @@ def winograd_flops(node: NodeOp, flops: int, dtype: str | None) -> tuple[int, st
     if dtype not in WINOGRAD_DTYPES:
         return flops, None
     conv = conv_axes(node)
-    if conv is None:
+    if conv is None or len(conv[0]) != 2:
         return flops, None
     axes, rest = conv
     best, how = flops, None
@@ -114,12 +123,12 @@ def fast_conv_flops(node: NodeOp, flops: int, dtype: str | None) -> tuple[int, s
         return flops, None
     axes, rest = conv
     best, how = flops, None
-    if dtype in WINOGRAD_DTYPES and all(a.extent == TAPS for a in axes):
+    if dtype in WINOGRAD_DTYPES and len(axes) == 2 and all(a.extent == TAPS for a in axes):
         for m in WINOGRAD_TILES:
             got = 2 * rest * _tile_products(axes, m)
             if got < best:
                 best, how = got, winograd_name(m)
-    if dtype in FFT_DTYPES:
+    if dtype in (FFT_DTYPES if len(axes) == 2 else FFT_3D_DTYPES):
         for sizes, name in _fft_plans(axes):
             got = 2 * rest * _fft_products(axes, sizes)
             if got < best:
@@ -127,34 +136,36 @@ def fast_conv_flops(node: NodeOp, flops: int, dtype: str | None) -> tuple[int, s
     return best, how
 
 
-def _fft_plans(axes: Sequence[_Axis]) -> list[tuple[tuple[int, int], str]]:
-    """The transform sizes of cuDNN's two FFT algorithms for these axes: FFT_TILING's 32 x 32 tiles
-    (a filter of at most 32 taps per axis) and FFT's one transform of the whole padded map (at most
-    256 per axis)."""
+def _fft_plans(axes: Sequence[_Axis]) -> list[tuple[tuple[int, ...], str]]:
+    """The transform sizes of cuDNN's two FFT algorithms for these axes: FFT_TILING's tiles of 32
+    per axis (a filter of at most 32 taps per axis) and FFT's one transform of the whole padded map
+    (at most 256 per axis; for a 3-D convolution the lower-bounding stand-in of FFT_TILING's
+    unstated tile, module docstring)."""
     plans = []
     if all(a.extent <= FFT_TILE for a in axes):
-        plans.append(((FFT_TILE, FFT_TILE), f"{FFT}{FFT_TILE}x{FFT_TILE} tiles"))
+        tiles = (FFT_TILE,) * len(axes)
+        plans.append((tiles, f"{FFT}{'x'.join(map(str, tiles))} tiles"))
     whole = tuple(len(a.taps) + a.extent - 1 for a in axes)
     if all(t <= FFT_WHOLE_MAX for t in whole):
-        plans.append(((whole[0], whole[1]), f"{FFT}{whole[0]}x{whole[1]}"))
+        plans.append((whole, f"{FFT}{'x'.join(map(str, whole))}"))
     return plans
 
 
-def fft_products(t1: int, t2: int) -> int:
-    """Real multiplies of the pointwise product of two real t1 x t2 transforms, per channel pair: of
-    the t1 t2 bins, the real ones (the zero and, for an even size, the middle frequency of each
-    axis) take one, and the others come in conjugate pairs whose one complex product takes three
-    (Gauss; three is the fewest, Winograd 1971)."""
-    real = (1 + (t1 % 2 == 0)) * (1 + (t2 % 2 == 0))
-    return 3 * (t1 * t2 - real) // 2 + real
+def fft_products(*sizes: int) -> int:
+    """Real multiplies of the pointwise product of two real transforms of `sizes` points, per
+    channel pair: of the bins, the real ones (the zero and, for an even size, the middle frequency
+    of each axis) take one, and the others come in conjugate pairs whose one complex product takes
+    three (Gauss; three is the fewest, Winograd 1971)."""
+    real = math.prod(1 + (t % 2 == 0) for t in sizes)
+    return 3 * (math.prod(sizes) - real) // 2 + real
 
 
-def _fft_products(axes: Sequence[_Axis], sizes: tuple[int, int]) -> int:
+def _fft_products(axes: Sequence[_Axis], sizes: tuple[int, ...]) -> int:
     """Per (channel pair, other point): the sum over tiles (outputs t - taps + 1 per axis) of the
     fewer of the tile's direct taps and its transform-domain products."""
-    a, b = (ax.tile_taps(t - ax.extent + 1) for ax, t in zip(axes, sizes, strict=True))
+    per_axis = [ax.tile_taps(t - ax.extent + 1) for ax, t in zip(axes, sizes, strict=True)]
     full = fft_products(*sizes)
-    return sum(min(x * y, full) for x in a for y in b)
+    return sum(min(math.prod(taps), full) for taps in itertools.product(*per_axis))
 
 
 def _tile_products(axes: Sequence[_Axis], m: int) -> int:
@@ -166,9 +177,9 @@ def _tile_products(axes: Sequence[_Axis], m: int) -> int:
 
 
 def conv_axes(node: NodeOp, taps: int | None = TAPS) -> tuple[list[_Axis], int] | None:
-    """The two spatial axes of a stride-1 convolution with `taps` x `taps` filters (None: any
-    filter of at least 2 taps per axis) and the points of the other variables (channels, batch), or
-    None when the node is not one (module docstring)."""
+    """The spatial axes (two, or three for a 3-D convolution) of a stride-1 convolution with filters
+    of `taps` per axis (None: at least 2 per axis) and the points of the other variables (channels,
+    batch), or None when the node is not one (module docstring)."""
     reads = contraction_reads(node)
     if reads is None or len(reads) != 2:
         return None
@@ -199,7 +210,7 @@ class _View:
         reduced = set(self.ivs) - set().union(*(i.vars() for i in self.outs))
         for x, w in ((self.dep[0], self.dep[1]), (self.dep[1], self.dep[0])):
             pairs = _pairs(x, w, out_vars, reduced, self.ranges, taps)
-            if pairs is None or len(pairs) != 2:
+            if pairs is None or len(pairs) not in (2, 3):
                 continue
             got = _separable(self.ivs, self.cons, pairs, self.ranges)
             if got is not None:
