@@ -188,3 +188,26 @@ def test_a_3d_conv_is_priced_at_fft_products_in_f32_only():
     assert matrix(CONV3D.format(dt="f32"), True) == (2 * 6 * 320, "FFT 6x6x6")
     assert matrix(CONV3D.format(dt="f16"), True) == (2 * 6 * 1000, None)
     assert matrix(CONV3D.format(dt="bf16"), True) == (2 * 6 * 1000, None)
+
+
+UNFOLDED = """kernel unfolded(x: f32[2, 8, 8, 8] input, w: f32[8, 72] weight, y: f32[72, 8] output):
+    for i0 in range(72):
+        for i1 in range(8):
+            y[i0, i1] = 0.0
+            for k0 in range(72):
+                y[i0, i1] += \
+                    x[i0 // 36, k0 // 9, (i0 % 36) // 6 + (k0 // 3) % 3, (i0 % 36) % 6 + k0 % 3] * w[i1, k0]
+"""
+
+
+def test_a_conv_written_as_unfold_and_a_product_is_a_convolution_too():
+    # `w @ F.unfold(x, 3)`: the output positions (2 images x 6 x 6) and the taps (8 channels x 3 x 3)
+    # are flattened, i0 = 36 b + 6 p + q and k0 = 9 c + 3 r + s; split into those digits, the read
+    # is x[b, c, p + r, q + s]: a 3 x 3 convolution over the 8 x 8 map. Direct: 36 x 9 products per
+    # (b, c, o), 128 of them; FFT of the 8 x 8 map: 94 (Winograd F(2x2,3x3) or F(4x4,3x3): 144)
+    assert matrix(UNFOLDED, False) == (2 * 128 * 36 * 9, None)
+    assert matrix(UNFOLDED, True) == (2 * 128 * 94, "FFT 8x8")
+    # the same flat reads with a divisor that does not split the range (i0 // 36 over 80 rows) stay direct
+    odd = UNFOLDED.replace("range(72):\n        for i1", "range(80):\n        for i1").replace(
+        "y: f32[72, 8]", "y: f32[80, 8]").replace("x: f32[2, 8, 8, 8]", "x: f32[3, 8, 8, 8]")
+    assert matrix(odd, True) == (2 * 80 * 8 * 72, None)

@@ -40,7 +40,11 @@ and every domain constraint touches one such (o, k) pair or none of them (a box,
 padding included). A stride-1 transposed convolution, written as a scatter `y[p + r + c] += x[p]
 w[r]`, is seen with its output positions as variables (`_View.gathered`): the same convolution. A
 window read through a floor division, `x[(o + k + c) // s]`, is a convolution over a nearest
-upsampling of x (`_window`).
+upsampling of x (`_window`). A convolution written as `F.unfold` and a product, its output positions
+and taps flattened (`x[l // 36, k // 9, (l % 36) // 6 + (k // 3) % 3, ...]`), is seen with each
+flat variable split into the digits its divisors take apart (`_View.unflattened`). Where unfold
+pads with zeros, narrowing drops the products with the padding and cuts the product into pieces
+that are not each a convolution: those keep their (narrowed) direct products.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ from solar_compiler.analysis.polyhedral import (
     node_loop_ranges,
 )
 from solar_compiler.dialects.einsum import NodeOp
-from solar_compiler.loopir.affine import AffExpr, FloorDiv
+from solar_compiler.loopir.affine import AffCond, AffExpr, FloorDiv, Mod
 
 #: value dtypes of contractions cuDNN ships Winograd for (module docstring)
 WINOGRAD_DTYPES = frozenset({"f32", "f16"})
@@ -187,7 +191,7 @@ def conv_axes(node: NodeOp, taps: int | None = TAPS) -> tuple[list[_Axis], int] 
         return None
     view = _View(*node_domain(node), node_loop_ranges(node), [idx for _, idx, _ in reads],
                  node_indices(node, len(node.get_indexing_maps().data) - 1))
-    for v in (view, view.gathered()):
+    for v in (view, view.gathered(), view.unflattened()):
         got = v.match(taps) if v is not None else None
         if got is not None:
             return got
@@ -257,6 +261,104 @@ class _View:
         ivs = tuple(_fresh(f"{v}_out", self.ivs) if v in env else v for v in self.ivs)
         dep = [tuple(i.substitute(env) for i in idx) for idx in self.dep]
         return _View(ivs, tuple(sub), ranges, dep, tuple(outs))
+
+    def unflattened(self) -> _View | None:
+        """A convolution whose output positions and taps are flattened (`F.unfold` then a product:
+        `cols[c*9 + r*3 + s, p*W + q]`, read as `x[k // 9, (l // W) + (k // 3) % 3, l % W + k % 3]`):
+        each variable read through `//` and `%` is split into the digits those divisors take apart
+        (`_digits`), the reads resolved over the digits' ranges (`_in_box`), and the output's
+        variables kept as bare indices (a flat output index is one-to-one on its digits). None when
+        no variable is such, or an index stays quasi-affine."""
+        exprs = [e for idx in self.dep for e in idx] + list(self.outs)
+        env: dict[str, AffExpr] = {}
+        ranges = dict(self.ranges)
+        ivs: list[str] = []
+        for v in self.ivs:
+            lo, hi = self.ranges[v]
+            strides = _digits(v, exprs, hi - lo + 1) if lo == 0 else None
+            if strides is None:
+                ivs.append(v)
+                continue
+            ends = [*strides[1:], hi + 1]
+            names = [_fresh(f"{v}_{j}", [*self.ivs, *ivs]) for j in range(len(strides))]
+            for name, st, end in zip(names, strides, ends, strict=True):
+                ranges[name] = (0, end // st - 1)
+            env[v] = sum((st * AffExpr.var(n) for n, st in zip(names, strides, strict=True)), AffExpr.lit(0))
+            del ranges[v]
+            ivs += names[::-1]
+        if not env:
+            return None
+        dep = [tuple(_in_box(i.substitute(env), ranges) for i in idx) for idx in self.dep]
+        if any(i.is_quasi() for idx in dep for i in idx):
+            return None
+        out_vars = set().union(*(_in_box(o.substitute(env), ranges).vars() for o in self.outs))
+        cons = []
+        for c in self.cons:
+            if len(c.vars) == 1 and (v := next(iter(c.vars))) in env and \
+                    all(c.cond.evaluate({v: x}) for x in self.ranges[v]):
+                continue  # a bound of a split variable's own range: its digits' ranges replace it
+            cond = _in_box_cond(c.cond.substitute(env), ranges)
+            cons.append(Constraint(cond, frozenset(cond.vars())))
+        for v in set(ranges) - set(self.ranges):
+            hi = ranges[v][1]
+            cons += [Constraint(AffCond(AffExpr.var(v)), frozenset({v})),
+                     Constraint(AffCond(hi - AffExpr.var(v)), frozenset({v}))]
+        outs = tuple(AffExpr.var(v) for v in ivs if v in out_vars)
+        return _View(tuple(ivs), tuple(cons), ranges, dep, outs)
+
+
+def _digits(v: str, exprs: Sequence[AffExpr], extent: int) -> list[int] | None:
+    """The strides of a mixed-radix split of `v` (over 0 .. extent - 1) that its reads through `//`
+    and `%` take apart: the divisors of the floor divisions and remainders whose numerator holds v,
+    each dividing the next and the extent; None when v is read through none, or not so."""
+    dens: set[int] = set()
+
+    def walk(e: AffExpr) -> None:
+        for a, _ in e.terms:
+            if isinstance(a, FloorDiv | Mod):
+                if v in a.num.vars():
+                    dens.add(a.den)
+                walk(a.num)
+
+    for e in exprs:
+        walk(e)
+    strides = [1, *sorted(dens)]
+    if len(strides) == 1 or any(b % a for a, b in itertools.pairwise(strides)) or extent % strides[-1]:
+        return None
+    return strides
+
+
+def _in_box(e: AffExpr, ranges: dict[str, tuple[int, int]]) -> AffExpr:
+    """`e` with every `n // d` and `n % d` resolved where the variables' ranges decide it: the part of
+    n whose coefficients d divides goes to the quotient, and the rest, when it stays within
+    0 .. d - 1 over the ranges, is the remainder (`(8 p + q) // 8` is p for q in 0 .. 7)."""
+    out = AffExpr.lit(e.const)
+    for a, c in e.terms:
+        if isinstance(a, str):
+            out = out + c * AffExpr.var(a)
+            continue
+        num = _in_box(a.num, ranges)
+        whole = [(t, k) for t, k in num.terms if k % a.den == 0]
+        rest = [(t, k) for t, k in num.terms if k % a.den]
+        lo = hi = num.const % a.den
+        quot = AffExpr.lit(num.const // a.den)
+        for t, k in rest:
+            if not isinstance(t, str):
+                lo, hi = -1, a.den  # an atom's range is not followed: left as it is
+                break
+            tl, th = ranges[t]
+            lo, hi = lo + min(k * tl, k * th), hi + max(k * tl, k * th)
+        if not 0 <= lo <= hi < a.den or any(not isinstance(t, str) for t, _ in whole):
+            out = out + c * (num // a.den if isinstance(a, FloorDiv) else num % a.den)
+            continue
+        quot = quot + sum((k // a.den * AffExpr.var(t) for t, k in whole), AffExpr.lit(0))
+        rem = sum((k * AffExpr.var(t) for t, k in rest), AffExpr.lit(num.const % a.den))
+        out = out + c * (quot if isinstance(a, FloorDiv) else rem)
+    return out
+
+
+def _in_box_cond(c: AffCond, ranges: dict[str, tuple[int, int]]) -> AffCond:
+    return AffCond(_in_box(c.expr, ranges), c.op)
 
 
 def _fresh(base: str, taken: Sequence[str]) -> str:
