@@ -136,6 +136,9 @@ ADDED_OPS |= {"aten._trilinear.default"}  # nn.Bilinear (issue 21 audit)
 ADDED_OPS |= {"aten._ctc_loss.Tensor", "aten._ctc_loss.default"}  # CTC loss (templates/ctc.py)
 ADDED_OPS |= {"aten.grid_sampler_2d.default", "aten.upsample_bicubic2d.vec",  # sampling.py
               "aten.upsample_bicubic2d.default"}
+ADDED_OPS |= {"aten.upsample_linear1d.vec", "aten.upsample_linear1d.default",  # pool.py: linear, trilinear
+              "aten.upsample_trilinear3d.vec", "aten.upsample_trilinear3d.default",
+              "aten.adaptive_max_pool3d.default"}
 ADDED_OPS |= {"solar.dft"}  # one DFT along one dim: what complex_pairs.py makes of torch's FFTs
 ADDED_OPS |= {"aten.sort.default", "aten.sort.stable", "aten.bincount.default",  # stand-in nests
               "aten._unique2.default", "aten.multinomial.default", "aten.exponential.default"}

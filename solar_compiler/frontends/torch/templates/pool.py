@@ -1,5 +1,5 @@
 """Pooling (max, avg, adaptive avg/max; 1-3 spatial dims, batched or not), the gradients of the
-average poolings, and nearest upsampling.
+average poolings, nearest upsampling and linear upsampling (1-3 d).
 
 Windows read `x[.., p*s + r*d - pad]` under guards that keep the index inside the input (the
 padding is never materialised). Adaptive windows use torch's bounds start = floor(i*H/O) and
@@ -32,7 +32,7 @@ from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, ivars, stored, view
 from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffCond, AffExpr
-from solar_compiler.loopir.ast import Read, SExpr
+from solar_compiler.loopir.ast import Read, SExpr, TensorDecl
 
 from ..registry import template
 
@@ -75,15 +75,23 @@ def _max_pool(tr: Translator, node: AtenNode, k: int, with_indices: bool = False
     tr.emit(out, oidx, "max=", cast(x.read(xidx), out.dtype), o_lps + r_lps, guards)
     if not (with_indices and tr.used(1)):
         return (stored(out), None) if with_indices else stored(out)
+    return stored(out), _argmax_index(tr, x, out, k, o_lps, r_lps, xidx, guards)
+
+
+def _argmax_index(tr: Translator, x: Val, out: TensorDecl, k: int, o_lps: Sequence[Loop],
+                  r_lps: Sequence[Loop], xidx: Sequence[AffExpr], guards: Sequence[AffCond]) -> Val:
+    """Max pooling's indices (result 1): the smallest flat spatial index in the window whose element
+    equals the window's maximum `out` (the first one torch's kernel scans to)."""
     ind = tr.result(1)
+    oidx = ivars(o_lps)
     isp = x.shape[x.ndim - k:]
     flat = sum((xidx[x.ndim - k + d] * math.prod(isp[d + 1:]) for d in range(k)), AffExpr.lit(0))
     big = math.prod(isp)
     hit = cmp("eq", cast(x.read(xidx), out.dtype), Read(out.name, tuple(oidx), out.dtype))
     tr.emit(ind, oidx, "=", c(big, ind.dtype), o_lps)
     tr.emit(ind, oidx, "min=", select(hit, index_value(flat, ind.dtype), c(big, ind.dtype)),
-            o_lps + r_lps, guards)
-    return stored(out), stored(ind)
+            [*o_lps, *r_lps], guards)
+    return stored(ind)
 
 
 @template("aten.avg_pool1d.default", k=1)
@@ -178,6 +186,7 @@ def _adaptive_windows(xshape: Sequence[int], out_sp: Sequence[int], k: int, dt: 
 @template("aten.adaptive_avg_pool3d.default", "aten._adaptive_avg_pool3d.default", k=3, kind="avg")
 @template("aten.adaptive_max_pool1d.default", k=1, kind="max")
 @template("aten.adaptive_max_pool2d.default", k=2, kind="max")
+@template("aten.adaptive_max_pool3d.default", k=3, kind="max")
 def _adaptive(tr: Translator, node: AtenNode, k: int, kind: str):
     x = tr.val(node.args[0])
     out = tr.result(0)
@@ -192,7 +201,7 @@ def _adaptive(tr: Translator, node: AtenNode, k: int, kind: str):
         tr.emit(out, oidx, "=", div(Read(out.name, tuple(oidx), dt), _as_expr(divisor, dt)), o_lps)
         return stored(out)
     if len(node.outputs) > 1 and tr.used(1):
-        raise tr.error("adaptive max pooling indices have no template")
+        return stored(out), _argmax_index(tr, x, out, k, o_lps, r_lps, xidx, guards)
     return (stored(out),) + (None,) * (len(node.outputs) - 1) if len(node.outputs) > 1 else stored(out)
 
 
@@ -341,42 +350,69 @@ def _im2col(tr: Translator, node: AtenNode) -> Val:
     return view(x, shape, index_map)
 
 
-def _bilinear_coords(idx: Sequence[AffExpr], isp: Sequence[int], osp: Sequence[int], align: bool,
-                     sf: Sequence[float | None], dt: str) -> list[tuple[SExpr, SExpr, SExpr]]:
-    """Per spatial dim (i0, i1, lambda): the two source indices of output position `idx` and the
-    weight of i1, in f32 as torch computes them."""
+def _linear_scales(tr: Translator, k: int, vec: bool, first: int) -> list[float | None]:
+    """The scale factors of a k-d linear upsampling (or its gradient), from argument `first` on:
+    `.vec`'s `scale_factors` list, or `.default`'s one scale per dim (None: `in / out`)."""
+    if vec:
+        scales = tr.arg(first, "scale_factors", None)
+        return list(scale_list(scales, k)) if scales else [None] * k
+    names = {1: ["scales"], 2: ["scales_h", "scales_w"], 3: ["scales_d", "scales_h", "scales_w"]}[k]
+    return [float(s) if s else None for s in (tr.arg(first + d, n, None) for d, n in enumerate(names))]  # type: ignore[arg-type]
+
+
+def _linear_coords(idx: Sequence[AffExpr], isp: Sequence[int], osp: Sequence[int], align: bool,
+                   sf: Sequence[float | None], dt: str) -> list[tuple[SExpr, SExpr, SExpr]]:
+    """Per spatial dim (i0, i1, lambda) (the last len(isp) dims of `idx`): the two source indices of
+    output position `idx` and the weight of i1, in f32 as torch computes them. Where a given scale
+    factor puts the last source positions past the input (`.default(x, [9], False, 1.3)` of 5
+    elements), torch's `guard_index_and_lambda`: i0 = min(floor(src), in - 1), lambda = min(src -
+    i0, 1); elsewhere i0 = floor(src) <= in - 1 and 0 <= lambda < 1 need no clamp."""
+    k = len(isp)
     coords = []
-    for d in range(2):
+    for d in range(k):
         n_in, n_out = isp[d], osp[d]
-        src = source_index(index_value(idx[-2 + d], "f32"), n_in, n_out, align, sf[d])
+        src = source_index(index_value(idx[len(idx) - k + d], "f32"), n_in, n_out, align, sf[d])
         i0 = cast(src, "i64")  # src >= 0: truncation is floor
+        last = (n_out - 0.5) * (1.0 / sf[d] if sf[d] else n_in / n_out) - 0.5
+        past = not align and last > n_in - 1e-3  # the last floor(src) may reach n_in (f32 rounding)
+        if past:
+            i0 = minimum(i0, c(n_in - 1, "i64"))
         i1 = minimum(add(i0, c(1, "i64")), c(n_in - 1, "i64"))
         lam = sub(src, cast(i0, "f32"))
-        coords.append((i0, i1, cast(lam, dt)))
+        coords.append((i0, i1, cast(minimum(lam, c(1.0, "f32")) if past else lam, dt)))
     return coords
 
 
-@template("aten.upsample_bilinear2d.vec", "aten.upsample_bilinear2d.default")
-def _bilinear(tr: Translator, node: AtenNode) -> Val:
-    """upsample_bilinear2d: each output reads its four neighbours at indices computed from the
-    output position (indirect reads), weights from the fractional source position, in f32 as
-    torch computes them (align_corners both ways, explicit scale factors honoured)."""
+@template("aten.upsample_linear1d.vec", k=1, vec=True)
+@template("aten.upsample_linear1d.default", k=1, vec=False)
+@template("aten.upsample_bilinear2d.vec", k=2, vec=True)
+@template("aten.upsample_bilinear2d.default", k=2, vec=False)
+@template("aten.upsample_trilinear3d.vec", k=3, vec=True)
+@template("aten.upsample_trilinear3d.default", k=3, vec=False)
+def _upsample_linear(tr: Translator, node: AtenNode, k: int, vec: bool) -> Val:
+    """upsample_linear1d / bilinear2d / trilinear3d: each output reads its 2^k neighbours at indices
+    computed from the output position (indirect reads), weights from the fractional source position,
+    in f32 as torch computes them (align_corners both ways, explicit scale factors honoured), blended
+    as the CPU kernel nests them: `(1 - l0) * f(i0) + l0 * f(i1)` along the first spatial dim, f the
+    same blend of the remaining dims (the last one innermost)."""
     x = tr.val(node.args[0])
     align = bool(tr.arg(2, "align_corners", False))
-    scales = tr.arg(3, "scale_factors", None)
+    sf = _linear_scales(tr, k, vec, 3)
     out = tr.result()
     dt = out.dtype
-    isp, osp = x.shape[-2:], out.shape[-2:]
-    sf = scale_list(scales, 2) if scales else [None, None]
     lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(out.shape)]
     idx = ivars(lps)
-    lead = list(idx[:-2])
-    (h0, h1, lh), (w0, w1, lw) = _bilinear_coords(idx, isp, osp, align, sf, dt)
+    lead = list(idx[:len(idx) - k])
+    coords = _linear_coords(idx, x.shape[x.ndim - k:], out.shape[len(out.shape) - k:], align, sf, dt)
     one = c(1, dt)
-    rd = lambda hh, ww: cast(x.read([*lead, hh, ww]), dt)  # noqa: E731
-    top = add(mul(sub(one, lw), rd(h0, w0)), mul(lw, rd(h0, w1)))
-    bot = add(mul(sub(one, lw), rd(h1, w0)), mul(lw, rd(h1, w1)))
-    tr.emit(out, idx, "=", add(mul(sub(one, lh), top), mul(lh, bot)), lps)
+
+    def blend(d: int, at: list[SExpr]) -> SExpr:
+        if d == k:
+            return cast(x.read([*lead, *at]), dt)
+        i0, i1, lam = coords[d]
+        return add(mul(sub(one, lam), blend(d + 1, [*at, i0])), mul(lam, blend(d + 1, [*at, i1])))
+
+    tr.emit(out, idx, "=", blend(0, []), lps)
     return stored(out)
 
 
@@ -387,7 +423,7 @@ def _bilinear_backward(tr: Translator, node: AtenNode) -> Val:
     (four indirect `+=` writes; at the border i1 == i0 and both shares land on one element)."""
     g = tr.val(node.args[0])
     align = bool(tr.arg(3, "align_corners", False))
-    sf = [tr.arg(4, "scales_h", None), tr.arg(5, "scales_w", None)]
+    sf = _linear_scales(tr, 2, False, 4)
     out = tr.result()
     dt = out.dtype
     isp, osp = out.shape[-2:], g.shape[-2:]
@@ -396,8 +432,7 @@ def _bilinear_backward(tr: Translator, node: AtenNode) -> Val:
     lps = [Loop(f"i{d}", 0, s) for d, s in enumerate(g.shape)]
     idx = ivars(lps)
     lead = list(idx[:-2])
-    (h0, h1, lh), (w0, w1, lw) = _bilinear_coords(idx, isp, osp, align,
-                                                  [float(v) if v else None for v in sf], dt)
+    (h0, h1, lh), (w0, w1, lw) = _linear_coords(idx, isp, osp, align, sf, dt)
     gv = cast(g.read(idx), dt)
     one = c(1, dt)
     for hh, wh in ((h0, sub(one, lh)), (h1, lh)):
