@@ -159,6 +159,8 @@ ADDED_OPS |= {f"aten.{op}" for op in (  # float predicates and sign operations
 ADDED_OPS |= {f"aten.{op}" for op in (  # pdist, histc, frexp, masked_scatter, ... (test_torch_misc_ops.py)
     "_pdist_forward.default", "histc.default", "frexp.Tensor", "masked_scatter.default",
     "unique_consecutive.default", "tril_indices.default", "triu_indices.default", "embedding_renorm.default")}
+ADDED_OPS |= {"aten.rrelu_with_noise_functional.default", "aten.dist.default",  # test_torch_misc_ops2.py
+              "aten.ldexp.Tensor", "aten._cdist_forward.default"}
 ADDED_OPS |= {f"aten.{op}.default" for op in (  # backward ops (grad_*.py, issue 23)
     "threshold_backward", "gelu_backward", "sigmoid_backward", "tanh_backward", "silu_backward",
     "mse_loss_backward", "nll_loss_backward", "_softmax_backward_data", "_log_softmax_backward_data",

@@ -184,7 +184,8 @@ def finish(prog: CapturedProgram, bool_index: set[int]) -> CapturedProgram:
 
     ``bool_index`` holds the ids of index/index_put nodes indexing with a boolean mask.
     """
-    draw_order = {id(n): i for i, n in enumerate(n for n in prog.nodes if is_random_name(n.op))}
+    draws = (n for n in prog.nodes if is_random_name(n.op, n.args, n.kwargs))
+    draw_order = {id(n): i for i, n in enumerate(draws)}
     needed = set(prog.outputs)
     kept: list[AtenNode] = []
     for node in reversed(prog.nodes):
@@ -208,7 +209,7 @@ def finish(prog: CapturedProgram, bool_index: set[int]) -> CapturedProgram:
     prog.random_tensors = []
     prog.random_draws = []
     for node in kept:
-        if is_random_name(node.op) and node.outputs and node.outputs[0] is not None:
+        if is_random_name(node.op, node.args, node.kwargs) and node.outputs and node.outputs[0] is not None:
             prog.random_tensors.append(node.outputs[0])
             prog.random_draws.append(draw_order[id(node)])
     # value-dependent work among live nodes

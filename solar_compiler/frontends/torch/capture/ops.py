@@ -202,14 +202,31 @@ def packet(op) -> str:
     return name.split("::", 1)[1] if "::" in name else name
 
 
-def is_random(op) -> bool:
-    return packet(op) in RANDOM_OPS
+#: Random ops that draw only in training mode (their fifth argument, `training`, default False): in
+#: eval mode rrelu is a leaky ReLU with the mean slope, deterministic, so its call is no draw (the
+#: reference records none, capture lists no random tensor for it) and validation compares its values.
+DRAWS_IN_TRAINING_ONLY = frozenset({"rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise_functional"})
 
 
-def is_random_name(op: str) -> bool:
-    """Whether the node op name (``aten.rand_like.default``) is a random op."""
+def _draws(name: str, args, kwargs) -> bool:
+    """Whether a call of the random op `name` with these arguments draws (None: not known, it does)."""
+    if name not in DRAWS_IN_TRAINING_ONLY or args is None:
+        return True
+    kwargs = kwargs or {}
+    return bool(kwargs.get("training", args[4] if len(args) > 4 else False))
+
+
+def is_random(op, args=None, kwargs=None) -> bool:
+    """Whether `op` draws random values (given its call's arguments: eval-mode rrelu does not)."""
+    name = packet(op)
+    return name in RANDOM_OPS and _draws(name, args, kwargs)
+
+
+def is_random_name(op: str, args=None, kwargs=None) -> bool:
+    """Whether the node op name (``aten.rand_like.default``) is a random op (given the node's
+    arguments: eval-mode rrelu is not)."""
     parts = op.split(".")
-    return len(parts) >= 2 and parts[1] in RANDOM_OPS
+    return len(parts) >= 2 and parts[1] in RANDOM_OPS and _draws(parts[1], args, kwargs)
 
 
 def mutated_arg_indices(op) -> list[int]:

@@ -34,7 +34,7 @@ class RandomRecorder(TorchDispatchMode):
         if func is aten.dropout.default:
             with self:
                 return dropout_decomp(*args, **kwargs)
-        if not is_random(func):
+        if not is_random(func, args, kwargs):
             if has_cia_kernel(func):
                 with self:
                     r = func.decompose(*args, **kwargs)

@@ -486,3 +486,13 @@ def _logit(tr: Translator, node: AtenNode) -> Val:
 @template("aten.fill.Scalar", "aten.full_like.default")
 def _fill_like(tr: Translator, node: AtenNode) -> Val:
     return full_val(tr, tr.out_meta().shape, node.args[1])
+
+
+@template("aten.ldexp.Tensor")
+def _ldexp(tr: Translator, node: AtenNode) -> Val:
+    """x * 2^other, in the output dtype (torch's: x's float dtype, f32 for an integer x; a float
+    `other` of a wider dtype promotes). Computed in f64, then rounded once to the output dtype, as
+    torch's CPU kernel gives an exact ldexp: `2^other` alone can leave the output dtype's range where
+    the product does not (`ldexp(1e-30, 130)` is 1.4e9 in f32), negative exponents are exact down to
+    the subnormals. Two operations per element (a power and a product), in f64."""
+    return map_op(tr, lambda x, e: mul(x, bin_("pow", c(2.0, e), e)), [node.args[0], node.args[1]], "f64")

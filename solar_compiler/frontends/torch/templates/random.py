@@ -19,8 +19,21 @@ from __future__ import annotations
 
 import math
 
-from solar_compiler.frontends.builder.exprs import add, bin_, c, cast, cmp, div, index_value, mul, sub, un
-from solar_compiler.frontends.builder.statements import scan_along
+from solar_compiler.frontends.builder.exprs import (
+    add,
+    bin_,
+    c,
+    cast,
+    cmp,
+    div,
+    index_value,
+    mul,
+    scale,
+    select,
+    sub,
+    un,
+)
+from solar_compiler.frontends.builder.statements import map_op, scan_along
 from solar_compiler.frontends.builder.translator import Translator
 from solar_compiler.frontends.builder.values import Loop, Val, ivars, loops, stored
 from solar_compiler.frontends.captured_program import AtenNode, TensorRef
@@ -125,3 +138,37 @@ def _multinomial(tr: Translator, node: AtenNode) -> Val:
     tr.emit(out, idx, "=", c(0, out.dtype), lps)
     tr.emit(out, idx, "+=", cast(below, out.dtype), [*lps, Loop("v", 0, cats)])
     return stored(out)
+
+
+@template("aten.rrelu_with_noise_functional.default")
+def _rrelu(tr: Translator, node: AtenNode) -> tuple[Val | None, Val | None]:
+    """Randomized leaky ReLU: (output, noise). Eval mode (`training=False`: `F.rrelu`'s default,
+    `nn.RReLU` under `model.eval()`) is deterministic, a leaky ReLU with the mean slope `(lower +
+    upper) / 2` (`x > 0 ? x : x * slope`, as torch's `leaky_relu`), and the noise comes back unchanged
+    (capture records no draw for it, `capture/ops.py`, so validation compares its values). Training
+    mode draws, as torch's CPU kernel, a slope `r = lower + u (upper - lower)` for each element
+    `x <= 0` (noise 1 elsewhere) and outputs `x <= 0 ? x * r : x`: the noise is drawn from the hash
+    as `rand` draws it, and validation feeds it torch's noise (the draw the reference records)."""
+    x = tr.val(node.args[0])
+    lower, upper = float(tr.arg(2, "lower", 0.125)), float(tr.arg(3, "upper", 1 / 3))
+    if not bool(tr.arg(4, "training", False)):
+        slope = (lower + upper) / 2
+        out = map_op(tr, lambda v: select(cmp("gt", v, c(0, v)), v, scale(v, slope)), [node.args[0]]) \
+            if tr.used(0) else None
+        return out, (tr.val(node.args[1]) if tr.used(1) else None)
+    meta = tr.out_meta(0)
+    noise = tr.result(1) if tr.used(1) else tr.declare(f"{meta.name}_noise", x.shape, x.dtype)
+    tr.random[meta.name] = noise.name
+    lps = loops("i", x.shape)
+    idx = ivars(lps)
+    lin = AffExpr.lit(0)
+    for e, n in zip(idx, x.shape, strict=True):
+        lin = lin * n + e
+    xv = x.read(idx)
+    neg = cmp("le", xv, c(0, xv))
+    slope = cast(add(mul(_uniform01(lin, 0.0), c(upper - lower, "f32")), c(lower, "f32")), x.dtype)
+    tr.emit(noise, idx, "=", select(neg, slope, c(1, x.dtype)), lps)
+    r = Read(noise.name, tuple(idx), x.dtype)
+    out = tr.result(0)
+    tr.emit(out, idx, "=", select(neg, mul(xv, r), xv), lps)
+    return stored(out), (stored(noise) if tr.used(1) else None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from solar_compiler.frontends.builder.exprs import (
+    INF,
     add,
     bin_,
     c,
@@ -20,7 +21,14 @@ from solar_compiler.frontends.builder.exprs import (
     sub,
     un,
 )
-from solar_compiler.frontends.builder.index_maps import count, kept_shape, norm_dims, reshape_map
+from solar_compiler.frontends.builder.index_maps import (
+    bcast_index,
+    bcast_shape,
+    count,
+    kept_shape,
+    norm_dims,
+    reshape_map,
+)
 from solar_compiler.frontends.builder.statements import (
     accumulate,
     arg_index,
@@ -204,6 +212,74 @@ def _pdist(tr: Translator, node: AtenNode) -> Val:
     value = Read(acc.name, (i, j), dt)
     at = add(Read(rows.name, (i,), "i64"), index_value(j - 1))
     tr.emit(out, [at], "=", finish(value) if finish is not None else value, pairs)
+    return stored(out)
+
+
+def _norm_init(kind: str, dt: str) -> SExpr:
+    """The start of a p-norm's accumulation: 0 for the sums and for p = inf's `max=` (every term is
+    >= 0, and an empty norm is 0), +inf for p = -inf's `min=`."""
+    return c(INF if kind == "min=" else 0, dt)
+
+
+@template("aten.dist.default")
+def _dist(tr: Translator, node: AtenNode) -> Val:
+    """`torch.dist(x, y, p)`: the p-norm of `x - y` (broadcast) over all its elements, in the output
+    dtype (the operands' promoted float): one accumulation of `term(x - y)` into the scalar, then the
+    finishing root (`p_norm_parts`: p = 0 counts the nonzero differences, inf / -inf the max / min
+    of |x - y|, p = 1 sums |x - y|, p = 2 takes the root of the sum of squares, any other p
+    `(sum |x - y|^p)^(1/p)`)."""
+    x, y = tr.val(node.args[0]), tr.val(node.args[1])
+    kind, term, finish = p_norm_parts(float(tr.arg(2, "p", 2)))
+    out = tr.result()
+    dt = out.dtype
+    shape = bcast_shape([x.shape, y.shape])
+
+    def body(full: list[AffExpr]) -> SExpr:
+        return term(sub(cast(x.read(bcast_index(full, x.shape, shape)), dt),
+                        cast(y.read(bcast_index(full, y.shape, shape)), dt)))
+
+    reduce_into(tr, out, shape, list(range(len(shape))), False, kind, _norm_init(kind, dt), body)
+    if finish is not None:
+        finalize(tr, out, finish)
+    return stored(out)
+
+
+@template("aten._cdist_forward.default")
+def _cdist(tr: Translator, node: AtenNode) -> Val:
+    """`torch.cdist(x1, x2, p)` where torch does not take its matrix-product form: x1 [*B, P, M], x2
+    [*B, R, M] (batch dims broadcast), out[b, i, j] = the p-norm of `x1[b, i, :] - x2[b, j, :]`
+    (`p_norm_parts`: any p >= 0, inf). One accumulation per pair into the output, the column
+    innermost (p = 1: a subtraction, an absolute value and an addition per pair and column; p = 2 a
+    product in place of the absolute value, then a square root per pair), then the finishing root.
+
+    `torch.cdist` itself takes the matrix-product form (`||x||^2 - 2 x.y + ||y||^2`, decomposed
+    into ops with their own templates) for p = 2 with more than 25 rows on either side (or
+    compute_mode="use_mm_for_euclid_dist"), so `_cdist_forward` arrives with p = 2 only for small
+    operands or compute_mode="donot_use_mm_for_euclid_dist", where torch computes the differences as
+    this nest does. A p = 2 `_cdist_forward` that torch would compute with the product (a direct call
+    with compute_mode 1, or None over 25 rows) still gets this nest: the same distances, rounded
+    otherwise."""
+    x1, x2 = tr.val(node.args[0]), tr.val(node.args[1])
+    p = float(tr.arg(2, "p", 2.0))
+    if p < 0:
+        raise tr.error(f"cdist with p = {p}: torch takes p >= 0 only")
+    kind, term, finish = p_norm_parts(p)
+    out = tr.result()
+    dt = out.dtype
+    batch = tuple(out.shape[:-2])
+    m = x1.shape[-1]
+    pairs = [Loop(f"b{d}", 0, n) for d, n in enumerate(batch)] + \
+        [Loop("i", 0, out.shape[-2]), Loop("j", 0, out.shape[-1])]
+    b = [AffExpr.var(f"b{d}") for d in range(len(batch))]
+    i, j, k = AffExpr.var("i"), AffExpr.var("j"), AffExpr.var("k")
+    at = [*b, i, j]
+    tr.emit(out, at, "=", _norm_init(kind, dt), pairs)
+    if m:
+        diff = sub(cast(x1.read([*bcast_index(b, x1.shape[:-2], batch), i, k]), dt),
+                   cast(x2.read([*bcast_index(b, x2.shape[:-2], batch), j, k]), dt))
+        tr.emit(out, at, kind, term(diff), [*pairs, Loop("k", 0, m)])
+    if finish is not None:
+        finalize(tr, out, finish)
     return stored(out)
 
 
