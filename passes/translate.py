@@ -88,6 +88,9 @@ class TranslatePass(ModulePass):
         if any(op.body.block.ops) and info.frontend is not None:
             raise PassError(f"{path}: translate: the module is already translated")
         fe = get_frontend(self.frontend, path)
+        if self.llm_ops.strip() and fe.name != "torch":
+            raise PassError(f"{path}: translate: llm-ops sends ops of the torch translation to the LLM; "
+                            f"the {fe.name} frontend has no per-op fill-in")
         if self.step == "train" and fe.name not in ("torch", "jax"):
             raise PassError(f"{path}: translate: training steps (step=train) are captured by the torch "
                             f"and JAX frontends only, not {fe.name}")

@@ -94,6 +94,9 @@ def test_deterministic_path_rejects_the_examples(capsys):
     assert main([kth, "--translate", "--frontend=torch", "--llm-ops=kthvalue"]) == 1
     assert capsys.readouterr().err.strip().endswith("llm-ops sends ops to the LLM inside the deterministic "
                                                     "translation: it needs frontend auto, not 'torch'")
+    jax = str(EXAMPLES.parent / "jax" / "batched_matmul.py")
+    assert main([jax, "--translate", "--llm-ops=kthvalue"]) == 1
+    assert capsys.readouterr().err.strip().endswith("the jax frontend has no per-op fill-in")
     assert main([str(EXAMPLES / "scatter_mean.py"), "--translate"]) == 1  # auto, no model configured
     err = capsys.readouterr().err.strip()
     assert "scatter_mean.py:14: no loop-IR template for scatter reduction 'mean'" in err
