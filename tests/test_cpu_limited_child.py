@@ -4,6 +4,7 @@ every time is an error naming the signal; the budget is not a crash."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import time
@@ -14,11 +15,17 @@ import pytest
 from solar_compiler.lifetime import CpuLimitExceeded, call_with_cpu_limit
 
 
+def _segfault() -> None:
+    """Die of SIGSEGV, quietly: pytest's faulthandler would print every thread's stack from the child."""
+    faulthandler.disable()
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
 def _crash_once(marker: Path):
     def fn() -> int:
         if not marker.exists():
             marker.touch()
-            os.kill(os.getpid(), signal.SIGSEGV)
+            _segfault()
         return 42
     return fn
 
@@ -31,7 +38,7 @@ def test_a_child_that_crashes_once_is_forked_again(tmp_path):
 def test_a_child_that_crashes_every_time_is_an_error_naming_the_signal(tmp_path):
     twice = r"the child died with signal SIGSEGV without a result \(2 fork\(s\)\)"
     with pytest.raises(RuntimeError, match=twice):
-        call_with_cpu_limit(lambda: os.kill(os.getpid(), signal.SIGSEGV), 10.0)
+        call_with_cpu_limit(_segfault, 10.0)
     with pytest.raises(RuntimeError, match=r"died with signal SIGSEGV without a result \(1 fork\(s\)\)"):
         call_with_cpu_limit(_crash_once(tmp_path / "once"), 10.0, attempts=1)
 
