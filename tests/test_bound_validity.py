@@ -278,12 +278,14 @@ import torch
 import torch.nn as nn
 N = 256
 class Model(nn.Module):
-    def forward(self, a, b, c, d):
-        return a.float() @ b.float(), c.to(torch.int32) @ d.to(torch.int32)
+    def forward(self, a, b, c, d, e, f):
+        fake_quant = torch.clamp(torch.round(e * 16), -128, 127)
+        return a.float() @ b.float(), c.to(torch.int32) @ d.to(torch.int32), fake_quant @ torch.sign(f)
 def get_inputs():
     i8 = torch.int8
     return [torch.randn(N, N).bfloat16(), torch.randn(N, N).bfloat16(),
-            torch.randint(-100, 100, (N, N), dtype=i8), torch.randint(-100, 100, (N, N), dtype=i8)]
+            torch.randint(-100, 100, (N, N), dtype=i8), torch.randint(-100, 100, (N, N), dtype=i8),
+            torch.randn(N, N), torch.randn(N, N)]
 def get_init_inputs():
     return []
 """
@@ -784,10 +786,13 @@ kernel attn(q: f32[{n}, {d}] input, k: f32[{n}, {d}] input, v: f32[{n}, {d}] inp
 
 def test_torch_upcasts_are_priced_at_the_narrow_dtype(capsys, torch_files):
     """The torch frontend writes `.float()` / `.to(torch.int32)` as cast statements into locals: the
-    contractions read those locals and are priced at BF16 and INT8 (were TF32 and the fp32 lanes)."""
+    contractions read those locals and are priced at BF16 and INT8 (were TF32 and the fp32 lanes).
+    A fake-quantised f32 operand (`clamp(round(e * 16), -128, 127)`) times `sign(f)` multiplies
+    integers in [-128, 127] and [-1, 1]: INT8 too (was TF32)."""
     r = roofline_json(capsys, torch_files["upcast"])
     mm = [o for o in r["ops"] if o["unit"] == "matrix"]
-    assert sorted(o["matrix_dtype"] for o in mm) == ["bf16", "i8"]
+    assert sorted(o["matrix_dtype"] for o in mm) == ["bf16", "i8", "i8"]
     n = 256
     assert r["bounds"]["H100_SXM"]["fused_terms_s"]["matrix"] == pytest.approx(
-        2 * n**3 / 989.4e12 + 2 * n**3 / 1978.9e12, rel=1e-12)
+        2 * n**3 / 989.4e12 + 2 * 2 * n**3 / 1978.9e12, rel=1e-12)
+    assert r["validation"]["validated"]

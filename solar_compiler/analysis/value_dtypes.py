@@ -52,7 +52,7 @@ from xdsl.ir.affine import (
 )
 
 from solar_compiler.analysis import structured as st
-from solar_compiler.analysis.value_sets import ValueSets, narrowest
+from solar_compiler.analysis.value_sets import ValueSets, narrowest, narrowest_range
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, ConstOp, SelectOp, UnaryOp, type_dtype
 from solar_compiler.loopir.rules import DTYPES, E2M1_VALUES, INT_DTYPES, int_range
@@ -82,6 +82,7 @@ HOLDS: dict[str, frozenset[str]] = {
 _ORDER = ("bool", "i8", "u8", "f4e2m1", "f8e4m3", "f8e5m2", "bf16", "f16", "i16", "u16", "i32", "f32", "i64",
           "f64")
 
+_NARROW = frozenset({"bool", "i8", "u8", "f4e2m1", "f8e4m3", "f8e5m2"})  # no value analysis can narrow these
 _EXACT_OPS_UNARY = ("neg", "abs")
 _EXACT_OPS_BINARY = ("max", "min")
 _PICKING_KINDS = ("=", "max=", "min=")   # a reduction whose result is one of its operands' values
@@ -192,16 +193,25 @@ class ValueDtypes:
             out = type_dtype(v.type)
             return inner if widens(inner, out) else out
         if isinstance(o, UnaryOp) and o.fn.data in _EXACT_OPS_UNARY:
-            return self.of(node, o.x)
+            return self._narrower(node, v, self.of(node, o.x))
         if isinstance(o, BinaryOp) and o.fn.data in _EXACT_OPS_BINARY:
-            return join((self.of(node, o.lhs), self.of(node, o.rhs)))
+            return self._narrower(node, v, join((self.of(node, o.lhs), self.of(node, o.rhs))))
         if isinstance(o, SelectOp):
-            return join((self.of(node, o.a), self.of(node, o.b)))
+            return self._narrower(node, v, join((self.of(node, o.a), self.of(node, o.b))))
         if isinstance(o, ConstOp):
             return const_dtype(_literal(o), type_dtype(v.type))
         if isinstance(o, GatherOp) and self.roles.get(o.tensor_name) == "local":
             return self._read(node, o.tensor_name, o.source, None, type_dtype(v.type), o)
         return self._from_values(node, v)
+
+    def _narrower(self, node: NodeOp, v: SSAValue, picked: str) -> str:
+        """The dtype of an exact operation's result: what its operands' dtypes give (`picked`), or the
+        narrower dtype its values fit when those are known (`clamp(round(x), -128, 127)` of floats:
+        the clamp picks float values, yet each is an 8-bit integer)."""
+        if picked in _NARROW:
+            return picked
+        found = self._from_values(node, v)
+        return found if widens(found, picked) else picked
 
     def _from_values(self, node: NodeOp, v: SSAValue) -> str:
         """The declared dtype of a computed value, or a narrower one that holds each value it can take
@@ -209,7 +219,9 @@ class ValueDtypes:
         declared = type_dtype(v.type)
         if declared == "bool":
             return declared
-        found = narrowest(self.sets.of(node, v), (d for d in _ORDER if widens(d, declared)), _represents)
+        order = [d for d in _ORDER if widens(d, declared)]
+        found = narrowest(self.sets.of(node, v), order, _represents) or \
+            narrowest_range(self.sets.integral(node, v), order)
         return found or declared
 
     def _stored_values(self, node: NodeOp, index: int) \

@@ -11,6 +11,16 @@ superset of the values the program can take (operands are combined independently
 takes both branches), so a dtype that holds every value of the set holds every value of the
 program: the look-through stays sound. Sets larger than `LIMIT`, operand combinations beyond
 `WORK`, and transcendental functions give None (unknown).
+
+Where the set is unknown, the value may still be an integer in a known range (`Range`): rounding
+(`round`, `floor`, `ceil`) makes any float an integer, `sign` gives -1, 0 or 1, an integer dtype
+its own range, and `max`/`min` with literals, sums, differences and products carry ranges. A
+fake-quantised operand `clamp(round(x / s), -128, 127)` is thus one of 256 integers, which every
+int8 value holds: its contraction may run on the int8 unit, as a kernel writer who stores the codes
+would run it. NaN is the one value such an operand can take beyond its range (`round(nan)`); a
+contraction's result is NaN exactly where a row or column of an operand holds one, so a kernel
+carries NaN as a flag per row and column of each operand (found while it reads them) and the
+integer codes stay exact.
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ from solar_compiler.loopir.rules import E2M1_VALUES, FLOAT_DTYPES, INT_DTYPES, i
 LIMIT = 256        # the most values a set may hold
 WORK = 4096        # the most operand combinations one operation may evaluate
 Values = frozenset[float] | None
+Range = tuple[float, float] | None   # the least and greatest value of an integer-valued value
+_ROUNDING = ("round", "floor", "ceil")
 
 _BINARY: dict[str, Callable[[float, float], float]] = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
@@ -106,6 +118,7 @@ class ValueSets:
         self.writers = writers
         self._memo: dict[tuple[int, SSAValue], Values] = {}
         self._active: set[tuple[int, SSAValue]] = set()
+        self._ranges: dict[tuple[int, SSAValue], Range] = {}
 
     def of(self, node: NodeOp, v: SSAValue) -> Values:
         key = (id(node), v)
@@ -118,8 +131,80 @@ class ValueSets:
             out = self._eval(node, v)
         finally:
             self._active.discard(key)
+        if out is None:
+            out = _integers(self.integral(node, v), type_dtype(v.type))
         self._memo[key] = out
         return out
+
+    def integral(self, node: NodeOp, v: SSAValue) -> Range:
+        """The range of `v` when each of its values is an integer (bounds may be infinite), else None."""
+        key = (id(node), v)
+        if key in self._ranges:
+            return self._ranges[key]
+        self._ranges[key] = None  # a value fed back through a scan: unknown
+        out = self._range(node, v)
+        self._ranges[key] = out
+        return out
+
+    def _range(self, node: NodeOp, v: SSAValue) -> Range:
+        dt = type_dtype(v.type)
+        if dt == "bool":
+            return (0.0, 1.0)
+        if isinstance(v, BlockArgument):
+            stored = self.writers(node, v.index)
+            if stored is None:
+                return _dtype_range(dt)
+            out: Range = None
+            for item in stored:
+                if item is None:
+                    return _dtype_range(dt)
+                w, s = item
+                got = _literal_range(float(s)) if isinstance(s, (int, float)) else self.integral(w, s)
+                if got is None:
+                    return _dtype_range(dt)
+                out = got if out is None else (min(out[0], got[0]), max(out[1], got[1]))
+            return _held_range(out, dt) if out is not None else _dtype_range(dt)
+        o = v.owner
+        if isinstance(o, ConstOp):
+            a = o.value
+            return _literal_range(float(a.value.data if isinstance(a, FloatAttr) else int(a.value.data)))
+        if isinstance(o, CastOp):
+            x = self.integral(node, o.x)
+            if dt in INT_DTYPES:  # a float truncates to an integer
+                return _held_range(x, dt) or _dtype_range(dt)
+            return _held_range(x, dt)
+        if isinstance(o, UnaryOp):
+            fn = o.fn.data
+            if fn == "sign":
+                return (-1.0, 1.0)
+            x = self.integral(node, o.x)
+            if fn in _ROUNDING:
+                return x or (-math.inf, math.inf)
+            if x is None:
+                return None
+            if fn == "neg":
+                return (-x[1], -x[0])
+            if fn == "abs":
+                return (0.0 if x[0] <= 0 <= x[1] else min(abs(x[0]), abs(x[1])), max(abs(x[0]), abs(x[1])))
+            return None
+        if isinstance(o, SelectOp):
+            a, b = self.integral(node, o.a), self.integral(node, o.b)
+            return None if a is None or b is None else _held_range((min(a[0], b[0]), max(a[1], b[1])), dt)
+        if isinstance(o, BinaryOp) and o.fn.data in ("max", "min", "add", "sub", "mul"):
+            a, b = self.integral(node, o.lhs), self.integral(node, o.rhs)
+            if a is None or b is None:
+                return None
+            fn = o.fn.data
+            if fn in ("max", "min"):
+                f = max if fn == "max" else min
+                return _held_range((f(a[0], b[0]), f(a[1], b[1])), dt)
+            if fn == "add":
+                return _held_range((a[0] + b[0], a[1] + b[1]), dt)
+            if fn == "sub":
+                return _held_range((a[0] - b[1], a[1] - b[0]), dt)
+            ends = [_times(x, y) for x in a for y in b]
+            return _held_range((min(ends), max(ends)), dt)
+        return None
 
     def _eval(self, node: NodeOp, v: SSAValue) -> Values:
         dt = type_dtype(v.type)
@@ -173,10 +258,81 @@ class ValueSets:
         return dtype_values(dt)
 
 
+def _times(x: float, y: float) -> float:
+    """A product of two range ends, where 0 times an unbounded end is 0 (the ends are integers)."""
+    return 0.0 if x == 0 or y == 0 else x * y
+
+
+def _literal_range(v: float) -> Range:
+    return (v, v) if math.isfinite(v) and v == int(v) else None
+
+
+def _dtype_range(dtype: str) -> Range:
+    if dtype == "bool":
+        return (0.0, 1.0)
+    if dtype in INT_DTYPES:
+        lo, hi = int_range(dtype)
+        return (float(lo), float(hi))
+    return None
+
+
+def _held_range(r: Range, dtype: str) -> Range:
+    """Range `r` of integers as `dtype` holds them: an integer dtype must hold each (else it wraps:
+    None); a binary float rounds an integer to an integer (its spacing is a power of two, at least 1
+    wherever it cannot hold every integer), monotonically, so the ends round with it; fp8 and fp4
+    are left out (their overflow is no integer)."""
+    if r is None:
+        return None
+    if dtype == "bool":
+        return r if r[0] >= 0 and r[1] <= 1 else None
+    if dtype in INT_DTYPES:
+        lo, hi = int_range(dtype)
+        return r if lo <= r[0] and r[1] <= hi else None
+    if dtype not in ("f16", "bf16", "f32", "f64"):
+        return None
+    return tuple(_round_end(e, dtype) for e in r)  # type: ignore[return-value]
+
+
+def _round_end(e: float, dtype: str) -> float:
+    if not math.isfinite(e) or dtype == "f64":
+        return e
+    with np.errstate(over="ignore"):
+        return float(quantize(np.array([e], dtype=np.float32), dtype)[0])
+
+
+def _integers(r: Range, dtype: str) -> Values:
+    """The integers of a bounded range, as a set no larger than LIMIT (else None)."""
+    if r is None or not all(math.isfinite(e) for e in r) or r[1] - r[0] + 1 > LIMIT:
+        return None
+    return _in_dtype((float(i) for i in range(int(r[0]), int(r[1]) + 1)), dtype)
+
+
 def _union(a: Values, b: Values, dtype: str) -> Values:
     if a is None or b is None:
         return dtype_values(dtype)
     return a | b if len(a | b) <= LIMIT else None
+
+
+#: The greatest integer up to which each float dtype holds every integer exactly.
+_EXACT_INTEGERS = {"f4e2m1": 4, "f8e5m2": 8, "f8e4m3": 16, "bf16": 256, "f16": 2048,
+                   "f32": 2 ** 24, "f64": 2 ** 53}
+
+
+def holds_range(dtype: str, r: tuple[float, float]) -> bool:
+    """Whether `dtype` holds every integer of the (finite) range `r`."""
+    if dtype == "bool" or dtype in INT_DTYPES:
+        lo, hi = _dtype_range(dtype)  # type: ignore[misc]
+        return lo <= r[0] and r[1] <= hi
+    top = _EXACT_INTEGERS.get(dtype)
+    return top is not None and -top <= r[0] and r[1] <= top
+
+
+def narrowest_range(r: Range, order: Iterable[str]) -> str | None:
+    """The first dtype of `order` that holds every integer of range `r` (None: unknown, unbounded or
+    none)."""
+    if r is None or not all(math.isfinite(e) for e in r):
+        return None
+    return next((d for d in order if holds_range(d, r)), None)
 
 
 def narrowest(values: Values, order: Iterable[str], represents: Callable[[str, float], bool]) -> str | None:
