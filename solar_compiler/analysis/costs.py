@@ -78,6 +78,7 @@ from solar_compiler.analysis.polyhedral import (
     partition,
 )
 from solar_compiler.analysis.prefix_sums import SCAN, prefix_sum_adds
+from solar_compiler.analysis.step_functions import STEP, step_regions
 from solar_compiler.analysis.value_dtypes import ValueDtypes, is_block_scale, join
 from solar_compiler.analysis.vector_work import FOLDED, VectorWork
 from solar_compiler.dialects.einsum import GatherOp, IndexOp, NodeOp, TensorOp, YieldOp
@@ -706,6 +707,8 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
             ops[pos] = replace(o, flops_matrix=fm, algorithm=how)
     if kernel_of is None and any(o.matrix_dtype for o in g.ops):
         _fold_through_contractions(graph, ops)
+    if kernel_of is None:  # a region spans source ops: not for eager's one kernel per op
+        _step_functions(nodes, ops)
     _scan_prefix_sums(nodes, ops)  # inside one node: eager's kernel may run it as a scan too
     free_twins(ops, twins, kernel_of)
     for drop, keep, drop_tail, keep_tail in select_branches(graph, nodes):  # one branch per element
@@ -875,6 +878,24 @@ def _fold_through_contractions(graph: GraphOp, ops: list[OpCost]) -> None:
             if fv <= o.flops_vector and tr <= o.flops_transcendental and \
                     (fv, tr) != (o.flops_vector, o.flops_transcendental):
                 ops[pos] = replace(o, flops_vector=fv, flops_transcendental=tr, algorithm=FOLDED)
+
+
+def _step_functions(nodes: Sequence[NodeOp], ops: list[OpCost]) -> None:
+    """Each region of element-wise nodes that computes step functions of one element
+    (`step_functions.py`: a quantiser's comparison cascade) costs one operation per distinct source
+    element at each node read outside it, none elsewhere, where that is fewer."""
+    for r in step_regions(nodes):
+        if any(ops[p].algorithm is not None or ops[p].matrix_dtype is not None or ops[p].llm_flops is not None
+               for p in r.nodes):
+            continue
+        cost = {p: st.footprint(nodes[p], r.source_dims) if r.source_dims else 1 for p in r.exits}
+        if sum(cost.values()) >= sum(ops[p].flops_vector for p in r.nodes):
+            continue
+        into = ops[r.exits[-1]].source or ops[r.exits[-1]].name
+        for p in r.nodes:
+            o = ops[p]
+            ops[p] = replace(o, flops_vector=cost.get(p, 0), flops_transcendental=0,
+                             algorithm=STEP if p in cost else f"{STEP} (into {into})")
 
 
 def _scan_prefix_sums(nodes: Sequence[NodeOp], ops: list[OpCost]) -> None:

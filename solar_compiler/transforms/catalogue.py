@@ -71,6 +71,7 @@ from solar_compiler.analysis.graphs import module_graphs, node_ops
 from solar_compiler.analysis.manager import invalidate_analyses
 from solar_compiler.analysis.poly_expand import POLY
 from solar_compiler.analysis.prefix_sums import SCAN
+from solar_compiler.analysis.step_functions import STEP
 from solar_compiler.analysis.structured import NodeCounts, node_counts
 from solar_compiler.analysis.vector_work import FOLDED
 from solar_compiler.dialects.einsum import GraphOp, NodeOp, TensorOp
@@ -116,7 +117,7 @@ class Rewrite:
 def names_op(kind: str) -> bool:
     """Whether the report names an entry's source op ("Winograd F(4x4,3x3) for conv") rather than
     what the rewritten node computes."""
-    return kind.startswith((WINOGRAD, FFT, POLY)) or kind in (FOLDED, SELECT, FACTORED, SCAN, PRESUMMED)
+    return kind.startswith((WINOGRAD, FFT, POLY, STEP)) or kind in (FOLDED, SELECT, FACTORED, SCAN, PRESUMMED)
 
 
 def check_algorithms(name: str) -> str:
