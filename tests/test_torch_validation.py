@@ -529,3 +529,25 @@ def test_an_integer_contraction_is_estimated_at_numpys_rate_without_blas():
     # the same kernel but for the operand dtypes: the difference is the contraction's points at each rate
     assert ints.seconds - floats.seconds == pytest.approx(points / INT_MATRIX_RATE - points / MATRIX_RATE)
     assert STATEMENT_SECONDS > 0 and INT_MATRIX_RATE <= 1e9
+
+
+def test_a_product_of_several_operands_is_estimated_as_a_contraction():
+    """The executor contracts `acc += f1 * f2 * f3` through einsum's greedy path like a two-operand
+    product (executor/contract.py): at MATRIX_RATE, not VECTOR_RATE (a 4-operand einsum of Mamba2's
+    chunked scan was estimated at 111 s for what took 1.5 s, so it was never validated)."""
+    from solar_compiler.frontends.validation import MATRIX_RATE, VECTOR_RATE, is_contraction
+    from solar_compiler.loopir.ast import statements
+
+    three = ("kernel k(a: f32[64, 32] input, b: f32[32, 16] input, c: f32[32] input,\n"
+             "         y: f32[64, 16] output):\n"
+             "  for i in range(64):\n    for j in range(16):\n      y[i, j] = 0\n"
+             "      for r in range(32):\n        y[i, j] += a[i, r] * b[r, j] * c[r]\n")
+    one = three.replace("a[i, r] * b[r, j] * c[r]", "a[i, r] * 2.0")
+    kt, ko = parse_kernel(three), parse_kernel(one)
+    stmt = [s for s in statements(kt) if s.stmt.kind == "+="][0].stmt
+    assert is_contraction(stmt)
+    assert not is_contraction([s for s in statements(ko) if s.stmt.kind == "+="][0].stmt)
+    points = 64 * 16 * 32
+    # the same kernel but for the product's factors: the difference is its points at each rate
+    assert estimate(kt).seconds - estimate(ko).seconds == pytest.approx(
+        points / MATRIX_RATE - points / VECTOR_RATE, rel=1e-9)

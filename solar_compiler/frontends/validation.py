@@ -118,22 +118,24 @@ def validate_sized(spec: ModelSpec, kernel: Kernel, full: Built, options: Fronte
 
 
 def is_contraction(stmt) -> bool:
-    """`acc += a * b` of two reads: executed with einsum/BLAS, at MATRIX_RATE."""
-    from solar_compiler.loopir.ast import Binary, Read
+    """`acc += f1 * f2 * ...` with at least two factors that read tensors: the executor evaluates
+    each factor over its own variables and contracts them with einsum/BLAS (`executor/contract.py`:
+    two through one batched matrix product, more through einsum's greedy path), at MATRIX_RATE. A
+    4-operand einsum (Mamba2's chunked scan) was estimated at VECTOR_RATE, 111 s for what took 1.5."""
+    from solar_compiler.executor.statement import mul_factors
+    from solar_compiler.loopir.ast import reads
 
-    v = stmt.value
-    return stmt.kind == "+=" and isinstance(v, Binary) and v.fn == "mul" and isinstance(v.a, Read) and \
-        isinstance(v.b, Read)
+    return stmt.kind == "+=" and sum(bool(reads(f)) for f in mul_factors(stmt.value)) >= 2
 
 
 def _rate(stmt) -> float:
-    """Points per second of a statement: a contraction of two integer or bool reads at
+    """Points per second of a statement: a contraction of integer or bool reads only at
     INT_MATRIX_RATE, another at MATRIX_RATE, anything else at VECTOR_RATE."""
-    from solar_compiler.loopir.ast import INT_DTYPES
+    from solar_compiler.loopir.ast import INT_DTYPES, reads
 
     if not is_contraction(stmt):
         return VECTOR_RATE
-    ints = all(r.dtype in (*INT_DTYPES, "bool") for r in (stmt.value.a, stmt.value.b))
+    ints = all(r.dtype in (*INT_DTYPES, "bool") for r in reads(stmt.value))
     return INT_MATRIX_RATE if ints else MATRIX_RATE
 
 
