@@ -560,9 +560,15 @@ def test_traced_footprint_is_used_while_the_statement_keeps_its_domain():
     (e,) = [a for a in o.reads if a.tensor == "E"]
     assert (e.elements, e.indirect, e.traced) == (7 * 64, True, True)
     assert kernel_costs(_traced_embedding(7 * 64), "min").compulsory["E"] == 64 * 4
-    # a trace taken on another domain (or with other accesses) is stale: the minimum applies
+    # a trace taken on a smaller domain (or with other accesses) is stale: the minimum applies
     assert kernel_costs(_traced_embedding(7 * 64, points=8 * 64)).compulsory["E"] == 64 * 4
     assert kernel_costs(_traced_embedding(7 * 64, accesses=2)).compulsory["E"] == 64 * 4
+    # one taken on a larger domain, which narrowing cut to this one: each point dropped took at most
+    # one element away: 7 * 64 - (17 - 16) * 64 = 6 * 64 elements; 7 * 64 - 4 * 64 = 3 * 64; never
+    # below the minimum (one row)
+    assert kernel_costs(_traced_embedding(7 * 64, points=17 * 64)).compulsory["E"] == 6 * 64 * 4
+    assert kernel_costs(_traced_embedding(7 * 64, points=20 * 64)).compulsory["E"] == 3 * 64 * 4
+    assert kernel_costs(_traced_embedding(7 * 64, points=40 * 64)).compulsory["E"] == 64 * 4
 
 
 def test_traced_footprints_survive_the_ir():

@@ -34,8 +34,11 @@ Rules (the numbers the tests derive by hand):
   statement carries the frontend's traced footprint (`Assign.traced`: what it touched when the
   program ran on its traced sample) counts those distinct elements, like the routing a traced top-k
   fixes: the bound then holds for that sample, and the report says so. The footprint is used only
-  while the statement keeps the domain and accesses it was traced with (a transform that narrows
-  it falls back). `indirect="min"` always takes the fewest elements over all index values.
+  while the statement keeps the accesses it was traced with, on the domain it was traced on or a
+  part of it: narrowing to a part (a slice of a partly filled last page) keeps the trace's
+  elements less k per point dropped (k accesses a point), at least what that part touches; a
+  transform that builds another domain drops the trace. `indirect="min"` always takes the fewest
+  elements over all index values.
 * Compulsory bytes: each input and weight over the union of all its reads in the kernel, each output
   over the union of all its writes, each once at its own dtype; locals are free.
 """
@@ -538,7 +541,8 @@ class NodeSites:
 
     def _traced(self, n: NodeOp, i: int, tensor: str, write: bool) -> int | None:
         """The traced sample's distinct elements of `tensor` for the node's indirect reads (or its
-        scatter), while the node keeps the domain (points) and the accesses the trace was taken on."""
+        scatter), while the node keeps the accesses the trace was taken on, over that domain or a
+        part of it (module rules)."""
         traced = traced_of(n.traced)
         if self.indirect != "traced" or not traced:
             return None
@@ -547,7 +551,13 @@ class NodeSites:
             sum(c for (t, _, ind), c in self.leaves(i).items() if ind and t == tensor)
         for t in traced:
             if t.tensor == tensor and t.write == write:
-                return t.elements if (t.points, t.accesses) == (st.points(n), k) and k else None
+                points = st.points(n)
+                if t.accesses != k or not k or points > t.points:
+                    return None
+                # narrowed to a subset of the traced domain (narrowing keeps the trace; a transform
+                # that builds other domains drops it): each point dropped took at most k of the
+                # elements away
+                return max(0, t.elements - k * (t.points - points))
         return None
 
 
