@@ -109,7 +109,9 @@ def _validation_lines(v: dict[str, Any]) -> list[str]:
                    f"the loop IR is within {dist:.2e} of the framework")
     if v.get("reason") and not reason_shown:
         out.append(f"note: {v['reason']}")
-    if v.get("export_failed"):
+    if v.get("export_failed") and v.get("frontend") == "torch-make_fx":  # autograd inside forward
+        out.append(f"note: traced by make_fx, not export: {v['export_failed']}")
+    elif v.get("export_failed"):
         out.append(f"note: captured by the dispatch fallback; export failed: {v['export_failed']}")
     if v.get("value_dependent"):
         out.append("value-dependent: the bound holds for the traced sample only; ops:")

@@ -63,14 +63,16 @@ class AtenNode:
 class CapturedProgram:
     source: str  # the model file path as given
     mode: str  # "eval" | "train"
-    method: str  # torch: "export" | "dispatch"; jax: "jaxpr"
+    #: torch: "export" | "dispatch" | "make_fx" (a training step, a forward calling autograd); jax: "jaxpr"
+    method: str
     inputs: list[TensorMeta] = field(default_factory=list)
     weights: list[TensorMeta] = field(default_factory=list)
     nodes: list[AtenNode] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     random_tensors: list[TensorMeta] = field(default_factory=list)
     value_dependent: list[str] = field(default_factory=list)
-    #: why export was not used (first line of the exception), when method == "dispatch"
+    #: why export was not used: first line of its exception (method "dispatch"), or the autograd call
+    #: that forward makes (method "make_fx", step "forward": ``forward calls torch.autograd.grad at m.py:9``)
     fallback_reason: str | None = None
     #: weight name -> where its value lives in the model: a state_dict / attribute path
     #: ("layers.0.weight"), "global:NAME" for a module-level tensor, "const:NAME" for a

@@ -1,4 +1,5 @@
-"""The capture entry point: export, falling back to the dispatch recorder."""
+"""The capture entry point: export, falling back to the dispatch recorder; a forward that calls
+autograd is traced by `make_fx` (`autograd.py`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from solar_compiler.frontends.captured_program import CapturedProgram, CaptureError
 from solar_compiler.frontends.model_file import ModelFileError, ModelSpec, exception_summary
 
+from .autograd import UsesAutograd, autograd_probe, capture_autograd
 from .dispatch import capture_dispatch
 from .export import capture_export
 from .graph import NeedsFallback, SymbolicShape, UserFile
@@ -29,8 +31,10 @@ def capture(
     """Capture the model file as an ATen graph (see the package docstring).
 
     ``method`` is "auto" (export, falling back to dispatch recording), "export" (no fallback)
-    or "dispatch" (skip export).  ``step="train"`` captures one training step instead (the loss,
-    its parameter gradients and the `optimizer`'s update: `train.py`, docs/training.md).
+    or "dispatch" (skip export). A forward that calls autograd itself is recognised while either
+    runs and traced by `make_fx` instead, whatever the method (`autograd.py`).
+    ``step="train"`` captures one training step instead (the loss, its parameter gradients and
+    the `optimizer`'s update: `train.py`, docs/training.md).
     Raises :class:`ModelFileError` or :class:`CaptureError`.
     """
     if mode not in ("eval", "train"):
@@ -43,6 +47,15 @@ def capture(
     user = _user_file(spec)
     if step == "train":
         return capture_train(spec, mode, user, optimizer)
+    try:
+        with autograd_probe(user):
+            return _capture_forward(spec, mode, fake, user, method)
+    except UsesAutograd as use:  # export's decompositions would crash on its backward ops
+        return capture_autograd(spec, mode, user, use.args[0])
+
+
+def _capture_forward(spec: ModelSpec, mode: str, fake: bool, user: UserFile, method: str) -> CapturedProgram:
+    """Export, falling back to the dispatch recorder (`method` as for `capture`)."""
     reason = None
     if method in ("auto", "export"):
         try:

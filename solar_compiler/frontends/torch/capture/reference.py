@@ -205,6 +205,9 @@ def _run_forward(spec: ModelSpec, program: CapturedProgram, model, sample):
         ctx.enter_context(rec)
     else:
         ctx = contextlib.nullcontext()
+    if program.method == "make_fx":  # forward calls autograd (`autograd.py`): traced with no .grad
+        for p in model.parameters():  # on any parameter, so a reused model's last run leaves none
+            p.grad = None
     with torch.no_grad(), quiet():
         with ctx:
             out = model(*sample)

@@ -56,9 +56,14 @@ def norm_stats(tr: Translator, read: Reader, outer: Sequence[int], inner: Sequen
 
 
 def _pad_idx(t: TensorDecl, o: list[AffExpr], extra: int) -> list[AffExpr]:
-    """Indices of `o` into `t`, whose size-1 dims beyond `o` (keepdim layouts) take index 0."""
+    """Indices of `o` into `t`, whose size-1 dims beyond `o` (keepdim layouts) take index 0: the
+    trailing ones where `t` ends in `extra` size-1 dims (torch's `native_layer_norm` statistics,
+    `[*outer, 1, ...]`; with a size-1 outer dim, `[1, T, 1]`, the first size-1 dim is `o`'s),
+    else the first ones."""
     if extra <= 0:
         return list(o)
+    if all(n == 1 for n in t.shape[len(t.shape) - extra:]):
+        return [*o, *[AffExpr.lit(0)] * extra]
     out: list[AffExpr] = []
     it = iter(o)
     budget = extra
