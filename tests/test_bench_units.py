@@ -12,6 +12,7 @@ import pytest
 
 from solar_compiler.bench.errors import phase_class
 from solar_compiler.bench.forked import run_forked
+from solar_compiler.bench.problems import plan, unit_outcomes
 from solar_compiler.bench.results import Measured, geomean, group_stats, op_breakdown, rows_for
 from solar_compiler.bench.suite import Unit, discover
 from solar_compiler.bench.timing import CudaClock, TimingConfig, lookup_timing, stats, time_calls
@@ -481,3 +482,58 @@ def test_a_cancelled_measure_run_counts_what_each_phase_stored(tmp_path):
         "4 of 4 models' bounds and 1 of 4 timings"
     assert stored_count(SimpleNamespace(measure=False), units[:2] + [_unit("new.py")], store, bfp | {
         "g/new.py": "b"}, mfp) == "2 of 3 models"
+
+
+# ---- problem jobs (bench/problems.py) ------------------------------------------------------------------
+def _workload(problem: str, w: str, folder: str = "gen/p-1234") -> Unit:
+    return Unit("g", problem, f"/{folder}/{problem}.{w}.py", "/", "0" * 64, w)
+
+
+def test_plan_one_job_per_problem_of_several_workloads():
+    """Two workloads or more of one problem folder: one job; a model file, or a problem with one
+    workload left to do, runs alone."""
+    a0, a1, b0 = _workload("a", "w0"), _workload("a", "w1"), _workload("b", "w0", "gen/b-9")
+    batches, alone = plan([_unit("m.py"), a0, b0, a1])
+    assert batches == [[a0, a1]] and alone == [_unit("m.py"), b0]
+
+
+def test_unit_outcomes_of_a_problem_job():
+    """Per workload its own result; a workload out of memory in the batch, or every workload of a job
+    that failed as a whole, runs again alone (None)."""
+    from solar_compiler.bench.forked import Outcome
+
+    us = [_workload("a", f"w{i}") for i in range(3)]
+    stats = {"seconds": 1.5, "cpu_s": 1.0, "peak_rss_kb": 7}
+    value = [{"ok": True, "report": {"r": 0}, "pipeline_s": 1.2, **stats},
+             {"ok": False, "error_class": "capture", "error": "reference raised", **stats},
+             {"ok": False, "error_class": "memory", "error": "exceeded memory limit", **stats}]
+    got = unit_outcomes(Outcome(True, value, seconds=4.0, extra={"worker_rss_kb": 9}), us)
+    ok, failed, again = (o for _, o in got)
+    assert ok.ok and ok.value == {"report": {"r": 0}, "pipeline_s": 1.2} and ok.seconds == 1.5
+    assert ok.extra == {"worker_rss_kb": 9, "problem_job": {"workloads": 3, "seconds": 4.0, "cpu_s": 0.0}}
+    assert (failed.ok, failed.error_class, failed.error) == (False, "capture", "reference raised")
+    assert again is None
+    crashed = unit_outcomes(Outcome(False, error_class="crash", error="signal SIGSEGV"), us)
+    assert [o for _, o in crashed] == [None] * 3
+
+
+def test_a_problem_job_on_another_node_writes_every_workload(tmp_path):
+    """--ray: a problem job whose files are not on the node (content differs) gets all of them
+    written under one folder, at their relative paths; in place when the content matches."""
+    import hashlib
+
+    from solar_compiler.bench.ray_backend import _materialize
+
+    paths = [tmp_path / "gen" / f"p.w{i}.py" for i in range(2)]
+    paths[0].parent.mkdir()
+    for i, p in enumerate(paths):
+        p.write_text(f"x = {i}\n")
+    files = [(p.read_bytes(), hashlib.sha256(p.read_bytes()).hexdigest()) for p in paths]
+    job = {"path": str(paths[0]), "paths": [str(p) for p in paths], "cwd": "/", "log": "l",
+           "logs": ["l", "m"]}
+    assert _materialize(job, files) is job
+    moved = _materialize(job, [(b"y = 1\n", "0" * 64), (b"y = 2\n", "1" * 64)])
+    root = moved["cwd"]
+    assert [(p.startswith("/"), open(f"{root}/{p}").read()) for p in moved["paths"]] == \
+        [(False, "y = 1\n"), (False, "y = 2\n")]
+    assert moved["path"] == moved["paths"][0] and moved["logs"] is None and moved["log"] is None

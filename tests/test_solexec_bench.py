@@ -108,3 +108,82 @@ def test_solar_bench_over_problem_folders_with_a_trace(tmp_path: Path) -> None:
     assert b["sol_ms"] == pytest.approx(b["fused_ms"])
     assert b["unfused_ms"] == pytest.approx(b["fused_ms"]) and "measured_ms" not in b
     assert "SOL score on B200" in r.stdout and "mean 0.718" in r.stdout
+
+
+# ---- a problem's workloads as one job (bench/problems.py) -----------------------------------------
+DEFINITION = {"name": "p", "op_type": "elementwise", "description": "y = x * 2 + 1",
+              "axes": {"M": {"type": "var"}, "N": {"type": "const", "value": 8}},
+              "inputs": {"x": {"shape": ["M", "N"], "dtype": "float32"}},
+              "outputs": {"y": {"shape": ["M", "N"], "dtype": "float32"}}}
+# what the reference does at M = 5 (the middle workload): nothing special, raise, or kill its process
+AT_M5 = {"three": "", "raises": "        raise ValueError('M = 5 is not supported')\n",
+         "segv": "        import ctypes, faulthandler\n        faulthandler.disable()\n"
+                 "        ctypes.string_at(0)\n"}
+
+
+def _problem(folder: Path, at_m5: str) -> None:
+    folder.mkdir(parents=True)
+    (folder / "definition.json").write_text(json.dumps(DEFINITION))
+    (folder / "reference.py").write_text(f"import torch\n\n\ndef run(x):\n    if x.shape[0] == 5:\n"
+                                         f"{at_m5 or '        pass'}\n    return x * 2.0 + 1.0\n")
+    (folder / "workload.jsonl").write_text("".join(
+        json.dumps({"uuid": f"m{m}", "axes": {"M": m}, "inputs": {"x": {"type": "random"}}}) + "\n"
+        for m in (3, 5, 7)))
+
+
+@pytest.fixture(scope="module")
+def batched(tmp_path_factory):
+    base = tmp_path_factory.mktemp("batched")
+    for name, at_m5 in AT_M5.items():
+        _problem(base / "probs" / name, at_m5)
+    env = {"XDG_CACHE_HOME": str(base / "xdg"), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([*BENCH, str(base / "probs"), "--hw", "B200", "--workers", "2", "--out",
+                        str(base / "out")], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = {(x["model"], x["workload"]): x for x in csv.DictReader((base / "out" / "results.csv").open())}
+    return base / "out" / "models" / "probs", rows, r
+
+
+def _method(models: Path, problem: str, workload: str) -> str:
+    return json.loads((models / f"{problem}.{workload}.report.json").read_text())["validation"]["method"]
+
+
+def test_a_problems_workloads_run_as_one_job_and_carry_validation(batched) -> None:
+    """Three workloads of one program: three rows, all validated; the cheapest is executed, the two
+    others are its program at other sizes (method "other-workload"), each with its own bytes."""
+    models, rows, _ = batched
+    got = [rows[("three", f"m{m}")] for m in (3, 5, 7)]
+    assert [(x["status"], x["validated"]) for x in got] == [("ok", "True")] * 3
+    assert [int(x["bytes_fused"]) for x in got] == [2 * m * 8 * 4 for m in (3, 5, 7)]
+    methods = [_method(models, "three", f"m{m}") for m in (3, 5, 7)]
+    assert methods == ["full", "other-workload", "other-workload"]
+    rec = json.loads((models / "three.m5.bounds.json").read_text())
+    assert rec["problem_job"]["workloads"] == 3 and rec["status"] == "ok"
+    assert (models / "three.m7.bounds.log").is_file()
+
+
+def test_a_failing_workload_fails_alone_in_its_problems_job(batched) -> None:
+    """The reference raises at M = 5: that row fails with the reference's error, the others are ok
+    (validated, one carrying the other's record), all from the one problem job."""
+    models, rows, _ = batched
+    bad = rows[("raises", "m5")]
+    assert bad["status"] == "failed" and "M = 5 is not supported" in bad["error"], bad
+    assert [(rows[("raises", w)]["status"], rows[("raises", w)]["validated"]) for w in ("m3", "m7")] == \
+        [("ok", "True")] * 2
+    assert _method(models, "raises", "m7") == "other-workload"
+    assert json.loads((models / "raises.m5.bounds.json").read_text())["problem_job"]["workloads"] == 3
+
+
+def test_a_killed_problem_job_runs_its_workloads_alone(batched) -> None:
+    """The reference kills its process at M = 5: the problem's job crashes as a whole, so its three
+    workloads run again as units of their own: M = 5 crashes alone, M = 3 and M = 7 are ok (each
+    validated on its own now)."""
+    models, rows, r = batched
+    assert rows[("segv", "m5")]["error_class"] == "crash"
+    assert rows[("segv", "m5")]["error"] == "the interpreter died with signal SIGSEGV"
+    for w in ("m3", "m7"):
+        assert (rows[("segv", w)]["status"], rows[("segv", w)]["validated"]) == ("ok", "True")
+        assert _method(models, "segv", w) == "full"
+        rec = json.loads((models / f"segv.{w}.bounds.json").read_text())
+        assert rec["problem_job"]["ran_alone"].startswith("crash: ")
+    assert "3 workloads run again one by one" in r.stderr

@@ -25,6 +25,7 @@ from solar_compiler.lifetime import Cancelled, cancel_on_signals
 from .errors import phase_class
 from .forked import Outcome
 from .jobs import BoundsConfig
+from .problems import plan, unit_outcomes
 from .store import Store, fingerprint
 from .suite import Unit, discover
 from .timing import TRACE_GROUP, TimingConfig, env_for_device, load_timings
@@ -299,12 +300,31 @@ def run(a: argparse.Namespace) -> int:
         by_id[j["id"]] = u
         return j
 
+    def problem(us: list[Unit], threads: int) -> dict[str, Any]:
+        """One job for the workloads `us` of a problem (`problems.py`): its time limit is theirs."""
+        j = job(us[0], "bounds", bcfg, a.timeout * len(us), threads)
+        j.update(id=f"problem:{us[0].key}", kind="problem", paths=[u.path for u in us], units=us,
+                 logs=[str(store.path(u, "bounds.log")) for u in us])
+        return j
+
     computed = {"bounds": 0, "measure": 0}
     prog: Progress | None = None
 
+    # workloads of a problem job to run again alone (`problems.py`), and why
+    alone: dict[str, tuple[Unit, str]] = {}
+
     def on_done(j: dict[str, Any], o: Outcome) -> None:
-        u: Unit = j["unit"]
-        kind = j["kind"]
+        if j["kind"] == "problem":
+            for u, uo in unit_outcomes(o, j["units"]):
+                if uo is None:
+                    why = f"{o.error_class}: {o.error}" if not o.ok else "memory, in the problem's job"
+                    alone[u.key] = (u, why)
+                else:
+                    record(u, "bounds", uo)
+            return
+        record(j["unit"], j["kind"], o)
+
+    def record(u: Unit, kind: str, o: Outcome) -> None:
         rec = {
             "fingerprint": (bfp if kind == "bounds" else mfp)[u.key],
             "unit": u.as_dict(),
@@ -319,6 +339,10 @@ def run(a: argparse.Namespace) -> int:
             "run_id": run_id,
             "backend": "ray" if a.ray else "pool",
         }
+        if "problem_job" in o.extra:  # its workloads' job: how many, and the whole job's seconds
+            rec["problem_job"] = o.extra["problem_job"]
+        elif u.key in alone and kind == "bounds":
+            rec["problem_job"] = {"ran_alone": alone[u.key][1]}
         report = None
         if o.ok and kind == "bounds":
             report = o.value["report"]
@@ -336,8 +360,16 @@ def run(a: argparse.Namespace) -> int:
         with cancel_on_signals():
             try:
                 prog = Progress(len(todo), "bounds")
-                threads = max(1, cores // max(1, min(a.workers, len(todo) or 1)))
-                backend.run([job(u, "bounds", bcfg, a.timeout, threads) for u in todo], on_done)
+                batches, single = plan(todo)
+                threads = max(1, cores // max(1, min(a.workers, len(batches) + len(single) or 1)))
+                # the biggest problems first: the last jobs to start are then short ones
+                jobs = [problem(us, threads) for us in sorted(batches, key=len, reverse=True)]
+                backend.run(jobs + [job(u, "bounds", bcfg, a.timeout, threads) for u in single], on_done)
+                if alone:
+                    print(f"solar-bench: {len(alone)} workloads run again one by one (their problem's job "
+                          "failed as a whole, or they ran out of memory in it)", file=sys.stderr, flush=True)
+                    backend.run([job(u, "bounds", bcfg, a.timeout, threads) for u, _ in alone.values()],
+                                on_done)
                 prog.stop()
                 if a.measure:
                     ok = [

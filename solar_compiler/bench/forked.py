@@ -50,6 +50,13 @@ def _describe(exc: BaseException) -> str:
     return text if isinstance(exc, SolarError) else f"{type(exc).__name__}: {text}"
 
 
+def failure(exc: BaseException, memory_gb: float) -> tuple[str, str]:
+    """The error class and one-line message of a job's exception (a failed allocation: the limit)."""
+    if isinstance(exc, MemoryError):
+        return error_class_of(exc), f"exceeded memory limit of {memory_gb:g} GB (MemoryError)"
+    return error_class_of(exc), _describe(exc)
+
+
 def _child(
     fn: Callable,
     args: tuple,
@@ -86,10 +93,7 @@ def _child(
             result: tuple = ("ok", fn(*args))
         except BaseException as exc:  # noqa: BLE001 - every failure is one line with its class
             traceback.print_exc()
-            msg = _describe(exc)
-            if isinstance(exc, MemoryError):
-                msg = f"exceeded memory limit of {memory_gb:g} GB (MemoryError)"
-            result = ("error", error_class_of(exc), msg)
+            result = ("error", *failure(exc, memory_gb))
         try:
             body = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001

@@ -1,8 +1,9 @@
 """`--ray [ADDRESS]`: the same jobs as Ray tasks, on an existing cluster or a local Ray started here.
 
-Each task carries its model file (bytes and sha256); on the node, the file is used in place when the
-same path holds the same content (a local cluster: reports then match the process pool's
-byte for byte), else it is written under a temporary folder at its relative path. A task hands its
+Each task carries its model file (bytes and sha256; a problem job, `problems.py`: one per workload);
+on the node, the file is used in place when the same path holds the same content (a local cluster:
+reports then match the process pool's byte for byte), else it is written under a temporary folder
+at its relative path. A task hands its
 job to a warm worker owned by the Ray worker process that runs it (`WorkerProcess`, started on the
 first task and kept for the next ones), so models still run in forked sandboxes with their limits.
 Results stream back to the driver, which stores each as it arrives: resume works across backends.
@@ -27,30 +28,40 @@ from .forked import Outcome
 _WORKER = None  # the warm worker of this Ray worker process
 
 
-def _materialize(job: dict[str, Any], source: bytes, sha: str) -> dict[str, Any]:
-    path = Path(job["path"])
-    full = path if path.is_absolute() else Path(job["cwd"]) / path
+def _materialize(job: dict[str, Any], files: list[tuple[bytes, str]]) -> dict[str, Any]:
+    """`job` with its model files (a problem job: one per workload) used in place when the same
+    paths hold the same content, else written under one temporary folder at their relative paths."""
+    paths = [Path(p) for p in job.get("paths") or [job["path"]]]
+    fulls = [p if p.is_absolute() else Path(job["cwd"]) / p for p in paths]
     try:
-        if full.is_file() and hashlib.sha256(full.read_bytes()).hexdigest() == sha:
+        if all(f.is_file() and hashlib.sha256(f.read_bytes()).hexdigest() == sha
+               for f, (_, sha) in zip(fulls, files, strict=True)):
             return job
     except OSError:
         pass
     root = Path(tempfile.mkdtemp(prefix="solar-bench-ray-"))
-    rel = Path(*[p for p in path.parts if p not in ("/", "..")])
-    (root / rel).parent.mkdir(parents=True, exist_ok=True)
-    (root / rel).write_bytes(source)
-    return {**job, "path": str(rel), "cwd": str(root), "log": None}
+    rels = [Path(*[q for q in p.parts if q not in ("/", "..")]) for p in paths]
+    for rel, (source, _) in zip(rels, files, strict=True):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(source)
+    out = {**job, "path": str(rels[0]), "cwd": str(root), "log": None}
+    if "paths" in job:
+        out.update(paths=[str(r) for r in rels], logs=None)
+    return out
 
 
-def ray_task(job: dict[str, Any], source: bytes, sha: str, init: dict[str, Any]) -> Outcome:
-    """Runs on a Ray worker: the job in a fork of this process's warm worker."""
+def ray_task(job: dict[str, Any], files: list[tuple[bytes, str]], init: dict[str, Any]) -> Outcome:
+    """Runs on a Ray worker: the job in a fork of this process's warm worker. `files`: the content
+    and sha256 of each of its model files."""
     global _WORKER
     from .timing import env_for_device
     from .worker import WorkerProcess
 
-    job = _materialize(job, source, sha)
+    job = _materialize(job, files)
     if job.get("log") and not Path(job["log"]).parent.is_dir():
         job["log"] = None
+    if job.get("logs") and not all(Path(p).parent.is_dir() for p in job["logs"]):
+        job["logs"] = None
     job["env"] = {**(job.get("env") or {}), **env_for_device()}
     if _WORKER is None or _WORKER.proc.poll() is not None:
         _WORKER = WorkerProcess(init, os.devnull)
@@ -96,11 +107,12 @@ class RayPool:
         return 1 if dev == "cuda" or self.ray.cluster_resources().get("GPU", 0) > 0 else 0
 
     def _submit(self, job: dict[str, Any]) -> None:
-        u = job["unit"]
-        full = Path(u.path) if os.path.isabs(u.path) else Path(u.cwd) / u.path
-        source = full.read_bytes()
+        files = []
+        for u in job.get("units") or [job["unit"]]:
+            full = Path(u.path) if os.path.isabs(u.path) else Path(u.cwd) / u.path
+            files.append((full.read_bytes(), u.sha256))
         ref = self.task.options(num_cpus=1, num_gpus=self._gpus(job)).remote(
-            {k: v for k, v in job.items() if k != "unit"}, source, u.sha256, self.init
+            {k: v for k, v in job.items() if k not in ("unit", "units")}, files, self.init
         )
         self.pending[ref] = job
 

@@ -3,8 +3,9 @@ pipeline once on a tiny built-in model (dynamo and torch.export initialised, eve
 then runs each job in a fork of itself (`forked.run_forked`), so a model costs only its own work.
 
 Protocol on stdin/stdout (length-prefixed pickles; the worker's own stdout and stderr go to its log):
-main -> worker: the init dict, then jobs `{"id", "kind": "bounds"|"measure", "path", "cwd", "config",
-"timeout_s", "memory_gb", "threads", "log", "env"}`; worker -> main: `("ready", info)` or
+main -> worker: the init dict, then jobs `{"id", "kind": "bounds"|"measure"|"problem", "path", "cwd",
+"config", "timeout_s", "memory_gb", "threads", "log", "env"}` (a problem job also has "paths" and
+"logs": its workloads, `problems.py`); worker -> main: `("ready", info)` or
 `("failed", message)`, then per job `("started", id, fork_pid)` and `("done", id, Outcome)`.
 
 The worker stays single-threaded in torch (`set_num_threads(1)`): a fork of a process whose
@@ -110,12 +111,16 @@ def warm_up(init: dict[str, Any]) -> dict[str, Any]:
 def run_job(job: dict[str, Any], out_fd: int):
     from .forked import run_forked
     from .jobs import bounds_job
+    from .problems import problem_job
     from .timing import measure_job
 
-    fn = {"bounds": bounds_job, "measure": measure_job}[job["kind"]]
+    if job["kind"] == "problem":  # a problem's workloads, translated together (bench/problems.py)
+        fn, args = problem_job, (job["paths"], job["config"], job.get("logs"))
+    else:
+        fn, args = {"bounds": bounds_job, "measure": measure_job}[job["kind"]], (job["path"], job["config"])
     return run_forked(
         fn,
-        (job["path"], job["config"]),
+        args,
         timeout_s=job["timeout_s"],
         memory_gb=job["memory_gb"],
         threads=job.get("threads", 0),

@@ -24,7 +24,9 @@ BatchJob = Callable[[list[str], FrontendOptions], list[Any]]
 # them translates every one that misses in one sandboxed child, so the child's start-up, the
 # framework's import and its capture warm-up (dynamo, torch.export: ~90% of a small workload's
 # cost) are paid once; each further workload costs only its own capture at its shapes, translation
-# and validation. Results wait in `_BATCH_DONE` (and the cache) for their turn.
+# and, when it is another workload's program at other sizes, no validation of its own. With
+# `sandboxed=true` (a solar-bench fork, warm already) the batch runs in this process, under the
+# caller's limits. Results wait in `_BATCH_DONE` (and the cache) for their turn.
 _BATCH: list[str] = []
 _BATCH_DONE: dict[str, Translation | SolarError] = {}
 
@@ -48,8 +50,8 @@ def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key
     `extra_timeout` seconds more than `options.timeout`: time the job spends waiting on others, such
     as LLM requests), or in this process when `options.sandboxed` says the caller isolates it.
     `label` names the framework in the progress line. Inside `translation_batch`, a path of the
-    batch is translated with the batch's other misses in one child by `batch_job` (`key_of`: their
-    cache keys)."""
+    batch is translated with the batch's other misses by `batch_job` (`key_of`: their cache keys),
+    in one child, or in this process when sandboxed."""
     from solar_compiler import progress
     from solar_compiler.frontends.cache import cache_load, cache_store
     from solar_compiler.frontends.sandbox import SandboxError, run_in_child, run_in_process
@@ -66,7 +68,7 @@ def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key
             progress.phase("translate", f"{path}: cached translation (--no-cache translates again)")
             hit.notes.append("translation cache hit")
             return hit
-    if path in _BATCH and key_of is not None and batch_job is not None and not options.sandboxed:
+    if path in _BATCH and key_of is not None and batch_job is not None:
         done = _translate_batch(batch_job, path, options, key_of, extra_timeout, label)
         if done is not None:
             return done
@@ -90,23 +92,32 @@ def translate_cached(job: Job | ByName, path: str, options: FrontendOptions, key
 
 def _translate_batch(job: BatchJob, path: str, options: FrontendOptions, key_of: Callable[[str], str],
                      extra_timeout: float, label: str) -> Translation | None:
-    """Translate `path` and the batch's other paths that miss the cache in one sandboxed child;
-    returns `path`'s translation (or raises its error), the others wait in `_BATCH_DONE`. None when
-    the batch's child itself failed (a crash, the time or memory limit of the whole batch): the
-    caller then translates `path` alone, and so does each later path, with its own limits, so a
-    failure is reported against the workload that caused it."""
+    """Translate `path` and the batch's other paths that miss the cache in one sandboxed child (in
+    this process when `options.sandboxed`: the caller's fork is the sandbox, and its warm imports
+    are what a fresh child would lose); returns `path`'s translation (or raises its error), the
+    others wait in `_BATCH_DONE`. None when the batch itself failed (a crash, the time or memory
+    limit of the whole batch, an exception that is no diagnostic): the caller then translates
+    `path` alone, and so does each later path, so a failure is reported against the workload that
+    caused it."""
     from solar_compiler import progress
     from solar_compiler.frontends.cache import cache_load, cache_store
-    from solar_compiler.frontends.sandbox import SandboxError, run_in_child
+    from solar_compiler.frontends.sandbox import SandboxError, run_in_child, run_in_process
+    from solar_compiler.gc_policy import user_code_gc
 
     keys = {p: key_of(p) for p in _BATCH}
     todo = [p for p in _BATCH if p == path or options.no_cache or cache_load(keys[p]) is None]
     todo = [path] + [p for p in todo if p != path]
-    progress.phase("frontend", f"{path}: {label}, {len(todo)} workloads in one sandboxed child")
+    where = "in this process" if options.sandboxed else "in one sandboxed child"
+    progress.phase("frontend", f"{path}: {label}, {len(todo)} workloads {where}")
     try:
-        results = run_in_child(job, todo, options,
-                               timeout_s=(options.timeout + extra_timeout) * len(todo),
-                               memory_limit_gb=options.memory_gb, user_file=path)
+        if options.sandboxed:  # the caller's sandbox holds the whole batch: its limits apply
+            with user_code_gc():
+                results = run_in_process(job, todo, options, memory_limit_gb=options.memory_gb,
+                                         user_file=path)
+        else:
+            results = run_in_child(job, todo, options,
+                                   timeout_s=(options.timeout + extra_timeout) * len(todo),
+                                   memory_limit_gb=options.memory_gb, user_file=path)
     except SandboxError:
         _BATCH[:] = []
         return None
