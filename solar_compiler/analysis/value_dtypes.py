@@ -79,7 +79,7 @@ HOLDS: dict[str, frozenset[str]] = {
 # Narrowest first; among equal widths integer before float (an exact i8 product is the cheapest). fp4
 # comes after the 8-bit integers so that a literal such as 2.0 stays i8 (joined with an i8 operand, an
 # integer product), as before fp4 existed; an e2m1 value that is no integer (0.5) is fp4.
-_ORDER = ("bool", "i8", "u8", "f4e2m1", "f8e4m3", "f8e5m2", "bf16", "f16", "i16", "u16", "i32", "f32", "i64",
+ORDER = ("bool", "i8", "u8", "f4e2m1", "f8e4m3", "f8e5m2", "bf16", "f16", "i16", "u16", "i32", "f32", "i64",
           "f64")
 
 _NARROW = frozenset({"bool", "i8", "u8", "f4e2m1", "f8e4m3", "f8e5m2"})  # no value analysis can narrow these
@@ -99,7 +99,7 @@ def widens(src: str, dst: str) -> bool:
 def join(dtypes: Iterable[str]) -> str:
     """The narrowest dtype that holds every value of each of `dtypes` (bool for none)."""
     ds = set(dtypes)
-    for d in _ORDER:
+    for d in ORDER:
         if all(d in HOLDS[x] for x in ds):
             return d
     return "f64" if all("f64" in HOLDS[x] for x in ds) else max(ds, key=lambda x: DTYPES[x])
@@ -110,13 +110,13 @@ def const_dtype(value: float | int | bool, declared: str) -> str:
     v = float(value)
     if math.isnan(v):
         return declared
-    for d in _ORDER:
-        if declared in HOLDS[d] and _represents(d, v):
+    for d in ORDER:
+        if declared in HOLDS[d] and represents(d, v):
             return d
     return declared
 
 
-def _represents(d: str, v: float) -> bool:
+def represents(d: str, v: float) -> bool:
     if d == "bool":
         return v in (0.0, 1.0) and not (v == 0.0 and math.copysign(1.0, v) < 0)
     if d in INT_DTYPES:
@@ -219,8 +219,8 @@ class ValueDtypes:
         declared = type_dtype(v.type)
         if declared == "bool":
             return declared
-        order = [d for d in _ORDER if widens(d, declared)]
-        found = narrowest(self.sets.of(node, v), order, _represents) or \
+        order = [d for d in ORDER if widens(d, declared)]
+        found = narrowest(self.sets.of(node, v), order, represents) or \
             narrowest_range(self.sets.integral(node, v), order)
         return found or declared
 
