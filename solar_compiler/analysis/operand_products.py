@@ -123,8 +123,8 @@ def product_dtype(node: NodeOp, factors: Sequence[SSAValue], values: ValueDtypes
     if found is not None:
         return found
     ranges = []
-    for f, d in zip(factors, dts, strict=True):
-        r = values.sets.integral(node, f)
+    for f, d, vs in zip(factors, dts, sets, strict=True):
+        r = _set_range(vs) or values.sets.integral(node, f)
         ranges.append(r if r is not None and holds_range(d, r) else dtype_range(d))
     found = narrowest_range(product_range(ranges, dtype), ORDER)
     if found is not None:
@@ -136,6 +136,13 @@ def product_dtype(node: NodeOp, factors: Sequence[SSAValue], values: ValueDtypes
         if kept in FLOAT_DTYPES:
             return kept
     return join(dts)
+
+
+def _set_range(vs: frozenset[float] | None) -> tuple[float, float] | None:
+    """The range of a known set of integers (None: unknown, or a value that is no finite integer)."""
+    if not vs or not all(math.isfinite(v) and v == int(v) for v in vs):
+        return None
+    return min(vs), max(vs)
 
 
 def exact_in(d: str, v: float) -> bool:
