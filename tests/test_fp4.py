@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from solar_compiler.analysis.bounds import graph_bounds
 from solar_compiler.analysis.costs import contraction_dtype
 from solar_compiler.analysis.value_dtypes import ValueDtypes
 from solar_compiler.dialects.graph_convert import lift_kernel
@@ -25,6 +26,7 @@ from solar_compiler.loopir.ast import typecheck
 from solar_compiler.loopir.rules import nbytes, reduction_identity
 from solar_compiler.text.parser import parse_kernel
 from solar_compiler.text.printer import print_kernel
+from solar_compiler.transforms.kernels import kernel_costs
 
 DATA = Path(__file__).resolve().parent / "data" / "solexec"
 
@@ -264,3 +266,157 @@ def test_value_sets_see_through_arithmetic_on_codes(sign: str, operand: str, pai
     v = operand_factors(stored_value(n))[0]
     assert vd.stored(n, v, reduced_dims(n)) == operand
     assert contraction_dtype(n, vd) == pair
+
+
+# ---- NVFP4 as vLLM's reference writes it: a sign factor, a bf16 cast of the dequantised values ----------
+SIZE = 8192  # large enough that the GEMM, not the DRAM term (C in f32, codes a byte each), bounds it
+GEMM_FLOPS = 2 * SIZE**3  # 1,099,511,627,776
+FP4_S = GEMM_FLOPS / 9e15  # B200 FP4 dense: 122.17 us
+
+
+def _b200(text: str) -> tuple[str, float, float]:
+    """The contraction's dtype, and the fused bound and its matrix term on B200."""
+    g = kernel_costs(parse_kernel(text, "t.loop"))
+    b = graph_bounds(g, load_target("B200"))
+    return g.ops[-1].matrix_dtype, b.fused_s, b.fused_matrix_s
+
+
+def _signed(code: str, scale: str) -> str:
+    """`t8[code & 7] * where(code & 8, -1, 1) * scale[k // 16]` for A (i) and B (j), the factors in the
+    contraction's own body, as the catalogue's reordered trees fold vLLM's `break_fp4_bytes` in."""
+    def side(x: str, s: str, i: str) -> str:
+        c = f"{x}[{i}, k]"
+        return f"f32(T[i64({c} and 7)]) * (-1.0 if bool({c} and 8) else 1.0) * {scale.format(s=s, i=i)}"
+    return f"""kernel k(A: u8[{SIZE}, {SIZE}] input, SA: f8e4m3[{SIZE}, {SIZE // 16}] input, \
+B: u8[{SIZE}, {SIZE}] input, SB: f8e4m3[{SIZE}, {SIZE // 16}] input, T: f4e2m1[8] weight, \
+C: f32[{SIZE}, {SIZE}] output):
+    for i in range({SIZE}):
+        for j in range({SIZE}):
+            C[i, j] = 0.0
+            for k in range({SIZE}):
+                C[i, j] += {side("A", "SA", "i")} * {side("B", "SB", "j")}
+"""
+
+
+def test_where_sign_times_table_value_is_fp4() -> None:
+    """A {-1, 1} sign (an i8 value) times an e2m1 magnitude (no integer) joins to bf16, yet each
+    product is an e2m1 value: the operand is priced by its product (operand_products.py), so the GEMM
+    runs at FP4, 2 * 8192^3 / 9 PFLOP/s = 122.17 us (was 488.67 at BF16)."""
+    dtype, fused_s, matrix_s = _b200(_signed("", "f32({s}[{i}, k // 16])"))
+    assert dtype == "f4e2m1"
+    assert fused_s == pytest.approx(FP4_S, rel=1e-12) and matrix_s == fused_s
+
+
+def _cast(levels: int, scale: str = "f32(SA[i, k // 16])", dtype: str = "bf16") -> str:
+    """`(table[code] * scale[k // 16]).to(dtype)` as A's operand: in one writer (`levels` 1) or, as
+    vLLM's `dequantize_to_dtype` is captured, the product in one local and its cast in the next."""
+    prod = f"f32(T[i64(A[i, k])]) * {scale}"
+    head = f"""kernel k(A: u8[{SIZE}, {SIZE}] input, SA: f8e4m3[{SIZE}, {SIZE // 16}] input, \
+X: f32[{SIZE}, {SIZE}] input, B: bf16[{SIZE}, {SIZE}] input, T: f4e2m1[16] weight, \
+C: f32[{SIZE}, {SIZE}] output):
+    local P: f32[{SIZE}, {SIZE}]
+    local D: {dtype}[{SIZE}, {SIZE}]
+"""
+    if levels == 1:
+        body = f"""    for i in range({SIZE}):
+        for k in range({SIZE}):
+            D[i, k] = {dtype}({prod})
+"""
+    else:
+        body = f"""    for i in range({SIZE}):
+        for k in range({SIZE}):
+            P[i, k] = {prod}
+    for i in range({SIZE}):
+        for k in range({SIZE}):
+            D[i, k] = {dtype}(P[i, k])
+"""
+    return head + body + f"""    for i in range({SIZE}):
+        for j in range({SIZE}):
+            C[i, j] = 0.0
+            for k in range({SIZE}):
+                C[i, j] += f32(D[i, k]) * f32(B[j, k])
+"""
+
+
+@pytest.mark.parametrize("levels", [1, 2])
+def test_rounding_cast_of_block_scaled_fp4_is_looked_through(levels: int) -> None:
+    """bf16(e2m1 value * e4m3 scale[k // 16]) (each product exact in bf16: at most 6 significant bits)
+    with a bf16 B: the A operand is e2m1 (`value_dtypes.rounding_cast`), the pair e2m1 x bf16 is bf16
+    (priced at BF16 whatever A is). With e2m1 B too (below) the GEMM is FP4."""
+    dtype, _, _ = _b200(_cast(levels))
+    assert dtype == "bf16"
+    text = _cast(levels).replace(f"B: bf16[{SIZE}, {SIZE}]", f"B: u8[{SIZE}, {SIZE}]") \
+        .replace("f32(B[j, k])", "f32(T[i64(B[j, k])])")
+    dtype, fused_s, matrix_s = _b200(text)
+    assert dtype == "f4e2m1"
+    assert fused_s == pytest.approx(FP4_S, rel=1e-12) and matrix_s == fused_s
+
+
+@pytest.mark.parametrize(("scale", "dtype", "want"), [
+    ("f32(SA[i, k // 16]) / 3.0", "bf16", "f4e2m1"),  # a global scale folded in: the rounding is real
+    ("X[i, k // 16]", "f16", "f4e2m1"),              # an f32 scale per block, cast to f16
+    ("X[i, k]", "bf16", "bf16"),                     # a scale per element is data: bf16 as written
+])
+def test_rounding_cast_rules(scale: str, dtype: str, want: str) -> None:
+    text = _cast(2, scale, dtype).replace(f"B: bf16[{SIZE}, {SIZE}]", f"B: u8[{SIZE}, {SIZE}]") \
+        .replace("f32(B[j, k])", "f32(T[i64(B[j, k])])")
+    assert _b200(text)[0] == want
+
+
+def test_cast_of_a_wide_scaled_product_keeps_the_cast_dtype() -> None:
+    """bf16(x * s[k // 16]) on f32 x: the look-through finds f32 values under the scale, wider than
+    the cast's bf16, and keeps bf16 (it never prices above the value as written)."""
+    text = _cast(1, "X[i, k] * f32(SA[i, k // 16])").replace("f32(T[i64(A[i, k])]) * ", "")
+    assert _b200(text)[0] == "bf16"
+
+
+def _sign_times(dtype: str) -> str:
+    return f"""kernel k(A: {dtype}[{SIZE}, {SIZE}] input, S: bool[{SIZE}, {SIZE}] input, \
+B: {dtype}[{SIZE}, {SIZE}] input, C: f32[{SIZE}, {SIZE}] output):
+    for i in range({SIZE}):
+        for j in range({SIZE}):
+            C[i, j] = 0.0
+            for k in range({SIZE}):
+                C[i, j] += f32(A[i, k]) * (-1.0 if S[i, k] else 1.0) * f32(B[k, j])
+"""
+
+
+@pytest.mark.parametrize(("dtype", "want"), [
+    # -128 * -1 = 128 is no int8 value: A's products lie in [-128, 128], which bf16 holds (to 256)
+    ("i8", "bf16"),
+    # every float format is symmetric about zero: a sign keeps an e4m3 value e4m3
+    ("f8e4m3", "f8e4m3"),
+    ("bf16", "bf16"),
+])
+def test_sign_factor_keeps_only_symmetric_formats(dtype: str, want: str) -> None:
+    assert _b200(_sign_times(dtype))[0] == want
+
+
+def test_product_of_two_fp4_values_is_fp8() -> None:
+    """Two e2m1 table entries multiplied into one operand (1.5 * 1.5 = 2.25: 4 significant bits) are
+    e4m3 values, not e2m1 ones; B's stay e2m1, which e4m3 holds: FP8, 244.34 us."""
+    text = _signed("", "f32({s}[{i}, k // 16])").replace("(-1.0 if bool(A[i, k] and 8) else 1.0)",
+                                                        "f32(T[i64(A[i, k] // 16)])")
+    dtype, fused_s, _ = _b200(text)
+    assert dtype == "f8e4m3"
+    assert fused_s == pytest.approx(GEMM_FLOPS / 4.5e15, rel=1e-12)
+
+
+def test_nvfp4_gemm_vllm_problem(monkeypatch, tmp_path: Path) -> None:
+    """vLLM's reference (`nvfp4_gemm_vllm`, M = 32, N = K = 64): the sign as `torch.where(signs, -1.0,
+    1.0)` times `kE2M1ToFloat[abs]`, the e4m3 scales divided by a global scale, the dequantised
+    operands cast to bf16 before `torch.matmul`. The GEMM is FP4 (a sign keeps e2m1 values e2m1; the
+    bf16 cast of a block-scaled e2m1 product is looked through): 2*32*64*64 = 262,144 FLOPs at 9
+    PFLOP/s, 29.1 ps (116.5 at BF16 before). Stored bytes: A 1,024, B 2,048, scales 128 + 256, C
+    4,096, the one 8-entry table both decodes share 1 under `--indirect min`. At M = 1024, N = K =
+    4096 (SOL-ExecBench's nvfp4_scaled_mm workload) the bound is 34.36 GFLOPs / 9 PFLOP/s = 3.818 us,
+    where it printed 15.271 us at BF16."""
+    argv = [str(DATA / "nvfp4_gemm_vllm"), "--roofline", "fused", "--hw", "B200", "--indirect", "min"]
+    (r,) = _json_runs(argv, monkeypatch, tmp_path)
+    assert r["validation"]["validated"], r["validation"]
+    flops = 2 * 32 * 64 * 64
+    assert [o["matrix_dtype"] for o in r["ops"] if o["matrix_dtype"]] == ["f4e2m1"]
+    assert r["totals"]["flops_matrix"] == flops
+    assert r["totals"]["bytes_fused"] == 32 * 32 + 64 * 32 + 32 * 4 + 64 * 4 + 2 * 32 * 64 + 1
+    rate = load_target("B200").matrix["fp4"].value  # 9 PFLOP/s
+    assert math.isclose(r["bounds"]["B200"]["fused_terms_s"]["matrix"], flops / rate, rel_tol=1e-9)

@@ -73,6 +73,7 @@ from solar_compiler.analysis.distinct import (
 from solar_compiler.analysis.distinct_keys import key_floor
 from solar_compiler.analysis.fast_conv import fast_conv_flops
 from solar_compiler.analysis.graphs import module_graphs, node_ops
+from solar_compiler.analysis.operand_products import operand_pair
 from solar_compiler.analysis.poly_expand import POLY, GraphTables, expand
 from solar_compiler.analysis.polyhedral import (
     Constraint,
@@ -577,8 +578,12 @@ def contraction_dtype(node: NodeOp, values: ValueDtypes | None = None) -> str | 
     data = [f for f in dep if not is_block_scale(node, f, reduced)]
     if len(data) > 2:
         # more factors than the unit's two operands (an elementwise multiply folded into the tree by the
-        # catalogue): the rest are multiplied into an operand, whose values then need the widest
-        # factor's dtype; their join holds every factor (low, never high, when narrow products round)
+        # catalogue): each operand is the product of the factors on its side, priced at the narrowest
+        # dtype holding each product (`operand_products.py`: a sign times an e2m1 value is e2m1); factors
+        # that do not split into two operands keep the join, which holds every factor
+        pair = operand_pair(node, data, values or ValueDtypes(None), reduced)
+        if pair is not None:
+            return pair_dtype(pair)
         return join(_value_dtype(node, f, values, reduced) for f in data)
     return pair_dtype(_value_dtype(node, f, values, reduced) for f in (data if len(data) >= 2 else dep)[:2])
 

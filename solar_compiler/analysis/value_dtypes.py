@@ -27,6 +27,11 @@ flip operands; a literal holds in the narrowest dtype that represents it (0 and 
 other operation (arithmetic, `+=` accumulation, transcendental functions, a narrowing or lossy
 cast, an index value) produces values of its own declared dtype.
 
+A contraction factor may also be priced through block scales (`is_block_scale`, `ValueDtypes.stored`):
+a writer that stores `code * scale[k // 16]` holds the codes' dtype for the contraction, and so does
+a rounding cast of such a product to a 16-bit or wider float (`rounding_cast`: vLLM's dequantised
+NVFP4 operands, `(values * scale).to(torch.bfloat16)`), followed through copies and reshapes.
+
 Getting this wrong in the narrow direction only lowers a bound; in the wide direction it prices a
 contraction at a slower unit than a legal implementation uses, which is the error a bound must
 never make (issue 9, item 1). The rules are exact in both directions for the cases above.
@@ -55,7 +60,7 @@ from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.value_sets import ValueSets, narrowest, narrowest_range
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, NodeOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, ConstOp, SelectOp, UnaryOp, type_dtype
-from solar_compiler.loopir.rules import DTYPES, E2M1_VALUES, INT_DTYPES, int_range
+from solar_compiler.loopir.rules import DTYPES, E2M1_VALUES, FLOAT_DTYPES, INT_DTYPES, int_range
 
 #: dtype -> the dtypes that represent EVERY value of it exactly (itself included). bf16 and f16 hold
 #: every f8 value (e4m3: 4-bit exponent, 3-bit mantissa; e5m2 is a truncated f16); f16 holds integers
@@ -79,7 +84,7 @@ HOLDS: dict[str, frozenset[str]] = {
 # Narrowest first; among equal widths integer before float (an exact i8 product is the cheapest). fp4
 # comes after the 8-bit integers so that a literal such as 2.0 stays i8 (joined with an i8 operand, an
 # integer product), as before fp4 existed; an e2m1 value that is no integer (0.5) is fp4.
-_ORDER = ("bool", "i8", "u8", "f4e2m1", "f8e4m3", "f8e5m2", "bf16", "f16", "i16", "u16", "i32", "f32", "i64",
+ORDER = ("bool", "i8", "u8", "f4e2m1", "f8e4m3", "f8e5m2", "bf16", "f16", "i16", "u16", "i32", "f32", "i64",
           "f64")
 
 _NARROW = frozenset({"bool", "i8", "u8", "f4e2m1", "f8e4m3", "f8e5m2"})  # no value analysis can narrow these
@@ -99,7 +104,7 @@ def widens(src: str, dst: str) -> bool:
 def join(dtypes: Iterable[str]) -> str:
     """The narrowest dtype that holds every value of each of `dtypes` (bool for none)."""
     ds = set(dtypes)
-    for d in _ORDER:
+    for d in ORDER:
         if all(d in HOLDS[x] for x in ds):
             return d
     return "f64" if all("f64" in HOLDS[x] for x in ds) else max(ds, key=lambda x: DTYPES[x])
@@ -110,13 +115,13 @@ def const_dtype(value: float | int | bool, declared: str) -> str:
     v = float(value)
     if math.isnan(v):
         return declared
-    for d in _ORDER:
-        if declared in HOLDS[d] and _represents(d, v):
+    for d in ORDER:
+        if declared in HOLDS[d] and represents(d, v):
             return d
     return declared
 
 
-def _represents(d: str, v: float) -> bool:
+def represents(d: str, v: float) -> bool:
     if d == "bool":
         return v in (0.0, 1.0) and not (v == 0.0 and math.copysign(1.0, v) < 0)
     if d in INT_DTYPES:
@@ -219,8 +224,8 @@ class ValueDtypes:
         declared = type_dtype(v.type)
         if declared == "bool":
             return declared
-        order = [d for d in _ORDER if widens(d, declared)]
-        found = narrowest(self.sets.of(node, v), order, _represents) or \
+        order = [d for d in ORDER if widens(d, declared)]
+        found = narrowest(self.sets.of(node, v), order, represents) or \
             narrowest_range(self.sets.integral(node, v), order)
         return found or declared
 
@@ -249,23 +254,33 @@ class ValueDtypes:
     def stored(self, node: NodeOp, v: SSAValue, reduced: frozenset[int]) -> str:
         """The dtype a contraction factor `v` of `node` may be priced at: `of`, looking also through
         block scales (`is_block_scale`) applied in the nodes that wrote a local it reads, as
-        `(a.float() * 2.0) @ b.float()` and dequantised fp8 operands are written."""
-        if isinstance(v, BlockArgument) and self.roles.get(node.input_names[v.index]) == "local":
-            found = self._scaled_writers(node, v.index, reduced)
-            if found is not None:
-                return found
+        `(a.float() * 2.0) @ b.float()` and dequantised fp8 operands are written, and through a
+        rounding cast of such a product (`rounding_cast`)."""
+        x = _uncast(v)
+        if isinstance(x, BlockArgument) and self.roles.get(node.input_names[x.index]) == "local":
+            rmap = node.get_indexing_maps().data[x.index].data
+            if reduced & set().union(*(st.dims_of(r) for r in rmap.results)):
+                found = self._scaled_local(node, x.index, tuple(rmap.results), reduced,
+                                           node.get_static_loop_ranges(), 0)
+                if found is not None and x is v:
+                    return found[0]
+                if found is not None and found[1]:
+                    return _capped(found[0], self.of(node, v))
         return self.of(node, v)
 
-    def _scaled_writers(self, node: NodeOp, arg: int, reduced: frozenset[int]) -> str | None:
-        """The join over the writers that can reach input `arg` of `node` of the dtype of their one
-        data factor, when each stores (`=`) a product of it with block scales; else None."""
-        t = node.input_names[arg]
-        rmap = node.get_indexing_maps().data[arg].data
-        if not reduced & set().union(*(st.dims_of(r) for r in rmap.results)):
-            return None
-        seen = _read_region(node, t, rmap)
+    def _scaled_local(self, reader: NodeOp, arg: int, at: tuple[AffineExpr, ...], reduced: frozenset[int],
+                      extents: Sequence[int], depth: int) -> tuple[str, bool] | None:
+        """What input `arg` of `reader` (a local, read at `at` in the contraction's dims) holds once
+        block scales are set aside: the join over the writers that can reach the read of their one
+        data factor's dtype, each a product of it with block scales (`=`), possibly under rounding
+        casts, or a copy of such a product (followed through locals up to `_DEPTH` writers deep);
+        with whether every writer's value had a scale set aside. None when a writer stores anything
+        else."""
+        t = reader.input_names[arg]
+        seen = _read_region(reader, t, reader.get_indexing_maps().data[arg].data)
         out: list[str] = []
-        for w in self._reaching(node, t, node.ins[arg]):
+        scaled = True
+        for w in self._reaching(reader, t, reader.ins[arg]):
             if seen is not None and not _meets(w, seen):
                 continue
             if w.init:  # a literal stored: no data factor
@@ -275,14 +290,48 @@ class ValueDtypes:
             if w.kind != "=" or w.node.dynamic_positions or len(names) != len(wmap.results) \
                     or len(set(names)) != len(names):
                 return None
-            env = dict(zip(names, rmap.results, strict=True))
-            parts = scale_factors(st.stored_value(w.node))
-            data = [(f, divides) for f, divides in parts
-                    if not is_block_scale(w.node, f, reduced, env, node.get_static_loop_ranges())]
-            if len(data) != 1 or data[0][1]:
+            got = self._scaled_value(w.node, dict(zip(names, at, strict=True)), reduced, extents, depth)
+            if got is None:
                 return None
-            out.append(self.of(w.node, data[0][0]))
-        return join(out) if out else None
+            out.append(got[0])
+            scaled = scaled and got[1]
+        return (join(out), scaled) if out else None
+
+    def _scaled_value(self, w: NodeOp, env: dict[int, AffineExpr], reduced: frozenset[int],
+                      extents: Sequence[int], depth: int) -> tuple[str, bool] | None:
+        """`_scaled_local` for one writer `w` whose dims map to the contraction's by `env`: its stored
+        value, through rounding casts where a block scale is set aside beneath them (capped at the
+        cast's dtype, `_capped`), else as written."""
+        v = st.stored_value(w)
+        x = _uncast(v)
+        got = self._scaled_product(w, x, env, reduced, extents, depth)
+        if x is v:
+            return got
+        if got is not None and got[1]:
+            return _capped(got[0], self.of(w, v)), True
+        return self.of(w, v), False
+
+    def _scaled_product(self, w: NodeOp, x: SSAValue, env: dict[int, AffineExpr], reduced: frozenset[int],
+                        extents: Sequence[int], depth: int) -> tuple[str, bool] | None:
+        """The dtype of the one data factor of product `x` in writer `w`, and whether a block scale was
+        set aside; a factor that reads a local is followed to its writers when they set one aside."""
+        parts = scale_factors(x)
+        data = [(f, divides) for f, divides in parts if not is_block_scale(w, f, reduced, env, extents)]
+        if len(data) != 1 or data[0][1]:
+            return None
+        f = data[0][0]
+        n = w.get_num_loops()
+        if isinstance(f, BlockArgument) and self.roles.get(w.input_names[f.index]) == "local" \
+                and depth < _DEPTH and all(d in env for d in range(n)):
+            subs = [env[d] for d in range(n)]
+            fmap = w.get_indexing_maps().data[f.index].data
+            at = tuple(r.replace_dims_and_symbols(subs, []) for r in fmap.results)
+            deeper = self._scaled_local(w, f.index, at, reduced, extents, depth + 1)
+            if deeper is not None and deeper[1]:
+                return deeper
+        if len(data) < len(parts):
+            return self.of(w, f), True
+        return self.of(w, x), False
 
     def _read(self, node: NodeOp, tensor: str, value: SSAValue | None, amap: object, declared: str,
               gather: object = None) -> str:
@@ -356,6 +405,47 @@ def _literal(o: ConstOp) -> float | int | bool:
 def _literal_attr(a: object) -> float | int:
     v = a.value.data  # type: ignore[attr-defined]
     return float(v) if isinstance(a, FloatAttr) else int(v)
+
+
+#: How many writers deep a block-scaled product is followed through copies and rounding casts.
+_DEPTH = 4
+#: The destinations of a rounding cast a block-scaled product is looked through (`rounding_cast`).
+_ROUNDED_TO = ("bf16", "f16", "f32", "f64")
+
+
+def rounding_cast(v: SSAValue) -> bool:
+    """Whether `v` is a float-to-float cast to a 16-bit or wider float, the cast a block-scaled product
+    of narrow values may be looked through (`vLLM`'s `(values * scale).to(torch.bfloat16)`).
+
+    The reference rounds each dequantised value `c * s` (an e2m1 code value times its block's scale)
+    and multiplies the rounded values, accumulating in f32. A kernel that multiplies the codes on the
+    matrix unit and applies `s` per block in the accumulator computes the same sum without that
+    rounding: its error is the accumulation's alone, so it is at least as accurate as the reference
+    against the exact sum the reference approximates, and within the contract of the destination
+    format (one rounding of relative size 2**-9 for bf16, per operand value). It is exactly the
+    reference when the rounding is the identity: an e2m1 value has at most 2 significant bits and an
+    e4m3 scale at most 4, so their product has at most 6, exact in bf16 (8) and f16 (11) wherever the
+    exponent fits (bf16: f32's range; f16: 2**-24 to 65504, which holds every e2m1 x e4m3 product,
+    2**-10 to 2688). A global f32 scale folded into `s` (`sf.float() / global_scale`) makes the
+    rounding real, and the kernel skips it. A cast to fp8 or fp4 is a requantisation, not looked
+    through: those formats hold fewer bits than such a product (e4m3: 4)."""
+    o = v.owner
+    return isinstance(o, CastOp) and type_dtype(o.x.type) in FLOAT_DTYPES and \
+        type_dtype(v.type) in _ROUNDED_TO
+
+
+def _uncast(v: SSAValue) -> SSAValue:
+    """`v` with its rounding casts (`rounding_cast`) stripped."""
+    while rounding_cast(v):
+        v = v.owner.x  # type: ignore[union-attr]
+    return v
+
+
+def _capped(through: str, plain: str) -> str:
+    """The dtype seen through a rounding cast where it is no wider than the cast's own (`plain`): a
+    product looked through whose data factor is wider (f32 values times a scale, cast to bf16) keeps
+    the cast's dtype, so the look-through never prices above the value as written."""
+    return through if widens(through, plain) else plain
 
 
 def _quasi(m: object) -> bool:

@@ -153,17 +153,17 @@ class ValueSets:
         if isinstance(v, BlockArgument):
             stored = self.writers(node, v.index)
             if stored is None:
-                return _dtype_range(dt)
+                return dtype_range(dt)
             out: Range = None
             for item in stored:
                 if item is None:
-                    return _dtype_range(dt)
+                    return dtype_range(dt)
                 w, s = item
                 got = _literal_range(float(s)) if isinstance(s, (int, float)) else self.integral(w, s)
                 if got is None:
-                    return _dtype_range(dt)
+                    return dtype_range(dt)
                 out = got if out is None else (min(out[0], got[0]), max(out[1], got[1]))
-            return _held_range(out, dt) if out is not None else _dtype_range(dt)
+            return _held_range(out, dt) if out is not None else dtype_range(dt)
         o = v.owner
         if isinstance(o, ConstOp):
             a = o.value
@@ -171,7 +171,7 @@ class ValueSets:
         if isinstance(o, CastOp):
             x = self.integral(node, o.x)
             if dt in INT_DTYPES:  # a float truncates to an integer
-                return _held_range(x, dt) or _dtype_range(dt)
+                return _held_range(x, dt) or dtype_range(dt)
             return _held_range(x, dt)
         if isinstance(o, UnaryOp):
             fn = o.fn.data
@@ -267,7 +267,7 @@ def _literal_range(v: float) -> Range:
     return (v, v) if math.isfinite(v) and v == int(v) else None
 
 
-def _dtype_range(dtype: str) -> Range:
+def dtype_range(dtype: str) -> Range:
     if dtype == "bool":
         return (0.0, 1.0)
     if dtype in INT_DTYPES:
@@ -313,6 +313,29 @@ def _union(a: Values, b: Values, dtype: str) -> Values:
     return a | b if len(a | b) <= LIMIT else None
 
 
+def product_values(sets: Iterable[Values], dtype: str) -> Values:
+    """Every product of one value from each of `sets`, as `dtype` computes it (None when one is unknown
+    or a step exceeds WORK or LIMIT): the values of an operand that multiplies several factors."""
+    out: Values = frozenset({1.0})
+    for s in sets:
+        if s is None or out is None or len(out) * len(s) > WORK:
+            return None
+        out = _in_dtype((a * b for a in out for b in s), dtype)
+    return out
+
+
+def product_range(ranges: Iterable[Range], dtype: str) -> Range:
+    """The range of a product of integer-valued factors as `dtype` computes it (None when one is
+    unknown, or the product wraps in an integer `dtype`)."""
+    out: Range = (1.0, 1.0)
+    for r in ranges:
+        if r is None or out is None:
+            return None
+        ends = [_times(x, y) for x in out for y in r]
+        out = _held_range((min(ends), max(ends)), dtype)
+    return out
+
+
 #: The greatest integer up to which each float dtype holds every integer exactly.
 _EXACT_INTEGERS = {"f4e2m1": 4, "f8e5m2": 8, "f8e4m3": 16, "bf16": 256, "f16": 2048,
                    "f32": 2 ** 24, "f64": 2 ** 53}
@@ -321,7 +344,7 @@ _EXACT_INTEGERS = {"f4e2m1": 4, "f8e5m2": 8, "f8e4m3": 16, "bf16": 256, "f16": 2
 def holds_range(dtype: str, r: tuple[float, float]) -> bool:
     """Whether `dtype` holds every integer of the (finite) range `r`."""
     if dtype == "bool" or dtype in INT_DTYPES:
-        lo, hi = _dtype_range(dtype)  # type: ignore[misc]
+        lo, hi = dtype_range(dtype)  # type: ignore[misc]
         return lo <= r[0] and r[1] <= hi
     top = _EXACT_INTEGERS.get(dtype)
     return top is not None and -top <= r[0] and r[1] <= top
