@@ -226,9 +226,9 @@ LOOP = "    for i in range(4):\n"
     # scalar operations and types
     (LOOP + "        C[i] = gelu(A[i])\n",
      "3:16: unknown scalar operation 'gelu' (known: abs, acos, acosh, asin, asinh, atan, atan2, atanh, "
-     "bf16, bool, ceil, cos, cosh, erf, exp, expm1, f16, f32, f4e2m1, f64, f8e4m3, f8e5m2, floor, i16, i32, "
-     "i64, i8, isnan, log, log1p, max, min, neg, not, pow, reciprocal, round, rsqrt, select, sigmoid, sign, "
-     "sin, sinh, sqrt, tanh, u16, u8, xor)"),
+     "bf16, bitcast, bool, ceil, cos, cosh, erf, exp, expm1, f16, f32, f4e2m1, f64, f8e4m3, f8e5m2, floor, "
+     "i16, i32, i64, i8, isnan, log, log1p, max, min, neg, not, pow, reciprocal, round, rsqrt, select, "
+     "sigmoid, sign, sin, sinh, sqrt, tanh, u16, u8, xor)"),
     (LOOP + "        C[i] = max(A[i])\n", "3:16: 'max' takes 2 arguments, got 1"),
     (LOOP + "        C[i] = exp(A[i], A[i])\n", "3:16: 'exp' takes 1 argument, got 2"),
     (LOOP + "        D[i, i] = A[i]\n", "3:9: type mismatch: 'D' is i32 but the value is f32"),
