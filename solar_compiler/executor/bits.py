@@ -4,7 +4,9 @@ The executor holds narrow floats in float32 arrays (`numeric.py`), so a value's 
 array element's: each dtype's pattern is rebuilt from its value. bf16 is the top half of the
 float32 pattern and f8e5m2 the top half of the float16 one (both are truncated formats); f8e4m3
 (the `fn` variant: no infinity, NaN at S.1111.111) is decoded from a table of its 256 codes and
-encoded by a search in it. Every pattern goes through the unsigned integer of its width.
+encoded by a search in it. Every pattern goes through the unsigned integer of its width. A NaN's
+payload is not kept (a float32 array holds the NaN, and a conversion quiets a signalling one): a NaN
+gives a NaN pattern, not always its own.
 """
 
 from __future__ import annotations
