@@ -12,6 +12,7 @@ from xdsl.ir import Operation, SSAValue
 
 from solar_compiler.dialects.loop import (
     BinaryOp,
+    BitcastOp,
     CastOp,
     CmpOp,
     ConstOp,
@@ -34,6 +35,7 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -125,6 +127,8 @@ def _expr_ops(e: SExpr, ops: list[Operation], leaf: ExprLeaf | None, memo: dict[
         op = SelectOp(c, a, sub(e.b))
     elif isinstance(e, Cast):
         op = CastOp(sub(e.x), e.typed())
+    elif isinstance(e, Bitcast):
+        op = BitcastOp(sub(e.x), e.typed())
     else:
         raise LoopIRError(f"unknown expression node {e!r}")
     ops.append(op)
@@ -214,4 +218,6 @@ def _value_expr(v: SSAValue, memo: dict[SSAValue, SExpr], leaf: ValueLeaf | None
         return Select(sub(o.cond), sub(o.a), sub(o.b), dt)
     if isinstance(o, CastOp):
         return Cast(sub(o.x), dt)
+    if isinstance(o, BitcastOp):
+        return Bitcast(sub(o.x), dt)
     raise LoopIRError(f"value not produced by a loop scalar op: {o}")

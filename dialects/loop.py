@@ -84,6 +84,7 @@ from solar_compiler.loopir.ast import (
 from solar_compiler.loopir.rules import (
     RuleError,
     binary_result,
+    bitcast_result,
     cast_result,
     cmp_result,
     index_dtype,
@@ -853,6 +854,27 @@ class CastOp(_ScalarOp):
         checked_rule(cast_result, type_dtype(self.x.type), type_dtype(self.result.type))
 
 
+@irdl_op_definition
+class BitcastOp(_ScalarOp):
+    """The bits of `x` read as a dtype of the same width (MLIR's `arith.bitcast`; torch's
+    `x.view(torch.int32)` of floats, how torchao's MX quantisation extracts an exponent). A separate
+    op, not a `loop.cast` kind: every analysis that looks through a cast as keeping values (the
+    dtype a contraction is priced at, product factors, value sets) must not look through this one.
+    A register reinterpretation, no instruction: it costs 0 FLOPs, as a cast does."""
+
+    name = "loop.bitcast"
+    x = operand_def()
+    result = result_def()
+    traits = traits_def(InScalarBody())
+    assembly_format = "$x attr-dict `:` type($x) `->` type($result)"
+
+    def __init__(self, x: SSAValue, dtype: str):
+        super().__init__(operands=[x], result_types=[dtype_type(dtype)])
+
+    def verify_(self) -> None:
+        checked_rule(bitcast_result, type_dtype(self.x.type), type_dtype(self.result.type))
+
+
 def checked_rule(rule: object, *args: str) -> str:
     """The result dtype a `rules.py` check gives, or a verification error with its message."""
     try:
@@ -882,5 +904,5 @@ class YieldOp(LocatedOp):
 
 
 Loop = Dialect("loop", [KernelOp, TensorOp, ForOp, IfOp, StmtOp, ReadOp, IndexOp, ConstOp, UnaryOp,
-                        BinaryOp, CmpOp, SelectOp, CastOp, YieldOp],
+                        BinaryOp, CmpOp, SelectOp, CastOp, BitcastOp, YieldOp],
                [OriginAttr, TracedAttr])

@@ -19,6 +19,7 @@ from solar_compiler.loopir.ast import (
     REDUCTIONS,
     Assign,
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -105,7 +106,7 @@ def _expr_variants(e: SExpr) -> Iterator[tuple[str, SExpr]]:
             if isinstance(i, SExpr):
                 for desc, v in _expr_variants(i):
                     yield desc, replace(e, indices=e.indices[:d] + (v,) + e.indices[d + 1:])
-    elif isinstance(e, Unary | Cast):
+    elif isinstance(e, Unary | Cast | Bitcast):
         for desc, v in _expr_variants(e.x):
             yield desc, replace(e, x=v)
     elif isinstance(e, Binary | Cmp):

@@ -9,6 +9,7 @@ f32 values are held in float64, which tells an executor error from the program's
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Mapping
 
 import numpy as np
@@ -18,6 +19,7 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -115,4 +117,42 @@ def _eval(e: SExpr, env: dict[str, int], tensors: dict, storage: dict) -> np.gen
         if st.kind == "f":
             return quantize(np.asarray(x, dtype=st), e.dtype)[()]
         return st.type(math.trunc(x) if isinstance(x, np.floating) and math.isfinite(x) else x)
+    if isinstance(e, Bitcast):
+        return st.type(_from_bytes(_to_bytes(_eval(e.x, env, tensors, storage), e.x.dtype), e.dtype))
     raise LoopIRError(f"unknown node {e!r}")
+
+
+# ---- bit casts: the bytes of one value, little-endian, through `struct` -----------------------------
+_STRUCT = {"f64": "<d", "f32": "<f", "f16": "<e", "i64": "<q", "i32": "<i", "i16": "<h", "u16": "<H",
+           "i8": "<b", "u8": "<B"}
+
+
+def _e4m3(code: int) -> float:
+    """The value of an e4m3fn code, from its fields: 1 sign, 4 exponent (bias 7), 3 mantissa bits."""
+    e, m = (code >> 3) & 15, code & 7
+    if e == 15 and m == 7:
+        return math.nan
+    mag = m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+    return -mag if code & 128 else mag
+
+
+def _to_bytes(x: float | int, dtype: str) -> bytes:
+    if dtype == "bf16":  # the top half of the f32 pattern
+        return struct.pack("<f", x)[2:]
+    if dtype == "f8e5m2":  # the top half of the f16 pattern
+        return struct.pack("<e", x)[1:]
+    if dtype == "f8e4m3":  # the code whose value (and sign, for zero) is x
+        same = [c for c in range(256) if math.isnan(x) and math.isnan(_e4m3(c))
+                or _e4m3(c) == x and math.copysign(1, _e4m3(c)) == math.copysign(1, x)]
+        return bytes([same[0]])
+    return struct.pack(_STRUCT[dtype], x if dtype[0] == "f" else int(x))
+
+
+def _from_bytes(b: bytes, dtype: str) -> float | int:
+    if dtype == "bf16":
+        return struct.unpack("<f", b"\0\0" + b)[0]
+    if dtype == "f8e5m2":
+        return struct.unpack("<e", b"\0" + b)[0]
+    if dtype == "f8e4m3":
+        return _e4m3(b[0])
+    return struct.unpack(_STRUCT[dtype], b)[0]

@@ -229,6 +229,8 @@ def test_affine_attributes_convert_both_ways() -> None:
     ('%0 = loop.binary "add" %a, %n : f32, i64 -> f32', "type mismatch in 'add': f32 vs i64"),
     ('%0 = loop.binary "hypot" %a, %a : f32, f32 -> f32', "unknown scalar operation 'hypot'"),
     ('%0 = loop.cmp "approx" %a, %a : f32, f32', "unknown comparison 'approx'"),
+    ('%0 = loop.bitcast %a : f32 -> i16', "bit cast from f32 to i16: a bit cast needs two non-bool dtypes"),
+    ('%0 = loop.bitcast %n : i64 -> i1', "bit cast from i64 to bool"),
     ('%0 = loop.read "A" affine_map<(d0) -> (d0)> dynamic array<i64> : f16',
      "read of 'A' must have type f32"),
     ('%0 = loop.read "A" affine_map<(d0) -> (0)> dynamic array<i64: 0>(%a : f32) : f32',

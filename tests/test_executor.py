@@ -191,6 +191,75 @@ def test_bf16_kernel_vs_torch():
     assert got["s"][0] == (tx.float() * tw.float()).sum().bfloat16().float().item()
 
 
+_TORCH = {"f32": torch.float32, "i32": torch.int32, "f64": torch.float64, "i64": torch.int64,
+          "bf16": torch.bfloat16, "f16": torch.float16, "i16": torch.int16, "u16": torch.uint16,
+          "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2, "i8": torch.int8, "u8": torch.uint8}
+_BITCASTS = [("f32", "i32"), ("f64", "i64"), ("bf16", "i16"), ("bf16", "u16"), ("f16", "i16"), ("f16", "u16"),
+             ("bf16", "f16"), ("f8e4m3", "u8"), ("f8e4m3", "i8"), ("f8e5m2", "u8"), ("f8e5m2", "i8"),
+             ("f8e4m3", "f8e5m2")]
+
+
+def _patterns(dtype: str, rng: np.random.Generator) -> torch.Tensor:
+    """Every pattern of a 1- or 2-byte dtype; random ones (and signed zeros, infinities) of 4 and 8."""
+    t = _TORCH[dtype]
+    if t.itemsize == 1:
+        return torch.arange(256).to(torch.uint8).view(t)
+    if t.itemsize == 2:
+        return torch.arange(-2 ** 15, 2 ** 15).to(torch.int16).view(t)
+    bits = 8 * t.itemsize
+    ints = torch.from_numpy(rng.integers(-2 ** (bits - 1), 2 ** (bits - 1), 4096, dtype=np.int64))
+    if not t.is_floating_point:
+        return ints.to(t)
+    floats = ints.to(torch.int32).view(torch.float32) if bits == 32 else ints.view(torch.float64)
+    return torch.cat([floats.to(t), torch.tensor([0.0, -0.0, math.inf, -math.inf, 1.0], dtype=t)])
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor as the executor takes and gives it: bf16 and fp8 values in float32 arrays."""
+    return t.float().numpy() if t.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2) \
+        else t.numpy()
+
+
+@pytest.mark.parametrize(("src", "dst"), _BITCASTS)
+def test_bitcast_is_torch_view(src: str, dst: str):
+    """`bitcast(x, dst)` both ways gives torch's `view(dtype)`, bit for bit, on every pattern of the
+    narrow dtypes and on random f32 / f64 ones; a NaN gives a NaN's pattern (not its own payload)."""
+    for a, b in ((src, dst), (dst, src)):
+        x = _patterns(a, np.random.default_rng(13))
+        n = x.numel()
+        text = f"kernel k(x: {a}[{n}] input, y: {b}[{n}] output):\n    for i in range({n}):\n" \
+               f"        y[i] = bitcast(x[i], {b})\n"
+        got = run_src(text, {"x": _numpy(x)})["y"]
+        want = _numpy(x.view(_TORCH[b]))
+        assert got.dtype == want.dtype
+        # a NaN's payload is not kept (a float32 NaN holds it): its pattern is some NaN's
+        nan = np.isnan(_numpy(x))
+        assert np.isnan(_numpy(torch.from_numpy(got[nan]).to(_TORCH[b]).view(x.dtype))).all(), f"{a} -> {b}"
+        got, want = got[~nan], want[~nan]
+        if want.dtype.kind == "f":
+            same = np.isnan(got) == np.isnan(want)
+            assert same.all() and (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all(), f"{a} -> {b}"
+            got, want = got[~np.isnan(want)], want[~np.isnan(want)]
+        np.testing.assert_array_equal(got, want, err_msg=f"{a} -> {b}")
+
+
+def test_bitcast_program_vs_torch():
+    """The exponent field of f32 values through i32 and the power of two built back from it, the
+    patterns of bf16 and fp8 values and the next bf16 up: each output as torch's views give it."""
+    rng = np.random.default_rng(14)
+    x = randn(rng, 64) * 100
+    h, q = quantize(randn(rng, 64), "bf16"), quantize(randn(rng, 64) * 8, "f8e4m3")
+    got = execute(load("bitcast"), {"x": x, "h": h, "q": q})
+    tx, th = torch.from_numpy(x), torch.from_numpy(h).bfloat16()
+    tq = torch.from_numpy(q).to(torch.float8_e4m3fn)
+    e = (tx.view(torch.int32) >> 23) & 0xFF
+    np.testing.assert_array_equal(got["e"], e.numpy())
+    np.testing.assert_array_equal(got["p"], (e << 23).view(torch.float32).numpy())
+    np.testing.assert_array_equal(got["hb"], th.view(torch.int16).numpy())
+    np.testing.assert_array_equal(got["qb"], tq.view(torch.uint8).numpy())
+    np.testing.assert_array_equal(got["r"], _numpy((th.view(torch.int16) + 1).view(torch.bfloat16)))
+
+
 def test_f16_tensors_are_float16_arrays():
     src = """kernel h(x: f16[3] input, y: f16[3] output):
     for i in range(3):
@@ -363,8 +432,8 @@ def _inputs(kernel, seed: int) -> dict:
             for t in kernel.by_role("input", "weight")}
 
 
-@pytest.mark.parametrize("name", ["causal_attention", "conv2d", "cumsum", "embedding", "guarded", "layernorm",
-                                  "rnn", "scatter_reduce", "softmax", "triangular"])
+@pytest.mark.parametrize("name", ["bitcast", "causal_attention", "conv2d", "cumsum", "embedding", "guarded",
+                                  "layernorm", "rnn", "scatter_reduce", "softmax", "triangular"])
 def test_mutants_agree_with_point_by_point_oracle(name):
     """The mutants of a program are a corpus of odd but valid kernels (dropped guards and inits, other
     reduction kinds, `=` under a reduction loop, swapped indices): each must run as the literal

@@ -14,6 +14,7 @@ from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -117,8 +118,10 @@ Y: f32[8, 4] output, Z: f16[8] output, N: i64[8] output, B: bool[8] output):
             T[i] max= X[i, j] if M[i] and X[i, j] > 0.0 else -X[i, j] ** 2.0
         Z[i] = f16(T[i]) * H[i] + 1.5
         Z[i] min= max(H[i], 0.5)
+        Z[i] max= bitcast(bitcast(H[i], i16) and 32767, f16)
         N[i] = 3*i - 1
         N[i] += i64(idx[i % 3]) // 2
+        N[i] += bitcast(f64(T[i]), i64) // 4503599627370496
         B[i] = not M[i] or isnan(T[i]) and X[i, 0] != X[i, 1]
         if i >= 2 and 5 >= i:
             for j in scan(1, 4):
@@ -146,10 +149,15 @@ def test_literal_and_operator_typing() -> None:
                                            "f16"), Const(1.5, "f16"), "f16")
     # f16(0.5) of a literal is a typed literal, printed bare because inference gives f16 anyway
     assert vals[3] == Binary("max", Read("H", (i,), "f16"), Const(0.5, "f16"), "f16")
-    assert vals[4] == IndexValue(3 * i - 1)                          # an affine value is an i64 index value
-    assert vals[5] == Binary("floordiv", Cast(Read("idx", (i % 3,), "i32"), "i64"), Const(2, "i64"), "i64")
-    assert vals[6].dtype == "bool" and vals[6].fn == "or"
-    last = vals[7]
+    # a bit cast types its operand as a cast does (the literal 32767 takes its partner's i16)
+    h_bits = Bitcast(Read("H", (i,), "f16"), "i16")
+    assert vals[4] == Bitcast(Binary("and", h_bits, Const(32767, "i16"), "i16"), "f16")
+    assert vals[5] == IndexValue(3 * i - 1)                          # an affine value is an i64 index value
+    assert vals[6] == Binary("floordiv", Cast(Read("idx", (i % 3,), "i32"), "i64"), Const(2, "i64"), "i64")
+    assert vals[7] == Binary("floordiv", Bitcast(Cast(Read("T", (i,), "f32"), "f64"), "i64"),
+                             Const(2 ** 52, "i64"), "i64")
+    assert vals[8].dtype == "bool" and vals[8].fn == "or"
+    last = vals[9]
     assert last.b == Binary("mul", Read("X", (Read("idx", (v("j") - 1,), "i32"), AffExpr.lit(0)), "f32"),
                             Const(2.0, "f32"), "f32")               # integer literal 2 becomes 2.0 in f32
     (guarded,) = [s for s in statements(k) if s.guards]
@@ -226,9 +234,9 @@ LOOP = "    for i in range(4):\n"
     # scalar operations and types
     (LOOP + "        C[i] = gelu(A[i])\n",
      "3:16: unknown scalar operation 'gelu' (known: abs, acos, acosh, asin, asinh, atan, atan2, atanh, "
-     "bf16, bool, ceil, cos, cosh, erf, exp, expm1, f16, f32, f4e2m1, f64, f8e4m3, f8e5m2, floor, i16, i32, "
-     "i64, i8, isnan, log, log1p, max, min, neg, not, pow, reciprocal, round, rsqrt, select, sigmoid, sign, "
-     "sin, sinh, sqrt, tanh, u16, u8, xor)"),
+     "bf16, bitcast, bool, ceil, cos, cosh, erf, exp, expm1, f16, f32, f4e2m1, f64, f8e4m3, f8e5m2, floor, "
+     "i16, i32, i64, i8, isnan, log, log1p, max, min, neg, not, pow, reciprocal, round, rsqrt, select, "
+     "sigmoid, sign, sin, sinh, sqrt, tanh, u16, u8, xor)"),
     (LOOP + "        C[i] = max(A[i])\n", "3:16: 'max' takes 2 arguments, got 1"),
     (LOOP + "        C[i] = exp(A[i], A[i])\n", "3:16: 'exp' takes 1 argument, got 2"),
     (LOOP + "        D[i, i] = A[i]\n", "3:9: type mismatch: 'D' is i32 but the value is f32"),

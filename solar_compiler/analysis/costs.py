@@ -17,8 +17,9 @@ Rules (the numbers the tests derive by hand):
   Classifying more work as matrix can only lower a bound, never raise it.
 * Otherwise each Unary/Binary/Cmp/Select is 1 vector FLOP per iteration (index arithmetic of a
   gather included), plus 1 for the accumulation of a reduction kind (+=, *=, max=, min=). Reads,
-  literals, index values and casts are 0 FLOPs: a conversion is a format change done on the
-  load/store path, and counting it 0 can only lower a bound. No FLOPs (copy, fill, gather) = unit
+  literals, index values, casts and bit casts are 0 FLOPs: a conversion is a format change done on
+  the load/store path, a bit cast the same register read as another type (no instruction), and
+  counting them 0 can only lower a bound. No FLOPs (copy, fill, gather) = unit
   `memory`. exp/log/tanh/.../pow are also counted in `flops_transcendental`.
 * Bytes of an access = distinct elements touched (islpy image of the domain) x dtype size; several
   accesses to one tensor in one node count their union. A gather (an index loaded from memory)

@@ -53,7 +53,7 @@ from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, T
 from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, ConstOp, SelectOp, UnaryOp
 from solar_compiler.loopir.rules import TRANSCENDENTAL, nbytes
 
-_FLOP_OPS = (UnaryOp, BinaryOp, CmpOp, SelectOp)  # 1 FLOP each; casts, reads, literals are free
+_FLOP_OPS = (UnaryOp, BinaryOp, CmpOp, SelectOp)  # 1 FLOP each; (bit) casts, reads, literals are free
 
 
 # ---- edges: use-def chains -----------------------------------------------------------------------

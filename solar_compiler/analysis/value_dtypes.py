@@ -25,7 +25,10 @@ from the graph's `einsum.tensor` ops.
 Exact operations keep a value's dtype: negation and absolute value, selects, max and min pick or
 flip operands; a literal holds in the narrowest dtype that represents it (0 and 1 in any). Every
 other operation (arithmetic, `+=` accumulation, transcendental functions, a narrowing or lossy
-cast, an index value) produces values of its own declared dtype.
+cast, a bit cast, an index value) produces values of its own declared dtype. A bit cast
+(`loop.bitcast`) is never looked through as a cast is: it keeps bits, not values (`f32` bits read
+as `i32` are integers up to 2^31 whatever the float was), so its values are its own dtype's, or
+the patterns `value_sets.py` finds for integer codes.
 
 A contraction factor may also be priced through block scales (`is_block_scale`, `ValueDtypes.stored`):
 a writer that stores `code * scale[k // 16]` holds the codes' dtype for the contraction, and so does

@@ -21,6 +21,10 @@ would run it. NaN is the one value such an operand can take beyond its range (`r
 contraction's result is NaN exactly where a row or column of an operand holds one, so a kernel
 carries NaN as a flag per row and column of each operand (found while it reads them) and the
 integer codes stay exact.
+
+A bit cast (`loop.bitcast`) keeps no value: its set is the patterns of an integer operand's values
+read as the new dtype, and every value of that dtype otherwise (a float operand's set cannot tell
+-0.0 from 0.0); its range, the range of an integer dtype.
 """
 
 from __future__ import annotations
@@ -33,8 +37,18 @@ from xdsl.dialects.builtin import FloatAttr
 from xdsl.ir import BlockArgument, SSAValue
 
 from solar_compiler.dialects.einsum import GatherOp, NodeOp
-from solar_compiler.dialects.loop import BinaryOp, CastOp, CmpOp, ConstOp, SelectOp, UnaryOp, type_dtype
-from solar_compiler.executor.numeric import quantize
+from solar_compiler.dialects.loop import (
+    BinaryOp,
+    BitcastOp,
+    CastOp,
+    CmpOp,
+    ConstOp,
+    SelectOp,
+    UnaryOp,
+    type_dtype,
+)
+from solar_compiler.executor.bits import bitcast
+from solar_compiler.executor.numeric import STORAGE, quantize
 from solar_compiler.loopir.rules import E2M1_VALUES, FLOAT_DTYPES, INT_DTYPES, int_range
 
 LIMIT = 256        # the most values a set may hold
@@ -168,6 +182,8 @@ class ValueSets:
         if isinstance(o, ConstOp):
             a = o.value
             return _literal_range(float(a.value.data if isinstance(a, FloatAttr) else int(a.value.data)))
+        if isinstance(o, BitcastOp):  # new values: the bits of any operand may be any pattern
+            return _dtype_range(dt)
         if isinstance(o, CastOp):
             x = self.integral(node, o.x)
             if dt in INT_DTYPES:  # a float truncates to an integer
@@ -238,6 +254,8 @@ class ValueSets:
             if dt in INT_DTYPES and type_dtype(o.x.type) in FLOAT_DTYPES:
                 x = frozenset(float(math.trunc(e)) if math.isfinite(e) else e for e in x)
             return _in_dtype(x, dt)
+        if isinstance(o, BitcastOp):
+            return _bitcast_values(self.of(node, o.x), type_dtype(o.x.type), dt)
         if isinstance(o, SelectOp):
             return _union(self.of(node, o.a), self.of(node, o.b), dt)
         if isinstance(o, CmpOp):
@@ -256,6 +274,15 @@ class ValueSets:
             f = _BINARY[o.fn.data]
             return _in_dtype((f(x, y) for x in a for y in b), dt)
         return dtype_values(dt)
+
+
+def _bitcast_values(x: Values, src: str, dst: str) -> Values:
+    """The values a bit cast gives: not its operand's (a bit cast keeps no value), but the patterns
+    of integer operands read as `dst`. A set of floats cannot say which of its zeros are negative
+    (0.0 == -0.0) nor which NaN payloads it holds, so a float operand gives every value of `dst`."""
+    if x is None or src in FLOAT_DTYPES:
+        return dtype_values(dst)
+    return frozenset(float(v) for v in bitcast(np.array(sorted(x), dtype=STORAGE[src]), src, dst))
 
 
 def _times(x: float, y: float) -> float:

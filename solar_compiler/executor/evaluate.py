@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from solar_compiler.executor.bits import bitcast
 from solar_compiler.executor.grid import Grid
 from solar_compiler.executor.numeric import STORAGE, erf, quantize
 from solar_compiler.executor.trace import StatementTrace
@@ -23,6 +24,7 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -117,6 +119,8 @@ class Evaluator:
             return np.asarray(np.where(cond, a, b))
         if isinstance(e, Cast):
             return self.cast(self(e.x), e.dtype)
+        if isinstance(e, Bitcast):
+            return bitcast(self(e.x), e.x.typed(), e.typed())
         raise LoopIRError(f"the executor does not know expression node {type(e).__name__}{where(self.stmt)}",
                           self.stmt.pos)
 

@@ -35,6 +35,7 @@ from solar_compiler.loopir.affine import AffCond, AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -179,7 +180,7 @@ class _Values:
             rest = region.subtract(t).subtract(f)
             ka, kb = self.of(e.a, ctx, rest), self.of(e.b, ctx, rest)
             return _merge(out, {v: ka[v].intersect(kb[v]) for v in ka if v in kb})
-        if isinstance(e, Unary | Cast):
+        if isinstance(e, Unary | Cast | Bitcast):
             return _fold_each(e, [self.of(e.x, ctx, region)])
         if isinstance(e, Binary | Cmp):
             ka, kb = self.of(e.a, ctx, region), self.of(e.b, ctx, region)
@@ -232,8 +233,10 @@ def _affine_cmp(e: Cmp):  # noqa: ANN202 - returns a region builder or None
 def _fold(e: SExpr, args: Sequence[object]) -> object | None:
     """The executor's value of node `e` with constant operands (None if not a usable constant)."""
     kids = [Const(v, c.dtype) for v, c in zip(args, e.children, strict=True)]
-    if isinstance(e, Unary | Cast):
-        node: SExpr = type(e)(e.fn, kids[0], e.dtype) if isinstance(e, Unary) else Cast(kids[0], e.dtype)
+    if isinstance(e, Unary):
+        node: SExpr = Unary(e.fn, kids[0], e.dtype)
+    elif isinstance(e, Cast | Bitcast):
+        node = type(e)(kids[0], e.dtype)
     elif isinstance(e, Binary):
         node = Binary(e.fn, kids[0], kids[1], e.dtype)
     elif isinstance(e, Cmp):

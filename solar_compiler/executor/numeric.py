@@ -68,7 +68,9 @@ def quantize(x: np.ndarray, dtype: str) -> np.ndarray:
 def _round_bf16(x: np.ndarray) -> np.ndarray:
     """Round-to-nearest-even on the top 16 bits of the float32 pattern, in place on one new array
     (validation rounds every store of a bf16 program: 2x faster than a fresh array per step); NaN
-    kept apart because adding the rounding bias to a NaN payload can carry into an infinity."""
+    kept apart because adding the rounding bias to a NaN payload can carry into an infinity. A 0-d
+    value stays 0-d (`ascontiguousarray` gives it one dimension)."""
+    shape = np.shape(x)
     x = np.ascontiguousarray(x, dtype=np.float32)
     u = x.view(np.uint32)
     r = u >> 16
@@ -80,7 +82,7 @@ def _round_bf16(x: np.ndarray) -> np.ndarray:
     nan = np.isnan(x)
     if nan.any():
         np.copyto(out, x, where=nan)
-    return out
+    return out.reshape(shape)
 
 
 def _round_small(x: np.ndarray, mant: int, emin: int, maxval: float, saturate: bool) -> np.ndarray:

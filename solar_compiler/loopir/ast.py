@@ -25,6 +25,7 @@ from solar_compiler.loopir.rules import (  # noqa: F401  (re-exported: the IR's 
     UNSIGNED_DTYPES,
     RuleError,
     binary_result,
+    bitcast_result,
     cast_result,
     cmp_result,
     coerce_literal,
@@ -144,6 +145,31 @@ class Cast(SExpr):
     @property
     def children(self) -> tuple[SExpr, ...]:
         return (self.x,)
+
+
+@dataclass(frozen=True)
+class Bitcast(SExpr):
+    """The bits of `x` read as `dtype`, a dtype of the same width (`rules.bitcast_result`): torch's
+    `x.view(torch.int32)` of floats, how torchao extracts an exponent. Not a conversion (`Cast`):
+    the values are not kept, so no analysis looks through it as through a cast. A register
+    reinterpretation, no instruction: 0 FLOPs, its operand's bytes counted as any read."""
+
+    x: SExpr
+    dtype: str | None = None
+
+    @property
+    def children(self) -> tuple[SExpr, ...]:
+        return (self.x,)
+
+
+def widened_bitcast(e: Bitcast, x: SExpr, dtype: str) -> SExpr:
+    """`e` over a new operand `x`, giving `dtype`, in a program whose floats were widened (float64
+    second opinions). A bit cast has a width, so it stays at its own dtypes: `x` is cast back to the
+    operand's dtype first and the result converted to `dtype` after (both exact for the values
+    these programs hold)."""
+    src = e.x.typed()
+    inner = Bitcast(x if x.typed() == src else Cast(x, src), e.dtype)
+    return inner if dtype == e.dtype else Cast(inner, dtype)
 
 
 # ---- statements -----------------------------------------------------------------------------
@@ -399,7 +425,7 @@ def infer(e: SExpr, kernel: Kernel, expected: str | None) -> SExpr:
     if isinstance(e, Select):
         a, b = _infer_pair(e.a, e.b, kernel, expected)
         return replace(e, cond=infer(e.cond, kernel, "bool"), a=a, b=b, dtype=a.dtype)
-    if isinstance(e, Cast):
+    if isinstance(e, Cast | Bitcast):
         return replace(e, x=infer(e.x, kernel, None))
     raise LoopIRError(f"unknown expression node {e!r}")
 
@@ -434,6 +460,8 @@ def check_expr(e: SExpr) -> None:
                 got = select_result(n.cond.typed(), n.a.typed(), n.b.typed())
             elif isinstance(n, Unary):
                 got = unary_result(n.fn, n.x.typed())
+            elif isinstance(n, Bitcast):
+                got = bitcast_result(n.x.typed(), n.typed())
             else:
                 if isinstance(n, Read):
                     for i in n.indices:

@@ -117,6 +117,19 @@ def cast_result(x: str, to: str) -> str:
     return to
 
 
+def bitcast_result(x: str, to: str) -> str:
+    """A bit cast reads a value's bits as another dtype: defined only where both dtypes have the same
+    width (f32 <-> i32, bf16 / f16 <-> i16 / u16, f64 <-> i64, fp8 <-> i8 / u8), as `arith.bitcast`
+    and torch's `x.view(dtype)` of an element size it keeps. bool has no bit pattern of its own
+    (any nonzero byte is True), so it takes part in none."""
+    for d in (x, to):
+        if d not in DTYPES:
+            raise RuleError(f"unknown dtype {d}")
+    if "bool" in (x, to) or DTYPES[x] != DTYPES[to]:
+        raise RuleError(f"bit cast from {x} to {to}: a bit cast needs two non-bool dtypes of one width")
+    return to
+
+
 def index_dtype(tensor: str, dt: str) -> None:
     """A loaded (indirect) index must be an integer."""
     if dt not in INT_DTYPES:

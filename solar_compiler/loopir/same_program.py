@@ -12,6 +12,7 @@ from collections.abc import Callable
 from solar_compiler.loopir.affine import AffExpr, FloorDiv
 from solar_compiler.loopir.ast import (
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -110,4 +111,6 @@ def _expr(e: SExpr, name: Callable[[str], object], exact: bool) -> object:
                 _expr(e.b, name, exact))
     if isinstance(e, Cast):
         return ("cast", e.dtype, _expr(e.x, name, exact))
+    if isinstance(e, Bitcast):
+        return ("bitcast", e.dtype, _expr(e.x, name, exact))
     raise TypeError(f"unknown expression {e!r}")

@@ -25,6 +25,7 @@ from solar_compiler.loopir.affine import AffExpr, FloorDiv
 from solar_compiler.loopir.ast import (
     INT_DTYPES,
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -39,13 +40,14 @@ Ranges = Mapping[str, tuple[int, int]]  # loop variable -> (lowest, highest) val
 Literal = float | int | bool
 
 # the dataclass fields holding the children of each compound expression, in `children` order
-_CHILD_FIELDS = {Unary: ("x",), Binary: ("a", "b"), Cmp: ("a", "b"), Select: ("cond", "a", "b"), Cast: ("x",)}
+_CHILD_FIELDS = {Unary: ("x",), Binary: ("a", "b"), Cmp: ("a", "b"), Select: ("cond", "a", "b"), Cast: ("x",),
+                Bitcast: ("x",)}
 _LOGICAL = frozenset({"not", "and", "or", "xor"})
 _NEGATE = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "gt": "le", "le": "gt"}
 
 
 def with_children(e: SExpr, kids: Sequence[SExpr]) -> SExpr:
-    """`e` (a Unary, Binary, Cmp, Select or Cast) with its children replaced by `kids`."""
+    """`e` (a Unary, Binary, Cmp, Select, Cast or Bitcast) with its children replaced by `kids`."""
     return replace(e, **dict(zip(_CHILD_FIELDS[type(e)], kids, strict=True)))
 
 

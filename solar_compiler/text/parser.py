@@ -18,6 +18,7 @@ from solar_compiler.loopir.ast import (
     UNARY_FNS,
     Assign,
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -37,6 +38,7 @@ from solar_compiler.loopir.ast import (
 
 CMP_PRED = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 ARITH_FN = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod"}
+BITCAST = "bitcast"  # bitcast(x, i32): x's bits read as i32 (a dtype of x's width)
 CALL_BINARY = {"max": "max", "min": "min", "pow": "pow", "xor": "xor", "atan2": "atan2"}
 
 
@@ -413,6 +415,12 @@ class _KernelBuilder:
                 except LoopIRError as e:
                     raise self.err(e.message, t) from None
             return Cast(x, f)
+        if f == BITCAST:
+            self.arity(t, f, args, 2)
+            to = args[1]
+            if not (isinstance(to, Tree) and to.data == "name" and str(to.children[0]) in DTYPES):
+                raise self.err(f"'{BITCAST}' takes a value and a dtype: bitcast(x, i32)", to)
+            return Bitcast(self.expr(args[0]), str(to.children[0]))
         if f in CALL_BINARY:
             self.arity(t, f, args, 2)
             return Binary(CALL_BINARY[f], self.expr(args[0]), self.expr(args[1]))
@@ -424,7 +432,7 @@ class _KernelBuilder:
             return Select(*(self.expr(a) for a in args))
         if f in self.tensors:
             raise self.err(f"'{f}' is a tensor: index it with [...], not (...)", t)
-        known = sorted(set(UNARY_FNS) | set(CALL_BINARY) | set(DTYPES) | {"select"})
+        known = sorted(set(UNARY_FNS) | set(CALL_BINARY) | set(DTYPES) | {"select", BITCAST})
         raise self.err(f"unknown scalar operation '{f}' (known: {', '.join(known)})", fn)
 
     def arity(self, t: Tree, f: str, args: list, n: int) -> None:

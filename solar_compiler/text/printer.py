@@ -9,6 +9,7 @@ from solar_compiler.loopir.ast import (
     INT_DTYPES,
     Assign,
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -127,6 +128,8 @@ def _expr(k: Kernel, e: SExpr, expected: str | None, need: int) -> str:
         # `f32(2)` would read back as the f32 literal 2.0, not as a cast of the i64 literal 2
         inner = f"{e.x.dtype}({_literal(e.x)})" if isinstance(e.x, Const) else _expr(k, e.x, None, 0)
         return f"{e.dtype}({inner})"
+    if isinstance(e, Bitcast):
+        return f"bitcast({_expr(k, e.x, None, 0)}, {e.dtype})"  # the operand typed as a cast's is
     if isinstance(e, Unary):
         if e.fn == "neg" and isinstance(e.x, Const):
             return f"neg({_expr(k, e.x, expected, 0)})"  # `-2.0` would read back as the literal -2.0

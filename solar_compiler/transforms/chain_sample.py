@@ -19,6 +19,7 @@ from solar_compiler.loopir.ast import (
     FLOAT_DTYPES,
     Assign,
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -33,6 +34,7 @@ from solar_compiler.loopir.ast import (
     Unary,
     statements,
     stmt_reads,
+    widened_bitcast,
 )
 from solar_compiler.loopir.domain import access_map, domain, domain_constraints
 from solar_compiler.transforms.narrow import narrow
@@ -133,6 +135,8 @@ def map_expr(e: SExpr, index: Index | None) -> SExpr:
             return replace(x, indices=index(x.tensor, idx) if index else idx, dtype=dt(x.dtype))
         if isinstance(x, Const):
             return replace(x, dtype=dt(x.dtype))
+        if isinstance(x, Bitcast):
+            return widened_bitcast(x, go(x.x), dt(x.dtype))
         if isinstance(x, Cast | Unary):
             return replace(x, x=go(x.x), dtype=dt(x.dtype))
         if isinstance(x, Binary | Cmp):

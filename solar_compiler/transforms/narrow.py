@@ -48,6 +48,7 @@ from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import (
     Assign,
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -368,8 +369,8 @@ def _simplify(st: _Stmt, e: SExpr, region: isl.Set) -> SExpr:
         return e
     if isinstance(e, Unary):
         return Unary(e.fn, kids[0], e.dtype)
-    if isinstance(e, Cast):
-        return Cast(kids[0], e.dtype)
+    if isinstance(e, Cast | Bitcast):
+        return type(e)(kids[0], e.dtype)
     if isinstance(e, Binary):
         return Binary(e.fn, kids[0], kids[1], e.dtype)
     if isinstance(e, Cmp):

@@ -15,6 +15,7 @@ from solar_compiler.loopir.ast import (
     INT_DTYPES,
     Assign,
     Binary,
+    Bitcast,
     Cast,
     Cmp,
     Const,
@@ -49,6 +50,11 @@ def cast(e: SExpr, dtype: str) -> SExpr:
                                      and not math.isfinite(e.value)):
         return literal(e.value, dtype)
     return Cast(e, dtype)
+
+
+def bitcast(e: SExpr, dtype: str) -> SExpr:
+    """`e`'s bits read as `dtype`, of the same width (a literal's are folded where a statement reads them)."""
+    return e if dtype_of(e) == dtype else Bitcast(e, dtype)
 
 
 def c(value: float | int | bool, like: SExpr | str) -> Const:

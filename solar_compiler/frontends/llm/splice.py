@@ -40,5 +40,5 @@ def rename_expr(e: SExpr, names: Mapping[str, str]) -> SExpr:
     if not kids:
         return e
     fields = {"Unary": ("x",), "Binary": ("a", "b"), "Cmp": ("a", "b"), "Select": ("cond", "a", "b"),
-              "Cast": ("x",)}[type(e).__name__]
+              "Cast": ("x",), "Bitcast": ("x",)}[type(e).__name__]
     return replace(e, **{f: rename_expr(k, names) for f, k in zip(fields, kids, strict=True)})

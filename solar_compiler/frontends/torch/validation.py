@@ -416,11 +416,13 @@ def _widen_kernel(kernel):
     """The kernel with every f32 tensor, constant, cast and operation made f64."""
     from dataclasses import fields, replace
 
-    from solar_compiler.loopir.ast import Assign, For, If, Kernel, SExpr, TensorDecl
+    from solar_compiler.loopir.ast import Assign, Bitcast, For, If, Kernel, SExpr, TensorDecl, widened_bitcast
 
     def expr(e):
         if not isinstance(e, SExpr):
             return e
+        if isinstance(e, Bitcast):  # a bit cast keeps its width
+            return widened_bitcast(e, expr(e.x), "f64" if e.dtype == "f32" else e.dtype)
         changes = {}
         for f in fields(e):
             v = getattr(e, f.name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from solar_compiler.frontends.builder.exprs import bitcast
 from solar_compiler.frontends.builder.index_maps import (
     Term,
     iadd,
@@ -27,6 +28,7 @@ from solar_compiler.frontends.builder.values import Val, view
 from solar_compiler.frontends.captured_program import AtenNode
 from solar_compiler.loopir.affine import AffExpr
 from solar_compiler.loopir.ast import Index
+from solar_compiler.loopir.rules import RuleError, bitcast_result
 
 from ..registry import template
 
@@ -169,12 +171,19 @@ def _to_same(tr: Translator, node: AtenNode) -> Val:
 
 @template("aten.view.dtype")
 def _view_dtype(tr: Translator, node: AtenNode) -> Val:
-    """A reinterpretation of the bytes. The capture holds a packed fp4 tensor (float4_e2m1fn_x2) as its
-    bytes, so its uint8 view (how a reference decodes fp4 on any device) is the same tensor; any
-    other bit cast changes values in a way no scalar op of the loop IR expresses."""
+    """A reinterpretation of the bytes. Between dtypes of one width (`x.view(torch.int32)` of floats:
+    torchao's MX quantisers read exponents so) each element is its source element's bits, a bit
+    cast composed into the consumers' reads like any view: no statement, no FLOP, no bytes of its
+    own. The capture holds a packed fp4 tensor (float4_e2m1fn_x2) as its bytes, so its uint8 view
+    (how a reference decodes fp4 on any device) is the same tensor. A view that changes the element
+    size (f32 -> u8 x 4) moves elements across the last dim, which no scalar op expresses."""
     x = tr.val(node.args[0])
-    if x.dtype == tr.out_meta().dtype:
+    dtype = tr.out_meta().dtype
+    if x.dtype == dtype:
         return x
-    raise tr.error(f"no loop-IR template for a bit cast from {x.dtype} to {tr.out_meta().dtype} "
-                   "(view(dtype))")
-
+    try:
+        bitcast_result(x.dtype, dtype)
+    except RuleError:
+        raise tr.error(f"no loop-IR template for a bit cast from {x.dtype} to {dtype} (view(dtype)): "
+                       "only dtypes of one element size are") from None
+    return Val(x.shape, dtype, lambda idx: bitcast(x.read(idx), dtype))
