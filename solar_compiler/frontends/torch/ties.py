@@ -76,8 +76,7 @@ def tie_sites(program: CapturedProgram) -> list[TieSite]:
         src = node.args[0] if node.args else None
         if not isinstance(src, TensorRef):
             continue
-        if _ties(node) and len(node.outputs) > 1 and node.outputs[1] is not None \
-                and program.tensor(src.name).shape:
+        if _ties(node) and len(node.outputs) > 1 and node.outputs[1] is not None and _rank(program, src.name):
             copies[node.outputs[1].name] = i
             found[i] = (node, nth)
         elif src.name in copies and node.outputs and _same_order(node, program):
@@ -88,6 +87,14 @@ def tie_sites(program: CapturedProgram) -> list[TieSite]:
         if outs:
             sites.append(_site(program, i, node, nth, outs))
     return sites
+
+
+def _rank(program: CapturedProgram, name: str) -> int:
+    """The rank of tensor `name` (0 for one the program does not list: a random draw)."""
+    try:
+        return len(program.tensor(name).shape)
+    except KeyError:
+        return 0
 
 
 def _ties(node: AtenNode) -> bool:
@@ -129,11 +136,11 @@ def input_name(site: TieSite, program: CapturedProgram) -> str:
 def rules(tt) -> dict[str, Tie]:
     """The tie rule of each index output of translation `tt`, by kernel output name."""
     out: dict[str, Tie] = {}
+    shapes = {t.name: t.shape for t in (*tt.kernel.tensors, *tt.alias_tensors)}  # an alias: its copy
     for site, copy in zip(tt.ties, tt.tie_inputs, strict=True):
         for p in site.outputs:
             name = tt.outputs[p]
-            decl = tt.kernel.tensor(name)
-            out[name] = Tie(copy, tuple(decl.shape), site.input_shape, site.dim, site.index_shape, site.slots,
+            out[name] = Tie(copy, tuple(shapes[name]), site.input_shape, site.dim, site.index_shape, site.slots,
                             site.distinct, site.near, site.what)
     return out
 
