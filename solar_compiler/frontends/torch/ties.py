@@ -140,8 +140,8 @@ def rules(tt) -> dict[str, Tie]:
     for site, copy in zip(tt.ties, tt.tie_inputs, strict=True):
         for p in site.outputs:
             name = tt.outputs[p]
-            out[name] = Tie(copy, tuple(shapes[name]), site.input_shape, site.dim, site.index_shape, site.slots,
-                            site.distinct, site.near, site.what)
+            out[name] = Tie(copy, tuple(shapes[name]), site.input_shape, site.dim, site.index_shape,
+                            site.slots, site.distinct, site.near, site.what)
     return out
 
 
