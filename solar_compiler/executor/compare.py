@@ -3,7 +3,9 @@
 A float output passes when ||got - ref||_2 / ||ref||_2 <= tolerance over the positions where
 the reference is finite, and got is finite there too (a NaN from a never-written element is a
 failure however small the norm error); where the reference is NaN or infinite, got must match it.
-Integer and bool outputs must be equal. f8 tolerances follow from 2-3 mantissa bits.
+Integer and bool outputs must be equal, except an index output of an op whose order among tied
+values is unspecified (`topk`, an unstable `sort`, ...), which must be a valid choice among ties
+(`executor/ties.py`, `ties=`). f8 tolerances follow from 2-3 mantissa bits.
 
 The tolerance of an output is the dtype's (`TOLERANCE`: rounding of the result) plus the summation
 error of the accumulations that feed it (`summation_tolerances`): 2 u E, with u the unit roundoff
@@ -16,10 +18,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from solar_compiler.executor.ties import Tie, check
 from solar_compiler.loopir.ast import DTYPES, FLOAT_DTYPES, Kernel, LoopIRError, statements, stmt_reads
 
 TOLERANCE = {"f64": 1e-10, "f32": 1e-4, "f16": 1e-2, "bf16": 1e-2, "f8e4m3": 1e-1, "f8e5m2": 1e-1,
@@ -32,6 +35,8 @@ class Comparison:
     max_rel_err: float
     ok: bool
     first_mismatch: str | None  # `name[i, j]: got x, expected y (...)` of the first failing output
+    # index output -> positions where it differs from the reference's at tied values (`ties`)
+    tie_choices: dict[str, int] = field(default_factory=dict)
 
 
 def output_dtypes(kernel: Kernel) -> dict[str, str]:
@@ -40,22 +45,59 @@ def output_dtypes(kernel: Kernel) -> dict[str, str]:
 
 def compare(reference: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
             dtypes: Mapping[str, str], *, tolerances: Mapping[str, float] | None = None,
-            positions: Mapping[str, np.ndarray] | None = None) -> Comparison:
+            positions: Mapping[str, np.ndarray] | None = None,
+            ties: Mapping[str, Tie] | None = None) -> Comparison:
     """Compare every output of `reference` with `got`; `dtypes` maps names to loop-IR dtypes.
     `tolerances` overrides the dtype's relative norm tolerance per output (one grown with the
     reduction length, frontends/torch/validation.py); `positions[name]` (rows of indices) says where
-    each element of a 1-d sample of an output lies, for the message."""
+    each element of a 1-d sample of an output lies, for the message. `ties[name]` makes an integer
+    output an index output whose tie order is unspecified (`executor/ties.py`): the op's input
+    (`ties[name].input`, compared here as an output of its own) shows which differing indices tie."""
     worst, first = 0.0, None
+    chosen: dict[str, int] = {}
     for name, ref in reference.items():
         if name not in dtypes or dtypes[name] not in DTYPES:
             raise LoopIRError(f"no loop-IR dtype given for output '{name}'")
         tol = (tolerances or {}).get(name)
         pos = None if positions is None else positions.get(name)
-        err, msg = _one(name, np.asarray(ref), got.get(name), dtypes[name], tol, pos)
+        tie = (ties or {}).get(name)
+        if tie is not None and dtypes[name] not in FLOAT_DTYPES and tie.input in reference \
+                and tie.input in got:
+            err, msg, chosen[name] = _tie_one(name, np.asarray(ref), got.get(name), tie, reference, got,
+                                              positions)
+        else:
+            err, msg = _one(name, np.asarray(ref), got.get(name), dtypes[name], tol, pos)
         worst = max(worst, err)
         if msg is not None and first is None:
             first = msg
-    return Comparison(worst, first is None, first)
+    chosen = {k: v for k, v in chosen.items() if v}
+    if first is not None and chosen and ties is not None:
+        choices = "; ".join(f"{ties[k].what} chose other indices than the reference among tied values at "
+                            f"{v} position(s) of {k}" for k, v in chosen.items())
+        first += f" (after {choices}: an output computed from that choice need not equal the reference's)"
+    return Comparison(worst, first is None, first, chosen)
+
+
+def _tie_one(name: str, ref: np.ndarray, got: np.ndarray | None, tie: Tie,
+             reference: Mapping[str, np.ndarray], every: Mapping[str, np.ndarray],
+             positions: Mapping[str, np.ndarray] | None) -> tuple[float, str | None, int]:
+    """`_one` for an index output with a tie rule: (error, message, positions excused as ties: none
+    when it fails)."""
+    if got is None or np.shape(got) != ref.shape:
+        return (*_one(name, ref, got, "i64"), 0)
+    got = np.asarray(got)
+    if np.array_equal(ref, got):
+        return 0.0, None, 0
+    pos = None if positions is None else positions.get(name)
+    xpos = None if positions is None else positions.get(tie.input)
+    v = check(tie, ref, got, np.asarray(reference[tie.input]), np.asarray(every[tie.input]), pos, xpos)
+    if v.first is None:
+        return 0.0, None, v.differ
+    r, x = ref.astype(np.float64).reshape(-1), got.astype(np.float64).reshape(-1)
+    err = float(np.linalg.norm(x - r) / max(np.linalg.norm(r), 1.0))
+    i = v.first
+    return err, (f"{_at(name, ref.shape, i, pos)}: got {got.reshape(-1)[i]}, expected {ref.reshape(-1)[i]} "
+                 f"({tie.what}: {v.why})"), 0
 
 
 def _at(name: str, shape: tuple[int, ...], flat: int, pos: np.ndarray | None = None) -> str:

@@ -82,13 +82,33 @@ def sample_points(shape: Sequence[int], n: int, rng: np.random.Generator) -> np.
 
 
 def _points_set(tensor: str, pts: np.ndarray) -> isl.Set:
+    """The set of the points `pts`, written as runs of consecutive points along the axis that has
+    the fewest (whole rows of a tensor are one run each, not one disjunct per point)."""
     dims = [f"x{d}" for d in range(pts.shape[1])]
     space = f"T_{tensor}[{', '.join(dims)}]"
     if not dims:
         return isl.Set(f"{{ {space} }}")
-    body = " or ".join("(" + " and ".join(f"{x} = {int(v)}" for x, v in zip(dims, p, strict=True)) + ")"
-                       for p in pts)
-    return isl.Set(f"{{ {space} : {body} }}").coalesce()
+    axis, runs = min(((a, _runs(pts, a)) for a in range(len(dims))), key=lambda r: len(r[1]))
+    terms = []
+    for first, last in runs:
+        conds = [f"{x} = {int(v)}" for d, (x, v) in enumerate(zip(dims, first, strict=True)) if d != axis]
+        conds.append(f"{int(first[axis])} <= {dims[axis]} <= {int(last[axis])}")
+        terms.append("(" + " and ".join(conds) + ")")
+    return isl.Set(f"{{ {space} : {' or '.join(terms)} }}").coalesce()
+
+
+def _runs(pts: np.ndarray, axis: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(first, last) point of each run of points that differ only in `axis`, by consecutive values."""
+    if not len(pts):
+        return []
+    keys = [pts[:, d] for d in range(pts.shape[1]) if d != axis]
+    p = pts[np.lexsort((pts[:, axis], *reversed(keys)))] if keys else pts[np.argsort(pts[:, axis])]
+    other = np.delete(p, axis, axis=1)
+    new = np.ones(len(p), bool)
+    new[1:] = (other[1:] != other[:-1]).any(axis=1) | (p[1:, axis] != p[:-1, axis] + 1)
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], len(p)) - 1
+    return [(p[a], p[b]) for a, b in zip(starts, ends, strict=True)]
 
 
 def _box(b: isl.BasicSet) -> list[tuple[int, int]]:

@@ -32,6 +32,7 @@ from .buffer_tables import AffineValues, TableBuffer, bind_table
 from .hadamard import HadamardBuffer
 from .masks import OneHotBuffer, affine_masks, bind_selection
 from .registry import Template, lookup
+from .ties import TieSite, input_name, tie_sites
 
 
 class OpFiller(Protocol):
@@ -69,18 +70,29 @@ class TorchTranslation:
     # weights of the priced kernel that the validation kernel computes in its prologue from tensors it
     # is fed (a selection buffer's keys, masks.py), so they are locals there
     computed_weights: list[str] = field(default_factory=list)
+    # ops whose tie order is unspecified and whose indices are outputs (ties.py), and per site the
+    # validation-only output that copies the op's input where the op runs (inserted after top-level
+    # node `tie_copies[i][0]` of the body), so validation can tell tied indices apart
+    ties: list[TieSite] = field(default_factory=list)
+    tie_inputs: list[str] = field(default_factory=list)
+    tie_copies: list[tuple[int, list[Node]]] = field(default_factory=list)
+    tie_tensors: list[TensorDecl] = field(default_factory=list)
 
     def validation_kernel(self) -> Kernel:
         """The kernel with every random draw replaced by an input tensor of the same name, to be
         fed with the values torch drew (the drawing statements compute different values), the
         copies of what in-place updates of inputs leave unchanged and the computed weights prepended,
-        and the copies that check the alias outputs appended."""
+        and the copies that check the alias outputs appended; the copies of the inputs of ops whose
+        tie order is unspecified are inserted where those ops run."""
         k = self.kernel
-        if self.alias_nodes or self.prologue:
+        if self.alias_nodes or self.prologue or self.tie_copies:
             tensors = [TensorDecl(t.name, t.shape, t.dtype, "local") if t.name in self.computed_weights else t
                        for t in k.tensors]
-            k = Kernel(k.name, [*tensors, *self.alias_tensors],
-                       [*self.prologue, *k.body, *self.alias_nodes])
+            body = list(k.body)
+            for at, nodes in reversed(self.tie_copies):
+                body[at:at] = nodes
+            k = Kernel(k.name, [*tensors, *self.alias_tensors, *self.tie_tensors],
+                       [*self.prologue, *body, *self.alias_nodes])
         return writes_as_inputs(k, set(self.random.values()))
 
 
@@ -98,7 +110,10 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
     tables, transforms = _bind_masks(tr, program)
     last_loc: str | None = None
     joined: tuple[str, str] | None = None  # the decomposed op call whose group is the last record
-    for node in program.nodes:
+    sites = {s.node: s for s in tie_sites(program)}
+    tie = _ValidationOnly()
+    tie_at: list[tuple[int, list[Node]]] = []
+    for i, node in enumerate(program.nodes):
         tr.node = node
         tr.loc = node.loc or last_loc or f"{program.source}:1"
         last_loc = tr.loc
@@ -129,6 +144,10 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
             _record_group(tr, op, first, node.module_path, node.phase, by)
             joined = node.called if len(tr.source_ops) > grouped else None
         tr.bind_results(node, result)
+        if i in sites:  # the op's input as the op sees it, for validation only
+            at, before = len(tr.body), len(tie.nodes)
+            tie.copy(tr, tr.val(node.args[0]), input_name(sites[i], program))
+            tie_at.append((at, tie.nodes[before:]))
     tr.node = None
     first = tr.n_statements
     check = _ValidationOnly()
@@ -137,7 +156,7 @@ def translate_program(program: CapturedProgram, kernel_name: str = "forward",
     kernel = Kernel(sanitize(kernel_name), tr.tensors, tr.body)
     return TorchTranslation(kernel, tr.inputs, outputs, tr.random, tr.notes, tr.source_ops,
                             [a.record() for a in aliases], check.tensors, check.nodes, tr.validation_prologue,
-                            tables)
+                            tables, list(sites.values()), [t.name for t in tie.tensors], tie_at, tie.tensors)
 
 
 def _template_for(tr: Translator, node: AtenNode) -> Template:

@@ -19,7 +19,9 @@ still bounded. A mismatch is never a "could not validate": it fails the translat
 
 Tolerances grow with the reduction length feeding each output
 (`executor.compare.summation_tolerances`), the forward error bound of floating-point summation
-derived in docs/torch-frontend.md.
+derived in docs/torch-frontend.md. The indices of an op whose tie order torch leaves unspecified
+(`topk`, an unstable `sort`, ...) pass where they differ from torch's among tied values of the op's
+input only, that input compared too (`ties.py`, `executor/ties.py`: why no wrong program passes).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import numpy as np
 from solar_compiler import progress
 from solar_compiler.errors import SolarError
 from solar_compiler.frontends import CaptureFailed, FrontendOptions
+from solar_compiler.frontends.torch.ties import recorded_inputs, sampled_inputs
+from solar_compiler.frontends.torch.ties import rules as tie_rules
 from solar_compiler.frontends.validation import (
     REDUCIBLE,
     RETRACE_SECONDS,
@@ -269,6 +273,7 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace
     seeds, fewer = _seeds(spec, prog, tt, mode, n, retraced)
     worst = 0.0
     f64: dict[str, float] = {}
+    chosen: dict[str, int] = {}
     reuse = ModelReuse(seed=0)  # one model for every sample (built once)
     for i, seed in enumerate(seeds, 1):
         t_sample = time.monotonic()
@@ -277,19 +282,34 @@ def run_samples(spec, prog, tt, mode: str, n: int = 1 + len(SAMPLE_SEEDS), trace
         kernel = t.validation_kernel()
         dtypes = {d.name: d.dtype for d in kernel.tensors}
         inputs = None if seed is None else fresh_inputs(spec, seed)
-        ins, ws, outs, rnd = run_reference(spec, mode, inputs=inputs, seed=0, program=p, reuse=reuse)
+        recorded = _wanted(t)
+        ins, ws, outs, rnd = run_reference(spec, mode, inputs=inputs, seed=0, program=p, reuse=reuse,
+                                           ties=recorded)
         feed = _feed(t, kernel, ins, ws, rnd)
         traced = None if seed is not None or trace is None else _KernelTrace(trace, kernel, t.kernel)
         got = execute(kernel, feed, trace=traced)
         ref = {k: outs[name] for k, name in zip(t.outputs, p.outputs, strict=True)}
-        cmp = compare(ref, got, dtypes, tolerances=summation_tolerances(kernel))
+        ref.update(recorded_inputs(t, recorded, ref))
+        cmp = compare(ref, got, dtypes, tolerances=summation_tolerances(kernel), ties=tie_rules(t))
         verdict = cmp if cmp.ok else \
             _against_f64(spec, p, t, kernel, mode, ins, feed, ref, None, None, f64)
         _check(spec, seed, verdict or cmp)
         worst = max(worst, cmp.max_rel_err)
+        _add(chosen, cmp.tie_choices)
         _sample_done(i, len(seeds), t_sample)
-    checked = sum(math.prod(d.shape) for d in tt.validation_kernel().by_role("output"))
-    return _record(prog, worst, seeds, checked, f64, fewer, len(retraced))
+    checked = sum(math.prod(d.shape) for d in tt.validation_kernel().by_role("output")
+                  if d.name not in tt.tie_inputs)
+    return _record(prog, worst, seeds, checked, f64, fewer, len(retraced), chosen)
+
+
+def _wanted(tt) -> dict[tuple[str, int], Any]:
+    """The calls whose input and indices the reference run records (`TieRecorder`), to be filled."""
+    return {(s.op, s.occurrence): None for s in tt.ties}
+
+
+def _add(total: dict[str, int], more: dict[str, int]) -> None:
+    for k, v in more.items():
+        total[k] = total.get(k, 0) + v
 
 
 def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[str, Any] | str:
@@ -301,11 +321,12 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
     from .capture import ModelReuse, fresh_inputs, run_reference
 
     kernel = tt.validation_kernel()
+    rules = tie_rules(tt)
     # computing the slice may take a quarter of the budget (CPU seconds), and at least SLICE_MIN_SECONDS
     # (islpy's fixed cost: a tiny budget must not turn a cheap slice down)
     allowed = max(options.time_budget / 4, SLICE_MIN_SECONDS)
     try:
-        samples, sl, secs, nbytes = plan_sampled(kernel, cost, time.process_time() + allowed)
+        samples, sl, secs, nbytes = plan_sampled(kernel, cost, time.process_time() + allowed, rules)
     except SliceTooCostly as e:
         return f"sampled: {e} ({allowed:.0f} s)"
     n = _samples_within(secs, options.time_budget, prog)
@@ -317,6 +338,7 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
     tols = summation_tolerances(kernel)
     worst = 0.0
     f64: dict[str, float] = {}
+    chosen: dict[str, int] = {}
     seeds, fewer = _seeds(spec, prog, tt, options.mode, n)
     progress.phase("validate", f"sampled: {sum(len(v) for v in samples.values())} output elements, "
                                f"{len(seeds)} sample(s) (estimated {secs:.1f} s per sample)")
@@ -324,29 +346,37 @@ def run_sampled(spec, prog, tt, options: FrontendOptions, cost: Cost) -> dict[st
     for i, seed in enumerate(seeds, 1):
         t_sample = time.monotonic()
         inputs = None if seed is None else fresh_inputs(spec, seed)
+        recorded = _wanted(tt)
         ins, ws, outs, rnd = run_reference(spec, options.mode, inputs=inputs, seed=0, program=prog,
-                                           reuse=reuse)
-        ref = {k: np.asarray(outs[name])[tuple(samples[k].T)]
-               for k, name in zip(tt.outputs, prog.outputs, strict=True)}
-        del outs
+                                           reuse=reuse, ties=recorded)
+        whole = {k: outs[name] for k, name in zip(tt.outputs, prog.outputs, strict=True)}
+        whole.update(recorded_inputs(tt, recorded, whole))
+        ref = {k: np.asarray(v)[tuple(samples[k].T)] for k, v in whole.items()}
+        del outs, whole
         feed = _feed(tt, kernel, ins, ws, rnd)
         got = execute(kernel, feed, pieces=sl.pieces)
         got = {k: got[k][tuple(samples[k].T)] for k in ref}
-        cmp = compare(ref, got, dtypes, tolerances=tols, positions=samples)
+        cmp = compare(ref, got, dtypes, tolerances=tols, positions=samples, ties=rules)
         verdict = cmp if cmp.ok else \
             _against_f64(spec, prog, tt, kernel, options.mode, ins, feed, ref, sl.pieces, samples, f64)
         _check(spec, seed, verdict or cmp)
         worst = max(worst, cmp.max_rel_err)
+        _add(chosen, cmp.tie_choices)
         _sample_done(i, len(seeds), t_sample)
-    return _record(prog, worst, seeds, sum(len(v) for v in samples.values()), f64, fewer)
+    checked = sum(len(v) for k, v in samples.items() if k not in tt.tie_inputs)
+    return _record(prog, worst, seeds, checked, f64, fewer, ties=chosen)
 
 
-def plan_sampled(kernel, cost: Cost, deadline: float | None = None):
-    """(sampled output elements, their backward slice, expected seconds and bytes of one sample)."""
+def plan_sampled(kernel, cost: Cost, deadline: float | None = None, ties=None):
+    """(sampled output elements, their backward slice, expected seconds and bytes of one sample).
+    `ties` (index output -> `Tie`): the copy of each op input is sampled in whole op rows, those of
+    its index outputs' samples (`ties.sampled_inputs`), so differing indices can be shown to tie."""
     from solar_compiler.executor.slicing import backward_slice, sample_points
 
     rng = np.random.default_rng(0)
     samples = {t.name: sample_points(t.shape, SAMPLE_POINTS, rng) for t in kernel.by_role("output")}
+    samples.update(sampled_inputs(ties or {}, samples))
+
     sl = backward_slice(kernel, samples, deadline=deadline)
     secs = cost.framework_seconds + _slice_seconds(kernel, sl)
     nbytes = cost.framework_bytes + sum(executor_bytes(t) for t in kernel.tensors
@@ -455,11 +485,14 @@ def _check(spec, seed, cmp) -> None:
 
 
 def _record(prog, worst: float, seeds: list[int | None], checked: int, f64: dict[str, float] | None = None,
-            fewer: str | None = None, retraced: int = 0) -> dict[str, Any]:
+            fewer: str | None = None, retraced: int = 0,
+            ties: dict[str, int] | None = None) -> dict[str, Any]:
     record: dict[str, Any] = {"validated": True, "max_rel_err": worst, "samples": len(seeds),
                               "elements_checked": checked}
     if f64:  # compared in float64 too (`_against_f64`): the distances, per output
         record["float64_check"] = {k: float(v) for k, v in sorted(f64.items())}
+    if ties:  # index outputs that differ from the reference's at tied values, positions over all samples
+        record["tie_choices"] = dict(sorted(ties.items()))
     if prog.value_dependent and seeds == [None]:
         # the values chose the program: agreeing on them shows nothing a fresh input would
         record["validated"] = False

@@ -5,6 +5,7 @@ translated kernel with)."""
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,35 @@ class RandomRecorder(TorchDispatchMode):
         drawn = args[mutated[0]] if mutated else (out[0] if isinstance(out, (tuple, list)) else out)
         self.draws.append(drawn.detach().clone())
         return out
+
+
+class TieRecorder(TorchDispatchMode):
+    """Eager execution that keeps the input and the index result of the calls `wanted` (op name,
+    call number among that op's calls): the ops whose tie order is unspecified whose indices
+    validation checks (`frontends/torch/ties.py`). It only watches: every op runs as without it."""
+
+    def __init__(self, wanted: set[tuple[str, int]]):
+        super().__init__()
+        self.wanted = wanted
+        self.ops = {op for op, _ in wanted}
+        self.calls: Counter[str] = Counter()
+        self.got: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = str(func)
+        if name in self.ops:
+            key = (name, self.calls[name])
+            self.calls[name] += 1
+            if key in self.wanted and isinstance(args[0], torch.Tensor) and isinstance(out, (tuple, list)):
+                self.got[key] = (to_numpy(args[0]), to_numpy(out[1]))
+        return out
+
+    def matched(self, program: CapturedProgram) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
+        """What was kept, for the ops eager called as many times as the program has nodes of them
+        (else the n-th call need not be the n-th node: nothing of that op is returned)."""
+        nodes = Counter(n.op for n in program.nodes)
+        return {k: v for k, v in self.got.items() if self.calls[k[0]] == nodes[k[0]]}
 
 
 class ModelReuse:
@@ -141,9 +171,12 @@ def run_reference(
     program: CapturedProgram | None = None,
     size_overrides: dict[str, int] | None = None,
     reuse: ModelReuse | None = None,
+    ties: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Run the model eagerly for real; return (inputs, weights, outputs, random) keyed by the
-    names of ``program`` (captured here with fake tensors when not given).
+    names of ``program`` (captured here with fake tensors when not given). `ties`, keyed by the
+    (op, call number) of calls whose tie order is unspecified (`frontends/torch/ties.py`), is
+    filled with their (input, indices) (`TieRecorder`).
 
     Weights are initialised under ``torch.manual_seed(seed)``; ``inputs`` (by input name)
     replace the ``get_inputs()`` sample.  Random draws inside forward are recorded in order
@@ -173,7 +206,7 @@ def run_reference(
             sample[pos] = from_numpy_as(inputs[name], sample[pos].dtype)
     in_np = {name: to_numpy(sample[pos]) for pos, name in zip(positions, names_in, strict=True)}
     weights_np = runs.weights_of(spec, program, model)
-    out_np, random_np = _run_forward(spec, program, model, sample)
+    out_np, random_np = _run_forward(spec, program, model, sample, ties)
     return in_np, runs.after_forward(spec, program, mode, weights_np), out_np, random_np
 
 
@@ -194,23 +227,27 @@ def _weights(spec: ModelSpec, program: CapturedProgram, model, as_numpy) -> dict
     return weights_np
 
 
-def _run_forward(spec: ModelSpec, program: CapturedProgram, model, sample):
-    """(outputs, random draws) of forward on `sample`, as numpy arrays under the program's names."""
+def _run_forward(spec: ModelSpec, program: CapturedProgram, model, sample, ties=None):
+    """(outputs, random draws) of forward on `sample`, as numpy arrays under the program's names;
+    `ties` filled as `run_reference` says."""
     _, _, python = tables()
     rec = RandomRecorder(python)
+    watch = TieRecorder(set(ties)) if ties else None
+    ctx = contextlib.ExitStack()
+    if watch is not None:  # below the random recorder: it sees the ops that one runs
+        ctx.enter_context(watch)
     if program.random_tensors:
-        ctx = contextlib.ExitStack()
         ctx.enter_context(enable_python_dispatcher())
         ctx.enter_context(_override_composite_implicit_decomp({aten.dropout.default: PRESERVE_CIA}))
         ctx.enter_context(rec)
-    else:
-        ctx = contextlib.nullcontext()
     if program.method == "make_fx":  # forward calls autograd (`autograd.py`): traced with no .grad
         for p in model.parameters():  # on any parameter, so a reused model's last run leaves none
             p.grad = None
     with torch.no_grad(), quiet():
         with ctx:
             out = model(*sample)
+    if watch is not None:
+        ties.update(watch.matched(program))  # type: ignore[union-attr]
     flat, _ = torch.utils._pytree.tree_flatten(out)
     flat = [o for o in flat if isinstance(o, torch.Tensor)]
     if len(flat) != len(program.outputs):

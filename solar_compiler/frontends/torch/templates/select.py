@@ -1,7 +1,9 @@
 """topk by k successive selections: step j finds the largest element that comes after the
 (j-1)-th pick in (value descending, index ascending) order, then its smallest index. Work is
 O(N * k) comparisons per row, as a selection-based top-k does; the step loop is a `scan`.
-The picks depend on the values (the capture flags the program as value-dependent).
+The picks depend on the values (the capture flags the program as value-dependent). Among tied
+values torch's order is unspecified (CUDA's radix select differs from CPU's); validation accepts
+indices that differ from torch's among tied values only (frontends/torch/ties.py).
 
 For k > 1 the nest stands in for a radix select (PyTorch's CUDA `topk`: integer digit histograms, a
 few passes whatever k is), whose work a k-step selection exceeds: no compute term, its traffic

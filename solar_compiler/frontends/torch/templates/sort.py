@@ -8,8 +8,8 @@ written at their rank (a scatter: each rank is written once). The nest is O(N^2)
 row; CUB's radix sort does integer digit passes and no floating-point work (docs/llm-frontend.md
 section 7), so it is a stand-in: no compute term, its traffic counted. It computes torch's values
 on every input, so the translation holds for fresh samples. It orders ties stably; a sort that is
-not stable (`stable=False`) may order them otherwise, so a program that returns those indices can
-fail validation (an explicit failure: their order is the implementation's choice).
+not stable (`stable=False`) may order them otherwise (their order is the implementation's choice),
+so validation accepts indices that differ from torch's among tied values only (frontends/torch/ties.py).
 
 bincount: `out[x[i]] += 1` (or the weight), a histogram, whose length is the traced sample's (the
 program is value-dependent); GPU histograms are atomics or sorts, integer work, so it is a
@@ -35,8 +35,8 @@ Indices of tied values are the implementation's choice; median's are CPU torch's
 breaks ties by index: the stable order), but CPU torch's kthvalue is a quickselect, which is not
 stable, its mode sorts with std::sort, whose introsort orders equal values as it leaves them in rows
 over 16 elements (up to 16 it is an insertion sort: the last occurrence), and its nanmedian of a row
-of NaNs only takes nth_element's choice among them: a program returning those indices where values
-tie can fail validation (an explicit failure; on CUDA they are the implementation's choice too).
+of NaNs only takes nth_element's choice among them (on CUDA they are the implementation's choice
+too): validation accepts those indices where they select tied values (frontends/torch/ties.py).
 Mode with NaNs is not defined by torch (std::sort's order is not one with NaN).
 """
 
