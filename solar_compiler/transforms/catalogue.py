@@ -176,9 +176,10 @@ def _gathers(module: ModuleOp, allowed: Callable[[Sequence[NodeOp]], bool] | Non
             hoists = hoist_matches(g, allowed)
             if not hoists:
                 break
-            before = node_counts(hoists[0].producer)
-            new = hoist_gather(g, hoists[0])
-            done.append(_rewrite_record(g, HOISTED, new, _flops(before), _flops(node_counts(new))))
+            before = _flops(node_counts(hoists[0].producer))
+            for i, new in enumerate(hoist_gather(g, hoists[0])):  # P's work: the first reader's "before"
+                after = _flops(node_counts(new))
+                done.append(_rewrite_record(g, HOISTED, new, before if i == 0 else 0, after))
     return done
 
 
