@@ -35,7 +35,9 @@ Rules (the numbers the tests derive by hand):
   program ran on its traced sample) counts those distinct elements, like the routing a traced top-k
   fixes: the bound then holds for that sample, and the report says so. The footprint is used only
   while the statement keeps the domain and accesses it was traced with (a transform that narrows
-  it falls back). `indirect="min"` always takes the fewest elements over all index values.
+  it falls back). `indirect="min"` always takes the fewest elements over all index values. Gathers of
+  one tensor by several statements carry the union the trace took of them all (`ast.Traced.union`):
+  a tensor's reads count it when every statement of that union is among them, each once.
 * Compulsory bytes: each input and weight over the union of all its reads in the kernel, each output
   over the union of all its writes, each once at its own dtype; locals are free.
 """

@@ -24,12 +24,12 @@ operands). Taken only when the gathered boxes together have fewer elements than 
 arithmetic (a cast, a copy: computing an element twice costs nothing) and each box has fewer.
 
 Traced counts (`--indirect traced`, docs/bounds.md section 0.2): a reader's traced footprint of T
-moves to P''s gather of an input that P reads at an injective affine function of its output
+moves to the gather P' makes of an input that P reads at a one-to-one affine function of its output
 variables (a cast, a copy, a transpose: one input element per element of T), since that gather
-touches the images of the same elements, as many; the footprint's record of the union the trace took
-with T's other indirect readers moves with it, so the input's reads by all the P' count that union
-(`costs.distinct_elements`). Any other gather of P' has no traced footprint, so its rows count at
-their fewest (one per loaded index): the bound errs low.
+touches the images of the same elements, as many; the union the trace took of all T's gathers moves
+with it, so the input's reads by all the P' count that union (`costs.traced_union`). Any other
+gather of P' has no traced footprint, so its rows count at their fewest (one per loaded index): the
+bound errs low.
 """
 
 from __future__ import annotations
