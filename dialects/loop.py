@@ -240,7 +240,9 @@ class OriginAttr(ParametrizedAttribute):
 class TracedAttr(ParametrizedAttribute):
     """`#loop.traced<"emb_weight", read, 917504, 1048576, 1>`: what a statement's indirect accesses
     of a tensor touched on the frontend's traced sample (`ast.Traced`): the tensor, `read` or
-    `write`, distinct elements, domain points and number of such accesses."""
+    `write`, distinct elements, domain points and number of such accesses; then, for gathers of a
+    tensor by several statements, `union "emb_weight" 1835008 member 0 of 2`: the group's tensor,
+    what its statements touched together, which of them this one is, how many they are."""
 
     name = "loop.traced"
     tensor: StringAttr
@@ -248,21 +250,30 @@ class TracedAttr(ParametrizedAttribute):
     elements: IntAttr
     points: IntAttr
     accesses: IntAttr
+    union: IntAttr
+    member: IntAttr
+    among: IntAttr
+    group: StringAttr
 
     def __init__(self, t: Traced):
         super().__init__(StringAttr(t.tensor), IntAttr(int(t.write)), IntAttr(t.elements), IntAttr(t.points),
-                         IntAttr(t.accesses))
+                         IntAttr(t.accesses), IntAttr(t.union), IntAttr(t.member), IntAttr(t.among),
+                         StringAttr(t.group))
 
     @property
     def traced(self) -> Traced:
         return Traced(self.tensor.data, bool(self.write.data), self.elements.data, self.points.data,
-                      self.accesses.data)
+                      self.accesses.data, self.union.data, self.among.data, self.member.data, self.group.data)
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
             printer.print_string_literal(self.tensor.data)
             printer.print_string(f", {'write' if self.write.data else 'read'}, {self.elements.data}, "
                                  f"{self.points.data}, {self.accesses.data}")
+            if self.among.data:
+                printer.print_string(", union ")
+                printer.print_string_literal(self.group.data)
+                printer.print_string(f" {self.union.data} member {self.member.data} of {self.among.data}")
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -276,11 +287,26 @@ class TracedAttr(ParametrizedAttribute):
             for _ in range(3):
                 parser.parse_punctuation(",")
                 nums.append(parser.parse_integer())
-            return (StringAttr(tensor), IntAttr(int(kind == "write")), *(IntAttr(n) for n in nums))
+            group, union, member, among = "", 0, 0, 0
+            if parser.parse_optional_punctuation(","):
+                parser.parse_keyword("union")
+                group = parser.parse_str_literal()
+                union = parser.parse_integer()
+                parser.parse_keyword("member")
+                member = parser.parse_integer()
+                parser.parse_keyword("of")
+                among = parser.parse_integer()
+            return (StringAttr(tensor), IntAttr(int(kind == "write")), *(IntAttr(n) for n in nums),
+                    IntAttr(union), IntAttr(member), IntAttr(among), StringAttr(group))
 
     def verify_(self) -> None:
         if min(self.elements.data, self.points.data, self.accesses.data) < 0 or self.accesses.data == 0:
             raise VerifyException("loop.traced: counts must be non-negative and accesses positive")
+        among, union = self.among.data, self.union.data
+        if among and (among < 2 or not 0 <= self.member.data < among or union < self.elements.data or
+                      not self.group.data):
+            raise VerifyException("loop.traced: a union is over two statements or more, of a named tensor, "
+                                  "one of them this one, and holds at least its own elements")
 
 
 def traced_of(attr: ArrayAttr | None) -> tuple[Traced, ...]:

@@ -180,5 +180,7 @@ def stamp_traced(kernels: list[Kernel], traced: list[dict]) -> None:
             raise PassError(f"kernel {kernels[0].name}: a traced footprint names statement {i!r}, "
                             f"the kernel has {len(ctxs)}", error_class="translate")
         s = ctxs[i].stmt
+        among = int(t.get("among", 0))
         s.traced = (*s.traced, Traced(str(t["tensor"]), bool(t["write"]), int(t["elements"]),
-                                      int(t["points"]), int(t["accesses"])))
+                                      int(t["points"]), int(t["accesses"]), int(t.get("union", 0)), among,
+                                      int(t.get("member", 0)), str(t["tensor"]) if among else ""))

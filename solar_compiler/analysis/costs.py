@@ -39,7 +39,9 @@ Rules (the numbers the tests derive by hand):
   part of it: narrowing to a part (a slice of a partly filled last page) keeps the trace's
   elements less k per point dropped (k accesses a point), at least what that part touches; a
   transform that builds another domain drops the trace. `indirect="min"` always takes the fewest
-  elements over all index values.
+  elements over all index values. Gathers of one tensor by several statements carry the union the
+  trace took of them all (`ast.Traced.union`): a tensor's reads count it when every statement of
+  that union is among them, each once, on its traced domain.
 * Compulsory bytes: each input and weight over the union of all its reads in the kernel, each output
   over the union of all its writes, each once at its own dtype; locals are free.
 """
@@ -88,7 +90,7 @@ from solar_compiler.analysis.value_dtypes import ValueDtypes, is_block_scale, jo
 from solar_compiler.analysis.vector_work import FOLDED, VectorWork
 from solar_compiler.dialects.einsum import GatherOp, IndexOp, NodeOp, TensorOp, YieldOp
 from solar_compiler.dialects.graph_convert import NodeText
-from solar_compiler.dialects.loop import OriginAttr, traced_of
+from solar_compiler.dialects.loop import OriginAttr, Traced, traced_of
 from solar_compiler.errors import LoopIRError
 from solar_compiler.loopir.affine import AffCond, AffExpr, solo_vars
 from solar_compiler.loopir.affine_map import from_map
@@ -205,11 +207,14 @@ class Site:
     # a conditional store's write (`structured.conditional_store`): the elements it changes depend on
     # values, so it counts its traced count, or none (the fewest over all values)
     conditional: bool = False
+    # a gather whose trace holds a union with other statements' gathers (`ast.Traced`): (the
+    # group's tensor, its union, how many statements it has, which one this is, the node's position)
+    union: tuple[str, int, int, int, int] | None = None
     _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:  # sites are cache keys: hash the nested expressions once
         object.__setattr__(self, "_hash", hash((self.ivs, self.cons, self.indices, self.traced, self.floor,
-                                                self.conditional)))
+                                                self.conditional, self.union)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -237,7 +242,8 @@ class _Piece:
 
 def distinct_elements(sites: Sequence[Site]) -> int:
     """Distinct tensor elements touched by the union of `sites` (gathers: see the module rules; a
-    gather with a traced count touched that many on the traced sample)."""
+    gather with a traced count touched that many on the traced sample, and the gathers of a traced
+    union, when every statement of it is here, that union)."""
     direct = tuple(dict.fromkeys(s for s in sites if not s.indirect and not s.conditional))
     best = _union_count(direct)
     for s in sites:
@@ -246,7 +252,21 @@ def distinct_elements(sites: Sequence[Site]) -> int:
         elif s.indirect:
             affine = Site(s.ivs, s.cons, tuple(i for i in s.indices if i is not None))
             best = max(best, _union_count((affine,)), s.traced or 0, s.floor)
-    return best
+    return max(best, traced_union(sites))
+
+
+def traced_union(sites: Sequence[Site]) -> int:
+    """The largest traced union of gathers whose statements are all among `sites`, each once: one
+    node per member of the group (a member missing, or a node copied, and the union is not what
+    these sites read)."""
+    groups: dict[tuple[str, int, int], dict[int, set[int]]] = {}
+    for s in sites:
+        if s.union is not None and s.indirect and not s.conditional:
+            group, union, among, member, node = s.union
+            groups.setdefault((group, union, among), {}).setdefault(member, set()).add(node)
+    return max((union for (_, union, among), members in groups.items()
+                if sorted(members) == list(range(among)) and all(len(n) == 1 for n in members.values())),
+               default=0)
 
 
 INDIRECT = ("traced", "min")  # how indirect accesses are counted (module rules)
@@ -533,18 +553,22 @@ class NodeSites:
         idx = from_map(m, n.iv_names, syms)
         if syms:  # a map without symbols has no loaded position: its indices as they are
             idx = tuple(None if str(e) in syms else e for e in idx)
-        traced, floor = None, 0
+        traced, floor, union = None, 0, None
         if None in idx and not s.init:
-            traced = self._traced(n, s.node, tensor, write)
+            rec = self._traced(n, s.node, tensor, write)
+            traced = rec.elements if rec is not None else None
+            if rec is not None and rec.among and not write:
+                union = (rec.group, rec.union, rec.among, rec.member, s.node)
             floor = 0 if write else key_floor(n, m, tensor)
         if write and not s.init and st.conditional_store(n):
-            return Site(ivs, cons, idx, self._traced(n, s.node, tensor, write), 0, True)
-        return Site(ivs, cons, idx, traced, floor)
+            rec = self._traced(n, s.node, tensor, write)
+            return Site(ivs, cons, idx, rec.elements if rec is not None else None, 0, True)
+        return Site(ivs, cons, idx, traced, floor, union=union)
 
-    def _traced(self, n: NodeOp, i: int, tensor: str, write: bool) -> int | None:
-        """The traced sample's distinct elements of `tensor` for the node's indirect reads (or its
-        scatter), while the node keeps the accesses the trace was taken on, over that domain or a
-        part of it (module rules)."""
+    def _traced(self, n: NodeOp, i: int, tensor: str, write: bool) -> Traced | None:
+        """The traced record of `tensor` for the node's indirect reads (or its scatter), while the
+        node keeps the accesses the trace was taken on, over that domain or a part of it (module
+        rules; a part keeps no union)."""
         traced = traced_of(n.traced)
         if self.indirect != "traced" or not traced:
             return None
@@ -556,10 +580,13 @@ class NodeSites:
                 points = st.points(n)
                 if t.accesses != k or not k or points > t.points:
                     return None
+                if points == t.points:
+                    return t
                 # narrowed to a subset of the traced domain (narrowing keeps the trace; a transform
                 # that builds other domains drops it): each point dropped took at most k of the
                 # elements away
-                return max(0, t.elements - k * (t.points - points))
+                return replace(t, elements=max(0, t.elements - k * (t.points - points)), points=points,
+                               union=0, among=0, member=0)
         return None
 
 

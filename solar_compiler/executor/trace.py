@@ -42,6 +42,22 @@ class IndirectTrace:
         """Distinct elements per (statement, tensor, write), conditional accesses left out."""
         return {k: int(b.sum()) for k, b in self._touched.items() if k not in self._conditional}
 
+    def unions(self) -> dict[tuple[int, str], tuple[int, int, int]]:
+        """Per (statement, tensor) of a tensor that two statements or more gather (conditional
+        accesses left out): the distinct elements they all touched together, which of them the
+        statement is (in program order) and how many they are. Per-statement counts give only the
+        largest of them (the pages of one KV cache that several requests read)."""
+        by_tensor: dict[str, list[Key]] = {}
+        for k in sorted(self._touched):
+            if not k[2] and k not in self._conditional:
+                by_tensor.setdefault(k[1], []).append(k)
+        out = {}
+        for t, keys in by_tensor.items():
+            if len(keys) > 1:
+                union = int(np.logical_or.reduce([self._touched[k] for k in keys]).sum())
+                out.update({(k[0], t): (union, m, len(keys)) for m, k in enumerate(keys)})
+        return out
+
 
 class StatementTrace:
     """The trace of one statement being executed (the executor's evaluator calls it)."""

@@ -72,8 +72,9 @@ class Translation:
     # {"position", "output", "of", "role", "how"}
     aliases: list[dict[str, Any]] = field(default_factory=list)
     # what the indirect accesses touched on the traced sample, per statement of the (single) kernel:
-    # {"stmt", "tensor", "write", "elements", "points", "accesses"} (`ast.Traced`; the translate
-    # pass puts them on the statements)
+    # {"stmt", "tensor", "write", "elements", "points", "accesses"}, and "union", "member", "among"
+    # for a tensor several statements gather (`ast.Traced`; the translate pass puts them on the
+    # statements)
     traced: list[dict[str, Any]] = field(default_factory=list)
     # the `loop` ops `kernels` convert to verified (`translate_cached` checks before caching; the
     # cache key covers the converter and the dialects), so the translate pass need not again

@@ -293,17 +293,23 @@ def has_indirect(kernel) -> bool:
 
 def traced_records(kernel, trace) -> list[dict[str, Any]]:
     """The trace as `Translation.traced` records: per statement and tensor, the distinct elements its
-    indirect accesses touched, its domain's points and how many such accesses it has."""
+    indirect accesses touched, its domain's points and how many such accesses it has; a gather of a
+    tensor that other statements gather too adds what they all touched (`union`), which of them it
+    is (`member`) and how many they are (`among`)."""
     from solar_compiler.loopir.ast import statements, stmt_reads
     from solar_compiler.loopir.domain import iteration_count
 
     ctxs = statements(kernel)
+    unions = trace.unions()
     out = []
     for (i, tensor, write), n in sorted(trace.counts().items()):
         s = ctxs[i].stmt
         accesses = 1 if write else sum(r.indirect and r.tensor == tensor for r in stmt_reads(s))
-        out.append({"stmt": i, "tensor": tensor, "write": write, "elements": n,
-                    "points": iteration_count(ctxs[i]), "accesses": accesses})
+        rec = {"stmt": i, "tensor": tensor, "write": write, "elements": n,
+               "points": iteration_count(ctxs[i]), "accesses": accesses}
+        if not write and (i, tensor) in unions:
+            rec["union"], rec["member"], rec["among"] = unions[(i, tensor)]
+        out.append(rec)
     return out
 
 

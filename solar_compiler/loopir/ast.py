@@ -222,13 +222,23 @@ class Traced:
     program on its traced sample: `elements` distinct elements,
     over a domain of `points` iterations with `accesses` such accesses. A value-dependent count
     that holds for that sample only; analyses use it while the statement keeps that domain and
-    those accesses (a transform that narrows the domain makes it stale, and it is then ignored)."""
+    those accesses (a transform that narrows the domain makes it stale, and it is then ignored).
+
+    Gathers of one tensor by several statements (`group`: that tensor) touched `union` distinct
+    elements together, over the group's `among` statements, this one its `member`-th (0 and 0: a
+    tensor only this statement gathers): per-statement counts give only the largest, a lower bound
+    on what all of them read. A rewrite that moves the gather to another tensor, element for
+    element, keeps the group."""
 
     tensor: str
     write: bool
     elements: int
     points: int
     accesses: int
+    union: int = 0
+    among: int = 0
+    member: int = 0
+    group: str = ""
 
 
 @dataclass

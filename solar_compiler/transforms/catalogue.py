@@ -31,8 +31,9 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
   (`F.one_hot(idx, V).float() @ W`) is the gather of the rows the keys select
   (`transforms/indicator_gather.py`, applied first: the association orders are planned on the
   products that remain).
-* **gathered elements computed alone**: a gather of a local that one node computes for it alone
-  reads a producer of the gathered elements only (`relu(x @ w)[idx]` is `relu(x[idx] @ w)`;
+* **gathered elements computed alone**: each gather of a local that one node computes and only
+  gathers read reads a producer of its gathered elements only (`relu(x @ w)[idx]` is
+  `relu(x[idx] @ w)`; a whole-cache cast gathered per request is a cast of each request's pages;
   `transforms/gather_hoist.py`, with the one-hot entry, before the association orders).
 * **an operand repeated along the reduced variables**: the other operand summed over its copies
   first (`x.repeat(1, 2) @ w = x @ (w[:n] + w[n:])`; `distinct.presummed`, applied by the distinct
@@ -177,9 +178,10 @@ def _gathers(module: ModuleOp, allowed: Callable[[Sequence[NodeOp]], bool] | Non
             hoists = hoist_matches(g, allowed)
             if not hoists:
                 break
-            before = node_counts(hoists[0].producer)
-            new = hoist_gather(g, hoists[0])
-            done.append(_rewrite_record(g, HOISTED, new, _flops(before), _flops(node_counts(new))))
+            before = _flops(node_counts(hoists[0].producer))
+            for i, new in enumerate(hoist_gather(g, hoists[0])):  # P's work: the first reader's "before"
+                after = _flops(node_counts(new))
+                done.append(_rewrite_record(g, HOISTED, new, before if i == 0 else 0, after))
     return done
 
 

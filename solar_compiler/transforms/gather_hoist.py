@@ -2,27 +2,41 @@
 the default model of computation (docs/bounds.md, section 0).
 
 `(x @ w)[idx]` reads 16 rows of a 2048 x 2048 product; an implementation computes those rows,
-`x[idx] @ w`, not the whole product. In the einsum graph: a node C reads a local T through a gather
-(`T[idx[i], j]`: one loaded position, the others affine in C's loop variables), and T is computed by
-one node P that writes each of its elements once (a permutation of P's output variables over the
-whole box, P's other variables reduced; an accumulation from zeros: a folded zero init or a zero
-fill before it) and that nothing else reads. The rewrite builds P', which computes T' = the gathered
-elements only: its loops are C's loop variables that the gather's positions and key use (their
-box), then P's reduced variables; P's output variable at the loaded position becomes the key (so
-P's reads through it become gathers, and the key's reads and arithmetic are copied from C), its
-others the gather's affine positions. C reads T' directly; P (and its fill) are erased. Repeated,
-the gather climbs through element-wise nodes to the contraction (`relu(x @ w)[idx]`).
+`x[idx] @ w`, not the whole product. In the einsum graph: a local T is computed by one node P that
+writes each of its elements once (a permutation of P's output variables over the whole box, P's
+other variables reduced; an accumulation from zeros: a folded zero init or a zero fill before it),
+and every reader of T reads it through a gather (`T[idx[i], j]`: one loaded position, the others
+affine in the reader's loop variables). The rewrite builds, for each such gather of a reader C, a
+node P' that computes T' = the elements that gather reads, alone: its loops are C's loop variables
+that the gather's positions and key use (their box), then P's reduced variables; P's output
+variable at the loaded position becomes the key (so P's reads through it become gathers, and the
+key's reads and arithmetic are copied from C), its others the gather's affine positions. C reads T'
+directly; P (and its fill) are erased. Repeated, the gather climbs through element-wise nodes to the
+contraction (`relu(x @ w)[idx]`).
+
+Several readers (MLA decode casts its whole latent cache to f32, then gathers each request's pages
+in a Python loop) each get their own P': P's work and its input reads then count for the gathered
+elements only. A reader that reads T otherwise (directly, or through a gather that does not match)
+keeps P, and every reader then reads P's T as written.
 
 Exact: T' holds the same values T does at the gathered positions (the same arithmetic on the same
-operands). Taken only when the gathered box has fewer elements than T. The new gathers have no
-traced footprint, so their rows count at their fewest (one per loaded index): the bound errs low.
+operands). Taken only when the gathered boxes together have fewer elements than T, or when P does no
+arithmetic (a cast, a copy: computing an element twice costs nothing) and each box has fewer.
+
+Traced counts (`--indirect traced`, docs/bounds.md section 0.2): a reader's traced footprint of T
+moves to the gather P' makes of an input that P reads at a one-to-one affine function of its output
+variables (a cast, a copy, a transpose: one input element per element of T), since that gather
+touches the images of the same elements, as many; the union the trace took of all T's gathers moves
+with it, so the input's reads by all the P' count that union (`costs.traced_union`). Any other
+gather of P' has no traced footprint, so its rows count at their fewest (one per loaded index): the
+bound errs low.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.dialects.builtin import (
     AffineMapAttr,
@@ -40,7 +54,8 @@ from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, Affine
 from solar_compiler.analysis import structured as st
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp, TensorOp, link_edges
 from solar_compiler.dialects.graph_convert import fresh_scope_number
-from solar_compiler.dialects.loop import CastOp, i64_array, type_dtype
+from solar_compiler.dialects.loop import CastOp, TracedAttr, i64_array, traced_of, type_dtype
+from solar_compiler.loopir.ast import Traced
 from solar_compiler.loopir.rules import FLOAT_DTYPES
 from solar_compiler.transforms.indicator_gather import Allowed, erase_dead
 
@@ -48,77 +63,81 @@ HOISTED = "gathered rows computed alone"
 
 
 @dataclass(frozen=True)
-class Hoist:
+class Reader:
+    """One gather of the producer's local, by the node `consumer`."""
+
     consumer: NodeOp
     gather: GatherOp
-    producer: NodeOp
-    fill: NodeOp | None       # the zero fill an accumulating producer starts from, when not folded
     used: tuple[int, ...]     # the consumer's loop variables the gather uses, in order
     loaded: int               # the tensor position the key gives
+    traced: Traced | None     # the consumer's traced footprint of the local, when this gather is all of it
+
+    @property
+    def box(self) -> int:
+        ranges = self.consumer.get_static_loop_intervals()
+        return math.prod(ranges[u][1] + 1 for u in self.used)
+
+
+@dataclass(frozen=True)
+class Hoist:
+    producer: NodeOp
+    fill: NodeOp | None       # the zero fill an accumulating producer starts from, when not folded
+    readers: tuple[Reader, ...]
+
+    def nodes(self) -> tuple[NodeOp, ...]:
+        """The nodes the rewrite changes or erases."""
+        own = (self.producer,) if self.fill is None else (self.producer, self.fill)
+        return (*dict.fromkeys(r.consumer for r in self.readers), *own)
 
 
 def hoist_matches(graph: GraphOp, allowed: Allowed | None = None) -> list[Hoist]:
-    """Every gather of a local that one node computes for it alone, fewer elements than the local."""
+    """Every local that one node computes and only gathers read, their boxes fewer elements than it."""
     out = []
     decls = graph.tensor_ops()
-    for c in graph.nodes():
-        for g in c.gathers():
-            h = _match(graph, decls, c, g)
-            if h is not None and (allowed is None or allowed(tuple(x for x in (c, h.producer, h.fill) if x))):
-                out.append(h)
+    nodes = graph.nodes()
+    for p in nodes:
+        h = _match(nodes, decls, p)
+        if h is not None and (allowed is None or allowed(h.nodes())):
+            out.append(h)
     return out
 
 
-def hoist_gather(graph: GraphOp, h: Hoist) -> NodeOp:
-    """Rewrite one match (module docstring); returns P'. The graph's edges are relinked."""
-    decls = graph.tensor_ops()
-    taken = set(decls) | {n.sym_name.data for n in graph.nodes()}
-    name = fresh_name(f"{h.gather.tensor_name}_rows", taken)
-    node_name = fresh_name(f"{h.producer.sym_name.data}_rows", taken | {name})
-    t = decls[h.gather.tensor_name]
-    ranges = h.consumer.get_static_loop_intervals()
-    shape = tuple(ranges[u][1] + 1 for u in h.used)
-    graph.body.block.insert_op_after(TensorOp(name, shape, t.dtype, "local"), list(decls.values())[-1])
-    new = _producer(graph, h, name, node_name)
-    graph.body.block.insert_op_before(new, h.consumer)
-    _read_directly(h, name)
+def hoist_gather(graph: GraphOp, h: Hoist) -> list[NodeOp]:
+    """Rewrite one match (module docstring); returns each reader's P'. The graph's edges are relinked."""
+    built = []
+    for r in h.readers:
+        decls = graph.tensor_ops()
+        taken = set(decls) | {n.sym_name.data for n in graph.nodes()}
+        name = fresh_name(f"{r.gather.tensor_name}_rows", taken)
+        node_name = fresh_name(f"{h.producer.sym_name.data}_rows", taken | {name})
+        t = decls[r.gather.tensor_name]
+        ranges = r.consumer.get_static_loop_intervals()
+        shape = tuple(ranges[u][1] + 1 for u in r.used)
+        graph.body.block.insert_op_after(TensorOp(name, shape, t.dtype, "local"), list(decls.values())[-1])
+        new = _producer(graph, h, r, name, node_name)
+        graph.body.block.insert_op_before(new, r.consumer)
+        _read_directly(r, name)
+        built.append(new)
     link_edges(graph)
     erase_dead(graph, [n for n in (h.producer, h.fill) if n is not None])
-    new.verify()
-    h.consumer.verify()
+    for new in built:
+        new.verify()
+    for c in dict.fromkeys(r.consumer for r in h.readers):
+        c.verify()
     graph.verify_()
-    return new
+    return built
 
 
 # ---- matching ------------------------------------------------------------------------------------
-def _match(graph: GraphOp, decls: dict[str, TensorOp], c: NodeOp, g: GatherOp) -> Hoist | None:
-    decl = decls.get(g.tensor_name)
-    m = g.map.data
-    if decl is None or decl.role.data != "local" or m.num_symbols != 1 or len(g.indices) != 1:
-        return None
-    loaded = [r for r, e in enumerate(m.results) if isinstance(e, AffineSymExpr)]
-    if len(loaded) != 1 or any(_has_symbol(e) for r, e in enumerate(m.results) if r != loaded[0]):
-        return None
-    p = g.source.owner if g.source is not None else None
-    if not isinstance(p, NodeOp) or p.dynamic_positions or p.guards is not None or \
-            p.reduce.data not in ("none", "add"):
-        return None
-    if any(k.data == "sequential" for n in (c, p) for k in n.iterator_types.data):
+def _match(nodes: list[NodeOp], decls: dict[str, TensorOp], p: NodeOp) -> Hoist | None:
+    decl = decls.get(p.output_name)
+    uses = [u.operation for u in p.result.uses]
+    if decl is None or decl.role.data != "local" or not uses or \
+            not all(isinstance(o, GatherOp) for o in uses):
+        return None  # only gathers read T (`link_edges`: a direct read or a later write uses it too)
+    if p.dynamic_positions or p.guards is not None or p.reduce.data not in ("none", "add") or \
+            any(k.data == "sequential" for k in p.iterator_types.data):
         return None  # P' runs in loops of its own: never inside a scan, whose steps interleave
-    if [u.operation for u in p.result.uses] != [g] or c.input_names.count(g.tensor_name):
-        return None  # P computes T for this gather alone
-    key = g.indices[0]
-    if any(isinstance(o, GatherOp) for o in st.reachable((key,))):
-        return None
-    used = sorted({d for r, e in enumerate(m.results) if r != loaded[0] for d in st.dims_of(e)}
-                  | c.value_dims(key))
-    ranges = c.get_static_loop_intervals()
-    lows, ups = c.lower_bounds.data.results, c.upper_bounds.data.results
-    if any(not (isinstance(lows[u], AffineConstantExpr) and lows[u].value == 0 and
-                isinstance(ups[u], AffineConstantExpr) and NodeOp.ints(c.steps)[u] == 1) for u in used):
-        return None
-    if math.prod(ranges[u][1] + 1 for u in used) >= math.prod(decl.dims):
-        return None  # no fewer elements than the whole tensor
     out = p.get_indexing_maps().data[-1].data.results
     if not all(isinstance(e, AffineDimExpr) for e in out) or len({e.position for e in out}) != len(out):
         return None
@@ -129,10 +148,64 @@ def _match(graph: GraphOp, decls: dict[str, TensorOp], c: NodeOp, g: GatherOp) -
                 isinstance(pu[d], AffineConstantExpr) and pu[d].value == decl.dims[r] and
                 NodeOp.ints(p.steps)[d] == 1):
             return None
-    outs = [e.position for e in out]
-    if outs != list(range(len(outs))):
+    if [e.position for e in out] != list(range(len(out))):
         return None  # the output variables first (then an init runs at their depth)
+    gathers: list[GatherOp] = list(dict.fromkeys(uses))  # type: ignore[arg-type]
+    gathers.sort(key=lambda g: (nodes.index(_node_of(g)), _node_of(g).gathers().index(g)))
+    readers = []
+    for g in gathers:
+        r = _reader(nodes, p, _node_of(g), g)
+        if r is None:
+            return None  # a reader that no P' can serve keeps P, for every reader
+        readers.append(r)
+    size = math.prod(decl.dims)
+    if any(r.box >= size for r in readers):
+        return None  # no fewer elements than the whole tensor
+    if sum(r.box for r in readers) >= size and _arithmetic(p):
+        return None  # P's work computed more than once in all
+    fill = None
+    if p.reduce.data == "add":
+        start = st.zero_start(p, len(out))
+        if start is None:
+            return None
+        fill = start[0]
+    return Hoist(p, fill, tuple(readers))
+
+
+def _node_of(g: GatherOp) -> NodeOp:
+    n = g.parent_op()
+    assert isinstance(n, NodeOp)
+    return n
+
+
+def _arithmetic(p: NodeOp) -> bool:
+    c = st.node_counts(p)
+    return c.flops_matrix + c.flops_vector_literal > 0
+
+
+def _reader(nodes: list[NodeOp], p: NodeOp, c: NodeOp, g: GatherOp) -> Reader | None:
+    """The reader of P's local that the gather `g` of node `c` is, when a P' can compute what it
+    reads: the gather's loaded position, the variables it uses, where P' would run."""
+    m = g.map.data
+    if m.num_symbols != 1 or len(g.indices) != 1:
+        return None
+    loaded = [r for r, e in enumerate(m.results) if isinstance(e, AffineSymExpr)]
+    if len(loaded) != 1 or any(_has_symbol(e) for r, e in enumerate(m.results) if r != loaded[0]):
+        return None
+    if any(k.data == "sequential" for k in c.iterator_types.data):
+        return None  # P' runs in loops of its own: never inside a scan, whose steps interleave
+    key = g.indices[0]
+    if any(isinstance(o, GatherOp) for o in st.reachable((key,))):
+        return None
+    used = sorted({d for r, e in enumerate(m.results) if r != loaded[0] for d in st.dims_of(e)}
+                  | c.value_dims(key))
+    lows, ups = c.lower_bounds.data.results, c.upper_bounds.data.results
+    if any(not (isinstance(lows[u], AffineConstantExpr) and lows[u].value == 0 and
+                isinstance(ups[u], AffineConstantExpr) and NodeOp.ints(c.steps)[u] == 1) for u in used):
+        return None
+    outs = [e.position for e in p.get_indexing_maps().data[-1].data.results]
     dl = outs[loaded[0]]
+    pl, pu = p.lower_bounds.data.results, p.upper_bounds.data.results
     for i, (lb, ub) in enumerate(zip(pl, pu, strict=True)):
         if i not in outs and dl in (st.dims_of(lb) | st.dims_of(ub)):
             return None
@@ -142,17 +215,19 @@ def _match(graph: GraphOp, decls: dict[str, TensorOp], c: NodeOp, g: GatherOp) -
         if isinstance(o, IndexOp) and dl in st.dims_of(o.map.data.results[0]) and \
                 o.map.data.results[0] != AffineExpr.dimension(dl):
             return None
-    nodes = graph.nodes()
     reads = {*p.input_names, *(x.tensor_name for x in p.gathers())}
     if any(n.output_name in reads for n in nodes[nodes.index(p) + 1:nodes.index(c)]):
         return None  # P' runs where C does: what P reads must hold the same values there
-    fill = None
-    if p.reduce.data == "add":
-        start = st.zero_start(p, len(outs))
-        if start is None:
-            return None
-        fill = start[0]
-    return Hoist(c, g, p, fill, tuple(used), loaded[0])
+    return Reader(c, g, tuple(used), loaded[0], _reader_trace(c, g))
+
+
+def _reader_trace(c: NodeOp, g: GatherOp) -> Traced | None:
+    """C's traced footprint of the local, while it still holds (`structured.traced_elements`) and
+    `g` is C's only gather of it: then it is what `g` touched."""
+    t = g.tensor_name
+    if [x for x in c.gathers() if x.tensor_name == t] != [g] or st.traced_elements(c, t, False) is None:
+        return None
+    return next(x for x in traced_of(c.traced) if x.tensor == t and not x.write)
 
 
 def _has_symbol(e: AffineExpr) -> bool:
@@ -160,20 +235,20 @@ def _has_symbol(e: AffineExpr) -> bool:
 
 
 # ---- the rewrite ---------------------------------------------------------------------------------------
-def _producer(graph: GraphOp, h: Hoist, name: str, node_name: str) -> NodeOp:
-    c, p, g = h.consumer, h.producer, h.gather
+def _producer(graph: GraphOp, h: Hoist, r: Reader, name: str, node_name: str) -> NodeOp:
+    c, p, g = r.consumer, h.producer, r.gather
     out = [e.position for e in p.get_indexing_maps().data[-1].data.results]
-    nu, np_ = len(h.used), p.get_num_loops()
+    nu, np_ = len(r.used), p.get_num_loops()
     reduced = [d for d in range(np_) if d not in out]
     nd = nu + len(reduced)
     # the consumer's dims and the producer's, as expressions over the new node's dims
     from_c: list[AffineExpr] = [AffineExpr.constant(0)] * c.get_num_loops()
-    for i, u in enumerate(h.used):
+    for i, u in enumerate(r.used):
         from_c[u] = AffineExpr.dimension(i)
     gmap = g.map.data.results
     from_p: list[AffineExpr] = [AffineExpr.constant(0)] * np_
-    for r, d in enumerate(out):
-        from_p[d] = AffineExpr.symbol(0) if r == h.loaded else gmap[r].replace_dims_and_symbols(from_c, [])
+    for k, d in enumerate(out):
+        from_p[d] = AffineExpr.symbol(0) if k == r.loaded else gmap[k].replace_dims_and_symbols(from_c, [])
     for i, d in enumerate(reduced):
         from_p[d] = AffineExpr.dimension(nu + i)
 
@@ -202,14 +277,17 @@ def _producer(graph: GraphOp, h: Hoist, name: str, node_name: str) -> NodeOp:
         block.add_op(k)
         values.update(zip(o.results, k.results, strict=True))
     key = values[g.indices[0]]
-    dl = out[h.loaded]
+    dl = out[r.loaded]
     pmaps = p.get_indexing_maps().data
+    traced: list[Traced] = []
     for a in p.body.block.args:
         mp = pmaps[a.index].data
         if dl in mp.used_dims():
             gat = GatherOp(p.input_names[a.index], over_p(mp.results, 1), [key], type_dtype(a.type))
             block.add_op(gat)
             values[a] = gat.result
+            if r.traced is not None and _one_to_one(mp, out):
+                traced.append(replace(r.traced, tensor=p.input_names[a.index]))
         else:
             inputs.append(p.input_names[a.index])
             maps.append(over_p(mp.results))
@@ -233,10 +311,10 @@ def _producer(graph: GraphOp, h: Hoist, name: str, node_name: str) -> NodeOp:
     base = fresh_scope_number(graph)
     lbs = [AffineExpr.constant(0)] * nu + [p.lower_bounds.data.results[d].replace_dims_and_symbols(from_p, [])
                                            for d in reduced]
-    ubs = [AffineExpr.constant(ranges[u][1] + 1) for u in h.used] + \
+    ubs = [AffineExpr.constant(ranges[u][1] + 1) for u in r.used] + \
         [p.upper_bounds.data.results[d].replace_dims_and_symbols(from_p, []) for d in reduced]
     types = [StringAttr("parallel")] * nu + [p.iterator_types.data[d] for d in reduced]
-    names = [c.iv_names[u] for u in h.used]
+    names = [c.iv_names[u] for u in r.used]
     names += [fresh_name(p.iv_names[d], set(names)) for d in reduced]
     props = {
         "sym_name": StringAttr(node_name), "inputs": ArrayAttr([FlatSymbolRefAttr(t) for t in inputs]),
@@ -248,7 +326,9 @@ def _producer(graph: GraphOp, h: Hoist, name: str, node_name: str) -> NodeOp:
         "indexing_maps": ArrayAttr([*maps, AffineMapAttr(AffineMap(nd, 0, tuple(
             AffineExpr.dimension(i) for i in range(nu))))]),
         "scopes": i64_array(tuple(range(base, base + nd)))}
-    return producer_node(p, h.fill, nu, props, block)
+    new = producer_node(p, h.fill, nu, props, block)
+    _carry_traces(new, traced)
+    return new
 
 
 def producer_node(p: NodeOp, fill: NodeOp | None, outs: int, props: dict[str, Attribute],
@@ -271,19 +351,48 @@ def producer_node(p: NodeOp, fill: NodeOp | None, outs: int, props: dict[str, At
     return new
 
 
-def _read_directly(h: Hoist, tensor: str) -> None:
-    """The consumer reads T' at its own loop variables in place of the gather."""
-    c, g = h.consumer, h.gather
+def _read_directly(r: Reader, tensor: str) -> None:
+    """The consumer reads T' at its own loop variables in place of the gather; its traced footprint
+    of T goes (its other footprints still hold: its domain and its other gathers are unchanged)."""
+    c, g = r.consumer, r.gather
     nd = c.get_num_loops()
-    m = AffineMapAttr(AffineMap(nd, 0, tuple(AffineExpr.dimension(u) for u in h.used)))
+    m = AffineMapAttr(AffineMap(nd, 0, tuple(AffineExpr.dimension(u) for u in r.used)))
     maps = list(c.indexing_maps.data)
     c.properties["inputs"] = ArrayAttr([*c.inputs.data, FlatSymbolRefAttr(tensor)])
     c.properties["indexing_maps"] = ArrayAttr([*maps[:-1], m, maps[-1]])
-    c.properties.pop("traced", None)
+    kept = [TracedAttr(t) for t in traced_of(c.traced) if t.tensor != g.tensor_name]
+    if kept:
+        c.properties["traced"] = ArrayAttr(kept)
+    else:
+        c.properties.pop("traced", None)
     arg = c.body.block.insert_arg(g.result.type, len(c.body.block.args))
     g.result.replace_all_uses_with(arg)
     g.detach()
     g.erase(safe_erase=False)
+
+
+def _one_to_one(m: AffineMap, outs: Sequence[int]) -> bool:
+    """Whether P's read at map `m` is a one-to-one function of its output variables `outs` (each
+    result a constant or a multiple of one output variable plus a constant, every output variable
+    in one): its elements then pair off with T's, so a gather of it touches as many as T's did."""
+    seen: list[int] = []
+    for e in m.results:
+        form = st.linear_form(e)
+        if form is None or len(form[0]) > 1 or not set(form[0]) <= set(outs):
+            return False
+        seen += list(form[0])
+    return sorted(seen) == sorted(outs)
+
+
+def _carry_traces(new: NodeOp, traced: Sequence[Traced]) -> None:
+    """Put the reader's footprint on P' for each input it gathers one-to-one, with P''s points and
+    its reads of that input (`structured.gather_count`), when that gather is P''s only one of it."""
+    kept = []
+    for t in traced:
+        if [x.tensor_name for x in new.gathers()].count(t.tensor) == 1:
+            kept.append(replace(t, points=st.points(new), accesses=st.gather_count(new, t.tensor)))
+    if kept:
+        new.properties["traced"] = ArrayAttr([TracedAttr(t) for t in kept])
 
 
 def _cast(block: Block, v: SSAValue, dtype: str) -> SSAValue:
