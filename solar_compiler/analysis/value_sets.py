@@ -183,7 +183,7 @@ class ValueSets:
             a = o.value
             return _literal_range(float(a.value.data if isinstance(a, FloatAttr) else int(a.value.data)))
         if isinstance(o, BitcastOp):  # new values: the bits of any operand may be any pattern
-            return _dtype_range(dt)
+            return dtype_range(dt)
         if isinstance(o, CastOp):
             x = self.integral(node, o.x)
             if dt in INT_DTYPES:  # a float truncates to an integer
