@@ -186,3 +186,12 @@ def test_workloads_translate_together_and_carry_validation(reports) -> None:
     got = {u: (r["validation"]["method"], r["totals"]["flops"]) for u, r in reports["shape_branch"]}
     # m2: exp and add per element (2 x 8 x 2 = 32 FLOPs); m8 / m16: one multiply per element
     assert got == {"m2": ("full", 32), "m8": ("full", 64), "m16": ("other-workload", 128)}
+
+
+def test_ops_of_a_decorated_run_are_located_in_the_reference(reports) -> None:
+    """`@torch.no_grad()` wraps `run` in a function of torch's own files: the stack-trace anchor is
+    the wrapped function, so each op names its line of reference.py, not the generated file."""
+    [(_, r)] = reports["linear_backward"]
+    ref = str((DATA / "linear_backward" / "reference.py").resolve())
+    locs = {o["label"].split("[")[0]: o["loc"] for o in r["ops"] if o["flops"]}
+    assert sorted(set(locs.values())) == [f"{ref}:6", f"{ref}:7"]  # grad_x, then grad_weight

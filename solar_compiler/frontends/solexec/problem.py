@@ -32,7 +32,7 @@ DTYPES: dict[str, float] = {
 }
 INPUT_KINDS = ("random", "scalar", "custom", "safetensors")
 # bumped when the generated file or the runtime changes what a problem translates to
-GENERATOR_VERSION = "solexec-2"
+GENERATOR_VERSION = "solexec-3"
 
 
 def is_problem_dir(path: str | Path) -> bool:

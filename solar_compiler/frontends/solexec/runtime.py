@@ -19,6 +19,7 @@ get_device_capability/get_device_name/synchronize` answer as one Blackwell GPU w
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import types
 from collections.abc import Iterator
@@ -228,10 +229,14 @@ def _anchor_stack_traces(module: types.ModuleType, path: str) -> None:
     """Make torch.export record the reference's own frames: it keeps only frames of functions named
     `forward` unless a function is registered as an anchor (what `torch.fx.traceback.annotate_fn`
     does), and `run` and its helpers are not. Statements are then located in reference.py; without
-    the (private) registry they fall back to the generated file."""
+    the (private) registry they fall back to the generated file. A decorated function (`@torch.no_grad()`)
+    is registered unwrapped (`inspect.unwrap`): its wrapper lives in torch's own files."""
     register = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
     if register is None:
         return
-    for fn in vars(module).values():
+    for value in vars(module).values():
+        # `@torch.no_grad()` (every SOL-ExecBench reference's `run`) wraps the function in one of
+        # torch/utils/_contextlib.py: the frames that run are the wrapped function's
+        fn = inspect.unwrap(value) if callable(value) else value
         if isinstance(fn, types.FunctionType) and fn.__code__.co_filename == path:
             register(fn)
