@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
+import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from solar_compiler.frontends.model_file import load_model_file
+from solar_compiler.frontends.captured_program import CaptureError
+from solar_compiler.frontends.model_file import ModelFileError, load_model_file
 from solar_compiler.frontends.solexec.problem import load_problem, write_model_files
 from solar_compiler.frontends.solexec.runtime import random_tensor
+from solar_compiler.frontends.torch.capture import capture
+from solar_compiler.frontends.torch.capture import util as capture_util
 from solar_compiler.frontends.torch.capture.inputs import fresh_tensors
 
 DATA = Path(__file__).resolve().parent / "data" / "solexec"
@@ -77,3 +83,36 @@ def test_fresh_samples_follow_the_harness_rules(tmp_path: Path) -> None:
     x = dict(zip(base, fresh.values(), strict=True))
     _check_harness_rules(x)
     assert not torch.equal(x["probs"], base["probs"]) and not torch.equal(x["idx"], base["idx"])
+
+
+def test_custom_generator_that_reads_values_is_run_for_real(tmp_path: Path) -> None:
+    """`int(kv_indptr[-1])` in the generator: fake tensors cannot run it, so the workload's inputs are
+    generated for real and turned into fake tensors of the capture's mode."""
+    spec = _spec(tmp_path, "paged_decode")
+    _, sample = capture_util.build_model(spec, "eval", FakeTensorMode())
+    assert all(isinstance(t, FakeTensor) for t in sample) and len(sample) == 6
+    prog = capture(spec)
+    assert prog.method == "dispatch" and [t.shape for t in prog.inputs][3] == (2,)
+
+
+def test_real_inputs_are_refused_above_the_limit_before_they_are_made(tmp_path: Path, monkeypatch) -> None:
+    spec = _spec(tmp_path, "paged_decode")
+    calls = []
+    generate = spec.module._P.module.generate_inputs
+    monkeypatch.setattr(spec.module._P.module, "generate_inputs", lambda *a: calls.append(1) or generate(*a))
+    monkeypatch.setattr(capture_util, "REAL_RUN_LIMIT_BYTES", 1000)  # the inputs take 4,196 bytes
+    with pytest.raises(CaptureError, match=r"get_inputs\(\) needs real tensors .* capture a size-reduced"):
+        capture_util.build_model(spec, "eval", FakeTensorMode())
+    assert len(calls) == 1  # the fake attempt only
+
+
+def test_an_input_generator_error_names_its_line_in_the_reference(tmp_path: Path) -> None:
+    d = tmp_path / "p"
+    shutil.copytree(DATA / "custom_probs", d)
+    ref = d / "reference.py"
+    ref.write_text(ref.read_text().replace("    return {", "    raise ValueError('no probs')\n    return {"))
+    line = ref.read_text().splitlines().index("    raise ValueError('no probs')") + 1
+    spec = _spec(tmp_path, d)
+    with pytest.raises(ModelFileError) as e:
+        spec.sample_inputs()
+    assert str(e.value) == f"{ref.resolve()}:{line}: get_inputs() raised ValueError: no probs"

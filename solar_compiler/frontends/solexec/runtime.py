@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import math
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +34,7 @@ from solar_compiler.errors import SolarError
 from solar_compiler.loopir.rules import E2M1_VALUES
 
 from .inputs import TORCH_DTYPES, encode_e2m1, pack_fp4, random_input, random_tensor
-from .problem import resolve_axes
+from .problem import DTYPES, resolve_axes
 
 __all__ = ["CAPABILITY", "E2M1_VALUES", "TORCH_DTYPES", "ProblemModel", "cuda_on_cpu", "decode_fp4",
            "encode_e2m1", "pack_fp4", "random_tensor"]
@@ -170,6 +171,18 @@ class ProblemModel:
                 values[name] = random_input(name, t, shape, d)
         self.values = {n: v for n, v in values.items() if not isinstance(v, torch.Tensor)}
         return [v for v in values.values() if isinstance(v, torch.Tensor)]
+
+    def input_nbytes(self, var_axes: dict[str, int]) -> int:
+        """Bytes of the tensor inputs at `var_axes`, from the definition's shapes and dtypes (what a
+        real `tensor_inputs` allocates, known before it runs)."""
+        d = self.definition
+        axes = resolve_axes(d["axes"], var_axes, f"{self.dir / 'workload.jsonl'}")
+        total = 0.0
+        for t in d["inputs"].values():
+            if t["shape"] is not None:
+                count = math.prod(int(s) if s.isdigit() else axes[s] for s in t["shape"])
+                total += count * DTYPES[t["dtype"]]
+        return math.ceil(total)
 
     def _safetensor(self, spec: dict[str, Any], name: str) -> torch.Tensor | None:
         """The tensor of a safetensors input when its file exists (relative paths are looked up from
