@@ -32,7 +32,7 @@ def reports(tmp_path_factory) -> dict[str, list[tuple[str, dict]]]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg")))
         for name in ("gemm_bf16", "fp8_scaled_gemm", "linear_backward", "custom_probs", "rmsnorm_cuda",
-                     "shape_branch"):
+                     "shape_branch", "paged_decode"):
             o = tmp_path_factory.mktemp(name) / "stdout"
             import contextlib
 
@@ -195,3 +195,15 @@ def test_ops_of_a_decorated_run_are_located_in_the_reference(reports) -> None:
     ref = str((DATA / "linear_backward" / "reference.py").resolve())
     locs = {o["label"].split("[")[0]: o["loc"] for o in r["ops"] if o["flops"]}
     assert sorted(set(locs.values())) == [f"{ref}:6", f"{ref}:7"]  # grad_x, then grad_weight
+
+
+def test_ragged_decode_is_captured_and_validated_on_its_generators_samples(reports) -> None:
+    """FlashInfer-style paged decode: the generator reads values (so the inputs are generated for
+    real), `run` reads 3 values per request (72 at B = 24: captured), and B = 1 is validated on fresh
+    samples of its own generator: `kv_indptr = [0, 6]` on each (drawn in its observed range, the
+    layout was invalid and every fresh sample traced another program)."""
+    got = {u: r["validation"] for u, r in reports["paged_decode"]}
+    assert set(got) == {"b1", "b24"}
+    assert got["b1"]["validated"] and got["b1"]["samples"] == 3, got["b1"]
+    assert "captured again" in got["b1"]["reason"]
+    assert got["b24"]["frontend"] == "torch-dispatch" and got["b24"]["value_dependent"]

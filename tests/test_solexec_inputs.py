@@ -78,11 +78,13 @@ def test_fresh_samples_follow_the_harness_rules(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "harness_inputs")
     torch.manual_seed(0)
     base = _named(spec, spec.sample_inputs())
+    eps = spec.module._P.values["eps"]
     fresh = fresh_tensors(spec, 1)
     assert list(fresh) == ["tensors_0", *(f"tensors_{i}" for i in range(1, 13))]
     x = dict(zip(base, fresh.values(), strict=True))
     _check_harness_rules(x)
     assert not torch.equal(x["probs"], base["probs"]) and not torch.equal(x["idx"], base["idx"])
+    assert spec.module._P.values["eps"] == eps  # the bound scalar stays the traced sample's
 
 
 def test_custom_generator_that_reads_values_is_run_for_real(tmp_path: Path) -> None:
@@ -104,6 +106,19 @@ def test_real_inputs_are_refused_above_the_limit_before_they_are_made(tmp_path: 
     with pytest.raises(CaptureError, match=r"get_inputs\(\) needs real tensors .* capture a size-reduced"):
         capture_util.build_model(spec, "eval", FakeTensorMode())
     assert len(calls) == 1  # the fake attempt only
+
+
+def test_fresh_samples_keep_what_the_generator_fixes(tmp_path: Path) -> None:
+    """B = 1: the page table's offsets are [0, num_kv_indices] whatever the seed; drawing them in their
+    observed range made an invalid layout, and the workload was never validated."""
+    spec = _spec(tmp_path, "paged_decode")
+    torch.manual_seed(0)
+    base = spec.sample_inputs()
+    for seed in (1, 2):
+        fresh = list(fresh_tensors(spec, seed).values())
+        assert fresh[3].tolist() == [0, 6]  # kv_indptr
+        assert len(set(fresh[4].tolist())) == 6 and 0 <= int(fresh[4].min()) and int(fresh[4].max()) < 16
+        assert not torch.equal(fresh[4], base[4]) and not torch.equal(fresh[0], base[0])
 
 
 def test_an_input_generator_error_names_its_line_in_the_reference(tmp_path: Path) -> None:

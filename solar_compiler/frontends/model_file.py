@@ -155,6 +155,13 @@ class ModelSpec:
         """Call ``get_inputs()`` (checked to return a list/tuple)."""
         return self._call("get_inputs")
 
+    def fresh_sample_inputs(self, seed: int) -> list | None:
+        """The file's own fresh sample for validation, ``get_fresh_inputs(seed)`` (a generated
+        SOL-ExecBench file runs its workload's input generator again: only it knows which integer
+        inputs its structure fixes), or None when the file defines none."""
+        own = getattr(self.module, "get_fresh_inputs", None)
+        return self._call("get_fresh_inputs", seed) if callable(own) else None
+
     def init_inputs(self) -> list:
         """Call ``get_init_inputs()`` (checked to return a list/tuple); [] when the file has none."""
         return [] if self.get_init_inputs is None else self._call("get_init_inputs")

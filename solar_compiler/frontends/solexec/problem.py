@@ -287,6 +287,9 @@ def model_source(problem: Problem, index: int) -> str:
         '    """run(...) of the reference on the workload\'s inputs (CUDA redirected to CPU)."""\n\n\n'
         "def get_inputs():\n"
         "    return _P.tensor_inputs(AXES)\n\n\n"
+        "def get_fresh_inputs(seed):\n"
+        '    """A fresh sample for validation: the workload\'s generator again, under `seed`."""\n'
+        "    return _P.fresh_inputs(AXES, seed)\n\n\n"
         "def get_inputs_nbytes():\n"
         '    """What get_inputs() allocates (checked before it runs for real)."""\n'
         "    return _P.input_nbytes(AXES)\n\n\n"

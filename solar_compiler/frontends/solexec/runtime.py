@@ -172,6 +172,20 @@ class ProblemModel:
         self.values = {n: v for n, v in values.items() if not isinstance(v, torch.Tensor)}
         return [v for v in values.values() if isinstance(v, torch.Tensor)]
 
+    def fresh_inputs(self, var_axes: dict[str, int], seed: int) -> list[torch.Tensor]:
+        """A fresh sample for validation: the workload's own generator (custom entry point, the
+        harness's rules, plain random) run again under `seed`, so an integer input it fixes (B = 1:
+        `kv_indptr = [0, N]`) stays fixed and one it draws is drawn as it draws it. The non-tensor
+        inputs stay those of the sample the program was captured on: they are bound into the model
+        (`call`), not inputs of the captured program. The global random state is left as it was."""
+        bound = self.values
+        try:
+            with torch.random.fork_rng():
+                torch.manual_seed(seed)
+                return self.tensor_inputs(var_axes)
+        finally:
+            self.values = bound
+
     def input_nbytes(self, var_axes: dict[str, int]) -> int:
         """Bytes of the tensor inputs at `var_axes`, from the definition's shapes and dtypes (what a
         real `tensor_inputs` allocates, known before it runs)."""
