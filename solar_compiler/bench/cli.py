@@ -272,7 +272,7 @@ def run(a: argparse.Namespace) -> int:
 
         parse_hw_list("host")  # calibrated: it loads, or the error says why before any worker starts
     bfields = {**bcfg.fingerprint_fields(), "hw_files": target_files_sha(a.hw)}
-    bfp = {u.key: fingerprint(bfields, u) for u in units}
+    bfp = {u.key: fingerprint({**bfields, **bcfg.for_unit(u).fingerprint_fields()}, u) for u in units}
     mfp = {u.key: fingerprint(tcfg.fingerprint_fields(), u) for u in units}
     cores = len(os.sched_getaffinity(0))
     todo = [u for u in units if a.force or store.load(u, "bounds", bfp[u.key]) is None]
@@ -337,7 +337,7 @@ def run(a: argparse.Namespace) -> int:
             try:
                 prog = Progress(len(todo), "bounds")
                 threads = max(1, cores // max(1, min(a.workers, len(todo) or 1)))
-                backend.run([job(u, "bounds", bcfg, a.timeout, threads) for u in todo], on_done)
+                backend.run([job(u, "bounds", bcfg.for_unit(u), a.timeout, threads) for u in todo], on_done)
                 prog.stop()
                 if a.measure:
                     ok = [
@@ -374,7 +374,8 @@ def run(a: argparse.Namespace) -> int:
         "mode": a.mode,
         "step": a.step,
         "optimizer": a.optimizer,
-        "precision": a.precision or "auto",
+        "precision": a.precision or ("auto; SOL-ExecBench workloads: from their tolerance"
+                                     if any(u.precision for u in units) else "auto"),
         "cache_state": a.cache_state,
         "workers": a.workers,
         "backend": "ray" if a.ray else "pool",
