@@ -80,6 +80,7 @@ class RooflinePass(ModulePass):
     fidelity: str = "all"
     hw: str | tuple[str, ...] = "H100_SXM"   # `hw=A,B` arrives as a tuple, `hw="A,B"` as a string
     precision: str = "auto"
+    precision_reason: str | None = None  # why the policy (a problem's tolerance): the report says it
     inverse: str | None = None
     cache_size: str | int | None = None
     cache_state: str = "cold"
@@ -137,6 +138,7 @@ class RooflinePass(ModulePass):
         else:
             report = classical
         report["algorithms"] = algorithms
+        report["precision_reason"] = self.precision_reason
         report["rewrites"] = [r.row() for r in rewrites]
         report["classical"] = {"bounds": classical["bounds"], "totals": classical["totals"]}
         register_report(op, report)

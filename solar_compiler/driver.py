@@ -274,6 +274,9 @@ class SolarOptMain(xDSLOptMain):
         g.add_argument("--hw", default=None,
                        help="hardware target(s): H100_SXM or H100_SXM,H200 or a YAML path")
         g.add_argument("--precision", default=None, help="precision policy: auto|fp32|tf32|bf16|fp16|fp8")
+        g.add_argument("--precision-reason", default=None, metavar="TEXT",
+                       help="why the precision policy, printed beside it (a SOL-ExecBench problem folder "
+                            "sets both from the workload's tolerance)")
         g.add_argument("--cache-size", default=None,
                        help="cache-aware what-if: DRAM-level on-chip capacity in bytes (64MB, 0.5MiB)")
         g.add_argument("--cache-state", choices=("cold", "warm"), default=None,
@@ -340,6 +343,8 @@ class SolarOptMain(xDSLOptMain):
                 opts.append(f"hw={_quote(a.hw)}")
             if a.precision:
                 opts.append(f"precision={_quote(a.precision)}")
+            if a.precision_reason:
+                opts.append(f"precision-reason={_quote(a.precision_reason)}")
             if a.cache_size:
                 opts.append(f"cache-size={_quote(a.cache_size)}")
             if a.cache_state:

@@ -150,7 +150,7 @@ def _header(r: dict[str, Any], hws: list[str], cache_aware: bool) -> list[str]:
         f"source:     {r['source']}  (kernels: {', '.join(r['kernels'])})",
         *[f"{'validation:' if i == 0 else '':<12}{line}"
           for i, line in enumerate(_validation_lines(r["validation"]))],
-        f"precision:  policy {r['precision']}",
+        f"precision:  policy {r['precision']}" + (f" ({why})" if (why := r.get("precision_reason")) else ""),
         f"timing:     {CACHE_CONTRACT[r.get('cache_state', 'cold')]}",
         f"model:      {model_line(r)}",
     ]

@@ -24,7 +24,7 @@ from solar_compiler.frontends.captured_program import (  # noqa: E402
     TensorRef,
 )
 from solar_compiler.frontends.torch import frontend as fe  # noqa: E402
-from solar_compiler.frontends.torch.capture import capture  # noqa: E402
+from solar_compiler.frontends.torch.capture import capture, value_reads  # noqa: E402
 from solar_compiler.frontends.torch.capture.recorder import MAX_VALUE_READS, DispatchRecorder  # noqa: E402
 from solar_compiler.frontends.torch.validation import baked_outputs  # noqa: E402
 
@@ -108,3 +108,47 @@ def test_value_dependent_examples_still_validate_on_fresh_samples():
     samples, which take the traced branch too."""
     branch = fe.translate_job(str(ROOT / "examples/torch/data_dependent_branch.py"), FrontendOptions())
     assert branch.validation["validated"] is True and branch.validation["samples"] == 3
+
+
+ROW_LOOP = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+    B = 48
+    class Model(nn.Module):
+        def forward(self, x, lens, w):
+            out = torch.zeros(B, x.shape[1])
+            for b in range(B):
+                start, end = int(lens[b].item()), int(lens[b + 1].item())
+                rows = torch.softmax(x[start:end] @ w, dim=-1)
+                out[b] = rows.sum(0) * 2.0
+            return out
+    def get_inputs():
+        return [torch.randn(4 * B, 16), torch.arange(B + 1) * 4, torch.randn(16, 16)]
+    def get_init_inputs():
+        return []
+""")
+
+
+def test_reads_that_choose_tensor_work_are_captured(tmp_path, monkeypatch):
+    """FlashInfer-style: two reads per request choose a slice, tensor ops compute on it. 96 reads with
+    a few ops each are captured (they stopped at 64 before); the loop's length is still bounded."""
+    p = tmp_path / "row_loop.py"
+    p.write_text(ROW_LOOP)
+    prog = capture(str(p))
+    assert prog.method == "dispatch" and len(prog.value_dependent) == 1 and ":8:" in prog.value_dependent[0]
+    monkeypatch.setattr(value_reads, "MAX_LOOP_READS", 80)
+    with pytest.raises(CaptureError, match=r"row_loop.py:8: forward reads tensor values into Python more "
+                                           r"than 80 times \(aten._local_scalar_dense"):
+        capture(str(p))
+
+
+def test_a_read_per_element_with_one_op_each_still_stops_at_once(tmp_path, monkeypatch):
+    """`(a[i] * b[i]).item()`: one multiply per read is no tensor work worth the reads."""
+    p = tmp_path / "mul_loop.py"
+    p.write_text(SHORT_DOT.replace("N = 8", "N = 4096")
+                 .replace("a[i].item() * b[i].item()", "(a[i] * b[i]).item()"))
+    reads = _count(monkeypatch, DispatchRecorder, "_value_read")
+    with pytest.raises(CaptureError, match=r"mul_loop.py:8: forward reads tensor values into Python more "
+                                           r"than 64 times, with 6[0-9] tensor ops over the last 64 reads"):
+        capture(str(p))
+    assert reads[0] == MAX_VALUE_READS + 1

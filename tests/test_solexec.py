@@ -13,7 +13,12 @@ import torch
 
 from solar_compiler.driver import main
 from solar_compiler.errors import SolarError
-from solar_compiler.frontends.solexec.problem import eval_axis_expr, expand_argv, load_problem
+from solar_compiler.frontends.solexec.problem import (
+    eval_axis_expr,
+    expand_argv,
+    load_problem,
+    precision_policy,
+)
 from solar_compiler.frontends.solexec.runtime import (
     E2M1_VALUES,
     cuda_on_cpu,
@@ -32,7 +37,7 @@ def reports(tmp_path_factory) -> dict[str, list[tuple[str, dict]]]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg")))
         for name in ("gemm_bf16", "fp8_scaled_gemm", "linear_backward", "custom_probs", "rmsnorm_cuda",
-                     "shape_branch"):
+                     "shape_branch", "paged_decode"):
             o = tmp_path_factory.mktemp(name) / "stdout"
             import contextlib
 
@@ -152,6 +157,9 @@ def _set_def(d: Path, fn) -> None:
      r"workload.jsonl:1: input 'A' is custom but the definition has no custom_inputs_entrypoint"),
     (lambda d: (d / "reference.py").write_text("import torch\n\ndef forward(A, B):\n    return A\n"),
      r"reference.py:1: the reference defines no function 'run'"),
+    (lambda d: (d / "workload.jsonl").write_text(
+        '{"axes": {"M": 4, "K": 2}, "inputs": {}, "tolerance": {"max_rtol": "1%"}}\n'),
+     r"workload.jsonl:1: tolerance 'max_rtol' must be a non-negative number"),
 ])
 def test_malformed_problems_are_one_line_errors(tmp_path: Path, capsys, edit, message: str) -> None:
     d = _broken(tmp_path, edit)
@@ -186,3 +194,69 @@ def test_workloads_translate_together_and_carry_validation(reports) -> None:
     got = {u: (r["validation"]["method"], r["totals"]["flops"]) for u, r in reports["shape_branch"]}
     # m2: exp and add per element (2 x 8 x 2 = 32 FLOPs); m8 / m16: one multiply per element
     assert got == {"m2": ("full", 32), "m8": ("full", 64), "m16": ("other-workload", 128)}
+
+
+def test_ops_of_a_decorated_run_are_located_in_the_reference(reports) -> None:
+    """`@torch.no_grad()` wraps `run` in a function of torch's own files: the stack-trace anchor is
+    the wrapped function, so each op names its line of reference.py, not the generated file."""
+    [(_, r)] = reports["linear_backward"]
+    ref = str((DATA / "linear_backward" / "reference.py").resolve())
+    locs = {o["label"].split("[")[0]: o["loc"] for o in r["ops"] if o["flops"]}
+    assert sorted(set(locs.values())) == [f"{ref}:6", f"{ref}:7"]  # grad_x, then grad_weight
+
+
+def test_ragged_decode_is_captured_and_validated_on_its_generators_samples(reports) -> None:
+    """FlashInfer-style paged decode: the generator reads values (so the inputs are generated for
+    real), `run` reads 3 values per request (72 at B = 24: captured), and B = 1 is validated on fresh
+    samples of its own generator: `kv_indptr = [0, 6]` on each (drawn in its observed range, the
+    layout was invalid and every fresh sample traced another program)."""
+    got = {u: r["validation"] for u, r in reports["paged_decode"]}
+    assert set(got) == {"b1", "b24"}
+    assert got["b1"]["validated"] and got["b1"]["samples"] == 3, got["b1"]
+    assert "captured again" in got["b1"]["reason"]
+    assert got["b24"]["frontend"] == "torch-dispatch" and got["b24"]["value_dependent"]
+
+
+def test_precision_policy_follows_the_tolerance() -> None:
+    """An f32 contraction may run in a format of unit roundoff u when max_rtol >= 2u (bf16: u = 2^-8,
+    TF32: u = 2^-11): the harness's default 1e-2 admits bf16."""
+    policy, why = precision_policy({})
+    assert policy == "bf16" and why.startswith("the default tolerance max_rtol 0.01 ")
+    for rtol, policy in [(2.0 ** -7, "bf16"), (0.0078, "tf32"), (1e-3, "tf32"), (2.0 ** -10, "tf32"),
+                         (9e-4, "fp32"), (0.0, "fp32")]:
+        got, why = precision_policy({"tolerance": {"max_rtol": rtol}})
+        assert got == policy, (rtol, got)
+        assert why.startswith(f"the workload's tolerance max_rtol {rtol:g} ")
+
+
+def _json_reports(capsys, *args: str) -> dict[str, dict]:
+    assert main([str(DATA / "softmax_pv"), *args, "--roofline", "fused", "--hw", "B200", "--format", "json",
+                 "--quiet"]) == 0
+    text = capsys.readouterr().out
+    if not text.startswith("# workload"):
+        return {"": json.loads(text)}
+    parts = [p.split("\n", 1) for p in text.split("# workload ") if p.strip()]
+    return {label: json.loads(body) for label, body in parts}
+
+
+def test_precision_from_the_workloads_tolerance(tmp_path: Path, monkeypatch, capsys) -> None:
+    """softmax(s.float()) @ v.float(): an f32 P @ V. Under the default tolerance a kernel may run it in
+    bf16 (it passes), so the bound prices it at BF16; a tighter tolerance gives TF32, then fp32; a
+    --precision given wins (auto: TF32, and no reason)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    got = _json_reports(capsys, "--workload", "all")
+    rate = {u: (r["precision"], r["hw"]["B200"]["matrix"]["f32"]["label"]) for u, r in got.items()}
+    assert rate == {"default-tol": ("bf16", "BF16 tensor"), "tight-tol": ("tf32", "TF32 tensor"),
+                    "exact-tol": ("fp32", "fp16x3 emulation (3 FP16 tensor products each)")}
+    why = "the default tolerance max_rtol 0.01 >= 2 x bf16 unit roundoff 2^-8"
+    assert got["default-tol"]["precision_reason"] == f"{why}: f32 contractions may run in bf16"
+    terms = {u: r["bounds"]["B200"]["fused_terms_s"]["matrix"] for u, r in got.items()}
+    assert terms["default-tol"] == pytest.approx(terms["tight-tol"] / 2)  # BF16 at twice the TF32 rate
+    [auto] = _json_reports(capsys, "--precision", "auto").values()
+    assert auto["precision"] == "auto" and auto["precision_reason"] is None
+    assert auto["hw"]["B200"]["matrix"]["f32"]["label"] == "TF32 tensor"
+    assert main([str(DATA / "softmax_pv"), "--roofline", "fused", "--hw", "B200", "--width", "200",
+                 "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert f"precision:  policy bf16 ({why}" in text
+    assert "policy:   bf16: f32 contractions at BF16 tensor rate" in text

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from solar_compiler.bench.jobs import BoundsConfig, solar_opt_argv
 from solar_compiler.bench.results import Measured, rows_for, sol_score
 from solar_compiler.bench.suite import Unit, discover
 from solar_compiler.bench.timing import TRACE_GROUP, load_timings, lookup_timing
@@ -48,6 +49,23 @@ def test_discover_problem_folders_one_unit_per_workload(tmp_path: Path, monkeypa
     assert units[0].key == "cuda/gemm@gemm-m16-k32" and units[0].stem == "gemm.gemm-m16-k32"
     one = discover([str(tmp_path / "suite" / "cuda" / "gemm")])  # a problem folder given itself
     assert [(u.group, u.workload) for u in one] == [("cuda", "gemm-m16-k32"), ("cuda", "gemm-m8-k64")]
+
+
+def test_each_workload_gets_the_precision_policy_of_its_tolerance(tmp_path: Path, monkeypatch) -> None:
+    """A unit per workload carries its policy (softmax_pv: the default tolerance admits bf16, 1e-3 TF32,
+    1e-6 fp32) into its solar-opt command line and its stored bounds' fingerprint; a run-level
+    --precision wins."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    units = discover([str(DATA / "softmax_pv")])
+    assert [u.precision for u in units] == ["bf16", "tf32", "fp32"]
+    cfg = BoundsConfig(hw="B200")
+    argv = solar_opt_argv(units[0].path, cfg.for_unit(units[0]), "r.json")
+    assert "--precision=bf16" in argv
+    assert f"--precision-reason={units[0].precision_reason}" in argv and "2^-8" in units[0].precision_reason
+    assert cfg.for_unit(units[1]).fingerprint_fields()["precision"] == "tf32"
+    assert BoundsConfig(hw="B200", precision="fp32").for_unit(units[0]).precision == "fp32"
+    model_file = Unit("g", "m.py", "m.py", "/", "0" * 64)  # a model file: the run's policy
+    assert cfg.for_unit(model_file) is cfg and "precision_reason" not in cfg.fingerprint_fields()
 
 
 def test_trace_file_keeps_the_fastest_passed_solution(tmp_path: Path) -> None:
@@ -108,6 +126,8 @@ def test_solar_bench_over_problem_folders_with_a_trace(tmp_path: Path) -> None:
     assert b["sol_ms"] == pytest.approx(b["fused_ms"])
     assert b["unfused_ms"] == pytest.approx(b["fused_ms"]) and "measured_ms" not in b
     assert "SOL score on B200" in r.stdout and "mean 0.718" in r.stdout
+    report = json.loads((out / "models" / "probs" / "gemm_bf16.gemm-m8-k64.report.json").read_text())
+    assert report["precision"] == "bf16" and report["precision_reason"].startswith("the default tolerance")
 
 
 # ---- a problem's workloads as one job (bench/problems.py) -----------------------------------------

@@ -273,7 +273,7 @@ def run(a: argparse.Namespace) -> int:
 
         parse_hw_list("host")  # calibrated: it loads, or the error says why before any worker starts
     bfields = {**bcfg.fingerprint_fields(), "hw_files": target_files_sha(a.hw)}
-    bfp = {u.key: fingerprint(bfields, u) for u in units}
+    bfp = {u.key: fingerprint({**bfields, **bcfg.for_unit(u).fingerprint_fields()}, u) for u in units}
     mfp = {u.key: fingerprint(tcfg.fingerprint_fields(), u) for u in units}
     cores = len(os.sched_getaffinity(0))
     todo = [u for u in units if a.force or store.load(u, "bounds", bfp[u.key]) is None]
@@ -302,7 +302,8 @@ def run(a: argparse.Namespace) -> int:
 
     def problem(us: list[Unit], threads: int) -> dict[str, Any]:
         """One job for the workloads `us` of a problem (`problems.py`): its time limit is theirs."""
-        j = job(us[0], "bounds", bcfg, a.timeout * len(us), threads)
+        # each workload at its own configuration (its precision policy follows its tolerance)
+        j = job(us[0], "bounds", [bcfg.for_unit(u) for u in us], a.timeout * len(us), threads)
         j.update(id=f"problem:{us[0].key}", kind="problem", paths=[u.path for u in us], units=us,
                  logs=[str(store.path(u, "bounds.log")) for u in us])
         return j
@@ -364,12 +365,13 @@ def run(a: argparse.Namespace) -> int:
                 threads = max(1, cores // max(1, min(a.workers, len(batches) + len(single) or 1)))
                 # the biggest problems first: the last jobs to start are then short ones
                 jobs = [problem(us, threads) for us in sorted(batches, key=len, reverse=True)]
-                backend.run(jobs + [job(u, "bounds", bcfg, a.timeout, threads) for u in single], on_done)
+                backend.run(jobs + [job(u, "bounds", bcfg.for_unit(u), a.timeout, threads) for u in single],
+                            on_done)
                 if alone:
                     print(f"solar-bench: {len(alone)} workloads run again one by one (their problem's job "
                           "failed as a whole, or they ran out of memory in it)", file=sys.stderr, flush=True)
-                    backend.run([job(u, "bounds", bcfg, a.timeout, threads) for u, _ in alone.values()],
-                                on_done)
+                    again = [job(u, "bounds", bcfg.for_unit(u), a.timeout, threads) for u, _ in alone.values()]
+                    backend.run(again, on_done)
                 prog.stop()
                 if a.measure:
                     ok = [
@@ -406,7 +408,8 @@ def run(a: argparse.Namespace) -> int:
         "mode": a.mode,
         "step": a.step,
         "optimizer": a.optimizer,
-        "precision": a.precision or "auto",
+        "precision": a.precision or ("auto; SOL-ExecBench workloads: from their tolerance"
+                                     if any(u.precision for u in units) else "auto"),
         "cache_state": a.cache_state,
         "workers": a.workers,
         "backend": "ray" if a.ray else "pool",

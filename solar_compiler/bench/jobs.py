@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 
@@ -22,6 +22,7 @@ class BoundsConfig:
     step: str = "forward"  # forward | train (solar-opt --step, docs/training.md)
     optimizer: str | None = None  # with step train: solar-opt --optimizer
     precision: str | None = None
+    precision_reason: str | None = None  # why the policy (a SOL-ExecBench workload's tolerance)
     no_narrow: bool = False
     cache_state: str = "cold"  # the timing contract of the bounds (solar-opt --cache-state)
     validate: bool = True
@@ -35,7 +36,16 @@ class BoundsConfig:
             d.pop(k)
         if self.step == "forward":  # forward bounds stored before --step keep their fingerprint
             d.pop("step"), d.pop("optimizer")
+        if self.precision_reason is None:  # bounds stored before it keep their fingerprint
+            d.pop("precision_reason")
         return d
+
+    def for_unit(self, unit: Any) -> BoundsConfig:
+        """The configuration of one unit: a SOL-ExecBench workload's own precision policy (from its
+        tolerance, `Unit.precision`) unless the run names one."""
+        if self.precision is not None or getattr(unit, "precision", None) is None:
+            return self
+        return replace(self, precision=unit.precision, precision_reason=unit.precision_reason)
 
 
 def solar_opt_argv(path: str, cfg: BoundsConfig, out_json: str) -> list[str]:
@@ -62,6 +72,8 @@ def solar_opt_argv(path: str, cfg: BoundsConfig, out_json: str) -> list[str]:
         argv.append(f"--optimizer={cfg.optimizer}")
     if cfg.precision:
         argv.append(f"--precision={cfg.precision}")
+    if cfg.precision_reason:
+        argv.append(f"--precision-reason={cfg.precision_reason}")
     if cfg.no_narrow:
         argv.append("--no-narrow")
     if cfg.no_cache:

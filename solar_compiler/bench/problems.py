@@ -43,7 +43,7 @@ def plan(units: list[Unit]) -> tuple[list[list[Unit]], list[Unit]]:
     return batches, [u for u in units if u.key not in batched]
 
 
-def problem_job(paths: list[str], cfg: BoundsConfig,
+def problem_job(paths: list[str], cfg: BoundsConfig | list[BoundsConfig],
                 logs: list[str | None] | None = None) -> list[dict[str, Any]]:
     """`bounds_job` of each path (the workloads of one problem) with their translations batched;
     per path, in order, {"ok": True, "report", "pipeline_s"} or {"ok": False, "error_class",
@@ -52,9 +52,10 @@ def problem_job(paths: list[str], cfg: BoundsConfig,
     workload's log, where this fork's output goes while it runs."""
     from solar_compiler.frontends.job import translation_batch
 
+    cfgs = cfg if isinstance(cfg, list) else [cfg] * len(paths)  # one per workload, or one for all
     out: list[dict[str, Any]] = []
     with translation_batch(paths):
-        for i, p in enumerate(paths):
+        for i, (p, cfg) in enumerate(zip(paths, cfgs, strict=True)):
             if logs and logs[i]:
                 _log_to(logs[i])
             t0, c0 = time.monotonic(), _cpu_s()

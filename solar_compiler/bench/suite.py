@@ -8,8 +8,8 @@ checkout's `KernelBench/`). Files whose name starts with `_` or `.` are skipped 
 A SOL-ExecBench problem folder (one with `definition.json`, given or found below DIR) is one unit
 per workload: the model file generated for that workload (`frontends/solexec`), named after the
 problem folder (`model` in results.csv) with the workload's uuid (`workload`); its group is the
-folder it sits in. Nothing below a problem folder is a model file of its own (`kernel.py`,
-`reference.py` are the problem's).
+folder it sits in; its precision policy follows the workload's tolerance (`Unit.precision`). Nothing
+below a problem folder is a model file of its own (`kernel.py`, `reference.py` are the problem's).
 
 A model spec (`'hf:llama-2-7b --phase decode --kv-len 4096'`, `'timm:vit_base_patch16_224 --batch 8'`,
 one argument) is its generated model file, in the group of its library (`hf`, `torchvision`, `timm`).
@@ -28,6 +28,7 @@ from solar_compiler.frontends.solexec.problem import (
     generated_dir,
     is_problem_dir,
     load_problem,
+    precision_policy,
     write_model_files,
 )
 from solar_compiler.frontends.zoo.spec import is_spec, parse_request, write_model_file
@@ -44,6 +45,10 @@ class Unit:
     cwd: str
     sha256: str
     workload: str | None = None  # a SOL-ExecBench workload's uuid (name: its problem folder)
+    # a SOL-ExecBench workload's precision policy and why (its tolerance: `precision_policy`); a
+    # --precision given to solar-bench wins
+    precision: str | None = None
+    precision_reason: str | None = None
 
     @property
     def key(self) -> str:
@@ -91,7 +96,9 @@ def discover(args: list[str], cwd: str | None = None) -> list[Unit]:
             real = f"{folder.resolve()}@{label}"
             if real not in seen:
                 seen.add(real)
-                units.append(Unit(group, name, str(path), cwd, _sha(path), str(w.get("uuid", label))))
+                policy, why = precision_policy(w)
+                units.append(Unit(group, name, str(path), cwd, _sha(path), str(w.get("uuid", label)),
+                                  policy, why))
 
     for arg in args:
         if is_spec(arg):  # a model spec, its flags in the same argument (docs/model-zoo.md)

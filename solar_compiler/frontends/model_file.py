@@ -28,7 +28,7 @@ from typing import Any
 from solar_compiler.errors import SolarError
 
 __all__ = ["JAX_FORMAT", "TORCH_FORMAT", "ModelFileError", "ModelFormat", "ModelSpec", "load_model_file",
-           "user_line"]
+           "source_where", "user_line"]
 
 _COUNTER = itertools.count()
 # import name -> distribution name where they differ; the `kernelbench` extra of pyproject.toml
@@ -54,6 +54,19 @@ def user_line(exc: BaseException, filename: str) -> int | None:
         except (OSError, ValueError):
             continue
     return line
+
+
+def source_where(exc: BaseException, module: types.ModuleType | dict, path: str, fallback: int | None) -> str:
+    """`<file>:<line>` of the innermost frame of ``exc`` in the user's own source: the file a generated
+    model file names as its source (a module global `__solar_source__`: a SOL-ExecBench problem's
+    reference.py, whose code the generated file runs), else the model file `path`; `fallback` is the
+    line when neither has a frame (None: the file alone)."""
+    env = module if isinstance(module, dict) else vars(module)
+    source = env.get("__solar_source__")
+    if isinstance(source, str) and (line := user_line(exc, source)):
+        return f"{source}:{line}"
+    line = user_line(exc, str(Path(path).resolve())) or fallback
+    return f"{path}:{line}" if line else path
 
 
 def _one_line(text: str) -> str:
@@ -123,14 +136,14 @@ class ModelSpec:
     def _resolving(self) -> AbstractContextManager:
         return _resolving(self.source, self.config_overrides)
 
-    def _call(self, name: str) -> list:
+    def _call(self, name: str, *args: Any) -> list:
         fn = getattr(self.module, name)
         try:
             with self._resolving():
-                result = fn()
+                result = fn(*args)
         except Exception as exc:  # noqa: BLE001 - reported as one line
-            line = user_line(exc, self.abspath) or self._line_of(name)
-            raise ModelFileError(f"{self.path}:{line}: {name}() raised {exception_summary(exc)}") from exc
+            where = source_where(exc, self.module, self.path, self._line_of(name))
+            raise ModelFileError(f"{where}: {name}() raised {exception_summary(exc)}") from exc
         if not isinstance(result, (list, tuple)):
             raise ModelFileError(
                 f"{self.path}:{self._line_of(name)}: {name}() must return a list or tuple, "
@@ -141,6 +154,13 @@ class ModelSpec:
     def sample_inputs(self) -> list:
         """Call ``get_inputs()`` (checked to return a list/tuple)."""
         return self._call("get_inputs")
+
+    def fresh_sample_inputs(self, seed: int) -> list | None:
+        """The file's own fresh sample for validation, ``get_fresh_inputs(seed)`` (a generated
+        SOL-ExecBench file runs its workload's input generator again: only it knows which integer
+        inputs its structure fixes), or None when the file defines none."""
+        own = getattr(self.module, "get_fresh_inputs", None)
+        return self._call("get_fresh_inputs", seed) if callable(own) else None
 
     def init_inputs(self) -> list:
         """Call ``get_init_inputs()`` (checked to return a list/tuple); [] when the file has none."""
@@ -153,10 +173,8 @@ class ModelSpec:
             with self._resolving():
                 return self.Model(*init)
         except Exception as exc:  # noqa: BLE001
-            line = user_line(exc, self.abspath) or self._line_of("Model")
-            raise ModelFileError(
-                f"{self.path}:{line}: Model.__init__ raised {exception_summary(exc)}"
-            ) from exc
+            where = source_where(exc, self.module, self.path, self._line_of("Model"))
+            raise ModelFileError(f"{where}: Model.__init__ raised {exception_summary(exc)}") from exc
 
     def with_sizes(self, overrides: dict[str, int]) -> ModelSpec:
         """Re-execute the source with the given size sites (keys of `size_constants`) replaced.
@@ -351,8 +369,8 @@ def _load_source(path: str, source: str, fmt: ModelFormat,
                              f"{top}), which is not installed: pip install {package}{extra}") from exc
     except Exception as exc:  # noqa: BLE001
         sys.modules.pop(mod_name, None)
-        line = user_line(exc, abspath) or 1
-        raise ModelFileError(f"{path}:{line}: executing the file raised {exception_summary(exc)}") from exc
+        where = source_where(exc, module, path, 1)
+        raise ModelFileError(f"{where}: executing the file raised {exception_summary(exc)}") from exc
 
     last_line = max(1, len(source.splitlines()))
     entry = next((n for n in fmt.entries if hasattr(module, n)), None)

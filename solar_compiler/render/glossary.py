@@ -102,7 +102,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                           "one ('used')."),
     ("narrowing", "work no output needs (a masked-out region, an unused slice) was dropped before "
                   "costing (narrow-needed); 'as written' counts include it."),
-    ("precision", "the precision policy (--precision; see policy)."),
+    ("precision", "the precision policy (--precision; see policy), and in parentheses why, where it was "
+                  "chosen for you: a SOL-ExecBench workload's tolerance (docs/sol-execbench.md)."),
     ("policy", "the accuracy f32 contractions must keep (--precision): auto lets them use TF32, as "
                "cuDNN/PyTorch do by default."),
     ("notes", "what the frontend wants you to know (a mask read as index comparisons, a cached "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 from solar_compiler.errors import SolarError
 
 __all__ = ["DTYPES", "Problem", "eval_axis_expr", "is_problem_dir", "load_problem", "model_source",
-           "write_model_files"]
+           "precision_policy", "write_model_files"]
 
 # definition dtype -> bytes of one *value* (packed fp4 holds two values in a byte)
 DTYPES: dict[str, float] = {
@@ -32,7 +33,14 @@ DTYPES: dict[str, float] = {
 }
 INPUT_KINDS = ("random", "scalar", "custom", "safetensors")
 # bumped when the generated file or the runtime changes what a problem translates to
-GENERATOR_VERSION = "solexec-2"
+GENERATOR_VERSION = "solexec-3"
+
+
+# the harness's correctness contract (`ToleranceSpec`): these unless a workload carries its own
+DEFAULT_TOLERANCE = {"max_atol": 1e-2, "max_rtol": 1e-2, "required_matched_ratio": 0.99}
+# precision policy -> unit roundoff u = 2^-p of the format an f32 contraction may run in (p significand
+# bits: bf16 8, TF32 11); a policy is admitted when max_rtol >= 2 u (docs/sol-execbench.md, "Precision")
+POLICY_ROUNDOFF = (("bf16", 2.0 ** -8), ("tf32", 2.0 ** -11))
 
 
 def is_problem_dir(path: str | Path) -> bool:
@@ -86,6 +94,26 @@ def eval_axis_expr(expr: str, values: dict[str, int], where: str) -> int:
                          f"(allowed: + - * / // % ** and parentheses)")
 
     return ev(tree.body)
+
+
+def precision_policy(workload: dict[str, Any]) -> tuple[str, str]:
+    """(policy, why) for the f32 contractions of a workload, from its correctness contract: a kernel
+    passes when its outputs are within the tolerance, so one that runs an f32 contraction in a narrower
+    format passes while the tolerance covers that format's rounding, and a lower bound must admit it.
+    Rounding both operands of a product to a format of unit roundoff u changes it by at most
+    (1 + u)^2 - 1 ~ 2u relative, and a sum of such products by at most 2u of its terms' magnitudes
+    (accumulated in f32): the first format (bf16, then TF32) with 2u <= max_rtol is the policy, else
+    fp32."""
+    tol = {**DEFAULT_TOLERANCE, **(workload.get("tolerance") or {})}
+    rtol = float(tol["max_rtol"])
+    where = "the workload's" if "max_rtol" in (workload.get("tolerance") or {}) else "the default"
+    for policy, u in POLICY_ROUNDOFF:
+        if rtol >= 2 * u:
+            return policy, (f"{where} tolerance max_rtol {rtol:g} >= 2 x {policy} unit roundoff "
+                            f"2^{round(math.log2(u))}: f32 contractions may run in {policy}")
+    u = POLICY_ROUNDOFF[-1][1]
+    return "fp32", (f"{where} tolerance max_rtol {rtol:g} < 2 x tf32 unit roundoff 2^{round(math.log2(u))}: "
+                    "f32 contractions keep fp32")
 
 
 # ---- the problem ----------------------------------------------------------------------------------
@@ -196,6 +224,11 @@ def _check_workload(w: Any, d: dict[str, Any], where: str) -> None:
         if kind == "safetensors":
             _need(isinstance(spec.get("path"), str) and isinstance(spec.get("tensor_key", name), str), where,
                   f"safetensors input '{name}' needs a 'path'")
+    tol = w.get("tolerance", {})
+    _need(isinstance(tol, dict), where, "'tolerance' must be an object")
+    for key in ("max_atol", "max_rtol", "required_matched_ratio"):
+        _need(type(tol.get(key, 0.0)) in (int, float) and tol.get(key, 0.0) >= 0, where,
+              f"tolerance '{key}' must be a non-negative number")
     for name, t in d["inputs"].items():
         if t.get("shape") is None and name not in inputs:
             raise SolarError(f"{where}: scalar input '{name}' (shape null) has no value in the workload")
@@ -287,6 +320,12 @@ def model_source(problem: Problem, index: int) -> str:
         '    """run(...) of the reference on the workload\'s inputs (CUDA redirected to CPU)."""\n\n\n'
         "def get_inputs():\n"
         "    return _P.tensor_inputs(AXES)\n\n\n"
+        "def get_fresh_inputs(seed):\n"
+        '    """A fresh sample for validation: the workload\'s generator again, under `seed`."""\n'
+        "    return _P.fresh_inputs(AXES, seed)\n\n\n"
+        "def get_inputs_nbytes():\n"
+        '    """What get_inputs() allocates (checked before it runs for real)."""\n'
+        "    return _P.input_nbytes(AXES)\n\n\n"
         "def get_init_inputs():\n"
         "    return []\n"
     )
@@ -328,9 +367,10 @@ def generated_dir() -> Path:
 
 def expand_argv(argv: list[str]) -> list[tuple[str, list[str], str]] | None:
     """A `solar-opt` command line naming a problem folder -> one command line per selected workload
-    (the folder replaced by its generated model file, `--workload` removed), labelled by the
-    workload's uuid, with that file's path; None when no argument is a problem folder.
-    `--workload` without one is an error."""
+    (the folder replaced by its generated model file, `--workload` removed, the workload's precision
+    policy added unless `--precision` is given: `precision_policy`), labelled by the workload's uuid,
+    with that file's path; None when no argument is a problem folder. `--workload` without one is an
+    error."""
     args = list(argv)
     which = None
     for i, a in enumerate(args):
@@ -353,7 +393,16 @@ def expand_argv(argv: list[str]) -> list[tuple[str, list[str], str]] | None:
     if len(dirs) > 1:
         raise SolarError(f"one problem folder at a time (got {', '.join(args[i] for i in dirs)})")
     problem = load_problem(args[dirs[0]])
-    files = write_model_files(problem, select(problem, which), generated_dir())
+    chosen = select(problem, which)
+    files = write_model_files(problem, chosen, generated_dir())
     if "--translate" not in args:  # a problem is source to translate, like a model file given --translate
         args.append("--translate")
-    return [(label, args[:dirs[0]] + [str(path)] + args[dirs[0] + 1:], str(path)) for label, path in files]
+    given = any(a == "--precision" or a.startswith("--precision=") for a in args)
+    runs = []
+    for i, (label, path) in zip(chosen, files, strict=True):
+        run = args[:dirs[0]] + [str(path)] + args[dirs[0] + 1:]
+        if not given:  # the workload's tolerance chooses the policy; a --precision given wins
+            policy, why = precision_policy(problem.workloads[i])
+            run += [f"--precision={policy}", f"--precision-reason={why}"]
+        runs.append((label, run, str(path)))
+    return runs

@@ -1,13 +1,13 @@
 """What a generated SOL-ExecBench model file runs (in the sandboxed child): the reference module,
 the workload's inputs, and CUDA references run on the CPU.
 
-Inputs follow the workload: `random` (standard normal for floats; fp8 clamped to [-2, 2] before the
-cast; packed fp4 from normal values rounded to e2m1 codes; ints in [-1024, 1024), bool 0/1), `scalar`
-(the value, bound into the model: it is no tensor input), `custom` (the definition's entry point,
-called with every axis and scalar and `torch.device("cpu")`) and `safetensors` (the file's tensor
-when the file is there, else random values of the definition's shape and dtype). A packed fp4 input
-(`float4_e2m1fn_x2`) whose definition shape is [..., K] is a tensor [..., K/2] of bytes, two values
-each (low nibble first), as SOL-ExecBench stores it.
+Inputs follow the workload: `random` (as the harness draws them: its rules on names and descriptions
+first, then plain random values; `inputs.py`), `scalar` (the value, bound into the model: it is no
+tensor input), `custom` (the definition's entry point, called with every axis and scalar and
+`torch.device("cpu")`) and `safetensors` (the file's tensor when the file is there, else random
+values of the definition's shape and dtype). A packed fp4 input (`float4_e2m1fn_x2`) whose definition
+shape is [..., K] is a tensor [..., K/2] of bytes, two values each (low nibble first), as
+SOL-ExecBench stores it.
 
 CUDA on the CPU: the reference is executed unchanged; while its functions run, `cuda_on_cpu()` is
 active: a TorchFunctionMode replaces every CUDA device argument (`device="cuda"`, `.cuda()`,
@@ -19,7 +19,9 @@ get_device_capability/get_device_name/synchronize` answer as one Blackwell GPU w
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
+import math
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,33 +33,16 @@ from torch.overrides import TorchFunctionMode
 from solar_compiler.errors import SolarError
 from solar_compiler.loopir.rules import E2M1_VALUES
 
-from .problem import resolve_axes
+from .inputs import TORCH_DTYPES, encode_e2m1, pack_fp4, random_input, random_tensor
+from .problem import DTYPES, resolve_axes
 
-TORCH_DTYPES = {
-    "float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-    "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
-    "float4_e2m1fn_x2": torch.float4_e2m1fn_x2, "int64": torch.int64, "int32": torch.int32,
-    "int16": torch.int16, "int8": torch.int8, "bool": torch.bool,
-}
-# e2m1 code (0..15) -> value: sign bit 3, exponent bits 2..1, mantissa bit 0
+__all__ = ["CAPABILITY", "E2M1_VALUES", "TORCH_DTYPES", "ProblemModel", "cuda_on_cpu", "decode_fp4",
+           "encode_e2m1", "pack_fp4", "random_tensor"]
+
 CAPABILITY = (10, 0)  # what `get_device_capability` answers: a B200
 
 
 # ---- packed fp4 ----------------------------------------------------------------------------------
-def encode_e2m1(x: torch.Tensor) -> torch.Tensor:
-    """The e2m1 codes (uint8, 0..15) nearest to `x` (ties to the code of the smaller magnitude)."""
-    table = torch.tensor(E2M1_VALUES[:8], dtype=torch.float32)
-    mag = x.abs().to(torch.float32).clamp(max=6.0)
-    code = (mag.unsqueeze(-1) - table).abs().argmin(-1).to(torch.uint8)
-    return code | (x < 0).to(torch.uint8) << 3
-
-
-def pack_fp4(codes: torch.Tensor) -> torch.Tensor:
-    """Codes [..., 2n] -> packed float4_e2m1fn_x2 [..., n] (element 2i in the low nibble)."""
-    packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
-    return packed.contiguous().view(torch.float4_e2m1fn_x2)
-
-
 def decode_fp4(packed: torch.Tensor) -> torch.Tensor:
     """float4_e2m1fn_x2 (or its uint8 bytes) [..., n] -> float32 [..., 2n]. torch 2.13 on the CPU
     cannot convert float4_e2m1fn_x2 to float, so the bytes are decoded through the e2m1 table."""
@@ -65,22 +50,6 @@ def decode_fp4(packed: torch.Tensor) -> torch.Tensor:
     table = torch.tensor(E2M1_VALUES, dtype=torch.float32)
     lo, hi = table[(raw & 15).long()], table[(raw >> 4).long()]
     return torch.stack([lo, hi], dim=-1).flatten(-2)
-
-
-def random_tensor(shape: tuple[int, ...], dtype: str, name: str) -> torch.Tensor:
-    """A random input of a definition dtype (see the module docstring for the ranges)."""
-    td = TORCH_DTYPES[dtype]
-    if dtype in ("float64", "float32", "float16", "bfloat16"):
-        return torch.randn(shape, dtype=td)
-    if dtype in ("float8_e4m3fn", "float8_e5m2"):
-        return torch.randn(shape).clamp_(-2.0, 2.0).to(td)
-    if dtype == "float4_e2m1fn_x2":
-        if not shape or shape[-1] % 2:
-            raise SolarError(f"input '{name}': a packed fp4 tensor needs an even last dimension, got {shape}")
-        return pack_fp4(encode_e2m1(torch.randn(shape)))
-    if dtype == "bool":
-        return torch.randint(0, 2, shape).to(torch.bool)
-    return torch.randint(-1024, 1024, shape, dtype=td)
 
 
 # ---- CUDA references on the CPU ------------------------------------------------------------------
@@ -198,12 +167,36 @@ class ProblemModel:
                 values[name] = v.to("cpu") if isinstance(v, torch.Tensor) else v
             elif spec["type"] == "safetensors" and (found := self._safetensor(spec, name)) is not None:
                 values[name] = found
-            elif shape is None:
-                values[name] = random_tensor((), t["dtype"], name).item()
-            else:
-                values[name] = random_tensor(shape, t["dtype"], name)
+            else:  # random, or a safetensors file that is not there
+                values[name] = random_input(name, t, shape, d)
         self.values = {n: v for n, v in values.items() if not isinstance(v, torch.Tensor)}
         return [v for v in values.values() if isinstance(v, torch.Tensor)]
+
+    def fresh_inputs(self, var_axes: dict[str, int], seed: int) -> list[torch.Tensor]:
+        """A fresh sample for validation: the workload's own generator (custom entry point, the
+        harness's rules, plain random) run again under `seed`, so an integer input it fixes (B = 1:
+        `kv_indptr = [0, N]`) stays fixed and one it draws is drawn as it draws it. The non-tensor
+        inputs stay those of the sample the program was captured on: they are bound into the model
+        (`call`), not inputs of the captured program. The global random state is left as it was."""
+        bound = self.values
+        try:
+            with torch.random.fork_rng():
+                torch.manual_seed(seed)
+                return self.tensor_inputs(var_axes)
+        finally:
+            self.values = bound
+
+    def input_nbytes(self, var_axes: dict[str, int]) -> int:
+        """Bytes of the tensor inputs at `var_axes`, from the definition's shapes and dtypes (what a
+        real `tensor_inputs` allocates, known before it runs)."""
+        d = self.definition
+        axes = resolve_axes(d["axes"], var_axes, f"{self.dir / 'workload.jsonl'}")
+        total = 0.0
+        for t in d["inputs"].values():
+            if t["shape"] is not None:
+                count = math.prod(int(s) if s.isdigit() else axes[s] for s in t["shape"])
+                total += count * DTYPES[t["dtype"]]
+        return math.ceil(total)
 
     def _safetensor(self, spec: dict[str, Any], name: str) -> torch.Tensor | None:
         """The tensor of a safetensors input when its file exists (relative paths are looked up from
@@ -228,10 +221,14 @@ def _anchor_stack_traces(module: types.ModuleType, path: str) -> None:
     """Make torch.export record the reference's own frames: it keeps only frames of functions named
     `forward` unless a function is registered as an anchor (what `torch.fx.traceback.annotate_fn`
     does), and `run` and its helpers are not. Statements are then located in reference.py; without
-    the (private) registry they fall back to the generated file."""
+    the (private) registry they fall back to the generated file. A decorated function (`@torch.no_grad()`)
+    is registered unwrapped (`inspect.unwrap`): its wrapper lives in torch's own files."""
     register = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
     if register is None:
         return
-    for fn in vars(module).values():
+    for value in vars(module).values():
+        # `@torch.no_grad()` (every SOL-ExecBench reference's `run`) wraps the function in one of
+        # torch/utils/_contextlib.py: the frames that run are the wrapped function's
+        fn = inspect.unwrap(value) if callable(value) else value
         if isinstance(fn, types.FunctionType) and fn.__code__.co_filename == path:
             register(fn)

@@ -22,9 +22,9 @@ from solar_compiler.frontends.model_file import ModelSpec
 from .graph import NeedsFallback, SymbolicShape, UserFile, convert_args, finish, has_bool_index, tensor_meta
 from .inputs import input_names
 from .ops import IDENTITY_OPS, decompose, packet
-from .recorder import MAX_VALUE_READS
 from .shapes import no_autograd_decomp
 from .util import build_model, quiet, real_value, resolve_attr
+from .value_reads import MAX_VALUE_READS
 
 
 @contextlib.contextmanager

@@ -42,14 +42,20 @@ def input_names(spec: ModelSpec, sample: list) -> list[str]:
 
 
 def fresh_inputs(spec: ModelSpec | str | Path, seed: int) -> dict[str, np.ndarray]:
-    """New samples of the inputs: ``get_inputs()`` under ``torch.manual_seed(seed)``, with
-    integer tensors kept inside the [min, max] range observed in the seed-0 sample."""
+    """New samples of the inputs: the file's own (``get_fresh_inputs(seed)``) when it defines one,
+    else ``get_inputs()`` under ``torch.manual_seed(seed)``, with integer tensors kept inside the
+    [min, max] range observed in the seed-0 sample."""
     spec = spec if isinstance(spec, ModelSpec) else load_model_file(spec)
     return {name: to_numpy(t) for name, t in fresh_tensors(spec, seed).items()}
 
 
 def fresh_tensors(spec: ModelSpec, seed: int) -> dict[str, torch.Tensor]:
-    """`fresh_inputs` as tensors, in `get_inputs()` order."""
+    """`fresh_inputs` as tensors, in `get_inputs()` order. Without a sample of the file's own, an
+    integer tensor that `get_inputs()` gives unchanged under the new seed is drawn in its observed
+    range: a generator that fixes it (offsets of a ragged layout) is one only the file knows."""
+    own = spec.fresh_sample_inputs(seed)
+    if own is not None:
+        return dict(zip(input_names(spec, own), [t for t in own if isinstance(t, torch.Tensor)], strict=True))
     torch.manual_seed(0)
     base = spec.sample_inputs()
     torch.manual_seed(seed)

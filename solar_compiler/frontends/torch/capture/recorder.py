@@ -32,8 +32,9 @@ from .ops import (
     view_results,
 )
 from .util import real_value
+from .value_reads import MAX_VALUE_READS, ValueReads
 
-MAX_VALUE_READS = 64  # tensor values forward may read into Python before the capture gives up
+__all__ = ["MAX_VALUE_READS", "DispatchRecorder", "ViewStep"]
 
 
 @dataclass
@@ -106,7 +107,7 @@ class DispatchRecorder(TorchDispatchMode):
         self.globals_by_id: dict[int, str] = {}
         self.const_count = 0
         self.bool_index: set[int] = set()
-        self.value_reads = 0  # tensor values read by Python (`_value_read`)
+        self.value_reads = ValueReads()  # tensor values read by Python (`_value_read`)
         self.read_locs: set[str] = set()
 
     # ---- names -------------------------------------------------------------------------
@@ -281,17 +282,18 @@ class DispatchRecorder(TorchDispatchMode):
     # ---- values read by Python -----------------------------------------------------------
     def _value_read(self, func) -> None:
         """A tensor value went to Python (`.item()`, `float(t)`, `if t > 0:`): noted once per source
-        line. Past `MAX_VALUE_READS` reads the computation is running in Python, outside the graph
-        (a loop of `.item()`), and whatever it returns would be baked in as the traced sample's
-        constant: the capture stops there, at once, rather than recording thousands of reads."""
+        line. Past `MAX_VALUE_READS` reads with little tensor work between them (`value_reads.py`)
+        the computation is running in Python, outside the graph (a loop of `.item()`), and whatever
+        it returns would be baked in as the traced sample's constant: the capture stops there, at
+        once, rather than recording thousands of reads."""
         loc = self.user.frame_loc() or "?"
-        self.value_reads += 1
-        if self.value_reads > MAX_VALUE_READS:
+        why = self.value_reads.read()
+        if why is not None:
             raise CaptureError(
-                f"{loc}: forward reads tensor values into Python more than {MAX_VALUE_READS} times "
-                f"({func}, from .item(), float() or control flow on values, e.g. in a Python loop): "
-                "that computation runs outside the captured graph and its result would be a constant "
-                "of the traced sample; express it with tensor ops"
+                f"{loc}: forward reads tensor values into Python {why} ({func}, from .item(), float() "
+                "or control flow on values, e.g. in a Python loop): that computation runs outside the "
+                "captured graph and its result would be a constant of the traced sample; express it "
+                "with tensor ops"
             )
         if loc not in self.read_locs:
             self.read_locs.add(loc)
@@ -362,6 +364,7 @@ class DispatchRecorder(TorchDispatchMode):
             if has_bool_index(args, lambda a: a):
                 self.bool_index.add(id(node))
         self.prog.nodes.append(node)
+        self.value_reads.op()
         for t, meta in pairs:
             self.register(t, meta.name, meta)
         for t, meta in new_versions:

@@ -23,7 +23,7 @@ from solar_compiler.frontends.model_file import (
     ModelSpec,
     exception_summary,
     load_model_file,
-    user_line,
+    source_where,
 )
 
 #: Programs needing real execution during capture are run for real only below this size.
@@ -45,8 +45,9 @@ def build_model(spec: ModelSpec, mode: str, fake_mode, after_build=None):
     A constructor that fake tensors cannot run (`.item()` or another value read, `self.to(dtype)`,
     `.half()`, `.bfloat16()`, whose parameter swap fake tensors refuse) is run for real, when its
     parameters and buffers stay below `REAL_RUN_LIMIT_BYTES`, and its tensors are then turned into
-    fake tensors of ``fake_mode``. Device moves (`.to("cuda")`, `.cuda()`) in `__init__` or
-    `get_inputs()` stay on the CPU when no such device is present: the program is the same."""
+    fake tensors of ``fake_mode``; so is a `get_inputs()` that reads values (`_fake_sample`). Device
+    moves (`.to("cuda")`, `.cuda()`) in `__init__` or `get_inputs()` stay on the CPU when no such
+    device is present: the program is the same."""
     with _device_moves_kept():
         if fake_mode is None:
             model = spec.build_model()
@@ -54,8 +55,7 @@ def build_model(spec: ModelSpec, mode: str, fake_mode, after_build=None):
             model = _fake_model(spec, fake_mode)
         if after_build is not None:
             after_build()
-        with fake_mode if fake_mode is not None else contextlib.nullcontext():
-            sample = spec.sample_inputs()
+        sample = spec.sample_inputs() if fake_mode is None else _fake_sample(spec, fake_mode)
     if not isinstance(model, torch.nn.Module):
         raise ModelFileError(f"{spec.path}:1: Model(...) is not a torch.nn.Module")
     if mode == "eval":
@@ -106,6 +106,35 @@ def _fake_model(spec: ModelSpec, fake_mode):
             if b is not None:
                 mod._buffers[k] = fake(b)
     return model
+
+
+def _fake_sample(spec: ModelSpec, fake_mode) -> list:
+    """`get_inputs()` inside ``fake_mode``; one that fake tensors cannot run (a value read by Python:
+    `int(t)`, `.item()`, `.tolist()`, as ragged layouts build `cu_seqlens` or `kv_indptr`) is run for
+    real under `torch.manual_seed(0)` (the seed a real capture and the reference runner use), and its
+    tensors become fake tensors of ``fake_mode``. These are the inputs of the program as given, so a
+    real run costs what the program's own inputs cost; it is refused above `REAL_RUN_LIMIT_BYTES`,
+    before the run where the file says its inputs' size (`get_inputs_nbytes()`, a generated
+    SOL-ExecBench file does), else after it."""
+    try:
+        with fake_mode:
+            return spec.sample_inputs()
+    except ModelFileError as e:
+        fake_error = e
+
+    def too_big(size: int) -> CaptureError:
+        return CaptureError(f"{spec.path}: get_inputs() needs real tensors ({fake_error}) but its inputs "
+                            f"take {size / 2**30:.1f} GB; capture a size-reduced instance")
+
+    declared = getattr(spec.module, "get_inputs_nbytes", None)
+    if callable(declared) and declared() > REAL_RUN_LIMIT_BYTES:
+        raise too_big(declared())
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        sample = spec.sample_inputs()  # a failure for real is the error to report (its own line)
+    if nbytes(sample) > REAL_RUN_LIMIT_BYTES:
+        raise too_big(nbytes(sample))
+    return [fake_mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for v in sample]
 
 
 @contextlib.contextmanager
@@ -256,7 +285,7 @@ def quiet() -> Iterator[None]:
 
 
 def forward_error(spec: ModelSpec, exc: BaseException) -> CaptureError:
-    """`<file>:<line>: forward raised <exception>`, the line being the model file's innermost."""
-    line = user_line(exc, spec.abspath)
-    where = f"{spec.path}:{line}" if line else spec.path
-    return CaptureError(f"{where}: forward raised {exception_summary(exc)}")
+    """`<file>:<line>: forward raised <exception>`, the line being the innermost of the user's source
+    (`source_where`: a SOL-ExecBench problem's reference.py, else the model file)."""
+    return CaptureError(f"{source_where(exc, spec.module, spec.path, None)}: forward raised "
+                        f"{exception_summary(exc)}")
