@@ -370,7 +370,8 @@ def run(a: argparse.Namespace) -> int:
                 if alone:
                     print(f"solar-bench: {len(alone)} workloads run again one by one (their problem's job "
                           "failed as a whole, or they ran out of memory in it)", file=sys.stderr, flush=True)
-                    again = [job(u, "bounds", bcfg.for_unit(u), a.timeout, threads) for u, _ in alone.values()]
+                    again = [job(u, "bounds", bcfg.for_unit(u), a.timeout, threads)
+                             for u, _ in alone.values()]
                     backend.run(again, on_done)
                 prog.stop()
                 if a.measure:
