@@ -131,3 +131,41 @@ def test_an_input_generator_error_names_its_line_in_the_reference(tmp_path: Path
     with pytest.raises(ModelFileError) as e:
         spec.sample_inputs()
     assert str(e.value) == f"{ref.resolve()}:{line}: get_inputs() raised ValueError: no probs"
+
+
+def _wide_problem(folder: Path, guard: str) -> Path:
+    """A problem whose one big axis is const (a vocabulary): y = softmax(x) over N = 2^20 columns
+    of M = 8 rows (M is below the sizes a reduction scales)."""
+    folder.mkdir(parents=True)
+    (folder / "definition.json").write_text(json.dumps({
+        "name": "wide", "op_type": "softmax",
+        "axes": {"M": {"type": "var"}, "N": {"type": "const", "value": 2 ** 20}},
+        "inputs": {"x": {"shape": ["M", "N"], "dtype": "float32"}},
+        "outputs": {"y": {"shape": ["M", "N"], "dtype": "float32"}}}))
+    (folder / "reference.py").write_text(
+        f"import torch\n\n\ndef run(x):\n{guard}    return torch.softmax(x, -1)\n")
+    (folder / "workload.jsonl").write_text(json.dumps({"uuid": "w0", "axes": {"M": 8},
+                                                       "inputs": {"x": {"type": "random"}}}) + "\n")
+    return folder
+
+
+def test_const_axes_are_scaled_for_validation_after_the_var_axes(tmp_path: Path, capsys) -> None:
+    """A const axis is a size site too (`CONST_AXES`, `__solar_late_sizes__`), scaled when the var
+    axes alone give no instance that fits the budget: a validation budget of 1 s makes the full-size
+    softmax too costly (its 16 M input and output elements alone are estimated 1.7 s), and M = 8
+    cannot shrink, so N is scaled; the bound stays the full size's (8 x 2^20 f32 read and written).
+    A reference that hard-codes the const value does not build at another size: not validated, the
+    reason says why."""
+    from solar_compiler.driver import main
+
+    args = ["--roofline=fused", "--hw", "B200", "--format=json", "--frontend-options", "time-budget=1",
+            "--no-cache"]
+    assert main([str(_wide_problem(tmp_path / "free", "")), *args]) == 0
+    r = json.loads(capsys.readouterr().out)
+    v = r["validation"]
+    assert v["validated"] and v["method"] == "reduced"
+    assert "CONST_AXES['N']=" in v["sizes"] and "(of 1048576)" in v["sizes"]
+    assert r["totals"]["bytes_fused"] == 2 * 8 * 2**20 * 4
+    assert main([str(_wide_problem(tmp_path / "fixed", "    assert x.shape[1] == 2 ** 20\n")), *args]) == 0
+    v = json.loads(capsys.readouterr().out)["validation"]
+    assert not v["validated"] and "does not build" in v["reason"]

@@ -262,7 +262,8 @@ def reduce_instance(spec: ModelSpec, kernel: Kernel, options: FrontendOptions, b
         return "the file has no module-level size definition to scale down"
     why = "no reduction of its size definitions fits the budget"
     seen: list[dict[str, int]] = []
-    for _, ov in candidates(sizes):
+    rounds = [{k: sizes[k] for k in keys} for keys in size_rounds(spec, sizes)]
+    for _, ov in (c for group in rounds for c in candidates(group)):
         if not ov or ov in seen:
             continue
         seen.append(ov)
@@ -282,6 +283,16 @@ def reduce_instance(spec: ModelSpec, kernel: Kernel, options: FrontendOptions, b
             continue
         return ov, spec_r, built_r
     return why
+
+
+def size_rounds(spec: ModelSpec, sizes: dict[str, int]) -> list[list[str]]:
+    """The sets of size sites a reduced instance scales, in the order to try: every site, unless the
+    file names sites to scale only when the others alone give no instance (`__solar_late_sizes__`,
+    names of module-level dicts: a SOL-ExecBench problem's const axes, which a reference may
+    hard-code, scaled after its var axes)."""
+    late = tuple(f"{n}[" for n in getattr(spec.module, "__solar_late_sizes__", ()) or ())
+    early = [k for k in sizes if not k.startswith(late)] if late else list(sizes)
+    return [early, list(sizes)] if early and len(early) < len(sizes) else [list(sizes)]
 
 
 def has_indirect(kernel) -> bool:

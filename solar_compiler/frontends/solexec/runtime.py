@@ -137,11 +137,12 @@ class ProblemModel:
         with cuda_on_cpu():
             return self.module.run(*args)
 
-    def tensor_inputs(self, var_axes: dict[str, int]) -> list[torch.Tensor]:
-        """The workload's inputs (with `var_axes` as the var axes' values); returns the tensors and
-        keeps the non-tensor ones for `call`."""
+    def tensor_inputs(self, var_axes: dict[str, int], const_axes: dict[str, int] | None = None) \
+            -> list[torch.Tensor]:
+        """The workload's inputs (with `var_axes` as the var axes' values, `const_axes` as the const
+        ones'); returns the tensors and keeps the non-tensor ones for `call`."""
         d, w = self.definition, self.workload
-        axes = resolve_axes(d["axes"], var_axes, f"{self.dir / 'workload.jsonl'}")
+        axes = resolve_axes(d["axes"], var_axes, f"{self.dir / 'workload.jsonl'}", const_axes)
         specs = w.get("inputs", {})
         scalars = {n: s["value"] for n, s in specs.items() if s["type"] == "scalar"}
         custom: dict[str, Any] = {}
@@ -172,7 +173,8 @@ class ProblemModel:
         self.values = {n: v for n, v in values.items() if not isinstance(v, torch.Tensor)}
         return [v for v in values.values() if isinstance(v, torch.Tensor)]
 
-    def fresh_inputs(self, var_axes: dict[str, int], seed: int) -> list[torch.Tensor]:
+    def fresh_inputs(self, var_axes: dict[str, int], seed: int, const_axes: dict[str, int] | None = None) \
+            -> list[torch.Tensor]:
         """A fresh sample for validation: the workload's own generator (custom entry point, the
         harness's rules, plain random) run again under `seed`, so an integer input it fixes (B = 1:
         `kv_indptr = [0, N]`) stays fixed and one it draws is drawn as it draws it. The non-tensor
@@ -182,15 +184,15 @@ class ProblemModel:
         try:
             with torch.random.fork_rng():
                 torch.manual_seed(seed)
-                return self.tensor_inputs(var_axes)
+                return self.tensor_inputs(var_axes, const_axes)
         finally:
             self.values = bound
 
-    def input_nbytes(self, var_axes: dict[str, int]) -> int:
+    def input_nbytes(self, var_axes: dict[str, int], const_axes: dict[str, int] | None = None) -> int:
         """Bytes of the tensor inputs at `var_axes`, from the definition's shapes and dtypes (what a
         real `tensor_inputs` allocates, known before it runs)."""
         d = self.definition
-        axes = resolve_axes(d["axes"], var_axes, f"{self.dir / 'workload.jsonl'}")
+        axes = resolve_axes(d["axes"], var_axes, f"{self.dir / 'workload.jsonl'}", const_axes)
         total = 0.0
         for t in d["inputs"].values():
             if t["shape"] is not None:

@@ -49,6 +49,7 @@ from solar_compiler.frontends.validation import (
     estimate,
     executor_bytes,
     shrink,
+    size_rounds,
     statement_seconds,
 )
 
@@ -600,8 +601,9 @@ def _sizes_text(ov: dict[str, int]) -> str:
 
 
 def _key_sets(spec, tt, options, sizes: dict[str, int], filler):
-    """All sizes first; then, when that fails at the mildest factor, the sizes that build alone."""
-    yield list(sizes)
+    """All sizes first (the early ones before all, `size_rounds`); then, when that fails at the
+    mildest factor, the sizes that build alone."""
+    yield from size_rounds(spec, sizes)
     if len(sizes) == 1:
         return
     alone = []
