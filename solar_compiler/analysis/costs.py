@@ -41,7 +41,7 @@ Rules (the numbers the tests derive by hand):
   transform that builds another domain drops the trace. `indirect="min"` always takes the fewest
   elements over all index values. Gathers of one tensor by several statements carry the union the
   trace took of them all (`ast.Traced.union`): a tensor's reads count it when every statement of
-  that union is among them, each once, on its traced domain.
+  that union is among them, less k elements per point narrowing dropped from a member.
 * Compulsory bytes: each input and weight over the union of all its reads in the kernel, each output
   over the union of all its writes, each once at its own dtype; locals are free.
 """
@@ -208,8 +208,9 @@ class Site:
     # values, so it counts its traced count, or none (the fewest over all values)
     conditional: bool = False
     # a gather whose trace holds a union with other statements' gathers (`ast.Traced`): (the
-    # group's tensor, its union, how many statements it has, which one this is, the node's position)
-    union: tuple[str, int, int, int, int] | None = None
+    # group's tensor, its union, how many statements it has, which one this is, the node's position,
+    # its points, the traced domain's points, its accesses of the tensor per point)
+    union: tuple[str, int, int, int, int, int, int, int] | None = None
     _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:  # sites are cache keys: hash the nested expressions once
@@ -256,17 +257,31 @@ def distinct_elements(sites: Sequence[Site]) -> int:
 
 
 def traced_union(sites: Sequence[Site]) -> int:
-    """The largest traced union of gathers whose statements are all among `sites`, each once: one
-    node per member of the group (a member missing, or a node copied, and the union is not what
-    these sites read)."""
-    groups: dict[tuple[str, int, int], dict[int, set[int]]] = {}
+    """The largest traced union of gathers whose statements are all among `sites` (a member missing,
+    and the union is not what these sites read). A member is one node, or the pieces narrowing cut
+    its traced domain into: disjoint, their points at most the traced ones; each point dropped took
+    at most the member's k accesses' elements from the union, which is counted less those. Pieces
+    with more points than the trace's are copies of the node: no union."""
+    groups: dict[tuple[str, int, int], dict[int, dict[int, tuple[int, int, int]]]] = {}
     for s in sites:
         if s.union is not None and s.indirect and not s.conditional:
-            group, union, among, member, node = s.union
-            groups.setdefault((group, union, among), {}).setdefault(member, set()).add(node)
-    return max((union for (_, union, among), members in groups.items()
-                if sorted(members) == list(range(among)) and all(len(n) == 1 for n in members.values())),
-               default=0)
+            group, union, among, member, node, points, traced_points, k = s.union
+            at = groups.setdefault((group, union, among), {}).setdefault(member, {})
+            at[node] = (points, traced_points, k)
+    best = 0
+    for (_, union, among), members in groups.items():
+        if sorted(members) != list(range(among)):
+            continue
+        dropped = 0
+        for nodes in members.values():
+            kept = sum(p for p, _, _ in nodes.values())
+            traced_points = max(t for _, t, _ in nodes.values())
+            if kept > traced_points:
+                break
+            dropped += max(k for _, _, k in nodes.values()) * (traced_points - kept)
+        else:
+            best = max(best, union - dropped)
+    return best
 
 
 INDIRECT = ("traced", "min")  # how indirect accesses are counted (module rules)
@@ -558,7 +573,8 @@ class NodeSites:
             rec = self._traced(n, s.node, tensor, write)
             traced = rec.elements if rec is not None else None
             if rec is not None and rec.among and not write:
-                union = (rec.group, rec.union, rec.among, rec.member, s.node)
+                k = sum(c for (t, _, ind), c in self.leaves(s.node).items() if ind and t == tensor)
+                union = (rec.group, rec.union, rec.among, rec.member, s.node, st.points(n), rec.points, k)
             floor = 0 if write else key_floor(n, m, tensor)
         if write and not s.init and st.conditional_store(n):
             rec = self._traced(n, s.node, tensor, write)
@@ -584,9 +600,8 @@ class NodeSites:
                     return t
                 # narrowed to a subset of the traced domain (narrowing keeps the trace; a transform
                 # that builds other domains drops it): each point dropped took at most k of the
-                # elements away
-                return replace(t, elements=max(0, t.elements - k * (t.points - points)), points=points,
-                               union=0, among=0, member=0)
+                # elements away (`points` stays the traced domain's, for a union's members)
+                return replace(t, elements=max(0, t.elements - k * (t.points - points)))
         return None
 
 
