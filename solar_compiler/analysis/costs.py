@@ -69,6 +69,7 @@ from solar_compiler.analysis.distinct import (
     SELECT,
     distinct_matrix_flops,
     duplicates_both,
+    gated_selects,
     presummed,
     select_branches,
     shared_factor_sums,
@@ -769,7 +770,7 @@ def distinct_costs(graph: GraphOp, g: GraphCosts, kernel_of: Sequence[int] | Non
         _step_functions(nodes, ops)
     _scan_prefix_sums(nodes, ops)  # inside one node: eager's kernel may run it as a scan too
     free_twins(ops, twins, kernel_of)
-    for drop, keep, drop_tail, keep_tail in select_branches(graph, nodes):  # one branch per element
+    for drop, keep, drop_tail, keep_tail in [*select_branches(graph, nodes), *gated_selects(graph, nodes)]:
         if kernel_of is not None and len({kernel_of[p] for p in (drop, keep, *drop_tail, *keep_tail)}) != 1:
             continue  # eager execution runs both branches' kernels
         a, b = ops[drop], ops[keep]

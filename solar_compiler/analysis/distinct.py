@@ -52,7 +52,7 @@ from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.chains import Factor, body_factors
 from solar_compiler.analysis.polyhedral import contraction_reads, node_indices, node_loop_ranges, writes_whole
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp
-from solar_compiler.dialects.loop import BinaryOp, ConstOp, SelectOp, type_dtype
+from solar_compiler.dialects.loop import BinaryOp, CastOp, ConstOp, SelectOp, UnaryOp, type_dtype
 from solar_compiler.loopir.affine import AffExpr
 
 #: `OpCost.algorithm` of a node priced by an entry here
@@ -366,6 +366,129 @@ def select_branches(graph: GraphOp, nodes: Sequence[NodeOp]) \
     return out
 
 
+#: a gate: (the bool tensor it reads, its indices as linear forms over the output positions, True when
+#: it is the complement `1 - g` / `~g`)
+Gate = tuple[str, tuple[tuple[tuple[tuple[int, int], ...], int], ...], bool]
+
+
+def gated_selects(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[int, int, list[int], list[int]]]:
+    """`select_branches` for the arithmetic select `g * A + (1 - g) * B` (also `~g`, casts of a bool
+    `g`, the gates inside the contractions where association moved them, `sum_k g_i x_ik w1_kj`):
+    an element-wise sum of two locals only it reads, each a contraction's sum (through element-wise
+    nodes) times a gate, or a contraction one of whose factors is a gate, the two gates complements
+    of one bool element per output element. Each output element is then one branch's value (the
+    other's product is zero): one contraction per element suffices, whatever the bools' values."""
+    roles, writers, readers = _uses(graph, nodes)
+    out = []
+    for pos, n in enumerate(nodes):
+        op = st.stored_value(n).owner
+        if n.reduce.data != "none" or n.dynamic_positions or _main_guards(n) or n.init is not None or \
+                not isinstance(op, BinaryOp) or op.fn.data != "add" or \
+                not isinstance(op.lhs, BlockArgument) or not isinstance(op.rhs, BlockArgument):
+            continue
+        maps = n.get_indexing_maps().data
+        a, b = n.input_names[op.lhs.index], n.input_names[op.rhs.index]
+        if a == b or maps[op.lhs.index] != maps[-1] or maps[op.rhs.index] != maps[-1] or \
+                not all(i.is_var() for i in node_indices(n, len(maps) - 1)) or \
+                any(readers.get(t) != {pos} for t in (a, b)):
+            continue
+        sides = [_gated(roles, nodes, writers, readers, t) for t in (a, b)]
+        if sides[0] is None or sides[1] is None:
+            continue
+        (ka, tail_a, ga), (kb, tail_b, gb) = sides
+        if ga[:2] == gb[:2] and ga[2] != gb[2]:
+            out.append((kb, ka, tail_b, tail_a))
+    return out
+
+
+def _gated(roles: dict[str, str], nodes: Sequence[NodeOp], writers: dict[str, list[int]],
+           readers: dict[str, set[int]], tensor: str) -> tuple[int, list[int], Gate] | None:
+    """(contraction, element-wise nodes after it, gate) of local `tensor` when it is zero wherever
+    its gate is: a contraction with a gate factor read per output element, or an element-wise
+    product of a gate and a branch (`_branch`)."""
+    k = _sum_of_one_contraction(roles, nodes, writers, tensor)
+    if k is not None:
+        c = nodes[k]
+        for f in st.product_factors(st.stored_value(c)):
+            g = _gate(roles, nodes, writers, c, f, _positions(c))
+            if g is not None:
+                return k, [], g
+        return None
+    at = list(dict.fromkeys(writers.get(tensor, [])))
+    if roles.get(tensor) != "local" or len(at) != 1:
+        return None
+    w = nodes[at[0]]
+    v = st.stored_value(w)
+    if w.reduce.data != "none" or w.dynamic_positions or _main_guards(w) or \
+            not isinstance(v.owner, BinaryOp) or v.owner.fn.data != "mul":
+        return None
+    maps = w.get_indexing_maps().data
+    at_pos = _positions(w)
+    for f, other in ((v.owner.lhs, v.owner.rhs), (v.owner.rhs, v.owner.lhs)):
+        if not isinstance(other, BlockArgument) or maps[other.index] != maps[-1]:
+            continue
+        t = w.input_names[other.index]
+        if readers.get(t) != {at[0]}:
+            continue
+        g = _gate(roles, nodes, writers, w, f, at_pos)
+        br = _branch(roles, nodes, writers, readers, t) if g is not None else None
+        if g is not None and br is not None:
+            return br[0], [*br[1], at[0]], g
+    return None
+
+
+def _positions(n: NodeOp) -> dict[int, tuple[tuple[tuple[int, int], ...], int]] | None:
+    """Each output dim of `n` as a linear form over the output positions (None: an output index that
+    is no bare dim)."""
+    res = n.get_indexing_maps().data[-1].data.results
+    if not all(isinstance(e, AffineDimExpr) for e in res):
+        return None
+    return {e.position: (((p, 1),), 0) for p, e in enumerate(res)}  # type: ignore[union-attr]
+
+
+def _gate(roles: dict[str, str], nodes: Sequence[NodeOp], writers: dict[str, list[int]], n: NodeOp,
+          v: SSAValue, at: dict[int, tuple[tuple[tuple[int, int], ...], int]] | None,
+          negated: bool = False, depth: int = 0) -> Gate | None:
+    """`v` of node `n` as a gate: a bool read per output element (`at`: n's dims as linear forms of
+    the output positions), through casts, `1 - g`, `~g` and element-wise locals."""
+    if at is None or depth > 6:
+        return None
+    o = v.owner
+    if isinstance(o, CastOp):
+        return _gate(roles, nodes, writers, n, o.x, at, negated, depth + 1)
+    if isinstance(o, UnaryOp) and o.fn.data == "not":
+        return _gate(roles, nodes, writers, n, o.x, at, not negated, depth + 1)
+    if isinstance(o, BinaryOp) and o.fn.data == "sub" and isinstance(o.lhs.owner, ConstOp) and \
+            float(o.lhs.owner.value.value.data) == 1.0 and type_dtype(o.lhs.type) != "bool":
+        return _gate(roles, nodes, writers, n, o.rhs, at, not negated, depth + 1)
+    if not isinstance(v, BlockArgument):
+        return None
+    forms = []
+    for e in n.get_indexing_maps().data[v.index].data.results:
+        f = st.linear_form(e)
+        if f is None or not set(f[0]) <= set(at):
+            return None  # a reduced dim, or not affine: no gate per output element
+        coeffs: dict[int, int] = {}
+        const = f[1]
+        for d, c in f[0].items():
+            terms, k = at[d]
+            const += c * k
+            for p, cp in terms:
+                coeffs[p] = coeffs.get(p, 0) + c * cp
+        forms.append((tuple(sorted((p, c) for p, c in coeffs.items() if c)), const))
+    t, leaf = n.input_names[v.index], type_dtype(v.type) == "bool"  # any bool is 0 or 1
+    ws = list(dict.fromkeys(writers.get(t, [])))
+    got = None
+    if roles.get(t) == "local" and len(ws) == 1:
+        w = nodes[ws[0]]
+        res = w.get_indexing_maps().data[-1].data.results
+        if w.reduce.data == "none" and not w.dynamic_positions and not _main_guards(w) and w.init is None \
+                and len(res) == len(forms) and all(isinstance(e, AffineDimExpr) for e in res):
+            inner = {e.position: forms[p] for p, e in enumerate(res)}  # type: ignore[union-attr]
+            got = _gate(roles, nodes, writers, w, st.stored_value(w), inner, negated, depth + 1)
+    return got if got is not None or not leaf else (t, tuple(forms), negated)
+
+
 def _branch(roles: dict[str, str], nodes: Sequence[NodeOp], writers: dict[str, list[int]],
             readers: dict[str, set[int]], tensor: str) -> tuple[int, list[int]] | None:
     """(the contraction node whose sum local `tensor` is, the element-wise nodes in between) when
@@ -420,7 +543,9 @@ def shared_factor_sums(graph: GraphOp, nodes: Sequence[NodeOp]) -> list[tuple[in
     """(sum node, kept contraction, dropped contraction, elements of the combined operand) for each
     element-wise `a + b` / `a - b` of two locals only it reads, each written by one contraction (zero
     fills aside) over the same domain whose two factors are one shared read (same tensor and map) and
-    one other read through the same map in both: `x @ w1 + x @ w2` is `x @ (w1 + w2)`. A chain of
+    one other read through the same map in both, or through any maps whose pairs of elements are no
+    more than the elements of either: `x @ w1 + x @ w2` is `x @ (w1 + w2)`, `x @ w + x @ w.t()` is
+    `x @ (w + w.t())`. A chain of
     such sums (`x @ w1 + x @ w2 + x @ w3`, a sum in a Python loop) is one product too: a sum node
     found here stands for its kept contraction where a later sum reads its result alone."""
     roles, writers, readers = _uses(graph, nodes)
@@ -473,11 +598,23 @@ def _other_operand(p: NodeOp, q: NodeOp) -> list[AffineExpr] | None:
     for i in (0, 1):
         j = 1 - i
         for k in (0, 1):
-            if (rp[i][0], mp[i]) == (rq[k][0], mq[k]) and \
-                    ((mp[j] == mq[1 - k] and rp[j][0] != rq[1 - k][0]) or
-                     (rp[j][0] == rq[1 - k][0] and _shifted(mp[j].data.results, mq[1 - k].data.results))):
-                return list(mp[j].data.results)
+            if (rp[i][0], mp[i]) != (rq[k][0], mq[k]):
+                continue
+            a, b = list(mp[j].data.results), list(mq[1 - k].data.results)
+            if (a == b and rp[j][0] != rq[1 - k][0]) or (rp[j][0] == rq[1 - k][0] and _shifted(a, b)):
+                return a
+            if (rp[j][0], a) != (rq[1 - k][0], b) and _same_elements_per_point(p, a, b):
+                return a + b
     return None
+
+
+def _same_elements_per_point(p: NodeOp, a: list[AffineExpr], b: list[AffineExpr]) -> bool:
+    """The two reads `a` and `b` (over `p`'s domain) take no more distinct pairs of elements than
+    either takes elements: their element-wise sum, a tensor over the pairs (`w + w.t()` for
+    `x @ w + x @ w.t()`), has no more elements than either operand, so one contraction with it
+    multiplies no more distinct products than either contraction did."""
+    pairs = st.image_count(p, a + b)
+    return pairs == st.image_count(p, a) == st.image_count(p, b)
 
 
 def _shifted(a: Sequence[AffineExpr], b: Sequence[AffineExpr]) -> bool:

@@ -165,14 +165,14 @@ def capture_failure(spec, options: FrontendOptions, message: str) -> SolarError:
         return CaptureFailed(message)
     import torch
 
-    from .capture.util import quiet
+    from .capture.util import WideMatrixProducts, quiet
 
     try:
         torch.manual_seed(0)
         model, sample = spec.build_model(), spec.sample_inputs()
         if options.mode == "eval":
             model.eval()
-        with torch.no_grad(), quiet():
+        with torch.no_grad(), quiet(), WideMatrixProducts():
             model(*sample)
     except Exception:  # noqa: BLE001 - any failure of the program itself
         return SolarError(message, error_class="capture")

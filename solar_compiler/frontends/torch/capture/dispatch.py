@@ -31,7 +31,7 @@ from .graph import UserFile, finish, tensor_meta
 from .inputs import input_names
 from .ops import tables
 from .recorder import DispatchRecorder
-from .util import REAL_RUN_LIMIT_BYTES, build_model, forward_error, nbytes, quiet
+from .util import REAL_RUN_LIMIT_BYTES, WideMatrixProducts, build_model, forward_error, nbytes, quiet
 
 
 def capture_dispatch(spec: ModelSpec, mode: str, fake: bool, user: UserFile,
@@ -102,7 +102,7 @@ def _dispatch_once(spec: ModelSpec, mode: str, fake_mode, user: UserFile,
         if isinstance(gval, torch.Tensor):
             rec.globals_by_id[id(gval)] = gname
 
-    ctx = fake_mode if fake_mode is not None else contextlib.nullcontext()
+    ctx = fake_mode if fake_mode is not None else WideMatrixProducts()
     try:
         with (
             ctx,

@@ -19,7 +19,16 @@ from solar_compiler.frontends.model_file import ModelSpec
 
 from .entry import capture
 from .ops import PRESERVE_CIA, aten, dropout_decomp, has_cia_kernel, is_random, mutated_arg_indices, tables
-from .util import build_model, from_numpy_as, load_spec, quiet, real_sample, resolve_attr, to_numpy
+from .util import (
+    WideMatrixProducts,
+    build_model,
+    from_numpy_as,
+    load_spec,
+    quiet,
+    real_sample,
+    resolve_attr,
+    to_numpy,
+)
 
 
 class RandomRecorder(TorchDispatchMode):
@@ -234,6 +243,7 @@ def _run_forward(spec: ModelSpec, program: CapturedProgram, model, sample, ties=
     rec = RandomRecorder(python)
     watch = TieRecorder(set(ties)) if ties else None
     ctx = contextlib.ExitStack()
+    ctx.enter_context(WideMatrixProducts())  # outermost: the recorders see the model's own ops
     if watch is not None:  # below the random recorder: it sees the ops that one runs
         ctx.enter_context(watch)
     if program.random_tensors:
@@ -283,7 +293,7 @@ def eager_forward(path: str, mode: str = "eval", seed: int = 0) -> list[tuple[tu
     if mode == "eval":
         model.eval()
     sample = spec.sample_inputs()
-    with torch.no_grad():
+    with torch.no_grad(), WideMatrixProducts():
         out = model(*sample)
     flat, _ = torch.utils._pytree.tree_flatten(out)
     return [(tuple(t.shape), str(t.dtype).replace("torch.", "")) for t in flat if isinstance(t, torch.Tensor)]

@@ -18,7 +18,7 @@ from solar_compiler.frontends.model_file import ModelSpec
 from .train import step_loss, trainable
 from .train_ops import dropout_as_draw
 from .train_optim import Optimizer, model_optimizer
-from .util import build_model, from_numpy_as, quiet, resolve_attr, to_numpy
+from .util import WideMatrixProducts, build_model, from_numpy_as, quiet, resolve_attr, to_numpy
 
 
 def optimizer_state(program: CapturedProgram, params: dict[str, torch.Tensor], seed: int) \
@@ -80,7 +80,7 @@ def run_train_reference(spec: ModelSpec, mode: str, program: CapturedProgram,
         weights_np[w.name] = to_numpy(t)
 
     draws: list[torch.Tensor] = []
-    with quiet(), torch.enable_grad(), dropout_as_draw(draws):
+    with WideMatrixProducts(), quiet(), torch.enable_grad(), dropout_as_draw(draws):
         loss, _ = step_loss(spec, model, lambda: model(*sample), sample)
         grads = dict(zip(params, torch.autograd.grad(loss, list(params.values()), allow_unused=True),
                          strict=True))

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
-from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from solar_compiler.frontends.captured_program import CaptureError
 from solar_compiler.frontends.model_file import (
@@ -260,6 +260,43 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
         if t.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
             t = t.float()
         return t.cpu().contiguous().numpy().copy()
+
+
+class WideMatrixProducts(TorchDispatchMode):
+    """Matrix products and convolutions of bfloat16/float16 CPU tensors computed on float32 copies,
+    the result rounded back once: what the CPU kernels compute (oneDNN accumulates narrow-float
+    GEMMs and convolutions in float32 and rounds the result), up to the order of the sums, in the
+    time of a float32 kernel. Why: a CPU without native bf16/f16 arithmetic (AVX2 only) runs those
+    kernels 25-80x slower than float32 (a 2,048^3 bf16 matmul: about 30 s on 2 AVX2 cores), so a
+    reference run of a bf16 program would exhaust the translation's time budget. Enter it outside
+    any recording mode (a recorder then sees the ops as the model called them)."""
+
+    OPS = frozenset({
+        torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default,
+        torch.ops.aten.baddbmm.default, torch.ops.aten.mv.default, torch.ops.aten.dot.default,
+        torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default,
+    })
+    NARROW = (torch.bfloat16, torch.float16)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func not in self.OPS:
+            return func(*args, **kwargs)
+        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+        flat = [a for a in leaves if isinstance(a, torch.Tensor)]
+        narrow = {a.dtype for a in flat if a.dtype in self.NARROW}
+        if len(narrow) != 1 or any(isinstance(a, FakeTensor) or a.device.type != "cpu" for a in flat):
+            return func(*args, **kwargs)
+        dt = narrow.pop()
+
+        def wide(a):
+            return a.float() if isinstance(a, torch.Tensor) and a.dtype == dt else a
+
+        def back(o):
+            return o.to(dt) if isinstance(o, torch.Tensor) and o.dtype == torch.float32 else o
+
+        tree_map = torch.utils._pytree.tree_map
+        return tree_map(back, func(*tree_map(wide, args), **tree_map(wide, kwargs)))
 
 
 @contextlib.contextmanager
