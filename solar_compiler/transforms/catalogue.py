@@ -39,7 +39,8 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
   first (`x.repeat(1, 2) @ w = x @ (w[:n] + w[n:])`; `distinct.presummed`, applied by the distinct
   costs).
 * **value-dependent selects**: of two contractions only an element-wise select on tensor values
-  reads, one per element suffices (`distinct.py`).
+  reads, one per element suffices, and so for the arithmetic select `g * A + (1 - g) * B` of a bool
+  `g` (`distinct.py`).
 * **fast convolution**: a 3 x 3 stride-1 convolution in a dtype cuDNN ships Winograd for is priced
   at the products of Winograd F(2x2,3x3) or F(4x4,3x3), the fewer (`fast_conv.py`, applied by the
   distinct costs too); the report names the op ("Winograd F(4x4,3x3) for conv").
