@@ -45,8 +45,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+import islpy as isl
 from xdsl.ir import BlockArgument, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 
 from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.chains import Factor, body_factors
@@ -81,11 +82,81 @@ def distinct_matrix_flops(node: NodeOp, flops: int, same: Mapping[str, str] | No
         products = st.image_count(node, [r for _, _, a in reads for r in maps[a].data.results])
         if 2 * products < flops:
             flops, how = 2 * products, BROADCAST
+    if through_locals:
+        pieces = copied_pieces_products(node, reads)
+        if pieces is not None and 2 * pieces < flops:
+            return 2 * pieces, BROADCAST  # not also halved as symmetric: errs high, never low
     half = _symmetric_share(node, same or {}, through_locals)
     if half is not None:
         num, den = half
         flops, how = -(-flops * num // den), SYMMETRIC
     return flops, how
+
+
+def copied_pieces_products(node: NodeOp, reads: Sequence[tuple[str, object, int]]) -> int | None:
+    """Distinct products, at most, of a contraction one of whose operands is a local that copies
+    alone write, each a piece of it from one source (`torch.cat([x, x.flip(0)]) @ w`, the halves of
+    a bidirectional layer): the points whose operand element one copy wrote form a piece, and two
+    pieces reading the same source whose sets of (source element, other operands' elements) are
+    equal (isl proves it) multiply the same products: each such set counted once, by its piece's
+    points. None when no operand is such a local, the copies overlap, or no two pieces are equal."""
+    graph = node.parent_op()
+    if not isinstance(graph, GraphOp) or node.guards is not None or node.dynamic_positions:
+        return None
+    roles = {t: d.role.data for t, d in graph.tensor_ops().items()}
+    maps = node.get_indexing_maps().data
+    n = node.get_num_loops()
+    for t, _, a in reads:
+        copies = _copies_of(graph, node, t) if roles.get(t) == "local" else None
+        if copies is None:
+            continue
+        others = AffineMap(n, 0, tuple(r for u, _, b in reads if b != a for r in maps[b].data.results))
+        other = st.access_map(node, st.Access("P", others, False, False, "input"))
+        read = st.access_map(node, st.Access(t, maps[a].data, False, False, "input"))
+        seen: list[tuple[str, isl.Set]] = []
+        total = covered = 0
+        for w in copies:
+            wm = w.get_indexing_maps().data
+            src = w.input_names[0]
+            written = st.access_map(w, st.Access(t, wm[-1].data, True, False, "output"))
+            source = st.access_map(w, st.Access(src, wm[0].data, False, False, "input"))
+            to_src = read.apply_range(written.reverse().apply_range(source))
+            piece = to_src.domain()
+            pts = piece.count_val().to_python()
+            covered += pts
+            image = to_src.range_product(other.intersect_domain(piece)).range()
+            if not any(s == src and image.is_equal(i) for s, i in seen):
+                seen.append((src, image))
+                total += pts
+        if covered == st.points(node) and len(seen) < len(copies):
+            return total
+    return None
+
+
+def _copies_of(graph: GraphOp, reader: NodeOp, tensor: str) -> list[NodeOp] | None:
+    """The nodes that write local `tensor`, each a copy of one input read (through casts at most) over
+    a box, no two writing one element, all before `reader` and none after; else None."""
+    ws: list[NodeOp] = []
+    after = False
+    for n in graph.nodes():
+        after = after or n is reader
+        if n.output_name != tensor:
+            continue
+        v = st.stored_value(n)
+        while isinstance(v.owner, CastOp):
+            v = v.owner.x
+        if after or n.reduce.data != "none" or n.guards is not None or n.dynamic_positions or \
+                n.init is not None or len(n.ins) != 1 or not isinstance(v, BlockArgument) or not _box(n):
+            return None
+        ws.append(n)
+    sources = [w.input_names[0] for w in ws]
+    if len(set(sources)) == len(sources):
+        return None  # no two copies of one source: nothing to share (DenseNet's concatenations)
+    regions = [st.access_map(w, st.Access(tensor, w.get_indexing_maps().data[-1].data, True, False, "output"))
+               .range() for w in ws]
+    if any(not regions[i].intersect(regions[j]).is_empty() for i in range(len(ws)) for j in range(i)):
+        return None
+    return ws
 
 
 def presummed(node: NodeOp) -> tuple[int, int, str] | None:

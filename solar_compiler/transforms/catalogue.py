@@ -24,8 +24,9 @@ Entries (each a general rule on the einsum graph, with its proof in the cited se
 * **scans**: a sum over ranges nested along an output variable its summand ignores shares its
   partial sums (`tril(ones) @ x` is `cumsum(x)`; `prefix_sums.py`, applied by the distinct costs).
 * **deduplication**: repeated products of broadcast, `repeat`ed and `expand`ed operands, symmetric
-  products (SYRK, and SYRKX through an element-wise scale: `(x * d) @ x.t()`) and identical nodes
-  (CSE) are priced once (`distinct.py`, applied by the costs
+  products (SYRK, and SYRKX through an element-wise scale: `(x * d) @ x.t()`), identical nodes
+  (CSE) and pieces of one source in a concatenated operand (`cat([x, x.flip(0)]) @ w`) are priced
+  once (`distinct.py`, applied by the costs
   when asked for `distinct` costs).
 * **one-hot contractions as gathers**: a contraction with an indicator factor of a reduced variable
   (`F.one_hot(idx, V).float() @ W`) is the gather of the rows the keys select
