@@ -51,6 +51,7 @@ from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, Affine
 
 from solar_compiler.analysis import structured as st
 from solar_compiler.analysis.chains import Factor, body_factors
+from solar_compiler.analysis.manager import invalidate_op_analyses, op_analysis
 from solar_compiler.analysis.polyhedral import contraction_reads, node_indices, node_loop_ranges, writes_whole
 from solar_compiler.dialects.einsum import GatherOp, GraphOp, IndexOp, NodeOp
 from solar_compiler.dialects.loop import BinaryOp, CastOp, ConstOp, SelectOp, UnaryOp, type_dtype
@@ -133,15 +134,29 @@ def copied_pieces_products(node: NodeOp, reads: Sequence[tuple[str, object, int]
     return None
 
 
+def _writers(graph: GraphOp) -> tuple[dict[str, list[NodeOp]], dict[int, int]]:
+    """Each tensor's writers and each node's position, once per graph (a walk per contraction made
+    the costs quadratic in the nodes)."""
+    def build() -> tuple[dict[str, list[NodeOp]], dict[int, int]]:
+        writers: dict[str, list[NodeOp]] = {}
+        position: dict[int, int] = {}
+        for i, n in enumerate(graph.nodes()):
+            writers.setdefault(n.output_name, []).append(n)
+            position[id(n)] = i
+        return writers, position
+    return op_analysis(graph, "writers_and_positions", build)
+
+
 def _copies_of(graph: GraphOp, reader: NodeOp, tensor: str) -> list[NodeOp] | None:
     """The nodes that write local `tensor`, each a copy of one input read (through casts at most) over
     a box, no two writing one element, all before `reader` and none after; else None."""
+    writers, position = _writers(graph)
+    if id(reader) not in position:  # a graph rewritten since the cache was made
+        invalidate_op_analyses(graph)
+        writers, position = _writers(graph)
     ws: list[NodeOp] = []
-    after = False
-    for n in graph.nodes():
-        after = after or n is reader
-        if n.output_name != tensor:
-            continue
+    for n in writers.get(tensor, []):
+        after = position[id(n)] >= position[id(reader)]
         v = st.stored_value(n)
         while isinstance(v.owner, CastOp):
             v = v.owner.x
