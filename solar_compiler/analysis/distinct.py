@@ -104,11 +104,10 @@ def copied_pieces_products(node: NodeOp, reads: Sequence[tuple[str, object, int]
     graph = node.parent_op()
     if not isinstance(graph, GraphOp) or node.guards is not None or node.dynamic_positions:
         return None
-    roles = {t: d.role.data for t, d in graph.tensor_ops().items()}
     maps = node.get_indexing_maps().data
     n = node.get_num_loops()
     for t, _, a in reads:
-        copies = _copies_of(graph, node, t) if roles.get(t) == "local" else None
+        copies = _copies_of(graph, node, t)  # written by copies: a local
         if copies is None:
             continue
         others = AffineMap(n, 0, tuple(r for u, _, b in reads if b != a for r in maps[b].data.results))
