@@ -142,10 +142,14 @@ def _branch_file(tmp_path, taken_by: str):
     return f
 
 
-def test_a_program_no_fresh_sample_traces_again_is_not_validated(tmp_path):
+def test_a_program_no_fresh_sample_traces_again_is_not_validated(tmp_path, monkeypatch):
     """The branch is taken by the traced sample alone: every fresh sample (1 to 4) traces the other
     branch, so the translation of the traced branch is compared on the traced sample only, which
-    validates nothing (a baked `x.sum().item()` would agree there too): not validated, and why."""
+    validates nothing (a baked `x.sum().item()` would agree there too): not validated, and why.
+    (No retrace time limit here: on 2 loaded cores, 3 retraces took the 15 s of it.)"""
+    import solar_compiler.frontends.torch.validation as tv
+
+    monkeypatch.setattr(tv, "RETRACE_SECONDS", 1e9)
     f = _branch_file(tmp_path, "alone")
     v = fe.translate_job(str(f), FrontendOptions()).validation
     assert (v["validated"], v["samples"], v["max_rel_err"]) == (False, 1, 0.0)
