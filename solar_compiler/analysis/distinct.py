@@ -686,10 +686,8 @@ def _other_operand(p: NodeOp, q: NodeOp) -> list[AffineExpr] | None:
             if (rp[i][0], mp[i]) != (rq[k][0], mq[k]):
                 continue
             a, b = list(mp[j].data.results), list(mq[1 - k].data.results)
-            if (a == b and rp[j][0] != rq[1 - k][0]) or (rp[j][0] == rq[1 - k][0] and _shifted(a, b)):
-                return a
             if (rp[j][0], a) != (rq[1 - k][0], b) and _same_elements_per_point(p, a, b):
-                return a + b
+                return a + b  # two tensors through one map, two slices of one, `w` and `w.t()`
     return None
 
 
@@ -701,10 +699,3 @@ def _same_elements_per_point(p: NodeOp, a: list[AffineExpr], b: list[AffineExpr]
     pairs = st.image_count(p, a + b)
     return pairs == st.image_count(p, a) == st.image_count(p, b)
 
-
-def _shifted(a: Sequence[AffineExpr], b: Sequence[AffineExpr]) -> bool:
-    """Two reads of one tensor at a constant offset from each other, not equal (`w[0, k, j]` and
-    `w[1, k, j]`: two slices of one stacked tensor, added element by element as well)."""
-    forms = [(st.linear_form(x), st.linear_form(y)) for x, y in zip(a, b, strict=True)]
-    return all(f is not None and g is not None and f[0] == g[0] for f, g in forms) and \
-        any(f[1] != g[1] for f, g in forms)  # type: ignore[index]
